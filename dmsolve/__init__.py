@@ -1,0 +1,17 @@
+"""dmsolve: distributed-memory sparse linear algebra, solvers and topology on MPI.
+
+Importing dmsolve initialises MPI (through mpi4py) but performs no
+communication and creates no MPI objects.
+"""
+
+from ._errors import CollectiveError, agree
+from ._layout import Layout, block_range, block_ranges
+from ._vector import DistVector
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CollectiveError", "agree",
+    "Layout", "block_range", "block_ranges",
+    "DistVector",
+]

@@ -1,0 +1,323 @@
+"""Distributed dense vectors: a :class:`Layout` plus this rank's numpy slice."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from mpi4py import MPI
+from scipy.linalg.blas import get_blas_funcs
+
+from ._errors import agree
+from ._layout import Layout
+
+__all__ = ["DistVector"]
+
+
+class DistVector:
+    """A vector distributed by a :class:`Layout`.
+
+    Parameters
+    ----------
+    layout : Layout
+        Which rank owns which entries.
+    local : array_like, optional
+        This rank's entries, ``layout.local_size`` of them. Used without a
+        copy when it is already a contiguous 1-D array of ``dtype``.
+        Zeros when omitted.
+    dtype : numpy dtype, optional
+        Default float64, or the dtype of ``local``.
+
+    Notes
+    -----
+    Constructing a vector is not collective. Element-wise operations
+    (:meth:`axpy`, :meth:`scale`, ...) are not collective; reductions
+    (:meth:`dot`, :meth:`norm`, :meth:`sum`) and :meth:`gather` are
+    collective on ``layout.comm``.
+
+    Layout checks compare the replicated ownership tables, so every rank
+    reaches the same verdict and raises the same error without talking to
+    the others.
+    """
+
+    __slots__ = ("layout", "local")
+    __array_priority__ = 100
+
+    def __init__(self, layout: Layout, local=None, dtype=None):
+        if not isinstance(layout, Layout):
+            raise TypeError("layout must be a dmsolve.Layout, got %s"
+                            % type(layout).__name__)
+        n = layout.local_size
+        if local is None:
+            local = np.zeros(n, dtype=np.float64 if dtype is None else dtype)
+        else:
+            local = np.ascontiguousarray(local, dtype=dtype)
+            if local.ndim != 1 or local.shape[0] != n:
+                raise ValueError("local part has shape %s, expected (%d,) on rank %d"
+                                 % (local.shape, n, layout.rank))
+        self.layout = layout
+        self.local = local
+
+    # -- constructors -----------------------------------------------------------
+    @classmethod
+    def zeros(cls, layout: Layout, dtype=np.float64) -> "DistVector":
+        """A vector of zeros. Not collective."""
+        return cls(layout, np.zeros(layout.local_size, dtype=dtype))
+
+    @classmethod
+    def full(cls, layout: Layout, value, dtype=np.float64) -> "DistVector":
+        """A vector with every entry ``value``. Not collective."""
+        return cls(layout, np.full(layout.local_size, value, dtype=dtype))
+
+    @classmethod
+    def from_global(cls, x, layout) -> "DistVector":
+        """Keep this rank's part of a global array given on every rank.
+
+        Parameters
+        ----------
+        x : array_like, shape (N,)
+            The same global array on every rank.
+        layout : Layout or MPI.Comm
+            The layout, or a communicator for a block layout.
+
+        Not collective; but a wrong length on some rank only is agreed on,
+        so ``from_global`` is collective when it raises: call it on every rank.
+        """
+        if isinstance(layout, MPI.Comm):
+            comm = layout
+            x = np.asarray(x)
+            n = comm.allreduce(int(x.shape[0]) if x.ndim == 1 else -1, op=MPI.MAX)
+            layout = Layout.block(max(n, 0), comm)
+        if not isinstance(layout, Layout):
+            raise TypeError("layout must be a Layout or an MPI.Comm")
+        x = np.asarray(x)
+        exc = None
+        if x.ndim != 1 or x.shape[0] != layout.global_size:
+            exc = ValueError("global array has shape %s, expected (%d,)"
+                             % (x.shape, layout.global_size))
+        agree(layout.comm, exc)
+        start, stop = layout.owned_range
+        return cls(layout, np.array(x[start:stop]))
+
+    # -- properties (never communicate) -----------------------------------
+    @property
+    def comm(self) -> MPI.Comm:
+        return self.layout.comm
+
+    @property
+    def dtype(self):
+        return self.local.dtype
+
+    @property
+    def global_size(self) -> int:
+        return self.layout.global_size
+
+    @property
+    def local_size(self) -> int:
+        return self.layout.local_size
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.layout.global_size,)
+
+    # -- checks -------------------------------------------------------------------
+    def _check(self, other: "DistVector", name: str = "other") -> None:
+        if not isinstance(other, DistVector):
+            raise TypeError("%s must be a DistVector, got %s"
+                            % (name, type(other).__name__))
+        if other.layout is not self.layout and other.layout != self.layout:
+            if not self.layout.same_comm(other.layout):
+                raise ValueError("%s lives on another communicator" % name)
+            raise ValueError("%s has a different layout (global sizes %d and %d)"
+                             % (name, other.global_size, self.global_size))
+
+    # -- copies ----------------------------------------------------------------
+    def copy(self) -> "DistVector":
+        """A deep copy. Not collective."""
+        return DistVector(self.layout, self.local.copy())
+
+    def zeros_like(self) -> "DistVector":
+        """A vector of zeros with the same layout and dtype. Not collective."""
+        return DistVector(self.layout, np.zeros_like(self.local))
+
+    def empty_like(self) -> "DistVector":
+        """An uninitialised vector with the same layout. Not collective."""
+        return DistVector(self.layout, np.empty_like(self.local))
+
+    def set(self, other: "DistVector") -> "DistVector":
+        """Copy ``other``'s entries into this vector. Not collective."""
+        self._check(other)
+        np.copyto(self.local, other.local)
+        return self
+
+    def fill(self, value) -> "DistVector":
+        """Set every entry to ``value``. Not collective."""
+        self.local.fill(value)
+        return self
+
+    # -- in-place BLAS-1 (not collective) -----------------------------------
+    def axpy(self, alpha, x: "DistVector") -> "DistVector":
+        """``self += alpha * x`` in place. Not collective."""
+        self._check(x, "x")
+        if alpha == 1:
+            self.local += x.local
+        elif alpha == -1:
+            self.local -= x.local
+        elif alpha != 0:
+            _axpy_inplace(alpha, x.local, self.local)
+        return self
+
+    def aypx(self, alpha, x: "DistVector") -> "DistVector":
+        """``self = alpha * self + x`` in place. Not collective."""
+        self._check(x, "x")
+        self.local *= alpha
+        self.local += x.local
+        return self
+
+    def axpby(self, alpha, x: "DistVector", beta) -> "DistVector":
+        """``self = alpha * x + beta * self`` in place. Not collective."""
+        self._check(x, "x")
+        self.local *= beta
+        return self.axpy(alpha, x)
+
+    def waxpy(self, alpha, x: "DistVector", y: "DistVector") -> "DistVector":
+        """``self = alpha * x + y`` in place. Not collective."""
+        self._check(x, "x")
+        self._check(y, "y")
+        np.multiply(x.local, alpha, out=self.local)
+        self.local += y.local
+        return self
+
+    def scale(self, alpha) -> "DistVector":
+        """``self *= alpha`` in place. Not collective."""
+        self.local *= alpha
+        return self
+
+    def pointwise_mult(self, x: "DistVector", y: "DistVector") -> "DistVector":
+        """``self = x * y`` entry by entry, in place. Not collective."""
+        self._check(x, "x")
+        self._check(y, "y")
+        np.multiply(x.local, y.local, out=self.local)
+        return self
+
+    # -- reductions (collective) ---------------------------------------------
+    def local_dot(self, other: "DistVector"):
+        """This rank's part of ``dot(self, other)``. Not collective."""
+        self._check(other)
+        return np.vdot(self.local, other.local)
+
+    def dot(self, other: "DistVector"):
+        """Inner product ``sum(conj(self) * other)``. Collective."""
+        return self.comm.allreduce(self.local_dot(other), op=MPI.SUM)
+
+    def norm(self, ord=2) -> float:
+        """Vector norm (``2``, ``1`` or ``np.inf``). Collective."""
+        loc = self.local
+        if ord == 2:
+            return float(np.sqrt(self.comm.allreduce(
+                float(np.vdot(loc, loc).real), op=MPI.SUM)))
+        if ord == 1:
+            return float(self.comm.allreduce(float(np.abs(loc).sum()), op=MPI.SUM))
+        if ord in (np.inf, "inf"):
+            mx = float(np.abs(loc).max()) if loc.size else 0.0
+            return float(self.comm.allreduce(mx, op=MPI.MAX))
+        raise ValueError("ord must be 1, 2 or inf, got %r" % (ord,))
+
+    def sum(self):
+        """Sum of all entries. Collective."""
+        return self.comm.allreduce(self.local.sum(), op=MPI.SUM)
+
+    def all_finite(self) -> bool:
+        """Whether every entry on every rank is finite. Collective."""
+        ok = bool(np.all(np.isfinite(self.local)))
+        return bool(self.comm.allreduce(ok, op=MPI.LAND))
+
+    def gather(self, root: int | None = None) -> np.ndarray | None:
+        """The global array, on every rank (or only on ``root``). Collective."""
+        counts = self.layout.local_sizes
+        displs = self.layout.ranges[:-1]
+        out = None
+        if root is None or self.comm.Get_rank() == root:
+            out = np.empty(self.global_size, dtype=self.local.dtype)
+        mpitype = MPI._typedict[self.local.dtype.char]
+        sendbuf = [self.local, mpitype]
+        if root is None:
+            self.comm.Allgatherv(sendbuf, [out, (counts, displs), mpitype])
+        else:
+            self.comm.Gatherv(sendbuf, [out, (counts, displs), mpitype] if out is not None
+                              else None, root=root)
+        return out
+
+    # -- operators (allocate; for convenience, not for hot loops) ------------
+    def _binary(self, other, op):
+        if isinstance(other, DistVector):
+            self._check(other)
+            return DistVector(self.layout, op(self.local, other.local))
+        if isinstance(other, numbers.Number):
+            return DistVector(self.layout, op(self.local, other))
+        return NotImplemented
+
+    def __add__(self, other):
+        return self._binary(other, np.add)
+
+    def __radd__(self, other):
+        return self._binary(other, np.add)
+
+    def __sub__(self, other):
+        return self._binary(other, np.subtract)
+
+    def __rsub__(self, other):
+        return self._binary(other, lambda a, b: np.subtract(b, a))
+
+    def __mul__(self, other):
+        return self._binary(other, np.multiply)
+
+    def __rmul__(self, other):
+        return self._binary(other, np.multiply)
+
+    def __truediv__(self, other):
+        return self._binary(other, np.divide)
+
+    def __neg__(self):
+        return DistVector(self.layout, -self.local)
+
+    def __iadd__(self, other):
+        if isinstance(other, DistVector):
+            return self.axpy(1.0, other)
+        self.local += other
+        return self
+
+    def __isub__(self, other):
+        if isinstance(other, DistVector):
+            return self.axpy(-1.0, other)
+        self.local -= other
+        return self
+
+    def __imul__(self, other):
+        if isinstance(other, DistVector):
+            self._check(other)
+            self.local *= other.local
+        else:
+            self.local *= other
+        return self
+
+    def __len__(self) -> int:
+        return self.global_size
+
+    def __repr__(self) -> str:
+        return "DistVector(global_size=%d, local=%d:%d, dtype=%s)" % (
+            self.global_size, *self.layout.owned_range, self.local.dtype)
+
+
+def _axpy_inplace(alpha, x: np.ndarray, y: np.ndarray) -> None:
+    # BLAS axpy updates y in place with no temporary the size of the vector
+    if y.dtype == x.dtype and y.dtype.char in "fdFD" and y.flags.c_contiguous:
+        axpy = _AXPY.get(y.dtype.char)
+        if axpy is None:
+            axpy = _AXPY[y.dtype.char] = get_blas_funcs("axpy", dtype=y.dtype)
+        axpy(x, y, a=alpha)
+    else:
+        y += alpha * x
+
+
+_AXPY: dict = {}

@@ -1,0 +1,1 @@
+"""Preconditioners for dmsolve."""

@@ -1,0 +1,28 @@
+"""Shared pytest set-up: every test is collective on COMM_WORLD and runs at
+any number of ranks (the suite runs serially and under mpiexec -n 2, 3, 4)."""
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.mpi)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Under DMSOLVE_REQUIRE_ALL=1 (CI) a skip is a failure: optional extras
+    # must be installed there, so nothing can hide behind a skip.
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("DMSOLVE_REQUIRE_ALL") == "1" and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = "skipped under DMSOLVE_REQUIRE_ALL=1: %s" % (report.longrepr,)
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+    return MPI.COMM_WORLD
