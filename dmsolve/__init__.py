@@ -15,3 +15,8 @@ __all__ = [
     "Layout", "block_range", "block_ranges",
     "DistVector",
 ]
+
+from . import bsp
+from ._matrix import DistCSR
+
+__all__ += ["bsp", "DistCSR"]

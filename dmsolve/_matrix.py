@@ -1,0 +1,514 @@
+"""Distributed CSR matrices: row blocks split into on- and off-process parts.
+
+Each rank owns a contiguous block of rows, stored as two scipy CSR blocks
+as in PETSc's MPIAIJ: ``diag`` holds the columns this rank also owns (in
+local numbering) and ``offd`` the others, whose columns are compressed to the
+sorted list of ``ghosts`` (global column ids) fetched by a halo exchange.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+from scipy.sparse import _sparsetools  # csr_matvec/csc_matvec accumulate into y
+
+from ._errors import agree
+from ._layout import Layout
+from ._vector import DistVector
+from .bsp import BSP, NeighborExchange
+
+__all__ = ["DistCSR"]
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class DistCSR:
+    """A distributed sparse matrix in compressed sparse row form.
+
+    Build one with :meth:`from_local_rows`, :meth:`from_coo` or
+    :meth:`from_global` rather than calling the constructor.
+
+    Parameters
+    ----------
+    diag : scipy.sparse.csr_matrix, shape (local rows, local columns)
+        Entries whose columns this rank owns in ``col_layout``, columns in
+        local numbering.
+    offd : scipy.sparse.csr_matrix, shape (local rows, len(ghosts))
+        The other entries, columns numbered by position in ``ghosts``.
+    ghosts : int64 array
+        Sorted global ids of the columns referenced by ``offd``.
+    row_layout, col_layout : Layout
+        Ownership of rows and of columns (of the vectors ``x`` in ``A @ x``).
+
+    Notes
+    -----
+    The constructor is collective on ``row_layout.comm``: it plans the halo
+    exchange (:attr:`halo`). :meth:`matvec` and :meth:`rmatvec` are collective
+    among neighbouring ranks and allocate nothing when ``out`` is given.
+    """
+
+    def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout):
+        self.row_layout = row_layout
+        self.col_layout = col_layout
+        self.diag = _canonical(diag)
+        self.offd = _canonical(offd)
+        self.ghosts = np.asarray(ghosts, dtype=np.int64)
+        self.halo = NeighborExchange.from_ghosts(col_layout, self.ghosts,
+                                                 dtype=np.result_type(self.diag.dtype,
+                                                                      np.float64))
+        self._ghost_contrib = None
+
+    # -- constructors ----------------------------------------------------------------
+    @classmethod
+    def from_local_rows(cls, local, row_layout: Layout, col_layout: Layout | None = None,
+                        check_finite: bool = True) -> "DistCSR":
+        """Build from this rank's rows given with global column indices.
+
+        Parameters
+        ----------
+        local : scipy sparse matrix, shape (row_layout.local_size, N)
+            This rank's rows; column indices are global.
+        row_layout : Layout
+            Ownership of the rows.
+        col_layout : Layout, optional
+            Ownership of the columns. Defaults to ``row_layout`` when ``N``
+            equals the number of rows, else to a block layout of ``N``.
+        check_finite : bool
+            Refuse NaN and infinite entries.
+
+        Collective on ``row_layout.comm``. Raises the same ``ValueError`` /
+        ``TypeError`` on every rank if any rank's input is wrong.
+        """
+        comm = row_layout.comm
+        exc = None
+        ncols = -1
+        try:
+            if not sp.issparse(local):
+                raise TypeError("local rows must be a scipy sparse matrix, got %s"
+                                % type(local).__name__)
+            local = sp.csr_matrix(local)
+            if local.shape[0] != row_layout.local_size:
+                raise ValueError("local rows have %d rows, but the row layout gives "
+                                 "this rank %d" % (local.shape[0], row_layout.local_size))
+            if local.dtype.kind not in "fciub":
+                raise TypeError("matrix entries must be numeric, got %s" % local.dtype)
+            if check_finite and not np.all(np.isfinite(local.data)):
+                raise ValueError("matrix entries must be finite (found NaN or inf)")
+            ncols = local.shape[1]
+        except (TypeError, ValueError) as e:
+            exc = e
+        agree(comm, exc)
+        widths = comm.allgather(ncols)
+        if col_layout is None:
+            n = max(widths)
+            col_layout = row_layout if n == row_layout.global_size else Layout.block(n, comm)
+        exc = None
+        if any(w != col_layout.global_size for w in widths):
+            exc = ValueError("local rows have %s columns on the ranks; the column layout "
+                             "has %d" % (sorted(set(widths)), col_layout.global_size))
+        elif not col_layout.same_comm(row_layout):
+            exc = ValueError("row and column layouts live on different communicators")
+        agree(comm, exc)
+        diag, offd, ghosts = _split(local, col_layout)
+        return cls(diag, offd, ghosts, row_layout, col_layout)
+
+    @classmethod
+    def from_global(cls, A, comm: MPI.Comm, layout: Layout | None = None,
+                    col_layout: Layout | None = None) -> "DistCSR":
+        """Keep this rank's rows of a global matrix given on every rank.
+
+        Collective on ``comm``. ``layout`` defaults to a block layout of the rows.
+        """
+        exc = None
+        shape = (-1, -1)
+        try:
+            if not sp.issparse(A) and not isinstance(A, np.ndarray):
+                raise TypeError("A must be a scipy sparse matrix or a 2-D array, got %s"
+                                % type(A).__name__)
+            if A.ndim != 2:
+                raise ValueError("A must be 2-D, got %d dimensions" % A.ndim)
+            shape = tuple(int(s) for s in A.shape)
+        except (TypeError, ValueError) as e:
+            exc = e
+        agree(comm, exc)
+        shapes = comm.allgather(shape)
+        exc = None
+        if any(s != shapes[0] for s in shapes):
+            exc = ValueError("ranks passed global matrices of different shapes: %s"
+                             % sorted(set(shapes)))
+        elif layout is not None and layout.global_size != shape[0]:
+            exc = ValueError("layout has %d rows, A has %d" % (layout.global_size, shape[0]))
+        agree(comm, exc)
+        if layout is None:
+            layout = Layout.block(shape[0], comm)
+        start, stop = layout.owned_range
+        local = sp.csr_matrix(A[start:stop]) if sp.issparse(A) else sp.csr_matrix(
+            np.asarray(A)[start:stop])
+        if col_layout is None and shape[1] == shape[0]:
+            col_layout = layout
+        return cls.from_local_rows(local, layout, col_layout)
+
+    @classmethod
+    def from_coo(cls, rows, cols, vals, shape, comm: MPI.Comm, layout: Layout | None = None,
+                 col_layout: Layout | None = None, mode: str = "add",
+                 check_finite: bool = True) -> "DistCSR":
+        """Assemble from ``(row, col, value)`` triplets contributed by any rank.
+
+        Any rank may contribute to any row, also to rows another rank owns
+        (like PETSc's stash). Triplets are routed to the owner of their row
+        through one BSP superstep with a combiner: duplicates are summed
+        (``mode="add"``) or the last one wins (``mode="insert"``; "last" in
+        the order of source rank, then position), both locally before
+        sending and at the owner.
+
+        Parameters
+        ----------
+        rows, cols : int arrays
+            Global indices, ``0 <= rows < shape[0]``, ``0 <= cols < shape[1]``.
+        vals : array
+            Values, same length.
+        shape : (int, int)
+            Global shape; must be the same on every rank.
+        comm : MPI.Comm
+        layout, col_layout : Layout, optional
+            Row and column ownership (block layouts by default; for a square
+            matrix the column layout defaults to the row layout).
+        mode : {"add", "insert"}
+
+        Collective on ``comm``. Bad indices or values on any rank raise the
+        same ``ValueError``/``TypeError`` on every rank.
+        """
+        exc = None
+        try:
+            rows, cols, vals, shape = _check_coo(rows, cols, vals, shape, mode, check_finite)
+        except (TypeError, ValueError) as e:
+            exc = e
+            rows = cols = np.zeros(0, dtype=np.int64)
+            vals = np.zeros(0)
+        agree(comm, exc)
+        shapes = comm.allgather(shape)
+        exc = None
+        if any(s != shapes[0] for s in shapes):
+            exc = ValueError("ranks passed different shapes: %s" % sorted(set(shapes)))
+        elif layout is not None and layout.global_size != shape[0]:
+            exc = ValueError("layout has %d rows, shape has %d" % (layout.global_size, shape[0]))
+        elif col_layout is not None and col_layout.global_size != shape[1]:
+            exc = ValueError("col_layout has %d columns, shape has %d"
+                             % (col_layout.global_size, shape[1]))
+        agree(comm, exc)
+        dtypes = comm.allgather(vals.dtype.str)
+        dtype = np.result_type(*[np.dtype(d) for d in dtypes])
+        if layout is None:
+            layout = Layout.block(shape[0], comm)
+        if col_layout is None:
+            col_layout = layout if shape[0] == shape[1] else Layout.block(shape[1], comm)
+        width = max(shape[1], 1)
+        keys = rows * width + cols
+        ctx = BSP(comm)
+        ctx.send_keyed(0, keys, vals.astype(dtype, copy=False),
+                       lambda k: layout.owner(k // width),
+                       op="sum" if mode == "add" else "last")
+        inbox = ctx.sync("from_coo")
+        ukeys, uvals = inbox.reduced(0, "sum" if mode == "add" else "last", dtype=dtype)
+        lr = ukeys // width - layout.start
+        lc = ukeys % width
+        local = sp.csr_matrix((uvals, (lr, lc)), shape=(layout.local_size, shape[1]))
+        diag, offd, ghosts = _split(local, col_layout)
+        return cls(diag, offd, ghosts, layout, col_layout)
+
+    # -- properties (never communicate) -------------------------------------------
+    @property
+    def comm(self) -> MPI.Comm:
+        return self.row_layout.comm
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.row_layout.global_size, self.col_layout.global_size)
+
+    @property
+    def dtype(self):
+        return self.diag.dtype
+
+    @property
+    def local_nnz(self) -> int:
+        """Stored entries in this rank's rows."""
+        return int(self.diag.nnz + self.offd.nnz)
+
+    @property
+    def local_nbytes(self) -> int:
+        """Bytes of this rank's CSR arrays, ghost list and halo buffers."""
+        arrays = [self.diag.data, self.diag.indices, self.diag.indptr, self.offd.data,
+                  self.offd.indices, self.offd.indptr, self.ghosts,
+                  self.halo.sendbuf, self.halo.recvbuf, self.halo.send_index]
+        return int(sum(a.nbytes for a in arrays))
+
+    # -- collective queries ----------------------------------------------------------
+    def global_nnz(self) -> int:
+        """Stored entries of the whole matrix. Collective on ``comm``."""
+        return int(self.comm.allreduce(self.local_nnz, op=MPI.SUM))
+
+    def create_vectors(self) -> tuple[DistVector, DistVector]:
+        """Zero vectors ``(x, y)`` for ``y = A @ x`` (PETSc ``MatCreateVecs``:
+        right, left). Not collective."""
+        dtype = np.result_type(self.dtype, np.float64)
+        return DistVector.zeros(self.col_layout, dtype), DistVector.zeros(self.row_layout, dtype)
+
+    # -- products ------------------------------------------------------------------------
+    def _check_vec(self, x, layout: Layout, name: str) -> None:
+        if not isinstance(x, DistVector):
+            raise TypeError("%s must be a DistVector, got %s" % (name, type(x).__name__))
+        if x.layout is not layout and x.layout != layout:
+            if not x.layout.same_comm(layout):
+                raise ValueError("%s lives on another communicator than the matrix" % name)
+            raise ValueError("%s has a layout of global size %d that does not match the "
+                             "matrix (%d x %d)" % (name, x.global_size, *self.shape))
+
+    def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
+        """``out = A @ x``.
+
+        Starts the halo exchange, multiplies the on-process block, then adds
+        the off-process block once the ghost values arrive. Collective among
+        neighbouring ranks; allocates nothing when ``out`` is given.
+        """
+        self._check_vec(x, self.col_layout, "x")
+        if out is None:
+            out = DistVector(self.row_layout, np.empty(self.row_layout.local_size,
+                                                       dtype=np.result_type(self.dtype, x.dtype)))
+        else:
+            self._check_vec(out, self.row_layout, "out")
+        xl = x.local
+        if xl.dtype != self.halo.dtype:
+            xl = xl.astype(self.halo.dtype)
+        self.halo.start(xl)
+        y = out.local
+        y.fill(0)
+        d = self.diag
+        _sparsetools.csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
+        ghost = self.halo.finish()
+        o = self.offd
+        if o.nnz:
+            _sparsetools.csr_matvec(o.shape[0], o.shape[1], o.indptr, o.indices, o.data,
+                                    ghost, y)
+        return out
+
+    def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
+        """``out = A.T @ y`` (transpose, not conjugate).
+
+        Off-process contributions travel back to the owners of their columns
+        by the reverse halo exchange and are summed there. Collective among
+        neighbouring ranks.
+        """
+        self._check_vec(y, self.row_layout, "y")
+        if out is None:
+            out = DistVector(self.col_layout, np.empty(self.col_layout.local_size,
+                                                       dtype=np.result_type(self.dtype, y.dtype)))
+        else:
+            self._check_vec(out, self.col_layout, "out")
+        rev = self.halo.reverse()
+        if self._ghost_contrib is None:
+            self._ghost_contrib = np.empty(self.ghosts.size, dtype=self.halo.dtype)
+        yl = y.local if y.local.dtype == self.halo.dtype else y.local.astype(self.halo.dtype)
+        g = self._ghost_contrib
+        g.fill(0)
+        o = self.offd
+        if o.nnz:
+            _sparsetools.csc_matvec(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
+        rev.start(g)
+        x = out.local
+        x.fill(0)
+        d = self.diag
+        _sparsetools.csc_matvec(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
+        rev.finish()
+        rev.accumulate(x)
+        return out
+
+    def __matmul__(self, x):
+        if isinstance(x, DistVector):
+            return self.matvec(x)
+        return NotImplemented
+
+    def dot(self, x: DistVector) -> DistVector:
+        return self.matvec(x)
+
+    # -- local structure -----------------------------------------------------------------
+    def local_block(self) -> sp.csr_matrix:
+        """The on-process block (local rows x owned columns). Not collective."""
+        return self.diag
+
+    def local_rows(self) -> sp.csr_matrix:
+        """This rank's rows with global column indices. Not collective."""
+        n = self.row_layout.local_size
+        d = self.diag.tocoo()
+        o = self.offd.tocoo()
+        rows = np.concatenate((d.row, o.row))
+        cols = np.concatenate((d.col.astype(np.int64) + self.col_layout.start,
+                               self.ghosts[o.col]))
+        vals = np.concatenate((d.data, o.data))
+        return sp.csr_matrix((vals, (rows, cols)), shape=(n, self.shape[1]))
+
+    def diagonal(self) -> DistVector:
+        """Entries ``A[i, i]`` of the owned rows, on the row layout. Not collective."""
+        n = self.row_layout.local_size
+        out = np.zeros(n, dtype=self.dtype)
+        gi = np.arange(self.row_layout.start, self.row_layout.stop, dtype=np.int64)
+        cstart, cstop = self.col_layout.owned_range
+        inside = (gi >= cstart) & (gi < cstop)
+        if inside.any():
+            k = np.flatnonzero(inside)
+            out[k] = np.asarray(self.diag[k, gi[k] - cstart]).ravel()
+        outside = np.flatnonzero(~inside & (gi < self.shape[1]))
+        if outside.size and self.ghosts.size:
+            pos = np.searchsorted(self.ghosts, gi[outside])
+            pos[pos == self.ghosts.size] = 0
+            hit = self.ghosts[pos] == gi[outside]
+            k = outside[hit]
+            if k.size:
+                out[k] = np.asarray(self.offd[k, pos[hit]]).ravel()
+        return DistVector(self.row_layout, out)
+
+    def row_sums(self, absolute: bool = False) -> DistVector:
+        """Sum of each owned row (of absolute values if ``absolute``). Not collective."""
+        d, o = self.diag, self.offd
+        if absolute:
+            d, o = abs(d), abs(o)
+        s = np.asarray(d.sum(axis=1)).ravel() + np.asarray(o.sum(axis=1)).ravel()
+        return DistVector(self.row_layout, s)
+
+    def scale(self, left: DistVector | None = None, right: DistVector | None = None) -> "DistCSR":
+        """In place ``A = diag(left) @ A @ diag(right)``.
+
+        Collective among neighbours when ``right`` is given (its ghost values
+        are exchanged).
+        """
+        if left is not None:
+            self._check_vec(left, self.row_layout, "left")
+            for m in (self.diag, self.offd):
+                m.data *= np.repeat(left.local, np.diff(m.indptr))
+        if right is not None:
+            self._check_vec(right, self.col_layout, "right")
+            ghost = self.halo.exchange(right.local.astype(self.halo.dtype, copy=False))
+            self.diag.data *= right.local[self.diag.indices]
+            self.offd.data *= ghost[self.offd.indices]
+        return self
+
+    def copy(self) -> "DistCSR":
+        """A deep copy with a new halo plan. Collective on ``comm``."""
+        return DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
+                       self.row_layout, self.col_layout)
+
+    # -- global views ---------------------------------------------------------------------
+    def to_scipy(self, root: int | None = None) -> sp.csr_matrix | None:
+        """The whole matrix as scipy CSR on every rank (or on ``root`` only).
+
+        Collective on ``comm``; for tests and small matrices.
+        """
+        loc = self.local_rows().tocoo()
+        rows = loc.row.astype(np.int64) + self.row_layout.start
+        parts = [_allgatherv(self.comm, a, root) for a in (rows, loc.col.astype(np.int64),
+                                                           loc.data)]
+        if parts[0] is None:
+            return None
+        return sp.csr_matrix((parts[2], (parts[0], parts[1])), shape=self.shape)
+
+    def transpose(self) -> "DistCSR":
+        """The transpose, rows distributed like this matrix's columns.
+
+        Collective on ``comm`` (one BSP superstep).
+        """
+        loc = self.local_rows().tocoo()
+        rows = loc.row.astype(np.int64) + self.row_layout.start
+        return DistCSR.from_coo(loc.col.astype(np.int64), rows, loc.data,
+                                (self.shape[1], self.shape[0]), self.comm,
+                                layout=self.col_layout, col_layout=self.row_layout,
+                                check_finite=False)
+
+    @property
+    def T(self) -> "DistCSR":
+        return self.transpose()
+
+    def free(self) -> None:
+        """Release the halo's MPI requests. Not collective."""
+        self.halo.free()
+
+    def __repr__(self) -> str:
+        return "DistCSR(shape=%s, local rows=%d:%d, local nnz=%d, ghosts=%d)" % (
+            self.shape, *self.row_layout.owned_range, self.local_nnz, self.ghosts.size)
+
+
+# -- helpers ----------------------------------------------------------------------------
+def _canonical(m) -> sp.csr_matrix:
+    m = sp.csr_matrix(m)
+    m.sum_duplicates()
+    m.sort_indices()
+    # int32 indices when they fit, like scipy (memory and matvec bandwidth)
+    if m.nnz <= _INT32_MAX and max(m.shape) <= _INT32_MAX:
+        if m.indices.dtype != np.int32:
+            m.indices = m.indices.astype(np.int32)
+            m.indptr = m.indptr.astype(np.int32)
+    return m
+
+
+def _split(local: sp.csr_matrix, col_layout: Layout):
+    """Split rows with global columns into the diag/offd blocks and ghost list."""
+    local = sp.csr_matrix(local)
+    local.sum_duplicates()
+    cstart, cstop = col_layout.owned_range
+    n = local.shape[0]
+    cols = local.indices.astype(np.int64, copy=False)
+    row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(local.indptr))
+    own = (cols >= cstart) & (cols < cstop)
+    diag = sp.csr_matrix((local.data[own], (row_of[own], cols[own] - cstart)),
+                         shape=(n, cstop - cstart))
+    ghosts, inv = np.unique(cols[~own], return_inverse=True)
+    offd = sp.csr_matrix((local.data[~own], (row_of[~own], inv.ravel())),
+                         shape=(n, ghosts.size))
+    return diag, offd, ghosts.astype(np.int64)
+
+
+def _check_coo(rows, cols, vals, shape, mode, check_finite):
+    if mode not in ("add", "insert"):
+        raise ValueError("mode must be 'add' or 'insert', got %r" % (mode,))
+    if not (isinstance(shape, tuple) or isinstance(shape, list)) or len(shape) != 2 or \
+            not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
+        raise TypeError("shape must be a pair of integers, got %r" % (shape,))
+    shape = (int(shape[0]), int(shape[1]))
+    if min(shape) < 0:
+        raise ValueError("shape must be non-negative, got %s" % (shape,))
+    if shape[0] * max(shape[1], 1) >= 2**62:
+        raise ValueError("shape %s is too large for 64-bit (row, col) keys" % (shape,))
+    rows, cols, vals = np.asarray(rows), np.asarray(cols), np.asarray(vals)
+    for name, a in (("rows", rows), ("cols", cols)):
+        if a.size and a.dtype.kind not in "iu":
+            raise TypeError("%s must be integers, got dtype %s" % (name, a.dtype))
+    if vals.size and vals.dtype.kind not in "fciub":
+        raise TypeError("vals must be numeric, got dtype %s" % vals.dtype)
+    if not (rows.ndim == cols.ndim == vals.ndim == 1) or not (rows.size == cols.size == vals.size):
+        raise ValueError("rows, cols and vals must be 1-D of equal length, got %s, %s, %s"
+                         % (rows.shape, cols.shape, vals.shape))
+    rows = rows.astype(np.int64)
+    cols = cols.astype(np.int64)
+    if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
+        raise ValueError("row index out of range [0, %d)" % shape[0])
+    if cols.size and (cols.min() < 0 or cols.max() >= shape[1]):
+        raise ValueError("column index out of range [0, %d)" % shape[1])
+    if vals.dtype.kind in "iub":
+        vals = vals.astype(np.float64)
+    if check_finite and vals.size and not np.all(np.isfinite(vals)):
+        raise ValueError("vals must be finite (found NaN or inf)")
+    return rows, cols, vals, shape
+
+
+def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
+    counts = np.array(comm.allgather(a.size), dtype=np.int64)
+    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    mt = MPI._typedict[a.dtype.char]
+    if root is None:
+        out = np.empty(int(counts.sum()), dtype=a.dtype)
+        comm.Allgatherv([a, mt], [out, (counts, displs), mt])
+        return out
+    out = np.empty(int(counts.sum()), dtype=a.dtype) if comm.Get_rank() == root else None
+    comm.Gatherv([a, mt], [out, (counts, displs), mt] if out is not None else None, root=root)
+    return out

@@ -1,0 +1,20 @@
+"""The bulk-synchronous (BSP) superstep layer under dmsolve's solvers and topology.
+
+See docs/bsp.md for the model. Public pieces:
+
+- :class:`BSP`: queue typed messages (``send``, ``send_rows``, keyed
+  ``send_keyed`` with combiners), aggregators and halt votes, then ``sync``;
+  ``run`` drives supersteps until every rank votes to halt (Pregel).
+- :class:`NeighborExchange`: a registered neighbour pattern for repeated halo
+  exchanges, zero allocations per exchange.
+- :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
+  BSP parameters g and l.
+"""
+
+from ._ledger import BSPParams, Ledger
+from ._pattern import NeighborExchange
+from ._probe import probe
+from ._superstep import BSP, COMBINERS, Inbox, estimate_distinct_fraction, reduce_by_key
+
+__all__ = ["BSP", "Inbox", "COMBINERS", "NeighborExchange", "Ledger", "BSPParams",
+           "probe", "reduce_by_key", "estimate_distinct_fraction"]

@@ -1,0 +1,218 @@
+"""Registered neighbour exchanges: the halo exchange of a matrix or a mesh.
+
+A pattern is planned once (who sends which local entries to whom, who
+receives how many) and then exchanged many times with no allocation and no
+set-up collective: the per-call work is one ``take`` into a preallocated send
+buffer and one round of persistent requests (or one ``Neighbor_alltoallv`` on
+a distributed-graph communicator).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from ._comm import inner_comm, next_tag
+
+__all__ = ["NeighborExchange"]
+
+
+class NeighborExchange:
+    """A fixed sparse exchange between neighbouring ranks.
+
+    Rank ``r`` sends ``values[send_indices[i]]`` to ``send_ranks[i]`` and
+    receives ``recv_counts[j]`` entries from ``recv_ranks[j]``, stored one
+    block after another (in the order of ``recv_ranks``) in :attr:`recvbuf`.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        Communicator of the ranks.
+    send_ranks, send_indices : sequence of int, sequence of int arrays
+        Destinations and, per destination, the local indices sent there.
+    recv_ranks, recv_counts : sequence of int
+        Sources and how many entries come from each, in receive-buffer order.
+    dtype : numpy dtype, optional
+        Entry type (float64).
+    method : {"p2p", "graph"}
+        ``"p2p"`` (default): persistent ``Send_init``/``Recv_init`` requests on
+        dmsolve's private duplicate of ``comm``; creates no communicator.
+        ``"graph"``: a distributed-graph communicator from
+        ``Create_dist_graph_adjacent`` and ``Ineighbor_alltoallv`` with explicit
+        counts; it costs one MPI context id per pattern, so call
+        :meth:`free` when done with it.
+    ledger : Ledger, optional
+        Records bytes, messages and seconds of every exchange.
+    name : str
+        Label for the ledger.
+
+    Notes
+    -----
+    Construction is collective on ``comm`` (the two sides must match: what
+    ``a`` sends to ``b`` is what ``b`` receives from ``a``; see
+    :meth:`from_ghosts` for the usual way to build a consistent pattern).
+    :meth:`start`, :meth:`finish` and :meth:`exchange` are collective among
+    neighbours only.
+    """
+
+    def __init__(self, comm, send_ranks, send_indices, recv_ranks, recv_counts,
+                 dtype=np.float64, method: str = "p2p", ledger=None, name: str = "halo"):
+        if method not in ("p2p", "graph"):
+            raise ValueError("method must be 'p2p' or 'graph', got %r" % (method,))
+        self.comm = comm
+        self.dtype = np.dtype(dtype)
+        self.method = method
+        self.ledger = ledger
+        self.name = name
+        self.send_ranks = np.asarray(send_ranks, dtype=np.intc)
+        self.recv_ranks = np.asarray(recv_ranks, dtype=np.intc)
+        send_indices = [np.asarray(s, dtype=np.intp) for s in send_indices]
+        self.send_counts = np.array([s.size for s in send_indices], dtype=np.intc)
+        self.recv_counts = np.asarray(recv_counts, dtype=np.intc)
+        self.send_displs = _displs(self.send_counts)
+        self.recv_displs = _displs(self.recv_counts)
+        self.send_index = (np.concatenate(send_indices) if send_indices
+                           else np.zeros(0, dtype=np.intp))
+        self.sendbuf = np.empty(self.send_index.size, dtype=self.dtype)
+        self.recvbuf = np.empty(int(self.recv_counts.sum()), dtype=self.dtype)
+        self._mpitype = MPI._typedict[self.dtype.char]
+        self._t0 = 0.0
+        self._graph = None
+        self._requests: list = []
+        self._reverse = None
+        if method == "graph":
+            self._graph = comm.Create_dist_graph_adjacent(
+                self.recv_ranks.tolist(), self.send_ranks.tolist(), reorder=False)
+            self._request = None
+        else:
+            self._tag = next_tag(comm)
+            inner = inner_comm(comm)
+            mt = self._mpitype
+            for r, c, d in zip(self.recv_ranks, self.recv_counts, self.recv_displs):
+                self._requests.append(inner.Recv_init(
+                    [self.recvbuf[d:d + c], mt], source=int(r), tag=self._tag))
+            for r, c, d in zip(self.send_ranks, self.send_counts, self.send_displs):
+                self._requests.append(inner.Send_init(
+                    [self.sendbuf[d:d + c], mt], dest=int(r), tag=self._tag))
+
+    @classmethod
+    def from_ghosts(cls, layout, ghosts, **kwargs) -> "NeighborExchange":
+        """Plan the exchange that fills ``ghosts`` (sorted global indices owned
+        by other ranks of ``layout``) from their owners.
+
+        The receive buffer then holds the ghost values in the order of
+        ``ghosts``. Collective on ``layout.comm`` (one ``Alltoall`` of counts
+        and one ``Alltoallv`` of the requested indices).
+        """
+        comm = layout.comm
+        ghosts = np.asarray(ghosts, dtype=np.int64)
+        owners = layout.owner(ghosts) if ghosts.size else np.zeros(0, dtype=np.int64)
+        size = comm.Get_size()
+        want = np.bincount(owners, minlength=size).astype(np.int64)
+        # ghosts are sorted, so the requests to each owner are contiguous
+        offer = np.empty(size, dtype=np.int64)
+        comm.Alltoall(want, offer)
+        requests = np.empty(int(offer.sum()), dtype=np.int64)
+        comm.Alltoallv([ghosts, (want, _displs(want)), MPI.INT64_T],
+                       [requests, (offer, _displs(offer)), MPI.INT64_T])
+        recv_ranks = np.flatnonzero(want)
+        send_ranks = np.flatnonzero(offer)
+        displs = _displs(offer)
+        start = layout.start
+        send_indices = [requests[displs[r]:displs[r] + offer[r]] - start for r in send_ranks]
+        return cls(comm, send_ranks, send_indices, recv_ranks, want[recv_ranks], **kwargs)
+
+    # -- properties --------------------------------------------------------------------
+    @property
+    def neighbours(self) -> np.ndarray:
+        """Ranks this rank exchanges with (sources and destinations)."""
+        return np.union1d(self.send_ranks, self.recv_ranks)
+
+    @property
+    def bytes_sent(self) -> int:
+        return self.sendbuf.nbytes
+
+    @property
+    def bytes_received(self) -> int:
+        return self.recvbuf.nbytes
+
+    # -- forward exchange: owners -> ghosts -------------------------------------------
+    def start(self, values: np.ndarray) -> None:
+        """Begin sending ``values[send_index]``; pair with :meth:`finish`."""
+        if self.ledger is not None:
+            self._t0 = time.perf_counter()
+        np.take(values, self.send_index, out=self.sendbuf)
+        if self._graph is not None:
+            mt = self._mpitype
+            self._request = self._graph.Ineighbor_alltoallv(
+                [self.sendbuf, (self.send_counts, self.send_displs), mt],
+                [self.recvbuf, (self.recv_counts, self.recv_displs), mt])
+        elif self._requests:
+            MPI.Prequest.Startall(self._requests)
+
+    def finish(self) -> np.ndarray:
+        """Complete the exchange; returns :attr:`recvbuf` (the ghost values)."""
+        if self._graph is not None:
+            self._request.Wait()
+            self._request = None
+        elif self._requests:
+            MPI.Prequest.Waitall(self._requests)
+        if self.ledger is not None:
+            self.ledger.record_exchange(self.name, time.perf_counter() - self._t0,
+                                        self.sendbuf.nbytes, self.recvbuf.nbytes,
+                                        len(self.send_ranks), len(self.recv_ranks))
+        return self.recvbuf
+
+    def exchange(self, values: np.ndarray) -> np.ndarray:
+        """:meth:`start` then :meth:`finish`."""
+        self.start(values)
+        return self.finish()
+
+    # -- reverse exchange: ghosts -> owners, with accumulation ------------------------
+    def reverse(self) -> "NeighborExchange":
+        """The transposed pattern (ghost contributions back to their owners).
+
+        Built on first use and cached; collective on ``comm`` the first time.
+        Use :meth:`accumulate` to add the received contributions into owned
+        entries.
+        """
+        if self._reverse is None:
+            rev = NeighborExchange.__new__(NeighborExchange)
+            n_recv = int(self.recv_counts.sum())
+            NeighborExchange.__init__(
+                rev, self.comm, self.recv_ranks,
+                [np.arange(d, d + c) for c, d in zip(self.recv_counts, self.recv_displs)],
+                self.send_ranks, self.send_counts, dtype=self.dtype, method=self.method,
+                ledger=self.ledger, name=self.name + ":reverse")
+            assert rev.send_index.size == n_recv
+            rev._scatter = self.send_index
+            self._reverse = rev
+        return self._reverse
+
+    def accumulate(self, target: np.ndarray) -> None:
+        """Add the received buffer of a reverse pattern into ``target`` at the
+        owner's indices (``target[idx] += recvbuf``, duplicates summed)."""
+        np.add.at(target, self._scatter, self.recvbuf)
+
+    def free(self) -> None:
+        """Release the MPI requests and communicator. Not collective for
+        ``"p2p"``; collective for ``"graph"``."""
+        for req in self._requests:
+            req.Free()
+        self._requests = []
+        if self._graph is not None:
+            self._graph.Free()
+            self._graph = None
+        if self._reverse is not None:
+            self._reverse.free()
+            self._reverse = None
+
+
+def _displs(counts) -> np.ndarray:
+    counts = np.asarray(counts)
+    out = np.zeros(counts.size, dtype=counts.dtype if counts.size else np.intc)
+    if counts.size > 1:
+        np.cumsum(counts[:-1], out=out[1:])
+    return out
