@@ -1,0 +1,58 @@
+"""Helpers shared by the benchmark scripts: timing, memory, bandwidth, output."""
+
+from __future__ import annotations
+
+import json
+import resource
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+
+def best_time(fn, repeats: int = 5, number: int = 1, comm: MPI.Comm | None = None) -> float:
+    """Best-of-``repeats`` seconds per call of ``fn`` (``number`` calls each).
+
+    With ``comm``, ranks start together and the slowest rank's time counts.
+    """
+    best = np.inf
+    for _ in range(repeats):
+        if comm is not None:
+            comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        t = (time.perf_counter() - t0) / number
+        if comm is not None:
+            t = comm.allreduce(t, op=MPI.MAX)
+        best = min(best, t)
+    return best
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux ru_maxrss is KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def stream_triad_gbs(n: int = 20_000_000, repeats: int = 5) -> float:
+    """STREAM-triad-like bandwidth in GB/s: ``a = b + s*c`` in one pass.
+
+    Uses BLAS daxpy on a copy (``a[:] = b; a += s*c``); counted as the
+    STREAM triad's 24 bytes per element for the axpy pass alone.
+    """
+    from scipy.linalg.blas import daxpy
+    b = np.random.default_rng(0).random(n)
+    c = np.random.default_rng(1).random(n)
+    a = b.copy()
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        daxpy(c, a, a=3.0)
+        best = min(best, time.perf_counter() - t0)
+    return 24.0 * n / best / 1e9
+
+
+def write_json(path: str | None, data: dict) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(data, f, indent=1, default=float)
