@@ -11,6 +11,7 @@ export MKL_NUM_THREADS := 1
 # Wall-clock bound on one whole pytest run, on top of pytest-timeout's per-test bound.
 RUN_TIMEOUT ?= 1500
 RANKS ?= 2 3 4
+TESTS ?= tests
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-serial test-mpi bench clean
@@ -29,12 +30,12 @@ demo: setup
 test: test-serial test-mpi
 
 test-serial: setup
-	timeout $(RUN_TIMEOUT) $(PY) -m pytest -q $(PYTEST_ARGS) tests
+	timeout $(RUN_TIMEOUT) $(PY) -m pytest -q $(PYTEST_ARGS) $(TESTS)
 
 test-mpi: setup
 	@for n in $(RANKS); do \
 	  echo "== mpiexec -n $$n pytest =="; \
-	  timeout $(RUN_TIMEOUT) $(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) tests \
+	  timeout $(RUN_TIMEOUT) $(MPIEXEC) -n $$n $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) $(TESTS) \
 	    || exit 1; \
 	done
 
