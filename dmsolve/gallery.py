@@ -1,0 +1,658 @@
+"""Test matrices built in parallel: every rank builds only the rows it owns.
+
+Stencil problems number the grid points lexicographically with x fastest,
+``i = x + y*nx + z*nx*ny``, and eliminate Dirichlet boundary points (no
+stored entries for neighbours outside the grid), as ``pyamg.gallery`` does.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from ._errors import agree
+from ._layout import Layout
+from ._vector import DistVector
+
+__all__ = [
+    "poisson1d", "poisson2d", "poisson3d", "anisotropic_diffusion",
+    "convection_diffusion", "shifted_laplacian", "random_spd",
+    "graph_laplacian", "rhs", "PROBLEMS",
+]
+
+
+# -- argument checks (the same verdict on every rank, then agreed) ---------
+
+def _check_comm(comm) -> None:
+    # Not agreed: a rank without a communicator cannot take part anyway.
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral,)):
+        raise TypeError("%s must be a positive integer, got %s"
+                        % (name, type(value).__name__))
+    if value < 1:
+        raise ValueError("%s must be a positive integer, got %d" % (name, value))
+    return int(value)
+
+
+def _finite_float(value, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError("%s must be finite, got %r" % (name, value))
+    return value
+
+
+def _finite_vector(value, length: int, name: str) -> np.ndarray:
+    try:
+        v = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("%s must be a sequence of %d real numbers" % (name, length)) from None
+    if v.shape != (length,):
+        raise ValueError("%s must have %d entries, got shape %s" % (name, length, v.shape))
+    if not np.all(np.isfinite(v)):
+        raise ValueError("%s must be finite" % name)
+    return v
+
+
+def _checked(comm, check: Callable[[], object]):
+    """Run ``check`` on every rank and agree on its exception. Collective."""
+    _check_comm(comm)
+    exc, out = None, None
+    try:
+        out = check()
+    except (TypeError, ValueError) as e:
+        exc = e
+    agree(comm, exc)
+    return out
+
+
+def _grid(n, ny, nz, dim: int) -> tuple[int, ...]:
+    nx = _positive_int(n, "n")
+    ny = nx if ny is None else _positive_int(ny, "ny")
+    nz = nx if nz is None else _positive_int(nz, "nz")
+    return (nx, ny, nz)[:dim]
+
+
+# -- the stencil engine --------------------------------------------------------
+
+def _stencil_matrix(grid: tuple[int, ...], stencil: dict, comm):
+    """Assemble a constant-coefficient stencil on a Dirichlet grid.
+
+    ``stencil`` maps offsets ``(dx[, dy[, dz]])`` to coefficients; zero
+    coefficients are not stored. Each rank builds its own block of rows with
+    array operations over all its rows at once. Collective on ``comm``.
+    """
+    from ._matrix import DistCSR
+
+    grid = tuple(int(g) for g in grid)
+    nglobal = int(np.prod(grid))
+    layout = Layout.block(nglobal, comm)
+    start, stop = layout.owned_range
+    rows = np.arange(start, stop, dtype=np.int64)
+    # coordinates of the owned points, x fastest
+    coords, rest = [], rows
+    for g in grid:
+        coords.append(rest % g)
+        rest = rest // g
+    strides = np.cumprod((1,) + grid[:-1])
+
+    r_parts, c_parts, v_parts = [], [], []
+    for offset, value in sorted(stencil.items()):
+        if value == 0:
+            continue
+        keep = np.ones(rows.size, dtype=bool)
+        shift = 0
+        for d, o in enumerate(offset):
+            if o:
+                keep &= (coords[d] + o >= 0) & (coords[d] + o < grid[d])
+                shift += o * int(strides[d])
+        r = rows[keep]
+        r_parts.append(r - start)
+        c_parts.append(r + shift)
+        v_parts.append(np.full(r.size, value, dtype=np.float64))
+    local = _local_csr(r_parts, c_parts, v_parts, (stop - start, nglobal))
+    return DistCSR.from_local_rows(local, layout)
+
+
+def _local_csr(r_parts, c_parts, v_parts, shape) -> sp.csr_matrix:
+    cat = (lambda parts, dt: np.concatenate(parts).astype(dt, copy=False)
+           if parts else np.zeros(0, dtype=dt))
+    local = sp.csr_matrix((cat(v_parts, np.float64),
+                           (cat(r_parts, np.int64), cat(c_parts, np.int64))),
+                          shape=shape)
+    local.sum_duplicates()  # also sorts the column indices of each row
+    return local
+
+
+def _laplacian_stencil(dim: int) -> dict:
+    stencil = {(0,) * dim: 2.0 * dim}
+    for d in range(dim):
+        for o in (-1, 1):
+            off = [0] * dim
+            off[d] = o
+            stencil[tuple(off)] = -1.0
+    return stencil
+
+
+# -- Poisson ---------------------------------------------------------------------
+
+def poisson1d(n: int, comm: MPI.Comm):
+    """1D Poisson matrix ``tridiag(-1, 2, -1)`` of order ``n`` (Dirichlet).
+
+    Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Number of interior grid points, positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+
+    Returns
+    -------
+    DistCSR
+        Equal to ``pyamg.gallery.poisson((n,))``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, if ``n`` is not a positive integer.
+    """
+    grid = _checked(comm, lambda: _grid(n, None, None, 1))
+    return _stencil_matrix(grid, _laplacian_stencil(1), comm)
+
+
+def poisson2d(n: int, comm: MPI.Comm, ny: int | None = None):
+    """2D 5-point Poisson matrix on an ``n x ny`` grid (Dirichlet, unscaled).
+
+    Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Grid points in x (the fastest index), positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    ny : int, optional
+        Grid points in y; default ``n``.
+
+    Returns
+    -------
+    DistCSR
+        Diagonal 4, off-diagonals -1; row ``x + y*n``. Equal to
+        ``pyamg.gallery.poisson((ny, n))`` (pyamg's last grid axis is fastest).
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, if a size is not a positive integer.
+    """
+    grid = _checked(comm, lambda: _grid(n, ny, None, 2))
+    return _stencil_matrix(grid, _laplacian_stencil(2), comm)
+
+
+def poisson3d(n: int, comm: MPI.Comm, ny: int | None = None, nz: int | None = None):
+    """3D 7-point Poisson matrix on an ``n x ny x nz`` grid (Dirichlet, unscaled).
+
+    Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Grid points in x (the fastest index), positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    ny, nz : int, optional
+        Grid points in y and z; default ``n``.
+
+    Returns
+    -------
+    DistCSR
+        Diagonal 6, off-diagonals -1; row ``x + y*n + z*n*ny``. Equal to
+        ``pyamg.gallery.poisson((nz, ny, n))``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, if a size is not a positive integer.
+    """
+    grid = _checked(comm, lambda: _grid(n, ny, nz, 3))
+    return _stencil_matrix(grid, _laplacian_stencil(3), comm)
+
+
+# -- anisotropic diffusion ------------------------------------------------------
+
+def _diffusion_stencil_fd(epsilon: float, theta: float) -> dict:
+    # The same arithmetic as pyamg.gallery.diffusion_stencil_2d(type='FD'), so
+    # the entries agree to the last bit; pyamg's S[i, j] is offset (i-1, j-1)
+    # in (x, y).
+    eps = float(epsilon)
+    C, S = np.cos(theta), np.sin(theta)
+    CS, CC, SS = C * S, C ** 2, S ** 2
+    a = 0.5 * (eps - 1) * CS
+    b = -(eps * SS + CC)
+    c = -a
+    d = -(eps * CC + SS)
+    e = 2.0 * (eps + 1)
+    table = np.array([[a, b, c], [d, e, d], [c, b, a]])
+    return {(i - 1, j - 1): float(table[i, j]) for i in range(3) for j in range(3)}
+
+
+def anisotropic_diffusion(n: int, comm: MPI.Comm, epsilon: float = 1e-3,
+                          theta: float = 0.0, ny: int | None = None):
+    """Rotated anisotropic diffusion ``-div(Q diag(1, eps) Q^T grad u)`` in 2D.
+
+    The 9-point second-order finite-difference stencil with ``h = 1`` of
+    ``pyamg.gallery.diffusion_stencil_2d(epsilon, theta, type='FD')``, on an
+    ``n x ny`` Dirichlet grid. Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Grid points in x (the fastest index), positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    epsilon : float, optional
+        Diffusion coefficient across the rotated axis (1 along it).
+    theta : float, optional
+        Rotation angle from the x axis, in radians.
+    ny : int, optional
+        Grid points in y; default ``n``.
+
+    Returns
+    -------
+    DistCSR
+        Symmetric; positive definite for ``epsilon > 0``. Row ``x + y*n``.
+        Equal to ``pyamg.gallery.stencil_grid(S.T, (ny, n))`` with ``S`` the
+        pyamg stencil. Zero stencil coefficients (e.g. the corners at
+        ``theta = 0``) are not stored.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, for a bad size or a non-finite parameter.
+
+    References
+    ----------
+    .. [1] L. N. Olson, J. B. Schroder, PyAMG: algebraic multigrid solvers in
+       Python, ``pyamg.gallery.diffusion``.
+    """
+    def check():
+        grid = _grid(n, ny, None, 2)
+        return grid, _finite_float(epsilon, "epsilon"), _finite_float(theta, "theta")
+    grid, eps, th = _checked(comm, check)
+    return _stencil_matrix(grid, _diffusion_stencil_fd(eps, th), comm)
+
+
+# -- convection-diffusion ----------------------------------------------------
+
+def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
+                         wind: Sequence[float] | None = None,
+                         diffusion: float = 0.01):
+    """Upwind convection-diffusion ``-nu lap(u) + w . grad(u)``, nonsymmetric.
+
+    On the unit square (cube) with ``n`` interior points per direction,
+    ``h = 1/(n+1)`` and Dirichlet boundaries, the matrix is ``h**2`` times the
+    discrete operator: centred diffusion ``nu * (2*dim, -1)`` plus first-order
+    upwind convection ``h * w_d * (u_i - u_{i-1})`` for ``w_d > 0`` (and the
+    forward difference for ``w_d < 0``). It is an M-matrix for any wind; the
+    cell Peclet number is ``h |w_d| / (2 nu)``. Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Grid points per direction, positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    dim : {2, 3}
+        Space dimension.
+    wind : sequence of ``dim`` floats, optional
+        Constant velocity ``w``; default ``(1.0, 0.5)`` or ``(1.0, 0.5, 0.25)``.
+    diffusion : float, optional
+        Diffusion coefficient ``nu > 0``.
+
+    Returns
+    -------
+    DistCSR
+        Diagonal ``2*dim*nu + h*sum|w_d|``; the neighbour at ``-d`` gets
+        ``-nu - h*max(w_d, 0)``, at ``+d`` ``-nu - h*max(-w_d, 0)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, for a bad size, dimension, wind or diffusion.
+    """
+    def check():
+        if dim not in (2, 3) or isinstance(dim, bool):
+            raise ValueError("dim must be 2 or 3, got %r" % (dim,))
+        grid = _grid(n, None, None, dim)
+        w = _finite_vector((1.0, 0.5, 0.25)[:dim] if wind is None else wind, dim, "wind")
+        nu = _finite_float(diffusion, "diffusion")
+        if nu <= 0:
+            raise ValueError("diffusion must be positive, got %r" % nu)
+        return grid, w, nu
+    grid, w, nu = _checked(comm, check)
+    h = 1.0 / (grid[0] + 1)
+    stencil = {(0,) * dim: 2 * dim * nu + h * float(np.abs(w).sum())}
+    for d in range(dim):
+        for o in (-1, 1):
+            off = [0] * dim
+            off[d] = o
+            # upwind: the neighbour the wind comes from carries the convection
+            stencil[tuple(off)] = -nu - h * max(-o * float(w[d]), 0.0)
+    return _stencil_matrix(grid, stencil, comm)
+
+
+# -- the parGeMSLR shifted operator -------------------------------------------
+
+def shifted_laplacian(n: int, comm: MPI.Comm, shift: float = 0.0,
+                      alpha: Sequence[float] = (0.01, -0.01, 0.0),
+                      ny: int | None = None, nz: int | None = None):
+    """The 3D 7-point test operator of parGeMSLR: diagonal ``6 - shift``.
+
+    The neighbour at ``+d`` (the next point along axis ``d``) gets
+    ``-1 + alpha[d]``, the neighbour at ``-d`` gets ``-1 - alpha[d]``, so
+    ``alpha`` adds a centred convection term and makes the matrix
+    nonsymmetric; ``shift > 0`` moves the spectrum left and makes it
+    indefinite once ``shift`` exceeds the smallest eigenvalue of the
+    Laplacian. Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Grid points in x (the fastest index), positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    shift : float, optional
+        The shift ``s``; parGeMSLR's tests use 0, 0.1 and 0.2.
+    alpha : sequence of 3 floats, optional
+        Per-axis skew ``(alpha_x, alpha_y, alpha_z)``.
+    ny, nz : int, optional
+        Grid points in y and z; default ``n``.
+
+    Returns
+    -------
+    DistCSR
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, for a bad size, shift or alpha.
+
+    References
+    ----------
+    .. [1] T. Xu, V. Kalantzis, R. Li, Y. Xi, G. Dillon, Y. Saad, parGeMSLR:
+       a parallel multilevel Schur complement low-rank preconditioning and
+       solution package for general sparse matrices, Parallel Computing 113
+       (2022).
+    """
+    def check():
+        return (_grid(n, ny, nz, 3), _finite_float(shift, "shift"),
+                _finite_vector(alpha, 3, "alpha"))
+    grid, s, a = _checked(comm, check)
+    stencil = {(0, 0, 0): 6.0 - s}
+    for d in range(3):
+        for o in (-1, 1):
+            off = [0, 0, 0]
+            off[d] = o
+            stencil[tuple(off)] = -1.0 + o * float(a[d])
+    return _stencil_matrix(grid, stencil, comm)
+
+
+# -- counter-based random numbers (rank-count independent) --------------------
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    # splitmix64 finaliser: uint64 arithmetic wraps, which is what we want
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _hash(seed: int, *keys: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of ``(seed, *keys)``, element-wise. Pure function."""
+    h = _mix(np.full(np.broadcast(*keys).shape if keys else (), seed,
+                     dtype=np.uint64) * _GOLDEN + _GOLDEN)
+    for k in keys:
+        h = _mix(h ^ (np.asarray(k).astype(np.uint64) + _GOLDEN + (h << np.uint64(6))))
+    return h
+
+
+def _uniform(seed: int, *keys: np.ndarray) -> np.ndarray:
+    """Uniform floats in ``[0, 1)`` from :func:`_hash` (53 random bits)."""
+    return (_hash(seed, *keys) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+
+
+def _add_diagonal(offdiag, diag_extra: float, comm):
+    """``offdiag + diag(rowsum|offdiag| + diag_extra)`` from this rank's rows.
+
+    The row sums are taken over sorted columns, so they do not depend on the
+    order in which the off-diagonal entries arrived. Collective on ``comm``.
+    """
+    from ._matrix import DistCSR
+
+    local = sp.csr_matrix(offdiag.local_rows())
+    local.sum_duplicates()
+    layout = offdiag.row_layout
+    start = layout.start
+    absrow = sp.csr_matrix((np.abs(local.data), local.indices, local.indptr),
+                           shape=local.shape)
+    d = absrow @ np.ones(local.shape[1]) + diag_extra
+    diag = sp.csr_matrix((d, (np.arange(layout.local_size),
+                              np.arange(start, start + layout.local_size))),
+                         shape=local.shape)
+    out = (local + diag).tocsr()
+    out.sort_indices()
+    return DistCSR.from_local_rows(out, layout)
+
+
+def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
+               shift: float = 1.0):
+    """Random sparse symmetric positive definite matrix, the same at any rank count.
+
+    Row ``i`` draws ``ceil(density * (n - 1) / 2)`` upper-triangular columns
+    ``j > i`` and values uniform in ``[-1, 1)`` from a counter-based hash of
+    ``(seed, i, k)``; the mirrored entries go to their owners through
+    ``DistCSR.from_coo``. The diagonal is the absolute row sum of the
+    off-diagonal entries plus ``shift``, so the matrix is strictly
+    diagonally dominant with a positive diagonal, hence SPD with smallest
+    eigenvalue at least ``shift``. About ``density * n`` off-diagonal entries
+    per row (fewer near the end, where draws collide). Collective on ``comm``.
+
+    Parameters
+    ----------
+    n : int
+        Order, positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    density : float, optional
+        Target fraction of off-diagonal nonzeros per row, in ``(0, 1]``.
+    seed : int, optional
+        Non-negative seed; the matrix is a function of ``(n, density, seed)``.
+    shift : float, optional
+        Diagonal dominance margin, positive.
+
+    Returns
+    -------
+    DistCSR
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, for a bad ``n``, ``density``, ``seed`` or ``shift``.
+    """
+    from ._matrix import DistCSR
+
+    def check():
+        nn = _positive_int(n, "n")
+        dens = _finite_float(density, "density")
+        if not 0 < dens <= 1:
+            raise ValueError("density must be in (0, 1], got %r" % dens)
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError("seed must be a non-negative integer, got %r" % (seed,))
+        sh = _finite_float(shift, "shift")
+        if sh <= 0:
+            raise ValueError("shift must be positive, got %r" % sh)
+        return nn, dens, int(seed), sh
+    nn, dens, sd, sh = _checked(comm, check)
+
+    layout = Layout.block(nn, comm)
+    start, stop = layout.owned_range
+    m = int(np.ceil(dens * (nn - 1) / 2))
+    rows = np.repeat(np.arange(start, stop, dtype=np.int64), m)
+    k = np.tile(np.arange(m, dtype=np.int64), stop - start)
+    span = nn - 1 - rows
+    keep = span > 0
+    rows, k, span = rows[keep], k[keep], span[keep]
+    cols = rows + 1 + (_hash(sd, rows, k) % span.astype(np.uint64)).astype(np.int64)
+    # one value per distinct (i, j), independent of which draw produced it
+    key = np.unique(rows * nn + cols)
+    rows, cols = key // nn, key % nn
+    vals = 2.0 * _uniform(sd + 1, rows, cols) - 1.0
+    nz = vals != 0.0
+    rows, cols, vals = rows[nz], cols[nz], vals[nz]
+    offdiag = DistCSR.from_coo(np.concatenate((rows, cols)), np.concatenate((cols, rows)),
+                               np.concatenate((vals, vals)), (nn, nn), comm,
+                               layout=layout)
+    return _add_diagonal(offdiag, sh, comm)
+
+
+# -- graph Laplacians ----------------------------------------------------------------
+
+def graph_laplacian(edges, n: int, comm: MPI.Comm, weights=None):
+    """Laplacian ``D - W`` of an undirected graph given as a distributed edge list.
+
+    Each rank passes any subset of the edges (an edge may be given by any
+    rank, in either direction); repeated edges add their weights; self-loops
+    are ignored (they cancel in ``D - W``). The degree is summed over sorted
+    columns after assembly, so every row sums to zero up to rounding and the
+    matrix does not depend on the rank count when the weights are.
+    Collective on ``comm``.
+
+    Parameters
+    ----------
+    edges : array_like of int, shape (m, 2)
+        This rank's edges ``(u, v)`` with ``0 <= u, v < n``; ``m`` may be 0.
+    n : int
+        Number of vertices, positive.
+    comm : MPI.Comm
+        Communicator; rows are distributed in contiguous blocks.
+    weights : array_like of float, shape (m,), optional
+        Finite edge weights; default 1.
+
+    Returns
+    -------
+    DistCSR
+        Symmetric; positive semidefinite for non-negative weights.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, if any rank passes a bad ``n``, malformed or
+        out-of-range edges, or weights of the wrong shape or non-finite.
+    """
+    from ._matrix import DistCSR
+
+    def check():
+        nn = _positive_int(n, "n")
+        e = np.asarray(edges)
+        if e.size == 0:
+            e = np.zeros((0, 2), dtype=np.int64)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise ValueError("edges must have shape (m, 2), got %s" % (e.shape,))
+        if not np.issubdtype(e.dtype, np.integer):
+            raise TypeError("edges must be integers, got dtype %s" % e.dtype)
+        e = e.astype(np.int64)
+        if e.size and (e.min() < 0 or e.max() >= nn):
+            raise ValueError("edges must be vertex ids in [0, n) = [0, %d)" % nn)
+        if weights is None:
+            w = np.ones(e.shape[0])
+        else:
+            w = np.asarray(weights, dtype=np.float64)
+            if w.shape != (e.shape[0],):
+                raise ValueError("weights must have shape (%d,) like the edges, got %s"
+                                 % (e.shape[0], w.shape))
+            if not np.all(np.isfinite(w)):
+                raise ValueError("weights must be finite")
+        return nn, e, w
+    nn, e, w = _checked(comm, check)
+    keep = e[:, 0] != e[:, 1]
+    u, v, w = e[keep, 0], e[keep, 1], w[keep]
+    layout = Layout.block(nn, comm)
+    adj = DistCSR.from_coo(np.concatenate((u, v)), np.concatenate((v, u)),
+                           np.concatenate((-w, -w)), (nn, nn), comm, layout=layout)
+    local = sp.csr_matrix(adj.local_rows())
+    local.sum_duplicates()
+    d = -(local @ np.ones(nn))
+    start = layout.start
+    diag = sp.csr_matrix((d, (np.arange(layout.local_size),
+                              np.arange(start, layout.stop))), shape=local.shape)
+    out = (local + diag).tocsr()
+    out.sort_indices()
+    return DistCSR.from_local_rows(out, layout)
+
+
+# -- right-hand sides and the registry -----------------------------------------
+
+def rhs(A, kind: str = "ones", seed: int = 0) -> DistVector:
+    """A right-hand side for ``A x = b``, the same at any rank count.
+
+    Not collective (the entries come from the global index), but it checks
+    ``kind`` identically on every rank.
+
+    Parameters
+    ----------
+    A : DistCSR
+        The matrix; ``b`` takes its row layout.
+    kind : {"ones", "random"}
+        All ones, or uniform in ``[-1, 1)`` from a hash of ``(seed, i)``.
+    seed : int, optional
+        Non-negative seed for ``kind="random"``.
+
+    Returns
+    -------
+    DistVector
+    """
+    layout = A.row_layout
+    if kind == "ones":
+        return DistVector(layout, np.ones(layout.local_size))
+    if kind == "random":
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError("seed must be a non-negative integer, got %r" % (seed,))
+        idx = np.arange(layout.start, layout.stop, dtype=np.int64)
+        return DistVector(layout, 2.0 * _uniform(int(seed) + 7, idx) - 1.0)
+    raise ValueError("kind must be 'ones' or 'random', got %r" % (kind,))
+
+
+def _convdiff2d(n, comm, **options):
+    return convection_diffusion(n, comm, dim=2, **options)
+
+
+def _convdiff3d(n, comm, **options):
+    return convection_diffusion(n, comm, dim=3, **options)
+
+
+#: Problems by name; each is called as ``PROBLEMS[name](n, comm, **options)``.
+PROBLEMS: dict[str, Callable] = {
+    "poisson1d": poisson1d,
+    "poisson2d": poisson2d,
+    "poisson3d": poisson3d,
+    "anisotropic2d": anisotropic_diffusion,
+    "convdiff2d": _convdiff2d,
+    "convdiff3d": _convdiff3d,
+    "shifted3d": shifted_laplacian,
+    "random_spd": random_spd,
+}
