@@ -1,0 +1,128 @@
+"""BiCGStab for nonsymmetric systems, right preconditioned."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._info import ConvergedReason
+
+__all__ = ["bicgstab"]
+
+
+@document
+def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+             nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL):
+    """Solve ``A x = b`` by the biconjugate gradient stabilised method.
+
+    Right preconditioned, so the tested residual is the true one: stops when
+    ``||b - A x|| <= max(rtol*||b||, atol)`` (also at the half step, when
+    ``||s||`` already meets the test).
+
+    Parameters
+    ----------
+    COMMON_PARAMETERS
+
+    Returns
+    -------
+    COMMON_RETURNS
+
+    Raises
+    ------
+    COMMON_RAISES
+
+    Notes
+    -----
+    COMMON_NOTES
+
+    Three reductions per iteration (``r0^T v``; ``t^T s``, ``t^T t`` and
+    ``||s||`` fused; ``||r||`` and ``r0^T r`` fused). ``rho = 0`` or
+    ``omega = 0`` stops with ``BREAKDOWN``.
+
+    References
+    ----------
+    .. [1] H. A. van der Vorst, "Bi-CGSTAB: a fast and smoothly converging
+       variant of Bi-CG for the solution of nonsymmetric linear systems",
+       SIAM J. Sci. Stat. Comput. 13(2):631-644, 1992.
+    .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
+       SIAM, 2003, Algorithm 7.7.
+    """
+    ctx = Context("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                  norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
+                  project_rhs=False)
+    if ctx.b2norm == 0.0:
+        return ctx.zero_rhs()
+    x, b, send = ctx.x, ctx.b, ctx.send
+    r, rhat, p, v, s, t = (ctx.vector() for _ in range(6))
+    phat = p if ctx.trivial_pc else ctx.vector()
+    shat = s if ctx.trivial_pc else ctx.vector()
+    ctx.begin()
+
+    if ctx.x0_is_zero:
+        np.copyto(r.local, b.local)
+    else:
+        ctx.matvec(x, t)
+        np.subtract(b.local, t.local, out=r.local)
+    np.copyto(rhat.local, r.local)
+    send[0] = np.dot(r.local, r.local)
+    rho = float(ctx.reduce(1)[0])
+    reason = ctx.test(0, math.sqrt(rho))
+    it = 0
+    alpha = omega = 1.0
+    while reason is None:
+        if rho == 0.0:
+            reason = ConvergedReason.BREAKDOWN
+            break
+        if it == 0:
+            np.copyto(p.local, r.local)
+        else:
+            beta = (rho / rho_old) * (alpha / omega)
+            axpy(-omega, v.local, p.local)        # p = r + beta (p - omega v)
+            p.local *= beta
+            p.local += r.local
+        if phat is not p:
+            ctx.precondition(p, phat)
+        ctx.matvec(phat, v)
+        send[0] = np.dot(rhat.local, v.local)
+        rv = float(ctx.reduce(1)[0])
+        if rv == 0.0 or not math.isfinite(rv):
+            reason = ConvergedReason.BREAKDOWN if rv == 0.0 else ConvergedReason.NANORINF
+            break
+        alpha = rho / rv
+        np.copyto(s.local, r.local)
+        axpy(-alpha, v.local, s.local)
+        if shat is not s:
+            ctx.precondition(s, shat)
+        ctx.matvec(shat, t)
+        send[0] = np.dot(t.local, s.local)
+        send[1] = np.dot(t.local, t.local)
+        send[2] = np.dot(s.local, s.local)
+        red = ctx.reduce(3)
+        ts, tt, ss = float(red[0]), float(red[1]), float(red[2])
+        it += 1
+        snorm = math.sqrt(ss)
+        if snorm <= ctx.tolerance() or tt == 0.0:
+            # the half step already solves the system (or cannot be improved)
+            axpy(alpha, phat.local, x.local)
+            reason = ctx.test(it, snorm)
+            ctx.callback(x)
+            if reason is None:
+                reason = ConvergedReason.BREAKDOWN
+            break
+        omega = ts / tt
+        axpy(alpha, phat.local, x.local)
+        axpy(omega, shat.local, x.local)
+        np.copyto(r.local, s.local)
+        axpy(-omega, t.local, r.local)
+        send[0] = np.dot(r.local, r.local)
+        send[1] = np.dot(rhat.local, r.local)
+        red = ctx.reduce(2)
+        rho_old, rho = rho, float(red[1])
+        reason = ctx.test(it, math.sqrt(float(red[0])))
+        ctx.callback(x)
+        if reason is None and omega == 0.0:
+            reason = ConvergedReason.BREAKDOWN
+    return ctx.finish(reason, it)

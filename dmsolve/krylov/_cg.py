@@ -1,0 +1,131 @@
+"""Preconditioned conjugate gradients for symmetric positive definite systems."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._info import ConvergedReason
+
+__all__ = ["cg"]
+
+
+@document
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+       nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
+       norm_type="unpreconditioned"):
+    """Solve ``A x = b`` by the preconditioned conjugate gradient method.
+
+    ``A`` must be symmetric positive (semi-)definite and ``M`` symmetric
+    positive definite. Stops when ``||r|| <= max(rtol*||b||, atol)``, by
+    default with ``r = b - A x`` and the 2-norm, as scipy's ``cg``.
+
+    Parameters
+    ----------
+    COMMON_PARAMETERS
+    norm_type : {"unpreconditioned", "preconditioned", "natural"}, optional
+        The norm of the stopping test: ``||r||``, ``||M r||`` (PETSc's
+        default for CG) or ``sqrt(r^T M r)``; ``||b||`` is measured in the
+        same norm.
+
+    Returns
+    -------
+    COMMON_RETURNS
+
+    Raises
+    ------
+    COMMON_RAISES
+
+    Notes
+    -----
+    COMMON_NOTES
+
+    Two reductions per iteration: ``p^T A p``, then ``r^T z`` fused with
+    the residual norm in one ``Allreduce``. A non-positive ``p^T A p``
+    stops with ``INDEFINITE_MAT`` and a negative ``r^T M r`` with
+    ``INDEFINITE_PC``, instead of returning a wrong answer. With
+    ``nullspace``, the component of ``b`` in the null space is removed
+    first (``A`` is symmetric, so it is also the null space of ``A^T``).
+
+    References
+    ----------
+    .. [1] M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for
+       solving linear systems", J. Res. Nat. Bur. Standards 49 (1952).
+    .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
+       SIAM, 2003, Algorithm 9.1.
+
+    Examples
+    --------
+    >>> x, info = cg(A, b, rtol=1e-8)          # doctest: +SKIP
+    >>> info.check().iterations                # doctest: +SKIP
+    """
+    ctx = Context("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                  norm_type=norm_type, raise_on_failure=raise_on_failure,
+                  project_rhs=True)
+    if ctx.b2norm == 0.0:
+        return ctx.zero_rhs()
+    x, b, send = ctx.x, ctx.b, ctx.send
+    r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
+    z = r if ctx.trivial_pc else ctx.vector()
+    # the second number of the fused reduction: which norm is tested
+    nvec = {"unpreconditioned": (r, r), "preconditioned": (z, z), "natural": (r, z)}
+    n1, n2 = nvec[ctx.norm_type]
+    ctx.begin()
+
+    if ctx.x0_is_zero:
+        np.copyto(r.local, b.local)
+    else:
+        ctx.matvec(x, q)
+        np.subtract(b.local, q.local, out=r.local)
+    if z is not r:
+        ctx.precondition(r, z)
+    send[0] = np.dot(r.local, z.local)
+    send[1] = np.dot(n1.local, n2.local)
+    red = ctx.reduce(2)
+    rz, nsq = float(red[0]), float(red[1])
+    if ctx.x0_is_zero and ctx.bnorm is None:
+        ctx.bnorm = math.sqrt(abs(nsq))
+    ctx.reference_norm(q)
+
+    it = 0
+    reason = ConvergedReason.INDEFINITE_PC if rz < 0 else None
+    if reason is None:
+        reason = ctx.test(0, math.sqrt(nsq))
+    else:
+        ctx.norms.append(math.sqrt(abs(nsq)))
+    np.copyto(p.local, z.local)
+    while reason is None:
+        ctx.matvec(p, q)
+        send[0] = np.dot(p.local, q.local)
+        pq = float(ctx.reduce(1)[0])
+        if not pq > 0:
+            reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
+            break
+        alpha = rz / pq
+        axpy(alpha, p.local, x.local)
+        axpy(-alpha, q.local, r.local)
+        if z is not r:
+            ctx.precondition(r, z)
+        send[0] = np.dot(r.local, z.local)
+        send[1] = np.dot(n1.local, n2.local)
+        red = ctx.reduce(2)
+        rz_new, nsq = float(red[0]), float(red[1])
+        it += 1
+        if rz_new < 0:
+            reason = ConvergedReason.INDEFINITE_PC
+            ctx.norms.append(math.sqrt(abs(nsq)))
+        else:
+            reason = ctx.test(it, math.sqrt(nsq))
+        ctx.callback(x)
+        if reason is None and rz_new == 0:
+            reason = ConvergedReason.BREAKDOWN   # r != 0 but r^T M r == 0
+        if reason is not None:
+            break
+        beta = rz_new / rz
+        rz = rz_new
+        p.local *= beta
+        p.local += z.local
+    return ctx.finish(reason, it)

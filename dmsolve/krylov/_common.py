@@ -1,0 +1,532 @@
+"""Machinery shared by the Krylov methods: checks at the door, fused and
+error-carrying reductions, the stopping test, the null-space projector.
+
+Every method builds one :class:`Context` and then only calls its
+allocation-free per-iteration methods (``matvec``, ``precondition``,
+``reduce``, ``ireduce``/``wait``, ``test``, ``callback``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+
+import numpy as np
+from mpi4py import MPI
+from scipy.linalg.blas import get_blas_funcs
+
+from .._errors import agree
+from .._layout import Layout
+from .._operator import _takes_out, aslinearoperator
+from .._vector import DistVector
+from ._info import NORM_TYPES, ConvergedReason, SolveInfo
+from ._monitor import KSPMonitor
+
+__all__ = ["Context", "gemv_sub", "gemv_dot", "axpy", "DEFAULT_DIVTOL", "document"]
+
+#: PETSc's default divergence tolerance, relative to the initial residual norm.
+DEFAULT_DIVTOL = 1e4
+
+_BLAS: dict = {}
+
+
+def _blas(name: str, dtype):
+    key = (name, np.dtype(dtype).char)
+    f = _BLAS.get(key)
+    if f is None:
+        f = _BLAS[key] = get_blas_funcs(name, dtype=np.dtype(dtype))
+    return f
+
+
+def axpy(alpha, x: np.ndarray, y: np.ndarray) -> None:
+    """``y += alpha * x`` in place on local arrays, no temporary. Not collective."""
+    if y.size:
+        _blas("axpy", y.dtype)(x, y, a=alpha)
+
+
+def gemv_dot(V: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = V @ w`` for the rows of ``V`` (local part). Not collective."""
+    np.dot(V, w, out=out)
+
+
+def gemv_sub(V: np.ndarray, h: np.ndarray, w: np.ndarray, alpha=-1.0) -> None:
+    """``w += alpha * V.T @ h`` in place (``V`` C-ordered rows). Not collective."""
+    if w.size and V.shape[0]:
+        # V.T is Fortran-ordered, so BLAS reads it without a copy and
+        # overwrite_y updates w in place.
+        _blas("gemv", w.dtype)(alpha, V.T, h, beta=1.0, y=w, overwrite_y=1)
+
+
+def _wrap_pc(M):
+    """Return ``f(r, out)`` applying ``M``, or None for no preconditioner."""
+    if M is None or (isinstance(M, str) and M.lower() == "none"):
+        return None
+    if isinstance(M, str):
+        raise TypeError("M must be a preconditioner object, not the name %r; use "
+                        "dmsolve.solve(..., pc=%r) to build one by name" % (M, M))
+    for attr in ("apply", "matvec"):
+        f = getattr(M, attr, None)
+        if callable(f):
+            if _takes_out(f):
+                return lambda r, out, f=f: f(r, out=out)
+            return lambda r, out, f=f: f(r)
+    if callable(M):
+        if _takes_out(M):
+            return lambda r, out: M(r, out=out)
+        return lambda r, out: M(r)
+    raise TypeError("M must have apply(r, out=None) or matvec(x, out=None), or be "
+                    "callable, got %s" % type(M).__name__)
+
+
+def _wrap_monitor(monitor):
+    if monitor is None or monitor is False:
+        return None
+    if monitor is True:
+        return KSPMonitor()
+    if not callable(monitor):
+        raise TypeError("monitor must be None, True, a KSPMonitor or a callable "
+                        "monitor(iteration, rnorm), got %s" % type(monitor).__name__)
+    return monitor
+
+
+def _check_tol(name: str, value, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("%s must be finite and non-negative, got %r" % (name, value))
+    return value
+
+
+class Context:
+    """The state of one Krylov solve that every method shares.
+
+    Collective on the operator's communicator: the constructor performs the
+    checks at the door (agreed across ranks), orthonormalises the null space
+    and computes ``||b||``.
+
+    Errors raised by user code on some ranks only (the operator's
+    ``matvec``, the preconditioner, the callback, the monitor) are caught
+    and remembered; every reduction carries one extra slot, the number of
+    ranks holding such an error, so the next reduction tells every rank,
+    and all of them raise the same exception through
+    :func:`dmsolve._errors.agree`. A final agreement at the end of the solve
+    catches an error raised after the last reduction.
+    """
+
+    def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
+                 nullspace, monitor, divtol, norm_type, raise_on_failure,
+                 project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8):
+        t0 = time.perf_counter()
+        self.method = method
+        comm = None
+        for owner in (A, b):
+            lay = getattr(owner, "row_layout", None) or getattr(owner, "layout", None)
+            if isinstance(lay, Layout):
+                comm = lay.comm
+                break
+        if comm is None:
+            raise TypeError("%s: A must be a distributed operator and b a DistVector, "
+                            "got %s and %s" % (method, type(A).__name__, type(b).__name__))
+        self.comm = comm
+        self.reductions = 0
+        exc = None
+        try:
+            self._check(A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
+                        divtol, norm_type, norm_types)
+        except (TypeError, ValueError) as e:
+            exc = e
+        self.reductions += 1
+        agree(comm, exc)
+
+        self.error: BaseException | None = None
+        self._send = np.zeros(slots + 1)
+        self._recv = np.zeros(slots + 1)
+        self.raise_on_failure = bool(raise_on_failure)
+        self.norms: list[float] = []
+        self.callbacks = 0
+
+        # Work vectors live on the column layout (== row layout, checked).
+        self.layout = self.A.col_layout
+        # One working precision: reductions, Hessenberg matrices and BLAS
+        # calls are float64, so the vectors are too.
+        self.dtype = np.dtype(np.float64)
+        self.x0_is_zero = x0 is None
+        self.x = self.vector()
+        if x0 is not None:
+            np.copyto(self.x.local, x0.local)
+        self.b = b if b.dtype == self.dtype else DistVector(b.layout, b.local.astype(self.dtype))
+
+        self._Q = None
+        if nullspace is not None:
+            self._setup_nullspace(nullspace)
+            if project_rhs:
+                self.b = self.b.copy()
+                self.project(self.b)
+        self.trivial_pc = self._pc is None and self._Q is None
+
+        self._send[0] = float(np.dot(self.b.local, self.b.local))
+        self.b2norm = math.sqrt(self.reduce(1)[0])
+        self.bnorm = self.b2norm if self.norm_type == "unpreconditioned" else None
+        self.rnorm0 = None
+        self._setup_end = time.perf_counter()
+        self.setup_seconds = self._setup_end - t0
+        if self.monitor is not None and hasattr(self.monitor, "start"):
+            self.guard(self.monitor.start, method, comm)
+
+    # -- door checks (rank-independent facts, agreed anyway) --------------------
+    def _check(self, A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
+               divtol, norm_type, norm_types):
+        m = self.method
+        self.A = A = aslinearoperator(A)
+        if A.row_layout != A.col_layout:
+            raise ValueError("%s: A must be square with equal row and column layouts "
+                             "(global shape %d x %d)" % (m, A.row_layout.global_size,
+                                                        A.col_layout.global_size))
+        self._check_vector("b", b, A.row_layout)
+        if x0 is not None:
+            self._check_vector("x0", x0, A.col_layout)
+        self.rtol = _check_tol("rtol", rtol)
+        self.atol = _check_tol("atol", atol)
+        self.divtol = _check_tol("divtol", divtol, allow_none=True)
+        n = A.row_layout.global_size
+        if maxiter is None:
+            maxiter = 10 * n
+        if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, numbers.Integral):
+            raise TypeError("maxiter must be an integer or None, got %s"
+                            % type(maxiter).__name__)
+        if maxiter < 0:
+            raise ValueError("maxiter must be non-negative, got %d" % maxiter)
+        self.maxiter = int(maxiter)
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable or None")
+        self._callback = callback
+        self.monitor = _wrap_monitor(monitor)
+        self._pc = _wrap_pc(M)
+        if norm_type not in norm_types:
+            raise ValueError("%s: norm_type must be one of %s, got %r"
+                             % (m, ", ".join(norm_types), norm_type))
+        if self._pc is None and norm_type in ("preconditioned", "natural"):
+            norm_type = "unpreconditioned"   # all three coincide without M
+        self.norm_type = norm_type
+        if nullspace is not None:
+            vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
+            if not vecs:
+                raise ValueError("nullspace must hold at least one vector")
+            for i, v in enumerate(vecs):
+                self._check_vector("nullspace[%d]" % i, v, A.col_layout)
+        # finiteness is the only rank-dependent fact here
+        for name, v in (("b", b), ("x0", x0)):
+            if v is not None and not np.all(np.isfinite(v.local)):
+                raise ValueError("%s has NaN or infinite entries" % name)
+
+    def _check_vector(self, name, v, layout):
+        if not isinstance(v, DistVector):
+            raise TypeError("%s must be a DistVector, got %s" % (name, type(v).__name__))
+        if v.layout != layout:
+            if not v.layout.same_comm(layout):
+                raise ValueError("%s: %s lives on another communicator than A"
+                                 % (self.method, name))
+            raise ValueError("%s: %s has global size %d but A's layout has %d (or the "
+                             "ownership ranges differ)" % (self.method, name,
+                                                           v.global_size, layout.global_size))
+        if v.dtype.kind not in "fiu":
+            raise TypeError("%s has dtype %s; the Krylov methods support real vectors"
+                            % (name, v.dtype))
+
+    # -- null space ----------------------------------------------------------------
+    def _setup_nullspace(self, nullspace):
+        vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
+        k = len(vecs)
+        if self._send.size < k + 2:
+            self.reserve(k + 1)
+        Q = np.zeros((k, self.layout.local_size), dtype=self.dtype)
+        for i, v in enumerate(vecs):
+            q = Q[i]
+            np.copyto(q, v.local)
+            self._send[0] = float(np.dot(q, q))
+            norm0 = math.sqrt(self.reduce(1)[0])
+            for _ in range(2):          # classical Gram-Schmidt, twice
+                if i:
+                    gemv_dot(Q[:i], q, self._send[:i])
+                    self.reduce(i)
+                    gemv_sub(Q[:i], self._recv[:i].astype(self.dtype), q)
+            self._send[0] = float(np.dot(q, q))
+            norm = math.sqrt(self.reduce(1)[0])
+            if not norm > 1e-10 * norm0:
+                # the norms are reduced values, the same on every rank
+                raise ValueError("nullspace vectors are zero or linearly dependent "
+                                 "(vector %d)" % i)
+            q /= norm
+        self._Q = Q
+        self._c = np.zeros(k, dtype=self.dtype)
+
+    def project(self, v: DistVector) -> None:
+        """Remove the null-space components of ``v`` in place.
+
+        Collective: one reduction of ``k`` numbers. No-op without a null space.
+        """
+        Q = self._Q
+        if Q is None:
+            return
+        k = Q.shape[0]
+        gemv_dot(Q, v.local, self._send[:k])
+        self.reduce(k)
+        self._c[:] = self._recv[:k]
+        gemv_sub(Q, self._c, v.local)
+
+    # -- vectors and buffers ---------------------------------------------------------
+    def vector(self) -> DistVector:
+        """A zero work vector on the solve's layout. Not collective."""
+        return DistVector(self.layout, np.zeros(self.layout.local_size, dtype=self.dtype))
+
+    def reserve(self, slots: int) -> None:
+        """Make the reduction buffers hold ``slots`` numbers. Not collective."""
+        if self._send.size < slots + 1:
+            self._send = np.zeros(slots + 1)
+            self._recv = np.zeros(slots + 1)
+
+    @property
+    def send(self) -> np.ndarray:
+        """The buffer whose first ``k`` entries :meth:`reduce` sums."""
+        return self._send
+
+    # -- reductions --------------------------------------------------------------------
+    def reduce(self, k: int) -> np.ndarray:
+        """Sum ``send[:k]`` over all ranks, plus the error flag; return the
+        receive buffer (read ``[:k]``). Collective; raises on every rank if
+        any rank holds a user-code error."""
+        self._send[k] = 0.0 if self.error is None else 1.0
+        self.comm.Allreduce([self._send, k + 1, MPI.DOUBLE],
+                            [self._recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        self.reductions += 1
+        if self._recv[k]:
+            self._raise()
+        return self._recv
+
+    def ireduce(self, k: int, send: np.ndarray, recv: np.ndarray):
+        """Start a non-blocking sum of ``send[:k]`` (plus the error flag) into
+        ``recv``; finish it with :meth:`wait`. Collective."""
+        send[k] = 0.0 if self.error is None else 1.0
+        self.reductions += 1
+        return self.comm.Iallreduce([send, k + 1, MPI.DOUBLE],
+                                    [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+
+    def wait(self, request, k: int, recv: np.ndarray) -> np.ndarray:
+        """Complete :meth:`ireduce`; raise everywhere on a user-code error."""
+        request.Wait()
+        if recv[k]:
+            self._raise()
+        return recv
+
+    def _raise(self):
+        self.reductions += 1
+        agree(self.comm, self.error)
+        # agree() raised unless the flag lied; never continue silently
+        raise RuntimeError("a rank reported an error it did not hold")  # pragma: no cover
+
+    # -- user code, guarded --------------------------------------------------------
+    def guard(self, func, *args):
+        """Call user code; remember its exception for the next reduction."""
+        try:
+            return func(*args)
+        except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
+            if self.error is None:
+                self.error = e
+            return None
+
+    def matvec(self, x: DistVector, out: DistVector) -> DistVector:
+        """``out = A x``. Collective if ``A.matvec`` is."""
+        try:
+            y = self.A.matvec(x, out=out)
+            if y is not out:
+                out.set(y)
+        except Exception as e:  # noqa: BLE001
+            if self.error is None:
+                self.error = e
+        return out
+
+    def precondition(self, r: DistVector, out: DistVector) -> DistVector:
+        """``out = P M r`` (``P`` the null-space projector). Collective."""
+        if self._pc is None:
+            np.copyto(out.local, r.local)
+        else:
+            try:
+                y = self._pc(r, out)
+                if y is not out:
+                    out.set(y)
+            except Exception as e:  # noqa: BLE001
+                if self.error is None:
+                    self.error = e
+        self.project(out)
+        return out
+
+    def callback(self, x: DistVector) -> None:
+        """Call the user's callback with the current iterate."""
+        if self._callback is not None:
+            self.callbacks += 1
+            self.guard(self._callback, x)
+
+    @property
+    def has_callback(self) -> bool:
+        return self._callback is not None
+
+    # -- stopping test -----------------------------------------------------------------
+    def begin(self) -> None:
+        """Mark the start of the iterations (for the timings)."""
+        self._t_begin = time.perf_counter()
+
+    def reference_norm(self, work: DistVector) -> None:
+        """Compute ``||b||`` in the method's norm (``||P M b||`` or
+        ``sqrt(b^T P M b)``) using ``work``. Collective; no-op when known."""
+        if self.bnorm is not None:
+            return
+        self.precondition(self.b, work)
+        other = work if self.norm_type == "preconditioned" else self.b
+        self._send[0] = float(np.dot(work.local, other.local))
+        self.bnorm = math.sqrt(abs(self.reduce(1)[0]))
+
+    def tolerance(self) -> float:
+        return max(self.rtol * self.bnorm, self.atol)
+
+    def test(self, it: int, rnorm: float) -> ConvergedReason | None:
+        """Record ``rnorm`` for iteration ``it`` and return why to stop, or None.
+
+        ``||r|| <= max(rtol*||b||, atol)`` converges; a NaN or infinite norm,
+        ``||r|| >= divtol*||r0||`` and ``it >= maxiter`` stop with failure.
+        Not collective (``rnorm`` is the same on every rank).
+        """
+        self.norms.append(rnorm)
+        if self.monitor is not None:
+            self.guard(self.monitor, it, rnorm)
+        if not math.isfinite(rnorm):
+            return ConvergedReason.NANORINF
+        if rnorm <= max(self.rtol * self.bnorm, self.atol):
+            return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
+                else ConvergedReason.ATOL
+        if self.rnorm0 is None:
+            self.rnorm0 = rnorm
+        elif self.divtol is not None and rnorm >= self.divtol * self.rnorm0:
+            return ConvergedReason.DIVTOL
+        if it >= self.maxiter:
+            return ConvergedReason.MAXITER
+        return None
+
+    def converged_reason(self) -> ConvergedReason:
+        """Which converged reason applies to an early exit at a tiny residual."""
+        return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
+            else ConvergedReason.ATOL
+
+    # -- the end -------------------------------------------------------------------------
+    def zero_rhs(self):
+        """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does)."""
+        self.x.fill(0.0)
+        self.bnorm = 0.0 if self.bnorm is None else self.bnorm
+        self.begin()
+        self.norms.append(0.0)
+        if self.monitor is not None:
+            self.guard(self.monitor, 0, 0.0)
+        return self.finish(ConvergedReason.ATOL, 0)
+
+    def finish(self, reason: ConvergedReason, iterations: int, **extra):
+        """Agree on late errors, build the :class:`SolveInfo`, report it.
+
+        Collective (one reduction). Returns ``(x, info)``.
+        """
+        t_end = time.perf_counter()
+        begin = getattr(self, "_t_begin", self._setup_end)
+        info = SolveInfo(
+            converged=reason.converged, reason=reason, iterations=int(iterations),
+            residual_norms=np.array(self.norms, dtype=float), norm_type=self.norm_type,
+            method=self.method, rtol=self.rtol, atol=self.atol,
+            bnorm=float(self.bnorm) if self.bnorm is not None else float("nan"),
+            setup_seconds=self.setup_seconds + (begin - self._setup_end),
+            solve_seconds=t_end - begin, reductions=self.reductions + 1, extra=extra)
+        if self.monitor is not None and hasattr(self.monitor, "finish"):
+            self.guard(self.monitor.finish, info)
+        self.reductions += 1
+        agree(self.comm, self.error)
+        if self.raise_on_failure:
+            info.check()
+        return self.x, info
+
+
+COMMON_PARAMETERS = """\
+    A : distributed operator
+        ``DistCSR``, :class:`~dmsolve.DistLinearOperator` or anything with
+        ``row_layout == col_layout`` and ``matvec(x, out=None)``.
+    b : DistVector
+        Right-hand side on ``A.row_layout``; finite.
+    x0 : DistVector, optional
+        Initial guess on ``A.col_layout`` (zeros by default). Never modified.
+    rtol, atol : float, keyword-only
+        Stopping test ``||r|| <= max(rtol*||b||, atol)`` with ``||.||`` the
+        norm named by ``info.norm_type``. Defaults ``1e-5`` and ``0``.
+    maxiter : int, optional
+        Maximum number of iterations (default ``10 * N``).
+    M : preconditioner, optional
+        An approximation of ``A^{-1}``: an object with ``apply(r, out=None)``,
+        an operator with ``matvec(x, out=None)``, or a callable ``M(r)``,
+        each returning a DistVector.
+    callback : callable, optional
+        ``callback(xk)`` after every iteration with the current iterate
+        (a work vector: copy it to keep it). Called ``info.iterations`` times.
+    nullspace : DistVector or sequence of DistVector, optional
+        A basis of the null space of ``A`` for singular consistent systems
+        (e.g. the constant vector for a Neumann or graph Laplacian). It is
+        orthonormalised once, and removed from every preconditioned vector
+        (as PETSc's ``MatNullSpaceRemove``), so the iterates stay in the
+        complement of the null space. Each removal is one reduction.
+    monitor : KSPMonitor, True or callable, optional
+        ``monitor(iteration, rnorm)`` at every iteration (``True`` for a
+        :class:`KSPMonitor` printing on rank 0). Off by default.
+    raise_on_failure : bool, optional
+        Raise :class:`ConvergenceError` instead of returning when the solve
+        does not converge.
+    divtol : float or None, optional
+        Stop with ``DIVTOL`` when ``||r|| >= divtol * ||r0||`` (default
+        ``1e4`` as PETSc; None disables the test)."""
+
+COMMON_RETURNS = """\
+    x : DistVector
+        The approximate solution on ``A.col_layout`` (a new vector).
+    info : SolveInfo
+        Convergence report, the same on every rank: ``converged``, ``reason``,
+        ``iterations``, ``residual_norms``, ``norm_type``, timings and the
+        number of global ``reductions``."""
+
+COMMON_RAISES = """\
+    TypeError
+        A positional tolerance, or an argument of the wrong type.
+    ValueError
+        ``b`` or ``x0`` on the wrong layout or communicator, non-finite
+        entries (agreed across ranks), bad tolerances.
+    ConvergenceError
+        With ``raise_on_failure=True``, if the solve did not converge.
+    Exception
+        An exception raised by ``A``, ``M``, ``callback`` or ``monitor`` on
+        any rank is raised on every rank (same built-in kind, message naming
+        the failing ranks) at the next reduction."""
+
+COMMON_NOTES = """\
+    Collective on ``A.comm``. Errors in user code on one rank only are
+    folded into the next reduction as an extra slot of its buffer, and all
+    ranks then raise through :func:`dmsolve.agree`; this cannot rescue a
+    preconditioner or operator that raises in the middle of its own
+    communication, which must fail before or after communicating.
+    ``b = 0`` returns ``x = 0`` after 0 iterations; an ``x0`` that already
+    satisfies the test returns after 0 iterations. A NaN or infinite
+    residual norm stops with ``NANORINF``."""
+
+
+def document(func):
+    """Fill the shared numpydoc sections into ``func.__doc__``."""
+    func.__doc__ = (func.__doc__
+                    .replace("    COMMON_PARAMETERS", COMMON_PARAMETERS)
+                    .replace("    COMMON_RETURNS", COMMON_RETURNS)
+                    .replace("    COMMON_RAISES", COMMON_RAISES)
+                    .replace("    COMMON_NOTES", COMMON_NOTES))
+    return func

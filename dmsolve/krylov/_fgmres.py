@@ -1,0 +1,60 @@
+"""Flexible GMRES: right preconditioning by a preconditioner that may change
+from one application to the next (inner Krylov solves, AMG with varying
+cycles)."""
+
+from __future__ import annotations
+
+from ._common import DEFAULT_DIVTOL, Context, document
+from ._gmres import arnoldi_solve, check_options
+
+__all__ = ["fgmres"]
+
+
+@document
+def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+           nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
+           restart=30, orthog="cgs2"):
+    """Solve ``A x = b`` by flexible GMRES(``restart``), right preconditioned.
+
+    Stops when ``||b - A x|| <= max(rtol*||b||, atol)`` (the Arnoldi
+    estimate of the unpreconditioned residual; the true residual at each
+    restart). ``M`` may be nonlinear or change between applications: the
+    preconditioned vectors ``z_j = M v_j`` are stored and
+    ``x = x0 + Z y``.
+
+    Parameters
+    ----------
+    COMMON_PARAMETERS
+    restart : int, optional
+        Krylov vectors per cycle (default 30). FGMRES stores ``2*restart``
+        vectors.
+    orthog : {"cgs2", "cgs", "mgs"}, optional
+        As in :func:`gmres`.
+
+    Returns
+    -------
+    COMMON_RETURNS
+
+    Raises
+    ------
+    COMMON_RAISES
+
+    Notes
+    -----
+    COMMON_NOTES
+
+    Right preconditioning only, as in PETSc's ``KSPFGMRES``.
+
+    References
+    ----------
+    .. [1] Y. Saad, "A flexible inner-outer preconditioned GMRES algorithm",
+       SIAM J. Sci. Comput. 14(2):461-469, 1993.
+    .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
+       SIAM, 2003, Algorithm 9.6.
+    """
+    check_options(restart, orthog)
+    ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                  norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
+                  project_rhs=False)
+    return arnoldi_solve(ctx, restart, orthog, left=False, flexible=True)

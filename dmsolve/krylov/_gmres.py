@@ -1,0 +1,260 @@
+"""Restarted GMRES (left or right preconditioning) and the Arnoldi cycle it
+shares with flexible GMRES."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from .._vector import DistVector
+from ._common import DEFAULT_DIVTOL, Context, axpy, document, gemv_dot, gemv_sub
+from ._info import ConvergedReason
+
+__all__ = ["gmres"]
+
+#: ``h[j+1, j] <= HAPPY * ||A v_j||`` means the Krylov space is invariant.
+HAPPY = 1e-14
+
+_ORTHOG = ("cgs2", "cgs", "mgs")
+
+
+@document
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+          nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
+          restart=30, side="left", orthog="cgs2"):
+    """Solve ``A x = b`` by restarted GMRES(``restart``).
+
+    Stops when ``||r|| <= max(rtol*||b||, atol)``, where with ``side="left"``
+    (PETSc's default) ``r = M (b - A x)`` and ``||b||`` means ``||M b||``,
+    and with ``side="right"`` ``r = b - A x``. Without ``M`` both are the
+    unpreconditioned residual. The norms are the Arnoldi estimates
+    ``|g_{j+1}|``; at each restart the true residual is recomputed.
+
+    Parameters
+    ----------
+    COMMON_PARAMETERS
+    restart : int, optional
+        Krylov vectors per cycle (default 30, as PETSc).
+    side : {"left", "right"}, optional
+        Preconditioning side.
+    orthog : {"cgs2", "cgs", "mgs"}, optional
+        Classical Gram-Schmidt with one reorthogonalisation (default: two
+        fused reductions per iteration, robust), classical Gram-Schmidt
+        without it (PETSc's default; two reductions) or modified
+        Gram-Schmidt (``j + 2`` reductions at inner iteration ``j``).
+
+    Returns
+    -------
+    COMMON_RETURNS
+
+    Raises
+    ------
+    COMMON_RAISES
+
+    Notes
+    -----
+    COMMON_NOTES
+
+    The ``callback`` receives the current iterate, which GMRES does not
+    otherwise form: with a callback every iteration solves the small
+    least-squares problem and updates a copy of ``x`` (and, for right
+    preconditioning, applies ``M`` once more). Use ``monitor`` to watch the
+    norms cheaply. When the Krylov space becomes invariant (happy breakdown)
+    without meeting the tolerance, the solve stops with ``BREAKDOWN``. With
+    ``nullspace`` the null space is removed from each preconditioned vector
+    (for the right-hand side of a nonsymmetric ``A``, remove the null space
+    of ``A^T`` yourself).
+
+    References
+    ----------
+    .. [1] Y. Saad and M. H. Schultz, "GMRES: a generalized minimal residual
+       algorithm for solving nonsymmetric linear systems", SIAM J. Sci.
+       Stat. Comput. 7(3), 1986.
+    .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
+       SIAM, 2003, Algorithms 6.9 and 9.4-9.5.
+    """
+    if side not in ("left", "right"):
+        raise ValueError("side must be 'left' or 'right', got %r" % (side,))
+    check_options(restart, orthog)
+    left = side == "left" and M is not None and not (isinstance(M, str) and M == "none")
+    ctx = Context("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                  norm_type="preconditioned" if left else "unpreconditioned",
+                  raise_on_failure=raise_on_failure, project_rhs=False)
+    return arnoldi_solve(ctx, restart, orthog, left=left, flexible=False)
+
+
+def check_options(restart, orthog) -> None:
+    """Validate ``restart`` and ``orthog`` (rank-independent). Not collective."""
+    if isinstance(restart, (bool, np.bool_)) or not isinstance(restart, (int, np.integer)) \
+            or restart < 1:
+        raise ValueError("restart must be a positive integer, got %r" % (restart,))
+    if orthog not in _ORTHOG:
+        raise ValueError("orthog must be one of %s, got %r" % (", ".join(_ORTHOG), orthog))
+
+
+def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible: bool):
+    """Run restarted (F)GMRES cycles on a set-up :class:`Context`. Collective."""
+    if ctx.b2norm == 0.0:
+        return ctx.zero_rhs()
+    m = int(min(restart, max(ctx.maxiter, 1)))
+    lay, nloc = ctx.layout, ctx.layout.local_size
+    ctx.reserve(m + 2)
+    send = ctx.send
+    V = np.zeros((m + 1, nloc))
+    Vv = [DistVector(lay, V[i]) for i in range(m + 1)]
+    if flexible:
+        Z = np.zeros((m, nloc))
+        Zv = [DistVector(lay, Z[i]) for i in range(m)]
+    H = np.zeros((m + 1, m))
+    g = np.zeros(m + 1)
+    cs = np.zeros(m)
+    sn = np.zeros(m)
+    hcol = np.zeros(m + 1)
+    htmp = np.zeros(m + 1)
+    x, b = ctx.x, ctx.b
+    t = ctx.vector()
+    t2 = ctx.vector()
+    precond_right = not left and not ctx.trivial_pc and not flexible
+    xk = ctx.vector() if ctx.has_callback else None
+
+    def update(target: DistVector, k: int) -> None:
+        # target += (Z or M V)[:, :k] y with H[:k, :k] y = g[:k]
+        if k == 0:
+            return
+        y = solve_triangular(H[:k, :k], g[:k], check_finite=False)
+        if flexible:
+            gemv_sub(Z[:k], y, target.local, alpha=1.0)
+        elif precond_right:
+            t2.fill(0.0)
+            gemv_sub(V[:k], y, t2.local, alpha=1.0)
+            ctx.precondition(t2, t)
+            axpy(1.0, t.local, target.local)
+        else:
+            gemv_sub(V[:k], y, target.local, alpha=1.0)
+
+    def orthogonalise(j: int, w: np.ndarray) -> tuple[float, float]:
+        # H[:j+1, j] into hcol; returns (||w|| after, ||w|| before)
+        k = j + 1
+        if orthog == "mgs":
+            for i in range(k):
+                send[0] = np.dot(V[i], w)
+                if i == 0:
+                    send[1] = np.dot(w, w)
+                red = ctx.reduce(2 if i == 0 else 1)
+                hcol[i] = red[0]
+                if i == 0:
+                    wn0 = math.sqrt(red[1])
+                axpy(-hcol[i], V[i], w)
+            send[0] = np.dot(w, w)
+            return math.sqrt(ctx.reduce(1)[0]), wn0
+        gemv_dot(V[:k], w, send[:k])
+        send[k] = np.dot(w, w)
+        red = ctx.reduce(k + 1)
+        hcol[:k] = red[:k]
+        wn0 = math.sqrt(red[k])
+        gemv_sub(V[:k], hcol[:k], w)
+        if orthog == "cgs":
+            send[0] = np.dot(w, w)
+            return math.sqrt(ctx.reduce(1)[0]), wn0
+        gemv_dot(V[:k], w, send[:k])
+        send[k] = np.dot(w, w)
+        red = ctx.reduce(k + 1)
+        htmp[:k] = red[:k]
+        wwp = red[k]
+        gemv_sub(V[:k], htmp[:k], w)
+        hcol[:k] += htmp[:k]
+        nsq = wwp - float(np.dot(htmp[:k], htmp[:k]))
+        if nsq > 1e-2 * wwp:
+            return math.sqrt(nsq), wn0
+        # heavy cancellation (near breakdown): measure instead of deducing
+        send[0] = np.dot(w, w)
+        return math.sqrt(ctx.reduce(1)[0]), wn0
+
+    ctx.begin()
+    it = 0
+    reason = None
+    first = True
+    while True:
+        # (preconditioned) residual into V[0]
+        v0 = Vv[0]
+        if first and ctx.x0_is_zero:
+            np.copyto(t.local, b.local)
+        else:
+            ctx.matvec(x, t)
+            np.subtract(b.local, t.local, out=t.local)
+        if left:
+            ctx.precondition(t, v0)
+        else:
+            np.copyto(v0.local, t.local)
+        send[0] = np.dot(v0.local, v0.local)
+        beta = math.sqrt(ctx.reduce(1)[0])
+        if first:
+            if ctx.x0_is_zero and ctx.bnorm is None:
+                ctx.bnorm = beta
+            ctx.reference_norm(t)
+            reason = ctx.test(0, beta)
+            first = False
+        else:
+            # report the true residual of the restart instead of the estimate
+            ctx.norms[-1] = beta
+            if not math.isfinite(beta):
+                reason = ConvergedReason.NANORINF
+            elif beta <= ctx.tolerance():
+                reason = ctx.converged_reason()
+        if reason is not None:
+            break
+        v0.local *= 1.0 / beta
+        g.fill(0.0)
+        g[0] = beta
+        k = 0
+        for j in range(m):
+            vj, wv = Vv[j], Vv[j + 1]
+            if flexible:
+                ctx.precondition(vj, Zv[j])
+                ctx.matvec(Zv[j], wv)
+            elif left:
+                ctx.matvec(vj, t)
+                ctx.precondition(t, wv)
+            elif precond_right:
+                ctx.precondition(vj, t)
+                ctx.matvec(t, wv)
+            else:
+                ctx.matvec(vj, wv)
+            hnext, wn0 = orthogonalise(j, wv.local)
+            happy = not hnext > HAPPY * wn0
+            if not happy:
+                wv.local *= 1.0 / hnext
+            # apply the previous Givens rotations to column j, then a new one
+            for i in range(j):
+                hi, hi1 = hcol[i], hcol[i + 1]
+                hcol[i] = cs[i] * hi + sn[i] * hi1
+                hcol[i + 1] = -sn[i] * hi + cs[i] * hi1
+            hjj = hcol[j]
+            rr = math.hypot(hjj, hnext)
+            if rr == 0.0 or not math.isfinite(rr):
+                reason = ConvergedReason.BREAKDOWN if rr == 0.0 else ConvergedReason.NANORINF
+                break
+            cs[j], sn[j] = hjj / rr, hnext / rr
+            hcol[j] = rr
+            H[:j + 1, j] = hcol[:j + 1]
+            H[j + 1, j] = 0.0
+            g[j + 1] = -sn[j] * g[j]
+            g[j] = cs[j] * g[j]
+            k = j + 1
+            it += 1
+            reason = ctx.test(it, abs(g[j + 1]))
+            if xk is not None:
+                np.copyto(xk.local, x.local)
+                update(xk, k)
+                ctx.callback(xk)
+            if reason is None and happy:
+                reason = ConvergedReason.BREAKDOWN
+            if reason is not None:
+                break
+        update(x, k)
+        if reason is not None:
+            break
+    return ctx.finish(reason, it)

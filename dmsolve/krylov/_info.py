@@ -1,0 +1,136 @@
+"""What a Krylov solve reports: :class:`SolveInfo`, the :class:`ConvergedReason`
+enum (PETSc's ``KSPConvergedReason``) and :class:`ConvergenceError`."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["ConvergedReason", "SolveInfo", "ConvergenceError", "NORM_TYPES"]
+
+#: Which residual norm a method monitors and tests.
+NORM_TYPES = ("unpreconditioned", "preconditioned", "natural")
+
+
+class ConvergedReason(enum.Enum):
+    """Why a Krylov solve stopped, named after PETSc's ``KSPConvergedReason``.
+
+    The value of each member is PETSc's name (``"CONVERGED_RTOL"``, ...), the
+    string a :class:`~dmsolve.krylov.KSPMonitor` prints.
+    """
+
+    RTOL = "CONVERGED_RTOL"
+    ATOL = "CONVERGED_ATOL"
+    HAPPY_BREAKDOWN = "CONVERGED_HAPPY_BREAKDOWN"
+    MAXITER = "DIVERGED_ITS"
+    DIVTOL = "DIVERGED_DTOL"
+    BREAKDOWN = "DIVERGED_BREAKDOWN"
+    INDEFINITE_PC = "DIVERGED_INDEFINITE_PC"
+    INDEFINITE_MAT = "DIVERGED_INDEFINITE_MAT"
+    NANORINF = "DIVERGED_NANORINF"
+
+    @property
+    def converged(self) -> bool:
+        """Whether this reason means success. Not collective."""
+        return self.value.startswith("CONVERGED")
+
+    @property
+    def petsc_name(self) -> str:
+        """PETSc's spelling, e.g. ``"DIVERGED_ITS"``. Not collective."""
+        return self.value
+
+
+class ConvergenceError(RuntimeError):
+    """A Krylov solve stopped without converging.
+
+    Raised by :meth:`SolveInfo.check` (and by the solvers when called with
+    ``raise_on_failure=True``) on every rank, since every rank holds the same
+    :class:`SolveInfo`. The report is in :attr:`info`.
+    """
+
+    def __init__(self, info: "SolveInfo"):
+        self.info = info
+        super().__init__("%s did not converge: %s after %d iterations "
+                         "(residual norm %.3e, %s)"
+                         % (info.method, info.reason.petsc_name, info.iterations,
+                            info.final_residual_norm, info.norm_type))
+
+
+@dataclass
+class SolveInfo:
+    """The outcome of a Krylov solve, identical on every rank.
+
+    Attributes
+    ----------
+    converged : bool
+        Whether the stopping test was met (``reason.converged``).
+    reason : ConvergedReason
+        Why the iteration stopped.
+    iterations : int
+        Number of iterations performed (0 when the initial guess already
+        satisfied the stopping test).
+    residual_norms : numpy.ndarray
+        The monitored residual norm at iterations ``0 .. iterations``
+        (``iterations + 1`` entries), in the norm named by ``norm_type``.
+        For GMRES these are the Arnoldi estimates, as in PETSc.
+    norm_type : str
+        ``"unpreconditioned"`` (``||b - A x||``), ``"preconditioned"``
+        (``||M (b - A x)||``) or ``"natural"`` (``sqrt(r^T M r)``).
+    method : str
+        Name of the Krylov method.
+    rtol, atol : float
+        The tolerances of the stopping test ``||r|| <= max(rtol*||b||, atol)``.
+    bnorm : float
+        ``||b||`` in ``norm_type``, the reference of the relative tolerance.
+    setup_seconds, solve_seconds : float
+        Wall-clock time of the set-up (checks, work vectors, null space,
+        preconditioner construction in :func:`dmsolve.solve`) and of the
+        iterations, measured on each rank (they may differ slightly).
+    reductions : int
+        Number of global reductions (``Allreduce``/``Iallreduce``, including
+        the set-up and the final error agreement) the solve performed.
+    """
+
+    converged: bool
+    reason: ConvergedReason
+    iterations: int
+    residual_norms: np.ndarray
+    norm_type: str
+    method: str = ""
+    rtol: float = 0.0
+    atol: float = 0.0
+    bnorm: float = 0.0
+    setup_seconds: float = 0.0
+    solve_seconds: float = 0.0
+    reductions: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def final_residual_norm(self) -> float:
+        """The last monitored residual norm. Not collective."""
+        return float(self.residual_norms[-1]) if len(self.residual_norms) else float("nan")
+
+    def check(self) -> "SolveInfo":
+        """Raise :class:`ConvergenceError` unless the solve converged.
+
+        Not collective (the info is the same on every rank, so every rank
+        raises). Returns ``self`` so that ``x, info = ...; info.check()``
+        and ``info = solve(...)[1].check()`` both read well.
+
+        Raises
+        ------
+        ConvergenceError
+            If ``converged`` is false.
+        """
+        if not self.converged:
+            raise ConvergenceError(self)
+        return self
+
+    def __str__(self) -> str:
+        return ("%s: %s in %d iterations, %s residual norm %.3e (||b|| %.3e), "
+                "setup %.3g s, solve %.3g s, %d reductions"
+                % (self.method, self.reason.petsc_name, self.iterations, self.norm_type,
+                   self.final_residual_norm, self.bnorm, self.setup_seconds,
+                   self.solve_seconds, self.reductions))

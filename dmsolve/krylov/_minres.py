@@ -1,0 +1,138 @@
+"""MINRES for symmetric (possibly indefinite or singular) systems."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._info import ConvergedReason
+
+__all__ = ["minres"]
+
+_EPS = np.finfo(float).eps
+
+
+@document
+def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+           nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
+           shift=0.0):
+    """Solve ``(A - shift I) x = b`` by MINRES, for symmetric ``A``.
+
+    ``A`` may be indefinite, and singular if the system is consistent; ``M``
+    must be symmetric positive definite. Stops when
+    ``||r|| <= max(rtol*||b||, atol)``, where without ``M`` the norm is the
+    2-norm of ``r = b - A x`` and with ``M`` the natural norm
+    ``sqrt(r^T M r)`` (and ``||b||`` likewise), the quantity MINRES
+    minimises; the norms are the recurrence's estimates ``phibar``.
+
+    Parameters
+    ----------
+    COMMON_PARAMETERS
+    shift : float, optional
+        Solve with ``A - shift I`` instead of ``A``.
+
+    Returns
+    -------
+    COMMON_RETURNS
+
+    Raises
+    ------
+    COMMON_RAISES
+
+    Notes
+    -----
+    COMMON_NOTES
+
+    Two reductions per iteration (``v^T A v`` and the next Lanczos
+    ``beta``). A negative ``r^T M r`` stops with ``INDEFINITE_PC``. With
+    ``nullspace`` the null-space part of ``b`` is removed first (``A`` is
+    symmetric) and the iterates stay orthogonal to the null space, giving the
+    minimum-norm solution when ``x0`` is None.
+
+    References
+    ----------
+    .. [1] C. C. Paige and M. A. Saunders, "Solution of sparse indefinite
+       systems of linear equations", SIAM J. Numer. Anal. 12(4):617-629, 1975.
+    .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
+       SIAM, 2003.
+    """
+    ctx = Context("minres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                  norm_type="natural" if M is not None else "unpreconditioned",
+                  raise_on_failure=raise_on_failure, project_rhs=True)
+    if ctx.b2norm == 0.0:
+        return ctx.zero_rhs()
+    shift = float(shift)
+    x, b, send = ctx.x, ctx.b, ctx.send
+    r1, r2, y, v, w, w1, w2 = (ctx.vector() for _ in range(7))
+    ctx.begin()
+
+    if ctx.x0_is_zero:
+        np.copyto(r1.local, b.local)
+    else:
+        ctx.matvec(x, y)
+        axpy(-shift, x.local, y.local)
+        np.subtract(b.local, y.local, out=r1.local)
+    ctx.precondition(r1, y)
+    send[0] = np.dot(r1.local, y.local)
+    beta1 = float(ctx.reduce(1)[0])
+    if beta1 < 0:
+        ctx.norms.append(math.sqrt(-beta1))
+        return ctx.finish(ConvergedReason.INDEFINITE_PC, 0)
+    beta1 = math.sqrt(beta1)
+    if ctx.x0_is_zero and ctx.bnorm is None:
+        ctx.bnorm = beta1
+    ctx.reference_norm(v)
+    reason = ctx.test(0, beta1)
+
+    np.copyto(r2.local, r1.local)
+    oldb, beta, dbar, epsln, phibar = 0.0, beta1, 0.0, 0.0, beta1
+    cs, sn = -1.0, 0.0
+    it = 0
+    while reason is None:
+        # Lanczos step: v = y / beta, y = A v - alfa r2/beta - beta r1/oldb
+        np.multiply(y.local, 1.0 / beta, out=v.local)
+        ctx.matvec(v, y)
+        if shift:
+            axpy(-shift, v.local, y.local)
+        if it >= 1:
+            axpy(-beta / oldb, r1.local, y.local)
+        send[0] = np.dot(v.local, y.local)
+        alfa = float(ctx.reduce(1)[0])
+        axpy(-alfa / beta, r2.local, y.local)
+        r1, r2, y = r2, y, r1            # r1 <- r2, r2 <- y, y is free
+        ctx.precondition(r2, y)
+        oldb = beta
+        send[0] = np.dot(r2.local, y.local)
+        bsq = float(ctx.reduce(1)[0])
+        it += 1
+        if bsq < 0:
+            ctx.norms.append(phibar)
+            ctx.callback(x)
+            reason = ConvergedReason.INDEFINITE_PC
+            break
+        beta = math.sqrt(bsq)
+        # apply the previous rotation, then a new one to annihilate beta
+        oldeps = epsln
+        delta = cs * dbar + sn * alfa
+        gbar = sn * dbar - cs * alfa
+        epsln = sn * beta
+        dbar = -cs * beta
+        gamma = max(math.hypot(gbar, beta), _EPS)
+        cs, sn = gbar / gamma, beta / gamma
+        phi = cs * phibar
+        phibar = sn * phibar
+        # w = (v - oldeps w1 - delta w2) / gamma with (w1, w2) <- (w2, w)
+        w1, w2, w = w2, w, w1
+        np.copyto(w.local, v.local)
+        axpy(-oldeps, w1.local, w.local)
+        axpy(-delta, w2.local, w.local)
+        w.local *= 1.0 / gamma
+        axpy(phi, w.local, x.local)
+        reason = ctx.test(it, abs(phibar))
+        ctx.callback(x)
+        if reason is None and beta == 0.0:
+            reason = ConvergedReason.BREAKDOWN
+    return ctx.finish(reason, it)

@@ -1,0 +1,127 @@
+"""One entry point: Krylov methods and preconditioners looked up by name."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ._bicgstab import bicgstab
+from ._cg import cg
+from ._fgmres import fgmres
+from ._gmres import gmres
+from ._minres import minres
+from ._pipecg import pipecg
+
+__all__ = ["solve", "register_method", "available_methods", "METHODS"]
+
+#: Krylov methods by name; :func:`register_method` adds more.
+METHODS: dict[str, Callable] = {
+    "cg": cg,
+    "pipecg": pipecg,
+    "gmres": gmres,
+    "fgmres": fgmres,
+    "bicgstab": bicgstab,
+    "minres": minres,
+}
+
+
+def register_method(name: str, func: Callable) -> None:
+    """Make ``func`` available to :func:`solve` as ``method=name``.
+
+    ``func`` must follow the signature of :func:`dmsolve.krylov.cg`. Not
+    collective; do it on every rank.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError("method name must be a non-empty string")
+    if not callable(func):
+        raise TypeError("func must be callable")
+    METHODS[name.lower()] = func
+
+
+def available_methods() -> list[str]:
+    """Names accepted by ``solve(method=...)``. Not collective."""
+    return sorted(METHODS)
+
+
+def _make_pc(pc, A):
+    """Resolve ``pc`` into a preconditioner object (or None)."""
+    if pc is None:
+        return None
+    name, opts = None, {}
+    if isinstance(pc, str):
+        name = pc
+    elif isinstance(pc, tuple) and len(pc) == 2 and isinstance(pc[0], str):
+        name, opts = pc
+        if opts is None:
+            opts = {}
+        if not isinstance(opts, dict):
+            raise TypeError("pc options must be a dict, as in ('jacobi', {'omega': 0.8})")
+    else:
+        return pc                   # an object: used as it is
+    if name.lower() == "none":
+        return None
+    import preconditioners          # lazily: preconditioners imports dmsolve
+    make = getattr(preconditioners, "make", None)
+    if make is None:
+        raise ValueError("unknown preconditioner %r: the preconditioners package has "
+                         "no registry" % name)
+    return make(name, A, **opts)
+
+
+def solve(A, b, method: str = "cg", pc=None, **options):
+    """Solve ``A x = b`` with a Krylov method and a preconditioner by name.
+
+    Parameters
+    ----------
+    A : distributed operator
+        ``DistCSR`` or any operator with ``row_layout``, ``col_layout``,
+        ``matvec(x, out=None)``.
+    b : DistVector
+        Right-hand side on ``A.row_layout``.
+    method : str, optional
+        One of :func:`available_methods` (``"cg"``, ``"pipecg"``,
+        ``"gmres"``, ``"fgmres"``, ``"bicgstab"``, ``"minres"``).
+    pc : None, "none", str, (str, dict) or object, optional
+        A preconditioner object, or a name (with options) built by
+        ``preconditioners.make(name, A, **options)`` (e.g. ``"jacobi"``,
+        ``("jacobi", {"omega": 0.8})``). Its set-up time is added to
+        ``info.setup_seconds``.
+    **options
+        Passed to the method: ``x0``, ``rtol``, ``atol``, ``maxiter``,
+        ``callback``, ``nullspace``, ``monitor``, ``raise_on_failure``, ...
+        The stopping test is ``||r|| <= max(rtol*||b||, atol)`` in the
+        method's norm (``info.norm_type``).
+
+    Returns
+    -------
+    x : DistVector
+    info : SolveInfo
+
+    Raises
+    ------
+    ValueError
+        Unknown method or preconditioner name (on every rank: the check
+        uses no rank-dependent fact), or as the method raises.
+    TypeError
+        ``M`` given in ``options`` together with ``pc``, or as the method
+        raises.
+
+    Notes
+    -----
+    Collective on ``A.comm``.
+    """
+    if not isinstance(method, str):
+        raise TypeError("method must be a string, got %s" % type(method).__name__)
+    func = METHODS.get(method.lower())
+    if func is None:
+        raise ValueError("unknown Krylov method %r; available: %s"
+                         % (method, ", ".join(available_methods())))
+    if "M" in options and pc is not None:
+        raise TypeError("give the preconditioner as pc= or M=, not both")
+    t0 = time.perf_counter()
+    M = _make_pc(pc, A) if "M" not in options else options.pop("M")
+    pc_seconds = time.perf_counter() - t0
+    x0 = options.pop("x0", None)
+    x, info = func(A, b, x0, M=M, **options)
+    info.setup_seconds += pc_seconds
+    return x, info
