@@ -352,7 +352,8 @@ class BSP:
         t_end = time.perf_counter()
         self.ledger.record_superstep(label or "step %d" % self.step, work,
                                      t_end - t_start, int(sendcounts.sum()),
-                                     nbytes_recv, nmsgs, int(incoming[:, 5].astype(bool).sum()))
+                                     nbytes_recv, nmsgs,
+                                     sum(len(pairs) for pairs in by_tag.values()))
         self.step += 1
         self._reset()
         self._t_last = time.perf_counter()
@@ -403,6 +404,10 @@ class BSP:
         for dest, msgs in plans.items():
             pos = int(offsets[dest])
             for tag, arr in msgs:
+                if not arr.dtype.isnative:
+                    # the receiver rebuilds the dtype from its char code, which
+                    # carries no byte order: ship native bytes
+                    arr = arr.astype(arr.dtype.newbyteorder("="))
                 head = np.array([tag, ord(arr.dtype.char), arr.ndim, arr.nbytes]
                                 + list(arr.shape), dtype=np.int64)
                 hb = head.view(np.uint8)
