@@ -1,0 +1,200 @@
+"""Partitions, their quality and exact redistribution round trips."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from dmsolve import DistVector, Layout, gallery, partition as part
+from dmsolve._matrix import DistCSR
+from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
+                     assert_raises_collective, same_on_all_ranks)
+
+COMM = MPI.COMM_WORLD
+
+
+def scrambled_poisson2d(n, seed=0):
+    """A 2D Poisson matrix in a random order: block rows then cut badly."""
+    A = gallery.poisson2d(n, MPI.COMM_SELF).to_scipy()
+    p = np.random.default_rng(seed).permutation(n * n)
+    return DistCSR.from_global(A[p][:, p], COMM), A[p][:, p].tocsr()
+
+
+def random_partition(layout, seed=1):
+    rng = np.random.default_rng(seed + layout.rank)
+    return part.Partition(layout, rng.integers(0, COMM.size, layout.local_size))
+
+
+def make_partitions():
+    A, _ = scrambled_poisson2d(7)
+    coords = np.random.default_rng(2 + COMM.rank).random((A.row_layout.local_size, 2))
+    return {
+        "block": part.block_partition(A),
+        "nnz": part.nnz_partition(A),
+        "metis": part.metis_partition(A),
+        "random": random_partition(A.row_layout),
+        "rcb": part.rcb(coords, COMM),
+    }, A
+
+
+@pytest.mark.parametrize("name", ["block", "nnz", "metis", "random", "rcb"])
+def test_numbering_is_contiguous_permutation(name):
+    parts, A = make_partitions()
+    p = parts[name]
+    owner = p.parts()
+    new_index = p.new_index()
+    n = A.shape[0]
+    assert_equal_collective(np.sort(new_index), np.arange(n))
+    # part q occupies new_layout's range q, in the old order
+    ranges = p.new_layout.ranges
+    ok = True
+    for q in range(COMM.size):
+        members = np.flatnonzero(owner == q)
+        ok &= np.array_equal(new_index[members], np.arange(ranges[q], ranges[q + 1]))
+    assert_collective(COMM, ok, "parts are not contiguous and order-preserving")
+    assert_equal_collective(p.part_sizes, np.bincount(owner, minlength=COMM.size))
+
+
+@pytest.mark.parametrize("name", ["block", "nnz", "metis", "random", "rcb"])
+def test_redistribute_round_trip_exact(name):
+    parts, A = make_partitions()
+    p = parts[name]
+    S = A.to_scipy()
+    # an explicit zero must survive the trip
+    local = A.local_rows().tolil()
+    if local.shape[0]:
+        local[0, 0] = 0.0
+    A = DistCSR.from_local_rows(sp.csr_matrix(local), A.row_layout)
+    S = A.to_scipy()
+    B = part.redistribute(A, p)
+    inv = np.argsort(p.new_index())
+    assert_collective(COMM, B.row_layout == p.new_layout)
+    ref = S[inv][:, inv].tocsr()
+    got = B.to_scipy()
+    assert_equal_collective(got.toarray(), ref.toarray())
+    assert_collective(COMM, got.nnz == ref.nnz, "stored entries %d != %d" % (got.nnz, ref.nnz))
+    C = p.restore(B)
+    assert_collective(COMM, C.row_layout == A.row_layout and C.col_layout == A.col_layout)
+    for X, Y in ((C.local_rows(), A.local_rows()),):
+        X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+        X.sort_indices()
+        Y.sort_indices()
+        assert_equal_collective(X.indptr, Y.indptr)
+        assert_equal_collective(X.indices, Y.indices)
+        assert_equal_collective(X.data, Y.data)
+    x = gallery.rhs(A, kind="random", seed=3)
+    y = part.redistribute(x, p)
+    assert_equal_collective(y.gather(), x.gather()[inv])
+    z = part.redistribute(y, p, inverse=True)
+    assert_collective(COMM, z.layout == x.layout)
+    assert_equal_collective(z.local, x.local)
+    # the matvec commutes with the permutation (to rounding: the on/off-process
+    # split, hence the order of the row sums, changes with the owners)
+    Ax = (A @ x).gather()[inv]
+    assert_allclose_collective((B @ y).gather(), Ax, rtol=1e-14,
+                               atol=1e-14 * np.abs(Ax).max())
+
+
+def test_metis_beats_block_on_scrambled_matrix():
+    A, S = scrambled_poisson2d(16)
+    qb = part.partition_quality(A, part.block_partition(A))
+    qm = part.partition_quality(A, part.partition(A, "metis"))
+    if COMM.size > 1:
+        assert_collective(COMM, qm.edge_cut < qb.edge_cut / 2,
+                          "metis cut %d, block cut %d" % (qm.edge_cut, qb.edge_cut))
+        assert_collective(COMM, qm.ghosts.sum() < qb.ghosts.sum())
+        assert_collective(COMM, qm.row_imbalance <= 1.1, "imbalance %g" % qm.row_imbalance)
+    else:
+        assert_collective(COMM, qm.edge_cut == qb.edge_cut == 0)
+    assert_collective(COMM, same_on_all_ranks(COMM, qm.as_dict()))
+
+
+def test_quality_against_serial_count():
+    A, S = scrambled_poisson2d(7)
+    p = random_partition(A.row_layout, seed=4)
+    q = part.partition_quality(A, p)
+    owner = p.parts()
+    C = sp.coo_matrix(S)
+    cut = (owner[C.row] != owner[C.col]) & (C.row != C.col)
+    pairs = {(min(i, j), max(i, j)) for i, j in zip(C.row[cut], C.col[cut])}
+    assert_collective(COMM, q.edge_cut == len(pairs), "%d != %d" % (q.edge_cut, len(pairs)))
+    ghosts = [len({j for i, j in zip(C.row[cut], C.col[cut]) if owner[i] == r})
+              for r in range(COMM.size)]
+    neighbours = [len({owner[j] for i, j in zip(C.row[cut], C.col[cut]) if owner[i] == r})
+                  for r in range(COMM.size)]
+    assert_equal_collective(q.ghosts, ghosts)
+    assert_equal_collective(q.neighbours, neighbours)
+    assert_equal_collective(q.rows, np.bincount(owner, minlength=COMM.size))
+    assert_equal_collective(q.nnz, np.bincount(owner[C.row], minlength=COMM.size))
+    table = q.format()
+    assert_collective(COMM, "edge cut %d" % len(pairs) in table and
+                      len(table.splitlines()) == COMM.size + 2, table)
+    # the quality of the current layout agrees with the matrix's own halo
+    q0 = part.partition_quality(A)
+    mine = (A.ghosts.size, len(A.halo.neighbours) if hasattr(A.halo, "neighbours") else None)
+    got = (q0.ghosts[COMM.rank], q0.neighbours[COMM.rank])
+    assert_collective(COMM, mine[0] == got[0] and mine[1] in (None, got[1]),
+                      "%s != %s" % (mine, got))
+
+
+def test_nnz_partition_balances_nonzeros():
+    # rows with very different lengths: arrow matrix
+    n = 40
+    S = sp.lil_matrix((n, n))
+    S.setdiag(1.0)
+    S[:, 0] = 1.0
+    S[0, :] = 1.0
+    A = DistCSR.from_global(S.tocsr(), COMM)
+    qn = part.partition_quality(A, part.nnz_partition(A))
+    qb = part.partition_quality(A, part.block_partition(A))
+    assert_collective(COMM, qn.nnz_imbalance <= qb.nnz_imbalance,
+                      "%g > %g" % (qn.nnz_imbalance, qb.nnz_imbalance))
+
+
+def test_rcb_grid_is_balanced_and_rank_count_independent():
+    n = 13
+    layout = Layout.block(n * n, COMM)
+    idx = np.arange(layout.start, layout.stop)
+    coords = np.column_stack((idx % n, idx // n)).astype(float)
+    for nparts in (1, 3, 4, 5):
+        p = part.rcb(coords, COMM, nparts=nparts)
+        owner = p.parts()
+        serial = part.rcb(np.column_stack((np.arange(n * n) % n, np.arange(n * n) // n))
+                          .astype(float), MPI.COMM_SELF, nparts=nparts).parts()
+        assert_equal_collective(owner, serial)
+        sizes = np.bincount(owner, minlength=nparts)
+        assert_collective(COMM, sizes.max() - sizes.min() <= 1, "sizes %s" % sizes)
+    # with 4 parts of a square the cuts are the two median lines
+    p4 = part.rcb(coords, COMM, nparts=4).parts().reshape(n, n)
+    assert_collective(COMM, len(np.unique(p4[:6, :6])) == 1 and
+                      len(np.unique(p4[7:, 7:])) == 1, str(p4))
+
+
+def test_rcb_ties_and_empty_ranks():
+    # every point at the same place: ties broken by global index
+    k = 5 if COMM.rank == 0 else 0
+    p = part.rcb(np.zeros((k, 3)), COMM, nparts=2)
+    assert_equal_collective(p.parts(), [0, 0, 1, 1, 1])
+
+
+def test_bad_inputs_raise_everywhere():
+    layout = Layout.block(10, COMM)
+    last = COMM.rank == COMM.size - 1
+    wrong = np.zeros(layout.local_size + (1 if last else 0), dtype=int)
+    assert_raises_collective(COMM, ValueError, part.Partition, layout, wrong)
+    bad = np.full(layout.local_size, COMM.size if last else 0)
+    assert_raises_collective(COMM, ValueError, part.Partition, layout, bad)
+    coords = np.full((2, 2), np.nan if last else 0.0)
+    assert_raises_collective(COMM, ValueError, part.rcb, coords, COMM)
+    assert_raises_collective(COMM, ValueError, part.rcb, np.zeros((2, 2)), COMM, nparts=0)
+    A = gallery.poisson1d(10, COMM)
+    other = DistVector(Layout.block(11, COMM))
+    p = part.block_partition(A)
+    assert_raises_collective(COMM, ValueError, part.redistribute, other, p)
+    assert_raises_collective(COMM, TypeError, part.redistribute, np.zeros(3), p)
+    assert_raises_collective(COMM, ValueError, part.partition, A, "scotch")
+    rect = DistCSR.from_global(sp.random(10, 4, density=0.5, random_state=0, format="csr"), COMM)
+    assert_raises_collective(COMM, ValueError, part.metis_partition, rect)
+    if COMM.size > 1:
+        q = part.Partition(layout, np.zeros(layout.local_size, int), nparts=COMM.size + 1)
+        assert_raises_collective(COMM, ValueError, part.redistribute, A, q)
