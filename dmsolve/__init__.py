@@ -20,3 +20,7 @@ from . import bsp
 from ._matrix import DistCSR
 
 __all__ += ["bsp", "DistCSR"]
+
+from . import gallery, io, partition
+
+__all__ += ["gallery", "io", "partition"]
