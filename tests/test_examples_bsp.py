@@ -1,0 +1,108 @@
+"""examples/bsp_components.py runs at any rank count and agrees with scipy."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components
+
+from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+                     same_on_all_ranks)
+
+pytestmark = pytest.mark.timeout(120)
+
+COMM = MPI.COMM_WORLD
+PATH = pathlib.Path(__file__).resolve().parents[1] / "examples" / "bsp_components.py"
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("bsp_components", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def scipy_labels(n, edges):
+    """Smallest vertex id of each vertex's component, from scipy csgraph."""
+    g = sp.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    ncomp, comp = connected_components(g.tocsr(), directed=False)
+    smallest = np.full(ncomp, n, dtype=np.int64)
+    np.minimum.at(smallest, comp, np.arange(n))
+    return ncomp, smallest[comp]
+
+
+def check_against_scipy(result, n):
+    edges = np.concatenate(COMM.allgather(result["edges"])).reshape(-1, 2)
+    labels = np.concatenate(COMM.allgather(result["labels"]))
+    ncomp, want = scipy_labels(n, edges)
+    assert_equal_collective(labels, want)
+    assert_collective(COMM, result["components"] == ncomp,
+                      "%d components, scipy finds %d" % (result["components"], ncomp))
+    assert same_on_all_ranks(COMM, (result["components"], result["supersteps"]))
+    return labels
+
+
+RANDOM_CASES = {
+    "n101-k4": (101, 4, 1),
+    "n13-k13-singletons": (13, 13, 0),
+    "n3-k2-empty-ranks": (3, 2, 2),           # at 4 ranks one rank owns no vertex
+    "n5000-k7-trees": (5000, 7, 0),           # crosses BLOCK boundaries
+}
+
+
+@pytest.mark.parametrize("case", sorted(RANDOM_CASES))
+def test_random_graph_components(case):
+    n, k, extra = RANDOM_CASES[case]
+    example = load_example()
+    args = ["-n", str(n), "-k", str(k), "--extra", str(extra), "--seed", "3", "--quiet"]
+    result = example.main(COMM, args)
+    labels = check_against_scipy(result, n)
+    assert_equal_collective(labels, np.arange(n) % k)       # the known components
+    assert_collective(COMM, result["checked"] is True and result["known"] is True,
+                      "example's own checks: %r %r" % (result["checked"], result["known"]))
+    # the graph and the answer do not depend on the number of ranks
+    serial = example.main(MPI.COMM_SELF, args)
+    assert_equal_collective(serial["labels"], labels)
+    assert_equal_collective(np.sort(serial["edges"], axis=0),
+                            np.sort(np.concatenate(COMM.allgather(result["edges"])), axis=0))
+
+
+def test_edge_list_file(tmp_path):
+    path = None
+    if COMM.rank == 0:
+        path = os.path.join(tmp_path, "graph.txt")
+        with open(path, "w") as f:
+            f.write("# a comment\n0 1\n1 2\n5 6\n9 9\n3 8\n8 2\n12 11\n")
+    path = COMM.bcast(path, root=0)
+    example = load_example()
+    result = example.main(COMM, ["--edges", path, "-n", "15", "--quiet"])
+    labels = check_against_scipy(result, 15)
+    # {0,1,2,3,8}, {5,6}, {11,12}; 4, 7, 9, 10, 13, 14 alone
+    assert_equal_collective(labels, [0, 0, 0, 0, 4, 5, 5, 7, 0, 9, 10, 11, 11, 13, 14])
+    assert_collective(COMM, result["checked"] is True and result["known"] is None,
+                      "checked %r" % result["checked"])
+
+
+def test_edge_list_with_negative_id_raises_on_every_rank(tmp_path):
+    path = None
+    if COMM.rank == 0:
+        path = os.path.join(tmp_path, "bad.txt")
+        with open(path, "w") as f:
+            f.write("0 1\n" * 5 + "2 -3\n")
+    path = COMM.bcast(path, root=0)
+    example = load_example()
+    assert_raises_collective(COMM, ValueError, example.main, COMM,
+                             ["--edges", path, "--quiet"], match="non-negative")
+
+
+def test_example_follows_house_style():
+    text = PATH.read_text()
+    doc = load_example().__doc__
+    assert "mpiexec -n 4 python -m mpi4py examples/bsp_components.py" in doc
+    assert "# Things to try" in text and "def main(comm" in text and "argparse" in text
