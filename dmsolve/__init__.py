@@ -21,6 +21,16 @@ from ._matrix import DistCSR
 
 __all__ += ["bsp", "DistCSR"]
 
+from .krylov import (cg, pipecg, gmres, fgmres, bicgstab, minres, solve, SolveInfo,
+                     ConvergedReason, ConvergenceError, KSPMonitor)
+from ._operator import DistLinearOperator, aslinearoperator
+
+__all__ += [
+    "cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres", "solve", "SolveInfo",
+    "ConvergedReason", "ConvergenceError", "KSPMonitor",
+    "DistLinearOperator", "aslinearoperator",
+]
+
 from . import gallery, io, partition
 
 __all__ += ["gallery", "io", "partition"]
