@@ -671,3 +671,44 @@ def test_probe_returns_finite_non_negative_parameters():
     assert same_on_all_ranks(COMM, (params.g, params.l))
     assert_allclose_collective(params.predict(1.0, 1000, 10),
                                1.0 + 1000 * params.g + 10 * params.l)
+
+
+def test_mismatched_aggregators_raise_everywhere_without_debug():
+    # one rank registers an extra aggregator: the fixed-width header lets every
+    # rank see the mismatch and raise instead of hanging in the Alltoall
+    ctx = BSP(COMM)
+
+    def step():
+        ctx.aggregate("n", "sum", 1)
+        if COMM.rank == COMM.size - 1:
+            ctx.aggregate("extra", "max", 2.0)
+        ctx.sync("mismatch")
+
+    if COMM.size == 1:
+        step()  # one rank always agrees with itself
+    else:
+        assert_raises_collective(COMM, RuntimeError, step, match="aggregators")
+    # the context is usable afterwards
+    ctx.aggregate("n", "sum", 1)
+    assert_collective(COMM, ctx.sync().aggregates["n"] == COMM.size)
+
+
+def test_bad_aggregator_value_on_one_rank_raises_everywhere():
+    ctx = BSP(COMM)
+    value = "not a number" if COMM.rank == 0 else 1.0
+
+    def step():
+        ctx.aggregate("x", "sum", value)
+        ctx.sync()
+
+    assert_raises_collective(COMM, TypeError, step)
+
+
+def test_large_aggregators_use_the_fallback():
+    ctx = BSP(COMM)
+    ctx.aggregate("big", "sum", np.arange(100, dtype=np.float64) * (COMM.rank + 1))
+    ctx.aggregate("small", "max", COMM.rank)
+    agg = ctx.sync().aggregates
+    total = COMM.size * (COMM.size + 1) / 2
+    assert_allclose_collective(agg["big"], np.arange(100) * total)
+    assert_collective(COMM, agg["small"] == COMM.size - 1)

@@ -44,7 +44,10 @@ COMBINERS = {
 }
 _AGG_OPS = ("sum", "min", "max", "any", "all")
 
-_HEADER_WORDS = 6  # nbytes, active, error code, step, label hash, messages
+# header words: payload bytes, active, error code, step, label hash, messages,
+# aggregator signature, aggregator bytes; then the inline aggregator block
+_HEADER_WORDS = 8
+_AGG_INLINE_WORDS = 16  # aggregators up to 128 bytes ride in the header
 
 
 class Inbox:
@@ -310,22 +313,25 @@ class BSP:
         if self.debug:
             self._check_sequence(label)
 
-        # pack the aggregators into a common byte block
+        # The header has a fixed width on every rank whatever it queued, so a
+        # rank that registered other aggregators (or failed before doing so)
+        # cannot derail the Alltoall: mismatches are detected from the
+        # headers and raised on every rank.
         agg_bytes = b"".join(a.tobytes() for _, _, a in self._aggs)
-        agg_words = (len(agg_bytes) + 7) // 8
         err_code = 0 if self._error is None else 1
         sendbufs, sendcounts, nmsgs = self._pack()
 
-        width = _HEADER_WORDS + agg_words
-        header = np.zeros((size, width), dtype=np.int64)
+        header = np.zeros((size, _HEADER_WORDS + _AGG_INLINE_WORDS), dtype=np.int64)
         header[:, 0] = sendcounts
         header[:, 1] = int(self._active)
         header[:, 2] = err_code
         header[:, 3] = self.step
         header[:, 4] = _label_hash(label)
         header[:, 5] = nmsgs
-        if agg_words:
-            block = np.zeros(agg_words * 8, dtype=np.uint8)
+        header[:, 6] = self._agg_signature()
+        header[:, 7] = len(agg_bytes)
+        if 0 < len(agg_bytes) <= 8 * _AGG_INLINE_WORDS:
+            block = np.zeros(8 * _AGG_INLINE_WORDS, dtype=np.uint8)
             block[:len(agg_bytes)] = np.frombuffer(agg_bytes, dtype=np.uint8)
             header[:, _HEADER_WORDS:] = block.view(np.int64)
         incoming = np.empty_like(header)
@@ -333,11 +339,24 @@ class BSP:
 
         if incoming[:, 2].any():
             self._raise_collective(incoming[:, 2])
+        if np.any(incoming[:, 6] != incoming[0, 6]) or np.any(incoming[:, 7] != incoming[0, 7]):
+            self._reset()
+            self.step += 1
+            raise RuntimeError("BSP sync %r: ranks registered different aggregators "
+                               "(names, ops, shapes or dtypes); every rank must register "
+                               "the same ones in the same order" % label)
 
         recvcounts = incoming[:, 0].copy()
         active = bool(incoming[:, 1].any())
         messages = int(incoming[:, 5].sum())
-        aggregates = self._reduce_aggregates(incoming[:, _HEADER_WORDS:])
+        nagg = int(incoming[0, 7])
+        if nagg <= 8 * _AGG_INLINE_WORDS:
+            blocks = np.ascontiguousarray(incoming[:, _HEADER_WORDS:]).view(np.uint8)
+        else:
+            # large aggregators cost one extra collective (documented)
+            blocks = np.empty((size, nagg), dtype=np.uint8)
+            comm.Allgather(np.frombuffer(agg_bytes, dtype=np.uint8), blocks)
+        aggregates = self._reduce_aggregates(blocks.reshape(size, -1))
 
         by_tag: dict = {}
         nbytes_recv = int(recvcounts.sum())
@@ -422,7 +441,7 @@ class BSP:
         out = {}
         if not self._aggs:
             return out
-        raw = np.ascontiguousarray(blocks).view(np.uint8).reshape(self.size, -1)
+        raw = blocks
         pos = 0
         for name, op, arr in self._aggs:
             vals = raw[:, pos:pos + arr.nbytes].copy().view(arr.dtype).reshape(
@@ -432,6 +451,10 @@ class BSP:
                    "any": np.any, "all": np.all}[op](vals, axis=0)
             out[name] = red
         return out
+
+    def _agg_signature(self) -> int:
+        text = ";".join("%s/%s/%s/%s" % (n, o, a.shape, a.dtype.str) for n, o, a in self._aggs)
+        return _label_hash(text)
 
     def _raise_collective(self, flags) -> None:
         exc = self._error
