@@ -1,11 +1,13 @@
 """Distributed topology for dmsolve: grids and simplicial complexes with ghost
 layers, global vertex order, critical points, components, Hodge theory."""
 
+from ._complex import SimplicialComplex
+from ._components import connected_components
 from ._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
 from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
 
 __all__ = [
-    "Grid", "freudenthal_cells", "link_structure", "component_table",
+    "Grid", "SimplicialComplex", "connected_components", "freudenthal_cells", "link_structure", "component_table",
     "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
 ]

@@ -13,6 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components as _cc
 
+from mpi4py import MPI
+
 from dmsolve import DistVector
 
 from ._grid import Grid, component_table, link_structure
@@ -58,8 +60,8 @@ class CriticalPoints:
 
     def counts(self) -> dict[str, int]:
         """Number of vertices of each type, by TTK name. Collective on ``comm``."""
-        local = np.bincount(self.types.local, minlength=6)[:6]
-        total = self.comm.allreduce(local)
+        total = np.bincount(self.types.local, minlength=6)[:6].astype(np.int64)
+        self.comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
         return {TYPE_NAMES[i]: int(total[i]) for i in range(6)}
 
 

@@ -1,0 +1,166 @@
+"""SimplicialComplex (faces, global ids, ghost layer, input errors), critical
+points on non-grid meshes and connected components, against serial references."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components as cc
+from scipy.spatial import Delaunay
+
+from dmsolve import DistVector
+from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from test_topology_ref import faces, grid_cells, reference_critical
+from topology import Grid, SimplicialComplex, connected_components, critical_points
+
+COMM = MPI.COMM_WORLD
+
+
+def delaunay(n, dim, seed):
+    rng = np.random.default_rng(seed)
+    pts = rng.random((n, dim))
+    return pts, Delaunay(pts).simplices.astype(np.int64)
+
+
+def my_share(cells):
+    return cells[COMM.rank::COMM.size]
+
+
+def mixed_complex():
+    """Two triangles, a dangling edge, a tetrahedron and an isolated vertex 12."""
+    tris = np.array([[0, 1, 2], [1, 2, 3]])
+    edges = np.array([[3, 4]])
+    tets = np.array([[5, 8, 6, 7]])
+    other = np.array([[9, 10], [10, 11]])
+    return [tris, edges, tets, other, np.array([[12]])], 13
+
+
+def reference_components(n, edges, keep=None):
+    keep = np.ones(n, bool) if keep is None else keep
+    e = edges[keep[edges[:, 0]] & keep[edges[:, 1]]]
+    g = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    _, lab = cc(g, directed=False)
+    first = np.full(lab.max() + 1, n)
+    np.minimum.at(first, lab, np.arange(n))
+    return np.where(keep, first[lab], -1)
+
+
+@pytest.mark.parametrize("dim", [2, 3], ids=["triangles", "tetrahedra"])
+def test_faces_and_global_ids_match_serial(dim):
+    pts, cells = delaunay(40, dim, seed=dim)
+    cx = SimplicialComplex([my_share(cells)], COMM, points=pts)
+    assert cx.dimension == dim
+    for k in range(dim + 1):
+        ref = faces(cells, k) if k else np.arange(40).reshape(-1, 1)
+        assert_equal_collective(cx.simplices(k), ref)
+        assert_collective(COMM, cx.simplex_layout(k).global_size == len(ref))
+        rows, gids = cx.local_simplices(k)
+        assert_equal_collective(ref[gids], rows)
+    # the closed star of every owned vertex is here
+    tops, _ = cx.local_simplices(dim)
+    owned = cx.vertex_layout.is_local(cells).any(axis=1)
+    have = {tuple(r) for r in tops}
+    assert_collective(COMM, all(tuple(sorted(c)) in have for c in cells[owned]), "star")
+
+
+def test_union_of_overlapping_inputs_and_mixed_dimensions():
+    parts, n = mixed_complex()
+    # every rank passes everything: the union is the same complex
+    a = SimplicialComplex(parts, COMM)
+    b = SimplicialComplex([p[COMM.rank::COMM.size] for p in parts] if COMM.size > 1 else parts,
+                          COMM)
+    assert a.num_vertices == n and a.dimension == 3
+    for k in range(4):
+        assert_equal_collective(a.simplices(k), b.simplices(k))
+    ref1 = faces([tuple(r) for p in parts[:-1] for r in p], 1)
+    assert_equal_collective(a.simplices(1), ref1)
+    assert_equal_collective(a.simplices(3), [[5, 6, 7, 8]])
+
+
+def test_bad_input_raises_on_every_rank():
+    pts = np.random.default_rng(0).random((6, 2))
+    good = np.array([[0, 1, 2]])
+    mine = COMM.rank == COMM.size - 1    # the error sits on one rank only
+    cases = [
+        ([np.array([[0, 1, 7]])], pts, "out of range"),
+        ([np.array([[0, -1, 2]])], None, "out of range"),
+        ([np.array([[0, 1, 1]])], None, "degenerate"),
+        ([np.array([[0, 1, 2], [2, 1, 0]])], None, "more than once"),
+        ([np.array([[0, 1, 2, 3, 4]])], None, "dimension 4"),
+        ([np.array([[0.5, 1, 2]])], None, "integer"),
+    ]
+    for simplices, p, match in cases:
+        assert_raises_collective(COMM, (ValueError, TypeError), SimplicialComplex,
+                                 simplices if mine else [good], COMM, points=p, match=match)
+    bad = pts.copy()
+    bad[3, 1] = np.inf
+    assert_raises_collective(COMM, ValueError, SimplicialComplex, [good], COMM,
+                             points=bad if mine else pts, match="finite")
+    cx = SimplicialComplex([good], COMM, points=pts)
+    vals = np.zeros(6)
+    vals[5] = np.nan
+    assert_raises_collective(COMM, ValueError, critical_points, cx, vals, match="finite")
+
+
+@pytest.mark.parametrize("dim,levels", [(2, 3), (2, 1000), (3, 3), (3, 1000)],
+                         ids=["tri-ties", "tri-distinct", "tet-ties", "tet-distinct"])
+def test_critical_points_on_meshes_equal_bruteforce(dim, levels):
+    n = 60 if dim == 2 else 35
+    pts, cells = delaunay(n, dim, seed=10 + dim)
+    fld = np.random.default_rng(levels).integers(0, levels, n).astype(float)
+    cx = SimplicialComplex([my_share(cells)], COMM, points=pts)
+    ids, types = critical_points(cx, fld).gather()
+    rids, rtypes = reference_critical(cells, fld, n)
+    assert_equal_collective(ids, rids)
+    assert_equal_collective(types, rtypes)
+
+
+def test_critical_points_complex_equals_grid():
+    shape = (4, 5, 3)
+    cells = grid_cells(shape)
+    fld = np.random.default_rng(5).integers(0, 3, int(np.prod(shape))).astype(float)
+    a = critical_points(Grid(shape, COMM), fld).gather()
+    b = critical_points(SimplicialComplex([my_share(cells)], COMM), fld).gather()
+    assert_equal_collective(a[0], b[0])
+    assert_equal_collective(a[1], b[1])
+
+
+def test_components_of_complex():
+    parts, n = mixed_complex()
+    cx = SimplicialComplex([p[COMM.rank::COMM.size] for p in parts], COMM)
+    labels = connected_components(cx).gather()
+    edges = faces([tuple(r) for p in parts[:-1] for r in p], 1)
+    assert_equal_collective(labels, reference_components(n, edges))
+    assert_equal_collective(labels[[0, 4, 5, 8, 9, 11, 12]], [0, 0, 5, 5, 9, 9, 12])
+
+
+@pytest.mark.parametrize("shape", [(7, 9), (5, 6, 7)], ids=["2d", "3d"])
+def test_level_set_components_on_grid(shape):
+    g = Grid(shape, COMM)
+    n = int(np.prod(shape))
+    rng = np.random.default_rng(2)
+    fld = rng.random(n)
+    edges = faces(grid_cells(shape), 1)
+    assert_equal_collective(connected_components(g).gather(), np.zeros(n, dtype=np.int64))
+    for thr, sub in ((0.45, True), (0.6, False)):
+        got = connected_components(g, fld, thr, sublevel=sub).gather()
+        keep = fld <= thr if sub else fld >= thr
+        assert_equal_collective(got, reference_components(n, edges, keep))
+
+
+def test_level_set_components_snake_across_ranks():
+    # a serpentine sublevel set that crosses the slab boundaries many times
+    nx, ny = 5, 16
+    fld = np.ones((ny, nx))
+    fld[:, 0] = 0
+    for y in range(0, ny, 2):
+        fld[y, :] = 0
+    fld[1::4, 0] = 1
+    fld[3::4, -1] = 0
+    fld = fld.ravel()
+    edges = faces(grid_cells((nx, ny)), 1)
+    got = connected_components(Grid((nx, ny), COMM), DistVector.from_global(
+        fld, Grid((nx, ny), COMM).vertex_layout), 0.5).gather()
+    assert_equal_collective(got, reference_components(nx * ny, edges, fld <= 0.5))
+    assert_raises_collective(COMM, ValueError, connected_components, Grid((3, 3), COMM),
+                             np.zeros(9))
