@@ -1,7 +1,18 @@
 """Preconditioners for dmsolve, built by name through a registry:
-``preconditioners.make("jacobi", A)``."""
+``preconditioners.make("amg", A)`` or ``make(("asm", {"overlap": 2}), A)``.
 
+Names: ``none``, ``jacobi``, ``bjacobi``, ``asm``, ``cheby``, ``amg``.
+"""
+
+from ._base import Preconditioner
+from ._cheby import Chebyshev
 from ._jacobi import Identity, Jacobi
 from ._registry import available, make, register
+from ._schwarz import AdditiveSchwarz, BlockJacobi
 
-__all__ = ["make", "register", "available", "Jacobi", "Identity"]
+__all__ = ["make", "register", "available", "Preconditioner", "Jacobi", "Identity",
+           "BlockJacobi", "AdditiveSchwarz", "Chebyshev"]
+
+from .amg import SmoothedAggregation  # noqa: E402  (registers "amg")
+
+__all__ += ["SmoothedAggregation"]

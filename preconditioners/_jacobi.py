@@ -4,29 +4,50 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmsolve import DistVector, agree
+from dmsolve import agree
 
+from ._base import Preconditioner
 from ._registry import register
 
-__all__ = ["Jacobi", "Identity"]
+__all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
 
 
-class Jacobi:
+def checked_inverse_diagonal(A, who: str = "Jacobi") -> np.ndarray:
+    """``1 / diag(A)`` on this rank's rows, refusing zero or non-finite entries.
+
+    Collective on ``A.comm``: the check is agreed, so every rank raises the
+    same ``ValueError``.
+    """
+    diag = getattr(A, "diagonal", None)
+    if not callable(diag):
+        raise TypeError("%s needs an operator with diagonal(), got %s"
+                        % (who, type(A).__name__))
+    d = np.asarray(diag().local, dtype=np.float64)
+    exc = None
+    bad = np.flatnonzero(~np.isfinite(d) | (d == 0))
+    if bad.size:
+        exc = ValueError("%s: the diagonal of A is zero or not finite at global row %d "
+                         "(%d such rows on this rank)"
+                         % (who, A.row_layout.start + int(bad[0]), bad.size))
+    agree(A.row_layout.comm, exc)
+    with np.errstate(divide="ignore"):
+        return 1.0 / d
+
+
+class Jacobi(Preconditioner):
     """``M r = omega * r / diag(A)``.
 
     Parameters
     ----------
-    A : operator with ``diagonal()``
-        ``DistCSR`` or any operator providing its diagonal as a DistVector.
+    A : DistCSR
+        Any operator providing ``diagonal()`` and ``row_layout``.
     omega : float, optional
         Damping (default 1).
 
     Raises
     ------
-    TypeError
-        If ``A`` has no ``diagonal()``.
     ValueError
-        If some diagonal entry is zero or not finite (agreed across ranks).
+        On every rank, if some diagonal entry is zero or not finite.
 
     Notes
     -----
@@ -34,43 +55,35 @@ class Jacobi:
     :meth:`apply` is not collective and allocates nothing with ``out``.
     """
 
-    def __init__(self, A, omega: float = 1.0):
-        diag = getattr(A, "diagonal", None)
-        if not callable(diag):
-            raise TypeError("Jacobi needs an operator with diagonal(), got %s"
-                            % type(A).__name__)
-        d = diag()
-        exc = None
-        if not np.all(np.isfinite(d.local)) or np.any(d.local == 0):
-            exc = ValueError("Jacobi: the diagonal of A has zero or non-finite entries")
-        agree(d.comm, exc)
-        self.layout = d.layout
-        self.omega = float(omega)
-        self.inv_diag = DistVector(d.layout, self.omega / d.local)
+    name = "jacobi"
 
-    def apply(self, r: DistVector, out: DistVector | None = None) -> DistVector:
-        """``out = omega * r / diag(A)``. Not collective."""
-        if out is None:
-            out = r.empty_like()
-        np.multiply(r.local, self.inv_diag.local, out=out.local)
-        return out
+    def __init__(self, A, omega: float = 1.0):
+        super().__init__(A)
+        self.omega = float(omega)
+        self.inv_diag = self.omega * checked_inverse_diagonal(A, "Jacobi")
+        self._done()
+
+    def _apply(self, r, out):
+        np.multiply(r, self.inv_diag, out=out)
+
+    def _describe(self):
+        return {"omega": self.omega}
 
     def __repr__(self) -> str:
         return "Jacobi(omega=%g)" % self.omega
 
 
-class Identity:
+class Identity(Preconditioner):
     """``M r = r``. Not collective."""
 
-    def __init__(self, A=None):
-        pass
+    name = "none"
 
-    def apply(self, r: DistVector, out: DistVector | None = None) -> DistVector:
-        """A copy of ``r`` (into ``out``). Not collective."""
-        if out is None:
-            return r.copy()
-        np.copyto(out.local, r.local)
-        return out
+    def __init__(self, A):
+        super().__init__(A)
+        self._done()
+
+    def _apply(self, r, out):
+        np.copyto(out, r)
 
 
 register("jacobi", Jacobi)

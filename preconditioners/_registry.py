@@ -1,14 +1,14 @@
-"""Preconditioners by name: ``make("jacobi", A, omega=0.8)``.
+"""Preconditioners by name: ``make("jacobi", A, omega=0.8)`` or ``make(("amg", {...}), A)``.
 
 Factories are registered with :func:`register`; options are keyword
-arguments, so ``("jacobi", {"omega": 0.8})`` pairs map onto ``make``.
+arguments, so PyAMG-style ``(name, options)`` descriptors map onto ``make``.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["register", "make", "available"]
+__all__ = ["register", "make", "available", "split_descriptor"]
 
 _FACTORIES: dict[str, Callable] = {}
 
@@ -36,23 +36,42 @@ def available() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def make(name: str, A, **options):
+def split_descriptor(desc, what: str = "preconditioner") -> tuple[str, dict]:
+    """``"name"`` or ``("name", {options})`` -> ``(name, options)``. Not collective."""
+    if isinstance(desc, str):
+        return desc, {}
+    if isinstance(desc, (tuple, list)) and len(desc) == 2 and isinstance(desc[0], str):
+        if not isinstance(desc[1], dict):
+            raise TypeError("%s options must be a dict, as in ('jacobi', {'omega': 0.8}); "
+                            "got %s" % (what, type(desc[1]).__name__))
+        return desc[0], dict(desc[1])
+    raise TypeError("%s must be a name or a (name, options) pair, got %r" % (what, desc))
+
+
+def make(name, A, **options):
     """Build the preconditioner ``name`` for operator ``A``.
 
-    Collective on ``A.comm`` when the factory is (set-up may communicate).
+    Parameters
+    ----------
+    name : str or (str, dict)
+        A registered name (see :func:`available`), or a ``(name, options)``
+        descriptor; keyword ``options`` override the descriptor's.
+    A : DistCSR
+        The operator.
+
+    Collective on ``A.comm`` (set-up communicates and agrees on errors).
 
     Raises
     ------
     ValueError
         If ``name`` is not registered (the same on every rank).
     TypeError
-        If ``name`` is not a string or an option is not accepted.
+        If ``name`` is not a string or descriptor, or an option is not accepted.
     """
-    if not isinstance(name, str):
-        raise TypeError("preconditioner name must be a string, got %s"
-                        % type(name).__name__)
+    name, opts = split_descriptor(name)
+    opts.update(options)
     factory = _FACTORIES.get(name.lower())
     if factory is None:
         raise ValueError("unknown preconditioner %r; available: %s"
                          % (name, ", ".join(available())))
-    return factory(A, **options)
+    return factory(A, **opts)

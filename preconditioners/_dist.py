@@ -1,0 +1,107 @@
+"""Moving matrix rows between ranks: ghost-row fetches and distributed SpGEMM.
+
+Built on the BSP layer: a fetch is two supersteps (requests to the owners,
+rows back), the way PETSc's ``MatGetBrowsOfAoCols`` feeds ``MatMatMult``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from dmsolve import DistCSR, Layout
+from dmsolve.bsp import BSP
+
+__all__ = ["fetch_rows", "matmat_local", "matmat", "rows_with_global_columns"]
+
+_REQ, _LEN, _COL, _VAL = 11, 12, 13, 14
+
+
+def rows_with_global_columns(A: DistCSR) -> sp.csr_matrix:
+    """This rank's rows of ``A`` as scipy CSR with global column ids, sorted.
+    Not collective."""
+    loc = A.local_rows()
+    loc.sort_indices()
+    return loc
+
+
+def fetch_rows(A: DistCSR, ids: np.ndarray, local: sp.csr_matrix | None = None,
+               label: str = "fetch_rows") -> sp.csr_matrix:
+    """Rows ``ids`` (sorted global row ids, any owners) of ``A`` with global columns.
+
+    Collective on ``A.comm``: two BSP supersteps, every rank must call it
+    (with an empty ``ids`` if it needs nothing).
+
+    Parameters
+    ----------
+    A : DistCSR
+    ids : int64 array
+        Sorted, unique global row ids.
+    local : scipy CSR, optional
+        ``rows_with_global_columns(A)`` if the caller already has it.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (len(ids), A.shape[1])
+    """
+    comm = A.comm
+    lay = A.row_layout
+    ids = np.asarray(ids, dtype=np.int64)
+    if local is None:
+        local = rows_with_global_columns(A)
+    ctx = BSP(comm)
+    ctx.send_rows(lay.owner(ids) if ids.size else np.zeros(0, np.int64), ids, _REQ)
+    inbox = ctx.sync(label + ":requests")
+    ip = local.indptr
+    for src in inbox.sources(_REQ):
+        want = np.concatenate(inbox.from_source(src, _REQ)) - lay.start
+        lens = (ip[want + 1] - ip[want]).astype(np.int64)
+        # positions of the wanted rows' entries, in row order
+        starts = np.repeat(ip[want].astype(np.int64) - np.concatenate(([0], np.cumsum(lens)[:-1])),
+                           lens) + np.arange(int(lens.sum()))
+        ctx.send(src, lens, _LEN)
+        ctx.send(src, local.indices[starts].astype(np.int64), _COL)
+        ctx.send(src, local.data[starts], _VAL)
+    inbox = ctx.sync(label + ":rows")
+    lens = inbox.concat(_LEN, dtype=np.int64)
+    cols = inbox.concat(_COL, dtype=np.int64)
+    vals = inbox.concat(_VAL, dtype=local.dtype)
+    indptr = np.zeros(ids.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    return sp.csr_matrix((vals, cols, indptr), shape=(ids.size, A.shape[1]))
+
+
+def matmat_local(A: DistCSR, B: DistCSR, B_local: sp.csr_matrix | None = None) -> sp.csr_matrix:
+    """This rank's rows of ``A @ B`` with global columns (scipy CSR).
+
+    ``B`` is distributed by rows like ``A``'s columns. The rows of ``B`` that
+    ``A``'s off-process block touches (``A.ghosts``) are fetched through the
+    BSP layer. Collective on ``A.comm``.
+    """
+    if B.row_layout != A.col_layout:
+        raise ValueError("A @ B: B's rows are not distributed like A's columns")
+    if B_local is None:
+        B_local = rows_with_global_columns(B)
+    ghost_rows = fetch_rows(B, A.ghosts, local=B_local, label="matmat")
+    C = A.diag @ B_local
+    if A.offd.nnz:
+        C = C + A.offd @ ghost_rows
+    C = sp.csr_matrix(C)
+    C.sort_indices()
+    return C
+
+
+def matmat(A: DistCSR, B: DistCSR) -> DistCSR:
+    """``A @ B`` as a DistCSR, rows like ``A``, columns like ``B``.
+    Collective on ``A.comm``."""
+    return DistCSR.from_local_rows(matmat_local(A, B), A.row_layout, B.col_layout,
+                                   check_finite=False)
+
+
+def gather_to_all(A: DistCSR) -> sp.csr_matrix:
+    """The whole matrix on every rank. Collective on ``A.comm``."""
+    return A.to_scipy()
+
+
+def same_layout(a: Layout, b: Layout) -> bool:
+    return a is b or a == b

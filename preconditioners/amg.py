@@ -1,0 +1,243 @@
+"""Smoothed-aggregation algebraic multigrid (SA-AMG) as a preconditioner.
+
+The set-up reads like the algorithm, one module per stage::
+
+    strength -> aggregate -> tentative -> smooth -> galerkin -> coarse
+
+and the solve phase is a V- or W-cycle (:mod:`.cycle`) with the smoothers of
+:mod:`.smoothers`.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+from dmsolve import DistCSR, DistVector, agree
+
+from ._base import Preconditioner
+from ._registry import register, split_descriptor
+from .aggregate import AGGREGATIONS
+from .coarse import CoarseSolver, coarse_layout, redistribute_rows
+from .cycle import CYCLES, run_cycle
+from .galerkin import galerkin_product
+from .smooth import smooth_prolongator
+from .smoothers import make_smoother
+from .strength import symmetric_strength
+from .tentative import tentative_prolongator
+
+__all__ = ["SmoothedAggregation", "Level"]
+
+
+class Level:
+    """One level of the hierarchy: its operator ``A``, the prolongator ``P`` to
+    it from the next level, the smoothers and preallocated work vectors."""
+
+    def __init__(self, A: DistCSR, P: DistCSR, presmoother, postsmoother):
+        self.A, self.P = A, P
+        self.presmoother, self.postsmoother = presmoother, postsmoother
+        self.r = DistVector.zeros(A.row_layout)
+        self.corr = DistVector.zeros(A.row_layout)
+        self.bc = DistVector.zeros(P.col_layout)
+        self.xc = DistVector.zeros(P.col_layout)
+        self._xv, self._yv = A.create_vectors()
+
+    def residual(self, b: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(self._xv.local, x)
+        self.A.matvec(self._xv, out=self._yv)
+        np.subtract(b, self._yv.local, out=out)
+
+
+def _candidates(A, B) -> np.ndarray:
+    """This rank's rows of the near-null-space candidates as an ``(n, k)`` array."""
+    n = A.row_layout.local_size
+    if B is None:
+        return np.ones((n, 1))
+    if isinstance(B, DistVector):
+        B = [B]
+    if isinstance(B, (list, tuple)):
+        cols = []
+        for v in B:
+            if not isinstance(v, DistVector) or v.layout != A.row_layout:
+                raise ValueError("B must hold DistVectors on A's row layout")
+            cols.append(v.local)
+        return np.column_stack(cols).astype(np.float64) if cols else np.ones((n, 1))
+    B = np.asarray(B, dtype=np.float64)
+    if B.ndim == 1:
+        B = B[:, None]
+    if B.ndim != 2 or B.shape[0] != n:
+        raise ValueError("B must have this rank's %d rows, got shape %s" % (n, B.shape))
+    return B
+
+
+class SmoothedAggregation(Preconditioner):
+    """Distributed smoothed-aggregation AMG, applied as one cycle per call.
+
+    Parameters
+    ----------
+    A : DistCSR
+        Symmetric positive (semi-)definite, rows and columns distributed alike.
+    B : None, DistVector, list of DistVector or array (local rows x k)
+        Near null space; constants by default (e.g. rigid body modes for
+        elasticity).
+    theta : float
+        Symmetric strength threshold (:func:`.strength.symmetric_strength`);
+        weak couplings are also filtered out of the prolongator smoothing.
+    aggregate : str
+        Aggregation method (``"standard"``).
+    omega : float
+        Prolongator smoothing weight, divided by ``rho(D^-1 A)``.
+    presmoother, postsmoother : str or (str, dict)
+        From :data:`.smoothers.SMOOTHERS`; default symmetric hybrid
+        Gauss-Seidel, as PyAMG.
+    cycle : {"V", "W"}
+    max_levels : int
+    max_coarse : int
+        Coarsening stops at or below this many unknowns; the coarsest level is
+        solved redundantly on every rank with a dense (pseudo-)inverse.
+    min_rows_per_rank : int
+        Levels with fewer unknowns per rank are gathered onto fewer ranks.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On every rank, for bad options or a matrix that is not square.
+
+    Notes
+    -----
+    Set-up is collective on ``A.comm``. :meth:`apply` is collective (halo
+    exchanges on every level, one ``Allgatherv`` at the coarsest) and
+    allocates no vectors.
+
+    References
+    ----------
+    P. Vanek, J. Mandel, M. Brezina, "Algebraic multigrid by smoothed
+    aggregation for second and fourth order elliptic problems", Computing
+    56(3), 1996. N. Bell, L. Olson, J. Schroder, PyAMG (2023).
+    """
+
+    name = "amg"
+
+    def __init__(self, A, B=None, theta: float = 0.0, aggregate: str = "standard",
+                 omega: float = 4.0 / 3.0,
+                 presmoother=("gauss-seidel", {"sweep": "symmetric"}),
+                 postsmoother=("gauss-seidel", {"sweep": "symmetric"}),
+                 cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
+                 min_rows_per_rank: int = 2000):
+        super().__init__(A)
+        comm = A.comm
+        exc = None
+        try:
+            if not isinstance(A, DistCSR):
+                raise TypeError("amg needs a DistCSR, got %s" % type(A).__name__)
+            if A.row_layout != A.col_layout:
+                raise ValueError("amg needs a square matrix with rows and columns "
+                                 "distributed alike, got %d x %d" % A.shape)
+            if cycle not in CYCLES:
+                raise ValueError("cycle must be one of %s, got %r" % (sorted(CYCLES), cycle))
+            if aggregate not in AGGREGATIONS:
+                raise ValueError("aggregate must be one of %s, got %r"
+                                 % (sorted(AGGREGATIONS), aggregate))
+            split_descriptor(presmoother, "smoother")
+            split_descriptor(postsmoother, "smoother")
+            Bl = _candidates(A, B)
+        except (TypeError, ValueError) as e:
+            exc, Bl = e, None
+        agree(comm, exc)
+        self.options = dict(theta=theta, aggregate=aggregate, omega=omega,
+                            presmoother=presmoother, postsmoother=postsmoother,
+                            cycle=cycle, max_levels=max_levels, max_coarse=max_coarse,
+                            min_rows_per_rank=min_rows_per_rank)
+        self.gamma = CYCLES[cycle]
+        self.levels: list[Level] = []
+        self.timings: dict = {k: 0.0 for k in ("strength", "aggregate", "tentative",
+                                               "smooth", "galerkin", "smoothers", "coarse")}
+        tm = self.timings
+        aggregate_fn = AGGREGATIONS[aggregate]
+        Ak = A
+        self._level_info = []
+        while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
+            t = time.perf_counter()
+            S = symmetric_strength(Ak, theta)
+            t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
+            agg, count = aggregate_fn(S)
+            k = Bl.shape[1]
+            total = comm.allreduce(count * k, op=MPI.SUM)
+            t, tm["aggregate"] = time.perf_counter(), tm["aggregate"] + time.perf_counter() - t
+            if total == 0 or total >= Ak.shape[0]:
+                break                         # no coarsening possible
+            clay, first = coarse_layout(count * k, comm, min_rows_per_rank)
+            T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
+            Bc = redistribute_rows(Bc, first, clay)
+            t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
+            P, rho = smooth_prolongator(Ak, T, omega=omega, theta=theta)
+            T.free()
+            t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
+            Ac = galerkin_product(Ak, P)
+            t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
+            pre = make_smoother(presmoother, Ak)
+            post = pre if postsmoother == presmoother else make_smoother(postsmoother, Ak)
+            tm["smoothers"] += time.perf_counter() - t
+            self.levels.append(Level(Ak, P, pre, post))
+            self._level_info.append({"rho": rho})
+            Ak, Bl = Ac, Bc
+        t = time.perf_counter()
+        self.coarse_A = Ak
+        self.coarse = CoarseSolver(Ak)
+        tm["coarse"] = time.perf_counter() - t
+        self._summary = self._summarise()
+        self._done()
+
+    # -- application -------------------------------------------------------------
+    def _apply(self, r, out):
+        """One cycle from a zero guess. Collective on ``comm``."""
+        run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
+
+    # -- summary -----------------------------------------------------------------
+    def _summarise(self) -> dict:
+        comm = self.comm
+        ops = [L.A for L in self.levels] + [self.coarse_A]
+        rows = [int(A.shape[0]) for A in ops]
+        nnz = comm.allreduce(np.array([A.local_nnz for A in ops], dtype=np.int64), op=MPI.SUM)
+        active = comm.allreduce(np.array([1 if A.row_layout.local_size else 0 for A in ops],
+                                         dtype=np.int64), op=MPI.SUM)
+        nbytes = sum(A.local_nbytes for A in ops) + sum(L.P.local_nbytes for L in self.levels) \
+            + self.coarse.inv.nbytes
+        levels = [{"rows": r, "nnz": int(z), "ranks": int(a)}
+                  for r, z, a in zip(rows, nnz, active)]
+        return {
+            "levels": levels,
+            "operator_complexity": float(nnz.sum() / nnz[0]) if nnz[0] else 1.0,
+            "grid_complexity": float(sum(rows) / rows[0]) if rows[0] else 1.0,
+            "hierarchy_bytes_max_rank": int(comm.allreduce(nbytes, op=MPI.MAX)),
+        }
+
+    def operator_complexity(self) -> float:
+        """Sum of nonzeros over all levels / nonzeros of the finest. Not collective."""
+        return self._summary["operator_complexity"]
+
+    def grid_complexity(self) -> float:
+        """Sum of rows over all levels / rows of the finest. Not collective."""
+        return self._summary["grid_complexity"]
+
+    def _describe(self):
+        d = dict(self._summary)
+        d["cycle"] = self.options["cycle"]
+        d["timings"] = {k: round(v, 4) for k, v in self.timings.items()}
+        d["options"] = {k: v for k, v in self.options.items()}
+        return d
+
+    def __repr__(self) -> str:
+        lv = self._summary["levels"]
+        lines = ["SmoothedAggregation: %d levels, operator complexity %.3f, grid "
+                 "complexity %.3f" % (len(lv), self.operator_complexity(),
+                                      self.grid_complexity())]
+        for i, L in enumerate(lv):
+            lines.append("  level %d: %9d rows %11d nnz on %d ranks"
+                         % (i, L["rows"], L["nnz"], L["ranks"]))
+        return "\n".join(lines)
+
+
+register("amg", SmoothedAggregation)

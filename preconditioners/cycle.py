@@ -1,0 +1,34 @@
+"""Multigrid cycles: V (one coarse visit per level) and W (two)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CYCLES", "run_cycle"]
+
+#: coarse-grid visits per level for each cycle name
+CYCLES = {"V": 1, "W": 2}
+
+
+def run_cycle(levels, coarse, lvl: int, b: np.ndarray, x: np.ndarray, gamma: int,
+              zero_guess: bool = True) -> None:
+    """One cycle on level ``lvl``: improve ``x`` towards ``A_lvl x = b``.
+
+    Pre-smooth, restrict the residual with ``P^T``, visit the next level
+    ``gamma`` times, prolongate the correction, post-smooth. Collective on
+    the hierarchy's communicator; allocates nothing (every level carries its
+    work vectors).
+    """
+    if lvl == len(levels):
+        coarse.solve(b, x)
+        return
+    L = levels[lvl]
+    L.presmoother.smooth(b, x, zero_guess)
+    L.residual(b, x, L.r.local)
+    L.P.rmatvec(L.r, out=L.bc)
+    for visit in range(gamma):
+        run_cycle(levels, coarse, lvl + 1, L.bc.local, L.xc.local, gamma,
+                  zero_guess=(visit == 0))
+    L.P.matvec(L.xc, out=L.corr)
+    x += L.corr.local
+    L.postsmoother.smooth(b, x, False)
