@@ -712,3 +712,19 @@ def test_large_aggregators_use_the_fallback():
     total = COMM.size * (COMM.size + 1) / 2
     assert_allclose_collective(agg["big"], np.arange(100) * total)
     assert_collective(COMM, agg["small"] == COMM.size - 1)
+
+
+def test_from_ghosts_rejects_bad_ghost_lists_everywhere():
+    layout = Layout.block(20, COMM)
+    empty = np.zeros(0, dtype=np.int64)
+    last = COMM.rank == COMM.size - 1
+    assert_raises_collective(COMM, IndexError, NeighborExchange.from_ghosts, layout,
+                             np.array([25]) if last else empty)
+    owned_by_me = np.array([layout.start]) if last else empty
+    assert_raises_collective(COMM, ValueError, NeighborExchange.from_ghosts, layout,
+                             owned_by_me, match="other ranks")
+    if COMM.size > 1:
+        others = [i for i in range(20) if not layout.is_local(i)]
+        unsorted = np.array(others[:2][::-1]) if COMM.rank == 0 else empty
+        assert_raises_collective(COMM, ValueError, NeighborExchange.from_ghosts, layout,
+                                 unsorted, match="sorted")

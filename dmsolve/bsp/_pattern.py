@@ -106,8 +106,17 @@ class NeighborExchange:
         ``ghosts``. Collective on ``layout.comm`` (one ``Alltoall`` of counts
         and one ``Alltoallv`` of the requested indices).
         """
+        from .._errors import agree
         comm = layout.comm
-        ghosts = np.asarray(ghosts, dtype=np.int64)
+        ghosts = np.asarray(ghosts, dtype=np.int64).ravel()
+        exc = None
+        if ghosts.size and (ghosts[0] < 0 or ghosts[-1] >= layout.global_size):
+            exc = IndexError("ghost index out of range [0, %d)" % layout.global_size)
+        elif ghosts.size and np.any(np.diff(ghosts) <= 0):
+            exc = ValueError("ghosts must be sorted and unique")
+        elif np.any(layout.is_local(ghosts)):
+            exc = ValueError("ghosts must be owned by other ranks")
+        agree(comm, exc)
         owners = layout.owner(ghosts) if ghosts.size else np.zeros(0, dtype=np.int64)
         size = comm.Get_size()
         want = np.bincount(owners, minlength=size).astype(np.int64)
