@@ -6,6 +6,17 @@ import os
 import pytest
 
 
+def pytest_configure(config):
+    # Under mpiexec every rank runs its own pytest; give each rank its own
+    # temporary root so that their clean-ups of old directories cannot race.
+    # (PMI_RANK is set by MPICH's launcher; no MPI call is needed here.)
+    rank = os.environ.get("PMI_RANK")
+    if rank is not None and config.option.basetemp is None:
+        import tempfile
+        config.option.basetemp = os.path.join(
+            tempfile.gettempdir(), "pytest-dmsolve-%d-rank%s" % (os.getuid(), rank))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.mpi)

@@ -1,0 +1,210 @@
+"""The ``python -m dmsolve`` command line.
+
+    mpiexec -n 4 python -m dmsolve solve --problem poisson3d --n 64 --pc amg --monitor
+    mpiexec -n 2 python -m dmsolve solve --matrix A.mtx --rhs b.mtx --method gmres
+    mpiexec -n 2 python -m dmsolve probe
+
+Every rank parses the same arguments, so a bad option fails identically on
+all ranks without communicating; errors from collective calls (an unreadable
+file, a bad matrix) are raised on every rank by the library. Either way rank 0
+prints one message and every rank exits with the same non-zero status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class _Exit(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports instead of printing on every rank."""
+
+    def error(self, message):
+        raise _Exit(EXIT_USAGE, "%s\n%s: error: %s" % (self.format_usage().rstrip(),
+                                                     self.prog, message))
+
+    def exit(self, status=0, message=None):
+        raise _Exit(status, message or "")
+
+
+def _option_value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _key_values(items, what: str) -> dict:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _Exit(EXIT_USAGE, "%s options are KEY=VALUE, got %r" % (what, item))
+        out[key.replace("-", "_")] = _option_value(value)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import gallery
+    from .krylov import available_methods
+
+    p = _Parser(prog="python -m dmsolve",
+                description="Distributed sparse solves on MPI (run under mpiexec).")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    s = sub.add_parser("solve", help="solve A x = b and print a summary")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--problem", choices=sorted(gallery.PROBLEMS),
+                     help="a gallery problem")
+    src.add_argument("--matrix", metavar="FILE", help="a Matrix Market file")
+    s.add_argument("--n", type=int, default=32, help="grid points per side (gallery)")
+    s.add_argument("--problem-opt", action="append", metavar="KEY=VALUE",
+                   help="gallery option, e.g. epsilon=1e-3 (repeatable)")
+    s.add_argument("--rhs", metavar="FILE", help="right-hand side (Matrix Market); "
+                   "default: a rank-count independent random vector")
+    s.add_argument("--method", default="cg", choices=available_methods())
+    s.add_argument("--pc", default="none", help="preconditioner name (see preconditioners)")
+    s.add_argument("--pc-opt", action="append", metavar="KEY=VALUE",
+                   help="preconditioner option, e.g. overlap=1 (repeatable)")
+    s.add_argument("--rtol", type=float, default=1e-8)
+    s.add_argument("--atol", type=float, default=0.0)
+    s.add_argument("--maxiter", type=int, default=None)
+    s.add_argument("--restart", type=int, default=None, help="GMRES/FGMRES restart")
+    s.add_argument("--monitor", action="store_true", help="print residual norms (rank 0)")
+    s.add_argument("--plot", metavar="PNG", help="save a convergence plot (rank 0)")
+    sub.add_parser("probe", help="measure the BSP parameters g and l of this machine")
+    return p
+
+
+def _say(comm, text: str, stream=None) -> None:
+    if comm.Get_rank() == 0 and text:
+        print(text, file=stream or sys.stdout, flush=True)
+
+
+def _solve(comm, args) -> int:
+    import numpy as np
+
+    from . import gallery, io
+    from .krylov import KSPMonitor, solve
+
+    if args.n is not None and args.n < 1:
+        raise _Exit(EXIT_USAGE, "--n must be positive, got %d" % args.n)
+    for name in ("rtol", "atol"):
+        v = getattr(args, name)
+        if not np.isfinite(v) or v < 0:
+            raise _Exit(EXIT_USAGE, "--%s must be a finite non-negative number" % name)
+    popts = _key_values(args.problem_opt, "--problem-opt")
+    pcopts = _key_values(args.pc_opt, "--pc-opt")
+
+    t0 = time.perf_counter()
+    if args.problem:
+        A = gallery.PROBLEMS[args.problem](args.n, comm, **popts)
+        label = "%s n=%d" % (args.problem, args.n)
+    else:
+        A = io.read_matrix(args.matrix, comm)
+        label = args.matrix
+    if args.rhs:
+        b = io.read_vector(args.rhs, comm, layout=A.row_layout)
+    else:
+        b = gallery.rhs(A, "random", seed=0)
+    t_build = time.perf_counter() - t0
+    nnz = A.global_nnz()
+
+    options = dict(rtol=args.rtol, atol=args.atol, maxiter=args.maxiter)
+    if args.restart is not None:
+        options["restart"] = args.restart
+    monitor = KSPMonitor() if args.monitor else None
+    pc = args.pc if not pcopts else (args.pc, pcopts)
+    x, info = solve(A, b, method=args.method, pc=pc, monitor=monitor, **options)
+    r = b.copy()
+    r.axpy(-1.0, A @ x)
+    true_rel = r.norm() / max(b.norm(), np.finfo(float).tiny)
+
+    lines = [
+        "dmsolve solve: %s" % label,
+        "  rows %d, nonzeros %d, ranks %d (build %.3f s)" % (A.shape[0], nnz, comm.Get_size(),
+                                                          t_build),
+        "  method %s, pc %s" % (args.method, args.pc),
+        "  %s in %d iterations (%s norm)" % (info.reason.petsc_name, info.iterations,
+                                            info.norm_type),
+        "  setup %.3f s, solve %.3f s" % (info.setup_seconds, info.solve_seconds),
+        "  true relative residual ||b - A x|| / ||b|| = %.3e" % true_rel,
+    ]
+    desc = getattr(info, "pc_description", None)
+    if desc:
+        lines.append("  preconditioner: " + _describe(desc))
+    _say(comm, "\n".join(lines))
+    if args.plot:
+        _plot(comm, info, args.plot, "%s, %s + %s" % (label, args.method, args.pc))
+    return 0 if info.converged else EXIT_FAILURE
+
+
+def _describe(desc: dict) -> str:
+    levels = desc.get("levels")
+    parts = ["%s=%s" % (k, v) for k, v in desc.items()
+             if k not in ("levels",) and not isinstance(v, (list, dict))]
+    text = ", ".join(parts)
+    if isinstance(levels, list):
+        rows = ["    level %d: rows %s, nnz %s" % (i, lv.get("rows"), lv.get("nnz"))
+                for i, lv in enumerate(levels) if isinstance(lv, dict)]
+        text += "\n" + "\n".join(rows)
+    return text
+
+
+def _plot(comm, info, path: str, title: str) -> None:
+    if comm.Get_rank() != 0:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.semilogy(info.residual_norms, marker=".")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("residual norm (%s)" % info.norm_type)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _probe(comm, args) -> int:
+    from .bsp import probe
+    params = probe(comm)
+    _say(comm, "BSP parameters on %d ranks: g = %.3e s/byte (%.2f GB/s), l = %.3e s"
+         % (params.ranks, params.g, 1e-9 / params.g if params.g else float("inf"), params.l))
+    return 0
+
+
+def main(argv=None, comm=None) -> int:
+    """Run the command line; returns the exit status (the same on every rank).
+
+    Collective on ``comm`` (default ``MPI.COMM_WORLD``).
+    """
+    from mpi4py import MPI
+    comm = comm or MPI.COMM_WORLD
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "solve":
+            return _solve(comm, args)
+        return _probe(comm, args)
+    except _Exit as e:
+        _say(comm, str(e).rstrip(), sys.stderr if e.code else sys.stdout)
+        return e.code
+    except (ValueError, TypeError, OSError, KeyError) as e:
+        # raised on every rank by the library's collective checks
+        _say(comm, "dmsolve: error: %s" % e, sys.stderr)
+        return EXIT_FAILURE
