@@ -4,10 +4,13 @@ layers, global vertex order, critical points, components, Hodge theory."""
 from ._complex import SimplicialComplex
 from ._components import connected_components
 from ._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
+from ._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix, hodge_decomposition,
+                     hodge_laplacian)
 from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
 
 __all__ = [
     "Grid", "SimplicialComplex", "connected_components", "freudenthal_cells", "link_structure", "component_table",
-    "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
+    "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
+    "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
 ]

@@ -1,0 +1,126 @@
+"""Boundary matrices, Hodge Laplacians, Hodge decomposition and Betti numbers
+against serial constructions from sorted simplex lists."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from mpitest import assert_allclose_collective, assert_collective, assert_equal_collective
+from test_topology_ref import faces, grid_cells
+from topology import (SimplicialComplex, betti_numbers, boundary_matrix, hodge_decomposition,
+                      hodge_laplacian)
+
+COMM = MPI.COMM_WORLD
+
+
+def serial_boundary(cells, k):
+    hi, lo = faces(cells, k), faces(cells, k - 1)
+    index = {tuple(r): i for i, r in enumerate(lo)}
+    B = sp.lil_matrix((len(lo), len(hi)))
+    for j, s in enumerate(hi):
+        for i in range(k + 1):
+            B[index[tuple(np.delete(s, i))], j] = (-1) ** i
+    return B.tocsr()
+
+
+def holey_surface(nx=9, ny=8, holes=((2, 2), (5, 4))):
+    """A triangulated rectangle with square holes: beta = (1, len(holes), 0)."""
+    tris = grid_cells((nx, ny))
+    # removing the triangles around one interior vertex opens a hole
+    centres = {hx + 1 + (hy + 1) * nx for hx, hy in holes}
+    keep = np.array([t for t in tris if not centres & set(t)])
+    used, keep = np.unique(keep, return_inverse=True)   # no isolated vertices
+    return keep.reshape(-1, 3), used.size
+
+
+def shell():
+    """The boundary of a tetrahedron (a sphere) plus a solid tetrahedron."""
+    sphere = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])
+    solid = np.array([[4, 5, 6, 7]])
+    return [sphere, solid], 8
+
+
+COMPLEXES = {
+    "holey-surface": lambda: ([holey_surface()[0]], holey_surface()[1]),
+    "grid-3d": lambda: ([grid_cells((3, 4, 3))], 36),
+    "sphere+ball": shell,
+}
+
+
+def build(name):
+    parts, n = COMPLEXES[name]()
+    cx = SimplicialComplex([p[COMM.rank::COMM.size] for p in parts], COMM)
+    cells = [tuple(r) for p in parts for r in p]
+    return cx, cells, n
+
+
+@pytest.mark.parametrize("name", list(COMPLEXES))
+def test_boundary_matrices_and_laplacians_equal_serial(name):
+    cx, cells, n = build(name)
+    for k in range(1, cx.dimension + 1):
+        B = boundary_matrix(cx, k).to_scipy()
+        ref = serial_boundary(cells, k)
+        assert_allclose_collective(B.toarray(), ref.toarray(), atol=0)
+    for k in range(1, cx.dimension):
+        prod = boundary_matrix(cx, k).to_scipy() @ boundary_matrix(cx, k + 1).to_scipy()
+        assert_collective(COMM, abs(prod).sum() == 0, "B_k B_k+1 != 0")
+    for k in range(cx.dimension + 1):
+        down = serial_boundary(cells, k) if k else None
+        up = serial_boundary(cells, k + 1) if k < cx.dimension else None
+        ref_up = (up @ up.T).toarray() if up is not None else 0
+        ref_down = (down.T @ down).toarray() if down is not None else 0
+        got_up = hodge_laplacian(cx, k, "up").to_scipy().toarray()
+        got_down = hodge_laplacian(cx, k, "down").to_scipy().toarray()
+        got = hodge_laplacian(cx, k).to_scipy().toarray()
+        assert_allclose_collective(got_up, ref_up + 0 * got, atol=0)
+        assert_allclose_collective(got_down, ref_down + 0 * got, atol=0)
+        assert_allclose_collective(got, got_up + got_down, atol=0)
+
+
+def test_betti_numbers():
+    expected = {"holey-surface": [1, 2, 0], "grid-3d": [1, 0, 0, 0], "sphere+ball": [2, 0, 1, 0]}
+    for name, beta in expected.items():
+        cx, _, _ = build(name)
+        assert_equal_collective(betti_numbers(cx), beta)
+    # a torus: the 4x4 periodic grid split along one diagonal, beta = (1, 2, 1)
+    v = lambda i, j: (i % 4) + 4 * (j % 4)
+    torus = np.array([t for i in range(4) for j in range(4) for t in
+                      ([v(i, j), v(i + 1, j), v(i, j + 1)],
+                       [v(i + 1, j), v(i + 1, j + 1), v(i, j + 1)])])
+    cx = SimplicialComplex([torus[COMM.rank::COMM.size]], COMM)
+    assert_equal_collective(betti_numbers(cx), [1, 2, 1])
+
+
+@pytest.mark.parametrize("pc", ["amg", "jacobi"])
+def test_hodge_decomposition_on_surface_with_holes(pc):
+    cx, cells, n = build("holey-surface")
+    m = cx.simplex_layout(1).global_size
+    f = np.random.default_rng(4).standard_normal(m)
+    hd = hodge_decomposition(cx, f, rtol=1e-12, pc=pc)
+    g, c, h = hd.gradient.gather(), hd.curl.gather(), hd.harmonic.gather()
+    nf2 = float(f @ f)
+    for a, b in ((g, c), (g, h), (c, h)):
+        assert_collective(COMM, abs(a @ b) <= 1e-8 * nf2, "parts not orthogonal: %g" % (a @ b))
+    e = hd.energies
+    assert_allclose_collective(e["gradient"] + e["curl"] + e["harmonic"], nf2, rtol=1e-8)
+    assert_allclose_collective(e["total"], nf2, rtol=1e-13)
+    assert_allclose_collective(g + c + h, f, rtol=0, atol=1e-12 * np.sqrt(nf2))
+    L1 = hodge_laplacian(cx, 1)
+    Lh = L1.matvec(hd.harmonic).gather()
+    assert_collective(COMM, np.linalg.norm(Lh) <= 1e-7 * np.sqrt(nf2), "L1 h not ~0")
+    # the harmonic space has dimension beta_1: project random flows
+    B1 = serial_boundary(cells, 1).toarray()
+    B2 = serial_boundary(cells, 2).toarray()
+    L1s = B1.T @ B1 + B2 @ B2.T
+    assert_collective(COMM, int(np.sum(np.linalg.eigvalsh(L1s) < 1e-9)) == betti_numbers(cx)[1])
+    H = []
+    for seed in range(4):
+        fs = np.random.default_rng(100 + seed).standard_normal(m)
+        H.append(hodge_decomposition(cx, fs, rtol=1e-12, pc=pc).harmonic.gather())
+    s = np.linalg.svd(np.array(H), compute_uv=False)
+    assert_collective(COMM, int(np.sum(s > 1e-6 * s[0])) == 2, "harmonic dimension %s" % s)
+    # a pure gradient flow has no curl or harmonic part
+    pot = np.random.default_rng(9).standard_normal(n)
+    hd = hodge_decomposition(cx, B1.T @ pot, rtol=1e-12, pc=pc)
+    assert_allclose_collective(hd.gradient.gather(), B1.T @ pot, rtol=0, atol=1e-8)
