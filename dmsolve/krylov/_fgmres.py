@@ -13,7 +13,7 @@ __all__ = ["fgmres"]
 @document
 def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           restart=30, orthog="cgs2"):
+           restart=30, orthog="cgs"):
     """Solve ``A x = b`` by flexible GMRES(``restart``), right preconditioned.
 
     Stops when ``||b - A x|| <= max(rtol*||b||, atol)`` (the Arnoldi
@@ -28,7 +28,7 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     restart : int, optional
         Krylov vectors per cycle (default 30). FGMRES stores ``2*restart``
         vectors.
-    orthog : {"cgs2", "cgs", "mgs"}, optional
+    orthog : {"cgs", "cgs2", "mgs"}, optional
         As in :func:`gmres`.
 
     Returns
