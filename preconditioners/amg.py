@@ -24,7 +24,7 @@ from .coarse import CoarseSolver, coarse_layout, redistribute_rows
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_product
 from .smooth import smooth_prolongator
-from .smoothers import make_smoother
+from .smoothers import SMOOTHERS, make_smoother
 from .strength import symmetric_strength
 from .tentative import tentative_prolongator
 
@@ -140,8 +140,11 @@ class SmoothedAggregation(Preconditioner):
             if aggregate not in AGGREGATIONS:
                 raise ValueError("aggregate must be one of %s, got %r"
                                  % (sorted(AGGREGATIONS), aggregate))
-            split_descriptor(presmoother, "smoother")
-            split_descriptor(postsmoother, "smoother")
+            for sm in (presmoother, postsmoother):
+                sname = split_descriptor(sm, "smoother")[0]
+                if sname.lower().replace("_", "-") not in SMOOTHERS:
+                    raise ValueError("unknown smoother %r; choose from %s"
+                                     % (sname, ", ".join(sorted(SMOOTHERS))))
             Bl = _candidates(A, B)
         except (TypeError, ValueError) as e:
             exc, Bl = e, None
