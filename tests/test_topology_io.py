@@ -1,0 +1,59 @@
+"""meshio and .npy I/O: round trips, TTK array names, collective errors."""
+
+import os
+import tempfile
+
+import numpy as np
+from mpi4py import MPI
+
+from mpitest import assert_equal_collective, assert_raises_collective
+from topology import Grid, critical_points
+from topology.io import read_image, read_mesh, write_vtu
+
+COMM = MPI.COMM_WORLD
+
+
+def shared_tmpdir():
+    path = tempfile.mkdtemp() if COMM.rank == 0 else None
+    return COMM.bcast(path, root=0)
+
+
+def test_mesh_round_trip_and_image():
+    from scipy.spatial import Delaunay
+    d = shared_tmpdir()
+    pts = np.random.default_rng(0).random((30, 2))
+    tris = Delaunay(pts).simplices
+    if COMM.rank == 0:
+        import meshio
+        meshio.write(os.path.join(d, "m.vtu"), meshio.Mesh(np.column_stack((pts, 0 * pts[:, 0])),
+                                                            [("triangle", tris)]))
+    COMM.Barrier()
+    cx = read_mesh(os.path.join(d, "m.vtu"), COMM)
+    assert_equal_collective(cx.simplices(2), np.unique(np.sort(tris, 1), axis=0))
+    fld = np.random.default_rng(1).random(30)
+    cp = critical_points(cx, fld)
+    write_vtu(os.path.join(d, "out.vtu"), cx, point_data={"CriticalType": cp.types, "f": fld})
+    back = read_mesh(os.path.join(d, "out.vtu"), COMM)
+    assert_equal_collective(back.simplices(2), cx.simplices(2))
+    # images: numpy shape (nz, ny, nx)
+    img = np.random.default_rng(2).random((5, 4, 3))
+    if COMM.rank == 0:
+        np.save(os.path.join(d, "img.npy"), img)
+    COMM.Barrier()
+    grid, vals = read_image(os.path.join(d, "img.npy"), COMM)
+    assert_equal_collective(grid.shape, (3, 4, 5))
+    assert_equal_collective(vals.gather(), img.ravel())
+    a = critical_points(grid, vals).gather()
+    b = critical_points(Grid((3, 4, 5), COMM), img).gather()
+    assert_equal_collective(a[0], b[0])
+
+
+def test_unreadable_files_raise_on_every_rank():
+    d = shared_tmpdir()
+    if COMM.rank == 0:
+        with open(os.path.join(d, "junk.vtu"), "w") as fh:
+            fh.write("not a mesh")
+    COMM.Barrier()
+    assert_raises_collective(COMM, OSError, read_mesh, os.path.join(d, "junk.vtu"), COMM,
+                             match="meshio cannot read")
+    assert_raises_collective(COMM, OSError, read_image, os.path.join(d, "none.npy"), COMM)
