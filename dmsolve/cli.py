@@ -142,9 +142,9 @@ def _solve(comm, args) -> int:
         "  setup %.3f s, solve %.3f s" % (info.setup_seconds, info.solve_seconds),
         "  true relative residual ||b - A x|| / ||b|| = %.3e" % true_rel,
     ]
-    desc = getattr(info, "pc_description", None)
+    desc = info.extra.get("pc")
     if desc:
-        lines.append("  preconditioner: " + _describe(desc))
+        lines.append(_describe(desc))
     _say(comm, "\n".join(lines))
     if args.plot:
         _plot(comm, info, args.plot, "%s, %s + %s" % (label, args.method, args.pc))
@@ -152,14 +152,18 @@ def _solve(comm, args) -> int:
 
 
 def _describe(desc: dict) -> str:
+    """A few lines about the preconditioner: set-up time, and the hierarchy
+    (levels, rows, nonzeros, complexities) when it has one."""
+    text = "  preconditioner %s: set-up %.3f s" % (desc.get("name"),
+                                                   desc.get("setup_seconds", 0.0))
     levels = desc.get("levels")
-    parts = ["%s=%s" % (k, v) for k, v in desc.items()
-             if k not in ("levels",) and not isinstance(v, (list, dict))]
-    text = ", ".join(parts)
-    if isinstance(levels, list):
-        rows = ["    level %d: rows %s, nnz %s" % (i, lv.get("rows"), lv.get("nnz"))
-                for i, lv in enumerate(levels) if isinstance(lv, dict)]
-        text += "\n" + "\n".join(rows)
+    if isinstance(levels, list) and levels:
+        text += ", %d levels, operator complexity %.3f, grid complexity %.3f" % (
+            len(levels), desc.get("operator_complexity", float("nan")),
+            desc.get("grid_complexity", float("nan")))
+        for i, lv in enumerate(levels):
+            text += "\n    level %d: %9d rows %11d nonzeros on %d ranks" % (
+                i, lv.get("rows", 0), lv.get("nnz", 0), lv.get("ranks", 0))
     return text
 
 

@@ -98,3 +98,13 @@ def test_module_entry_point_runs(comm):
     else:
         ok = True
     assert_collective(comm, ok, "python -m dmsolve failed")
+
+
+def test_amg_hierarchy_summary_in_output(comm, capsys):
+    code = main(["solve", "--problem", "poisson2d", "--n", "40", "--pc", "amg"], comm)
+    out = capsys.readouterr().out
+    assert_collective(comm, code == 0, "exit code %d" % code)
+    if comm.rank == 0:
+        assert "operator complexity" in out and "level 0:      1600 rows" in out
+        oc = float(out.split("operator complexity ")[1].split(",")[0])
+        assert 1.0 <= oc <= 1.4

@@ -124,4 +124,6 @@ def solve(A, b, method: str = "cg", pc=None, **options):
     x0 = options.pop("x0", None)
     x, info = func(A, b, x0, M=M, **options)
     info.setup_seconds += pc_seconds
+    if hasattr(M, "describe"):
+        info.extra["pc"] = M.describe()   # e.g. the AMG hierarchy, for reports
     return x, info
