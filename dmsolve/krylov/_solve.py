@@ -12,7 +12,10 @@ from ._gmres import gmres
 from ._minres import minres
 from ._pipecg import pipecg
 
-__all__ = ["solve", "register_method", "available_methods", "METHODS"]
+__all__ = ["solve", "register_method", "available_methods", "METHODS", "BACKENDS"]
+
+#: Who runs :func:`solve`: our Krylov methods, or PETSc's KSP through petsc4py.
+BACKENDS = ("dmsolve", "petsc")
 
 #: Krylov methods by name; :func:`register_method` adds more.
 METHODS: dict[str, Callable] = {
@@ -68,7 +71,7 @@ def _make_pc(pc, A):
     return make(name, A, **opts)
 
 
-def solve(A, b, method: str = "cg", pc=None, **options):
+def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **options):
     """Solve ``A x = b`` with a Krylov method and a preconditioner by name.
 
     Parameters
@@ -91,6 +94,9 @@ def solve(A, b, method: str = "cg", pc=None, **options):
         ``callback``, ``nullspace``, ``monitor``, ``raise_on_failure``, ...
         The stopping test is ``||r|| <= max(rtol*||b||, atol)`` in the
         method's norm (``info.norm_type``).
+    backend : {"dmsolve", "petsc"}, keyword-only
+        ``"petsc"`` runs PETSc's KSP and PC through petsc4py under these
+        names (see :func:`dmsolve.petsc.ksp_solve`; needs ``make petsc``).
 
     Returns
     -------
@@ -110,6 +116,13 @@ def solve(A, b, method: str = "cg", pc=None, **options):
     -----
     Collective on ``A.comm``.
     """
+    if not isinstance(backend, str):
+        raise TypeError("backend must be a string, got %s" % type(backend).__name__)
+    if backend.lower() not in BACKENDS:
+        raise ValueError("unknown backend %r; available: %s" % (backend, ", ".join(BACKENDS)))
+    if backend.lower() == "petsc":
+        from ..petsc import ksp_solve       # lazily: petsc4py is the optional [petsc] extra
+        return ksp_solve(A, b, method, pc, **options)
     if not isinstance(method, str):
         raise TypeError("method must be a string, got %s" % type(method).__name__)
     func = METHODS.get(method.lower())
