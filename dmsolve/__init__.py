@@ -34,3 +34,7 @@ __all__ += [
 from . import gallery, io, partition
 
 __all__ += ["gallery", "io", "partition"]
+
+from . import checkpoint
+
+__all__ += ["checkpoint"]

@@ -14,7 +14,8 @@ __all__ = ["bicgstab"]
 
 @document
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-             nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL):
+             nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
+             checkpoint=None):
     """Solve ``A x = b`` by the biconjugate gradient stabilised method.
 
     Right preconditioned, so the tested residual is the true one: stops when
@@ -52,31 +53,41 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     ctx = Context("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
-                  project_rhs=False)
+                  project_rhs=False, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     x, b, send = ctx.x, ctx.b, ctx.send
     r, rhat, p, v, s, t = (ctx.vector() for _ in range(6))
     phat = p if ctx.trivial_pc else ctx.vector()
     shat = s if ctx.trivial_pc else ctx.vector()
+    ck = ctx.checkpoint
+    state = None if ck is None else ck.resume(
+        ctx, {"x": x, "r": r, "rhat": rhat, "p": p, "v": v})
     ctx.begin()
 
-    if ctx.x0_is_zero:
-        np.copyto(r.local, b.local)
-    else:
-        ctx.matvec(x, t)
-        np.subtract(b.local, t.local, out=r.local)
-    np.copyto(rhat.local, r.local)
-    send[0] = np.dot(r.local, r.local)
-    rho = float(ctx.reduce(1)[0])
-    reason = ctx.test(0, math.sqrt(rho))
-    it = 0
+    it = start = 0                  # start: where the recurrence (re)starts
     alpha = omega = 1.0
+    if state is not None and state.exact:
+        it, reason, sc = state.iteration, None, state.scalars
+        rho, rho_old, alpha, omega = sc["rho"], sc["rho_old"], sc["alpha"], sc["omega"]
+    else:
+        if state is not None:
+            it = start = state.iteration
+            ctx.norms.pop()         # re-measured below from the restored x
+        if ctx.x0_is_zero:
+            np.copyto(r.local, b.local)
+        else:
+            ctx.matvec(x, t)
+            np.subtract(b.local, t.local, out=r.local)
+        np.copyto(rhat.local, r.local)
+        send[0] = np.dot(r.local, r.local)
+        rho = float(ctx.reduce(1)[0])
+        reason = ctx.test(it, math.sqrt(rho))
     while reason is None:
         if rho == 0.0:
             reason = ConvergedReason.BREAKDOWN
             break
-        if it == 0:
+        if it == start:
             np.copyto(p.local, r.local)
         else:
             beta = (rho / rho_old) * (alpha / omega)
@@ -125,4 +136,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         ctx.callback(x)
         if reason is None and omega == 0.0:
             reason = ConvergedReason.BREAKDOWN
+        if reason is None and ck is not None and ck.due(it):
+            ck.save(ctx, it, {"x": x, "r": r, "rhat": rhat, "p": p, "v": v},
+                    rho=rho, rho_old=rho_old, alpha=alpha, omega=omega)
     return ctx.finish(reason, it)

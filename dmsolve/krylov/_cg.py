@@ -15,7 +15,7 @@ __all__ = ["cg"]
 @document
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
        nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-       norm_type="unpreconditioned"):
+       norm_type="unpreconditioned", checkpoint=None):
     """Solve ``A x = b`` by the preconditioned conjugate gradient method.
 
     ``A`` must be symmetric positive (semi-)definite and ``M`` symmetric
@@ -48,6 +48,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     ``INDEFINITE_PC``, instead of returning a wrong answer. With
     ``nullspace``, the component of ``b`` in the null space is removed
     first (``A`` is symmetric, so it is also the null space of ``A^T``).
+    A checkpoint holds ``x, r, p`` and ``r^T M r`` (see
+    :mod:`dmsolve.checkpoint`).
 
     References
     ----------
@@ -64,7 +66,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     ctx = Context("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
-                  project_rhs=True)
+                  project_rhs=True, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     x, b, send = ctx.x, ctx.b, ctx.send
@@ -73,30 +75,37 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     # the second number of the fused reduction: which norm is tested
     nvec = {"unpreconditioned": (r, r), "preconditioned": (z, z), "natural": (r, z)}
     n1, n2 = nvec[ctx.norm_type]
+    ck = ctx.checkpoint
+    state = None if ck is None else ck.resume(ctx, {"x": x, "r": r, "p": p})
     ctx.begin()
 
-    if ctx.x0_is_zero:
-        np.copyto(r.local, b.local)
+    if state is not None and state.exact:
+        it, rz, reason = state.iteration, state.scalars["rz"], None
     else:
-        ctx.matvec(x, q)
-        np.subtract(b.local, q.local, out=r.local)
-    if z is not r:
-        ctx.precondition(r, z)
-    send[0] = np.dot(r.local, z.local)
-    send[1] = np.dot(n1.local, n2.local)
-    red = ctx.reduce(2)
-    rz, nsq = float(red[0]), float(red[1])
-    if ctx.x0_is_zero and ctx.bnorm is None:
-        ctx.bnorm = math.sqrt(abs(nsq))
-    ctx.reference_norm(q)
+        it = 0 if state is None else state.iteration
+        if state is not None:
+            ctx.norms.pop()         # re-measured below from the restored x
+        if ctx.x0_is_zero:
+            np.copyto(r.local, b.local)
+        else:
+            ctx.matvec(x, q)
+            np.subtract(b.local, q.local, out=r.local)
+        if z is not r:
+            ctx.precondition(r, z)
+        send[0] = np.dot(r.local, z.local)
+        send[1] = np.dot(n1.local, n2.local)
+        red = ctx.reduce(2)
+        rz, nsq = float(red[0]), float(red[1])
+        if ctx.x0_is_zero and ctx.bnorm is None:
+            ctx.bnorm = math.sqrt(abs(nsq))
+        ctx.reference_norm(q)
 
-    it = 0
-    reason = ConvergedReason.INDEFINITE_PC if rz < 0 else None
-    if reason is None:
-        reason = ctx.test(0, math.sqrt(nsq))
-    else:
-        ctx.norms.append(math.sqrt(abs(nsq)))
-    np.copyto(p.local, z.local)
+        reason = ConvergedReason.INDEFINITE_PC if rz < 0 else None
+        if reason is None:
+            reason = ctx.test(it, math.sqrt(nsq))
+        else:
+            ctx.norms.append(math.sqrt(abs(nsq)))
+        np.copyto(p.local, z.local)
     while reason is None:
         ctx.matvec(p, q)
         send[0] = np.dot(p.local, q.local)
@@ -128,4 +137,6 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         rz = rz_new
         p.local *= beta
         p.local += z.local
+        if ck is not None and ck.due(it):
+            ck.save(ctx, it, {"x": x, "r": r, "p": p}, rz=rz)
     return ctx.finish(reason, it)

@@ -17,6 +17,7 @@ from mpi4py import MPI
 from scipy.linalg.blas import get_blas_funcs
 
 from .._errors import agree
+from ..checkpoint import Checkpointer
 from .._layout import Layout
 from .._operator import _takes_out, aslinearoperator
 from .._vector import DistVector
@@ -119,7 +120,8 @@ class Context:
 
     def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
                  nullspace, monitor, divtol, norm_type, raise_on_failure,
-                 project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8):
+                 project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
+                 checkpoint=None):
         t0 = time.perf_counter()
         self.method = method
         comm = None
@@ -137,6 +139,10 @@ class Context:
         try:
             self._check(A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                         divtol, norm_type, norm_types)
+            if checkpoint is not None and not isinstance(checkpoint, Checkpointer):
+                raise TypeError("checkpoint must be a dmsolve.checkpoint.Checkpointer or "
+                                "None, got %s (solve() takes a path)"
+                                % type(checkpoint).__name__)
         except (TypeError, ValueError) as e:
             exc = e
         self.reductions += 1
@@ -172,6 +178,10 @@ class Context:
         self.b2norm = math.sqrt(self.reduce(1)[0])
         self.bnorm = self.b2norm if self.norm_type == "unpreconditioned" else None
         self.rnorm0 = None
+        # None when off: the methods then pay one `is None` test per iteration
+        self.checkpoint = checkpoint
+        if checkpoint is not None:
+            checkpoint.start(self, M)
         self._setup_end = time.perf_counter()
         self.setup_seconds = self._setup_end - t0
         if self.monitor is not None and hasattr(self.monitor, "start"):
@@ -445,6 +455,8 @@ class Context:
             bnorm=float(self.bnorm) if self.bnorm is not None else float("nan"),
             setup_seconds=self.setup_seconds + (begin - self._setup_end),
             solve_seconds=t_end - begin, reductions=self.reductions + 1, extra=extra)
+        if self.checkpoint is not None:
+            info.extra["checkpoint"] = self.checkpoint.report()
         if self.monitor is not None and hasattr(self.monitor, "finish"):
             self.guard(self.monitor.finish, info)
         self.reductions += 1
@@ -488,7 +500,11 @@ COMMON_PARAMETERS = """\
         does not converge.
     divtol : float or None, optional
         Stop with ``DIVTOL`` when ``||r|| >= divtol * ||r0||`` (default
-        ``1e4`` as PETSc; None disables the test)."""
+        ``1e4`` as PETSc; None disables the test).
+    checkpoint : dmsolve.checkpoint.Checkpointer, optional
+        Write checkpoints and/or resume from one (see :mod:`dmsolve.checkpoint`;
+        :func:`dmsolve.solve` builds it from ``checkpoint=``,
+        ``checkpoint_every=`` and ``resume=``). Off by default."""
 
 COMMON_RETURNS = """\
     x : DistVector

@@ -23,7 +23,7 @@ _ORTHOG = ("cgs2", "cgs", "mgs")
 @document
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-          restart=30, side="left", orthog="cgs"):
+          restart=30, side="left", orthog="cgs", checkpoint=None):
     """Solve ``A x = b`` by restarted GMRES(``restart``).
 
     Stops when ``||r|| <= max(rtol*||b||, atol)``, where with ``side="left"``
@@ -71,7 +71,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     without meeting the tolerance, the solve stops with ``BREAKDOWN``. With
     ``nullspace`` the null space is removed from each preconditioned vector
     (for the right-hand side of a nonsymmetric ``A``, remove the null space
-    of ``A^T`` yourself).
+    of ``A^T`` yourself). Checkpoints are written at restart boundaries and
+    hold ``x`` only.
 
     References
     ----------
@@ -91,7 +92,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     ctx = Context("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="preconditioned" if left else "unpreconditioned",
-                  raise_on_failure=raise_on_failure, project_rhs=False)
+                  raise_on_failure=raise_on_failure, project_rhs=False,
+                  checkpoint=checkpoint)
     return arnoldi_solve(ctx, restart, orthog, left=left, flexible=False)
 
 
@@ -128,6 +130,8 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
     t2 = ctx.vector()
     precond_right = not left and not ctx.trivial_pc and not flexible
     xk = ctx.vector() if ctx.has_callback else None
+    ck = ctx.checkpoint
+    state = None if ck is None else ck.resume(ctx, {"x": x})
 
     def update(target: DistVector, k: int) -> None:
         # target += (Z or M V)[:, :k] y with H[:k, :k] y = g[:k]
@@ -189,9 +193,9 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
         return math.sqrt(ctx.reduce(1)[0]), wn0
 
     ctx.begin()
-    it = 0
+    it = 0 if state is None else state.iteration
     reason = None
-    first = True
+    first = state is None           # a resumed solve continues at a restart
     while True:
         # (preconditioned) residual into V[0]
         v0 = Vv[0]
@@ -272,4 +276,6 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
         update(x, k)
         if reason is not None:
             break
+        if ck is not None and ck.due(it):
+            ck.save(ctx, it, {"x": x})    # at a restart boundary x is the state
     return ctx.finish(reason, it)

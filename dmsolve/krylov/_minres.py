@@ -17,7 +17,7 @@ _EPS = np.finfo(float).eps
 @document
 def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           shift=0.0):
+           shift=0.0, checkpoint=None):
     """Solve ``(A - shift I) x = b`` by MINRES, for symmetric ``A``.
 
     ``A`` may be indefinite, and singular if the system is consistent; ``M``
@@ -49,7 +49,8 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     ``beta``). A negative ``r^T M r`` stops with ``INDEFINITE_PC``. With
     ``nullspace`` the null-space part of ``b`` is removed first (``A`` is
     symmetric) and the iterates stay orthogonal to the null space, giving the
-    minimum-norm solution when ``x0`` is None.
+    minimum-norm solution when ``x0`` is None. A checkpoint holds ``x`` and
+    the Lanczos state ``r1, r2, y, w, w2`` with its scalars.
 
     References
     ----------
@@ -61,13 +62,26 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     ctx = Context("minres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="natural" if M is not None else "unpreconditioned",
-                  raise_on_failure=raise_on_failure, project_rhs=True)
+                  raise_on_failure=raise_on_failure, project_rhs=True,
+                  checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     shift = float(shift)
     x, b, send = ctx.x, ctx.b, ctx.send
     r1, r2, y, v, w, w1, w2 = (ctx.vector() for _ in range(7))
+    ck = ctx.checkpoint
+    state = None if ck is None else ck.resume(
+        ctx, {"x": x, "r1": r1, "r2": r2, "y": y, "w": w, "w2": w2}, shift=shift)
     ctx.begin()
+    if state is not None and state.exact:
+        it = start = state.iteration
+        sc = state.scalars
+        oldb, beta, dbar, epsln, phibar, cs, sn = (sc[k] for k in _SCALARS)
+        return _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar,
+                        epsln, phibar, cs, sn, it, start - 1, None)
+    it = start = 0 if state is None else state.iteration
+    if state is not None:
+        ctx.norms.pop()             # re-measured below from the restored x
 
     if ctx.x0_is_zero:
         np.copyto(r1.local, b.local)
@@ -80,24 +94,34 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     beta1 = float(ctx.reduce(1)[0])
     if beta1 < 0:
         ctx.norms.append(math.sqrt(-beta1))
-        return ctx.finish(ConvergedReason.INDEFINITE_PC, 0)
+        return ctx.finish(ConvergedReason.INDEFINITE_PC, it)
     beta1 = math.sqrt(beta1)
     if ctx.x0_is_zero and ctx.bnorm is None:
         ctx.bnorm = beta1
     ctx.reference_norm(v)
-    reason = ctx.test(0, beta1)
+    reason = ctx.test(it, beta1)
 
     np.copyto(r2.local, r1.local)
-    oldb, beta, dbar, epsln, phibar = 0.0, beta1, 0.0, 0.0, beta1
-    cs, sn = -1.0, 0.0
-    it = 0
+    return _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, 0.0, beta1, 0.0, 0.0, beta1,
+                    -1.0, 0.0, it, start, reason)
+
+
+_SCALARS = ("oldb", "beta", "dbar", "epsln", "phibar", "cs", "sn")
+
+
+def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, phibar,
+             cs, sn, it, start, reason):
+    # the MINRES loop from iteration ``it``; the Lanczos recurrence uses r1
+    # from iteration ``start + 1`` on
+    send = ctx.send
+    ck = ctx.checkpoint
     while reason is None:
         # Lanczos step: v = y / beta, y = A v - alfa r2/beta - beta r1/oldb
         np.multiply(y.local, 1.0 / beta, out=v.local)
         ctx.matvec(v, y)
         if shift:
             axpy(-shift, v.local, y.local)
-        if it >= 1:
+        if it > start:
             axpy(-beta / oldb, r1.local, y.local)
         send[0] = np.dot(v.local, y.local)
         alfa = float(ctx.reduce(1)[0])
@@ -135,4 +159,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         ctx.callback(x)
         if reason is None and beta == 0.0:
             reason = ConvergedReason.BREAKDOWN
+        if reason is None and ck is not None and ck.due(it):
+            ck.save(ctx, it, {"x": x, "r1": r1, "r2": r2, "y": y, "w": w, "w2": w2},
+                    **dict(zip(_SCALARS, (oldb, beta, dbar, epsln, phibar, cs, sn))))
     return ctx.finish(reason, it)

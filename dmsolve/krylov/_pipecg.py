@@ -16,7 +16,7 @@ __all__ = ["pipecg"]
 @document
 def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           norm_type="unpreconditioned"):
+           norm_type="unpreconditioned", checkpoint=None):
     """Solve ``A x = b`` by pipelined preconditioned conjugate gradients.
 
     Mathematically CG (``A`` symmetric positive (semi-)definite, ``M``
@@ -63,7 +63,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     ctx = Context("pipecg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
-                  project_rhs=True)
+                  project_rhs=True, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     x, b = ctx.x, ctx.b
@@ -74,20 +74,29 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     recv = np.zeros(4)
     nvec = {"unpreconditioned": (r, r), "preconditioned": (u, u), "natural": (r, u)}
     n1, n2 = nvec[ctx.norm_type]
+    ck = ctx.checkpoint
+    state = None if ck is None else ck.resume(
+        ctx, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s, "p": p})
     ctx.begin()
 
-    if ctx.x0_is_zero:
-        np.copyto(r.local, b.local)
-    else:
-        ctx.matvec(x, n)
-        np.subtract(b.local, n.local, out=r.local)
-    ctx.precondition(r, u)
-    ctx.matvec(u, w)
-    if not ctx.x0_is_zero:
-        ctx.reference_norm(m)
-
-    it = 0
+    it = start = 0                  # start: where the recurrence (re)starts
     gamma_old = alpha_old = 1.0
+    if state is not None and state.exact:
+        it = state.iteration
+        gamma_old, alpha_old = state.scalars["gamma"], state.scalars["alpha"]
+    else:
+        if state is not None:
+            it = start = state.iteration
+        if ctx.x0_is_zero:
+            np.copyto(r.local, b.local)
+        else:
+            ctx.matvec(x, n)
+            np.subtract(b.local, n.local, out=r.local)
+        ctx.precondition(r, u)
+        ctx.matvec(u, w)
+        if not ctx.x0_is_zero:
+            ctx.reference_norm(m)
+
     while True:
         send[0] = np.dot(r.local, u.local)
         send[1] = np.dot(w.local, u.local)
@@ -109,7 +118,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             ctx.callback(x)
         if reason is not None:
             break
-        if it > 0:
+        if it > start:
             beta = gamma / gamma_old
             pap = delta - beta * gamma / alpha_old    # = p^T A p
         else:
@@ -131,4 +140,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         axpy(-alpha, z.local, w.local)
         gamma_old, alpha_old = gamma, alpha
         it += 1
+        if ck is not None and ck.due(it):
+            ck.save(ctx, it, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s,
+                              "p": p}, gamma=gamma_old, alpha=alpha_old)
     return ctx.finish(reason, it)

@@ -94,6 +94,10 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
         ``callback``, ``nullspace``, ``monitor``, ``raise_on_failure``, ...
         The stopping test is ``||r|| <= max(rtol*||b||, atol)`` in the
         method's norm (``info.norm_type``).
+        ``checkpoint=DIR, checkpoint_every=k`` writes a checkpoint every
+        ``k`` iterations and ``resume=DIR`` continues from one, on any
+        number of ranks (see :mod:`dmsolve.checkpoint`; ``info.extra
+        ["checkpoint"]`` reports writes and timings).
     backend : {"dmsolve", "petsc"}, keyword-only
         ``"petsc"`` runs PETSc's KSP and PC through petsc4py under these
         names (see :func:`dmsolve.petsc.ksp_solve`; needs ``make petsc``).
@@ -131,6 +135,10 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
                          % (method, ", ".join(available_methods())))
     if "M" in options and pc is not None:
         raise TypeError("give the preconditioner as pc= or M=, not both")
+    from ..checkpoint import from_options
+    ckpt = from_options(options, options.get("M", pc), method, func)
+    if ckpt is not None:
+        options["checkpoint"] = ckpt
     t0 = time.perf_counter()
     M = _make_pc(pc, A) if "M" not in options else options.pop("M")
     pc_seconds = time.perf_counter() - t0
