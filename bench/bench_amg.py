@@ -121,7 +121,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--problems", nargs="+", default=["poisson2d-256", "poisson2d-512",
                                                      "poisson3d-32", "poisson3d-64"])
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--json", default=None, help="write results here (rank 0)")
     args = p.parse_args()
     res = main(MPI.COMM_WORLD, args)

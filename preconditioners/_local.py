@@ -50,8 +50,7 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     The IKJ variant (Saad, *Iterative Methods for Sparse Linear Systems*,
     2nd ed., Algorithm 10.4): row ``i`` is eliminated by the earlier rows
     ``k`` in its pattern, and updates fall only on positions already in row
-    ``i``. The loop runs over the strictly lower entries; each update is a
-    vectorised gather/scatter on row ``k``'s upper part.
+    ``i``. The loop is compiled (:func:`._kernels.ilu0_factor`).
 
     Raises
     ------
@@ -72,27 +71,8 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     if np.any(dpos < 0):
         raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d"
                          % int(np.flatnonzero(dpos < 0)[0]))
-    pos = np.full(n, -1, dtype=np.int64)   # column -> position in the current row
-    ipl, dpl = ip.tolist(), dpos.tolist()
-    with np.errstate(all="ignore"):
-        for i in range(n):
-            s, d = ipl[i], dpl[i]
-            if d == s:
-                continue
-            e = ipl[i + 1]
-            pos[ix[s:e]] = np.arange(s, e)
-            for p in range(s, d):
-                k = ix[p]
-                dk = dpl[k]
-                lik = a[p] / a[dk]
-                a[p] = lik
-                ks, ke = dk + 1, ipl[k + 1]
-                if ks < ke:
-                    tgt = pos[ix[ks:ke]]
-                    hit = tgt >= 0         # fill outside row i's pattern is dropped
-                    if hit.any():
-                        a[tgt[hit]] -= lik * a[ks:ke][hit]
-            pos[ix[s:e]] = -1
+    from ._kernels import ilu0_factor
+    ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
     _check_pivots(a[dpos], "ILU(0)")
     lower = ix < rows
     upper = ~lower
@@ -104,18 +84,29 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 class ILU0:
-    """``M = L U`` from :func:`ilu0`; solves by two SuperLU triangular solves."""
+    """``M = L U`` from :func:`ilu0`; solves by two compiled triangular sweeps
+    over the factor, in place of ``out`` (no allocation per solve)."""
 
     name = "ilu0"
 
     def __init__(self, A: sp.csr_matrix):
         L, U = ilu0(A)
         self.nnz = L.nnz + U.nnz
-        self._L = TriangularSolver(L + sp.eye(A.shape[0], format="csr"))
-        self._U = TriangularSolver(U)
+        F = (L + U).tocsr()
+        F.sort_indices()
+        self._ip = F.indptr.astype(np.int64)
+        self._ix = F.indices.astype(np.int64)
+        self._a = F.data
+        n = A.shape[0]
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._ip))
+        self._dpos = np.empty(n, dtype=np.int64)
+        self._dpos[rows[self._ix == rows]] = np.flatnonzero(self._ix == rows)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
-        out[:] = self._U.solve(self._L.solve(b))
+        from ._kernels import lower_unit_solve, upper_solve
+        if b.shape[0]:
+            lower_unit_solve(self._ip, self._ix, self._a, self._dpos, b, out)
+            upper_solve(self._ip, self._ix, self._a, self._dpos, out)
 
 
 class _SuperLU:

@@ -1,8 +1,11 @@
 """The Galerkin coarse operator ``R A P`` with ``R = P^T``, as distributed SpGEMMs.
 
-``A P`` takes the ghost rows of ``P`` through the BSP layer; ``P^T (A P)``
-is formed from each rank's rows and the partial sums are routed to the
-owners of the coarse rows, where duplicates are added (a BSP combiner).
+``A P`` takes the ghost rows of ``P`` through the BSP layer. ``P^T (A P)`` is
+formed from each rank's rows: the rows of the result that belong to this
+rank's own coarse unknowns (the columns of ``P``'s diagonal block) stay here;
+the partial rows of ghost coarse unknowns (``P``'s off-process columns, only
+near the rank boundary) are sent to their owners in one BSP superstep and
+added there, like PETSc's ``MatPtAP``.
 """
 
 from __future__ import annotations
@@ -11,26 +14,39 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmsolve import DistCSR
+from dmsolve.bsp import BSP
 
-from ._dist import matmat_local, rows_with_global_columns
+from ._dist import matmat_local
 
 __all__ = ["galerkin_product"]
+
+_ROW, _COL, _VAL = 21, 22, 23
 
 
 def galerkin_product(A: DistCSR, P: DistCSR) -> DistCSR:
     """``P^T A P`` distributed like ``P``'s columns.
 
     Collective on ``A.comm``: one ghost-row fetch (two supersteps) and one
-    assembly superstep.
+    superstep for the partial rows of ghost coarse unknowns.
     """
-    P_loc = rows_with_global_columns(P)
-    AP = matmat_local(A, P, B_local=P_loc)
-    # compress P's columns to those this rank touches before transposing
-    used, inv = np.unique(P_loc.indices, return_inverse=True)
-    Pc = sp.csr_matrix((P_loc.data, inv.ravel(), P_loc.indptr),
-                       shape=(P_loc.shape[0], used.size))
-    C = (Pc.T.tocsr() @ AP).tocoo()
-    rows = used[C.row].astype(np.int64)
     lay = P.col_layout
-    return DistCSR.from_coo(rows, C.col.astype(np.int64), C.data, (lay.global_size,) * 2,
-                            A.comm, layout=lay, col_layout=lay, check_finite=False)
+    AP = matmat_local(A, P)
+    # P's local columns first, then its ghosts: rows of P^T in that order
+    nown = P.diag.shape[1]
+    Pc = sp.hstack([P.diag, P.offd], format="csr")
+    C = (Pc.T.tocsr() @ AP).tocsr()
+    own = C[:nown]
+    ghost = C[nown:].tocoo()
+    ctx = BSP(A.comm)
+    if ghost.nnz:
+        dests = lay.owner(P.ghosts[ghost.row])
+        ctx.send_rows(dests, P.ghosts[ghost.row].astype(np.int64), _ROW)
+        ctx.send_rows(dests, ghost.col.astype(np.int64), _COL)
+        ctx.send_rows(dests, ghost.data, _VAL)
+    inbox = ctx.sync("galerkin")
+    rows = inbox.concat(_ROW, dtype=np.int64)
+    if rows.size:
+        cols = inbox.concat(_COL, dtype=np.int64)
+        vals = inbox.concat(_VAL, dtype=C.dtype)
+        own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
+    return DistCSR.from_local_rows(own, lay, lay, check_finite=False)

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from ._cheby import ChebyshevKernel
 from ._eigen import lanczos_extremes
-from ._local import TriangularSolver
+from scipy.sparse._sparsetools import csr_matvec
 
 __all__ = ["SMOOTHERS", "make_smoother", "register_smoother"]
 
@@ -120,53 +120,50 @@ class HybridGaussSeidel:
 
     ``sweep`` is ``forward``, ``backward`` or ``symmetric`` (forward then
     backward, a symmetric smoother for CG). One halo exchange per half sweep;
-    the triangular solves run in SuperLU (:class:`TriangularSolver`).
+    the sweeps are compiled loops (:func:`._kernels.sor_sweep`, like PyAMG's
+    ``gauss_seidel``) on the local rows, with no factorisation at set-up and
+    no allocation when applied.
     """
 
     def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
         if sweep not in ("forward", "backward", "symmetric"):
             raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
+        from ._kernels import sor_sweep
+        self._sweep = sor_sweep
         self.A = A
         self.sweep = sweep
         self.omega = float(omega)
         self.iterations = int(iterations)
-        D = A.diag.tocsr()
-        w = self.omega
-        diag = D.diagonal()
-        lower = sp.tril(D, k=-1, format="csr")
-        upper = sp.triu(D, k=1, format="csr")
-        Dm = sp.diags(diag, format="csr")
-        # SOR: (D + w L) x_new = w b - (w U + (w - 1) D) x - w offd g
-        self._fwd = TriangularSolver((Dm + w * lower).tocsr()) if "backward" != sweep else None
-        self._bwd = TriangularSolver((Dm + w * upper).tocsr()) if "forward" != sweep else None
-        self._U = (w * upper + (w - 1.0) * Dm).tocsr()
-        self._L = (w * lower + (w - 1.0) * Dm).tocsr()
-        self._offd = (w * A.offd).tocsr()
+        D = A.diag
+        self._diag = D.diagonal()
+        # offd with its sign flipped, so that csr_matvec accumulates rhs -= offd @ g
+        self._moffd = (-A.offd).tocsr()
         self._rhs = np.zeros(A.row_layout.local_size)
         self._xc = np.zeros(A.row_layout.local_size)
 
-    def _half(self, b, x, solver, other, zero_guess):
-        A, rhs = self.A, self._rhs
+    def _half(self, b, x, forward, zero_guess):
+        A, rhs, D = self.A, self._rhs, self.A.diag
         if zero_guess:
-            np.multiply(b, self.omega, out=rhs)
-        else:
-            np.copyto(self._xc, x)
-            A.halo.start(self._xc)
-            np.multiply(b, self.omega, out=rhs)
-            rhs -= other @ x
-            g = A.halo.finish()
-            if self._offd.nnz:
-                rhs -= self._offd @ g
-        x[:] = solver.solve(rhs)
+            x[:] = 0.0
+            self._sweep(D.indptr, D.indices, D.data, self._diag, b, x, self.omega, forward)
+            return
+        np.copyto(self._xc, x)
+        A.halo.start(self._xc)
+        np.copyto(rhs, b)
+        g = A.halo.finish()
+        Mo = self._moffd
+        if Mo.nnz:
+            csr_matvec(Mo.shape[0], Mo.shape[1], Mo.indptr, Mo.indices, Mo.data, g, rhs)
+        self._sweep(D.indptr, D.indices, D.data, self._diag, rhs, x, self.omega, forward)
 
     def smooth(self, b, x, zero_guess=False):
         for it in range(self.iterations):
             z = zero_guess and it == 0
             if self.sweep in ("forward", "symmetric"):
-                self._half(b, x, self._fwd, self._U, z)
+                self._half(b, x, True, z)
                 z = False
             if self.sweep in ("backward", "symmetric"):
-                self._half(b, x, self._bwd, self._L, z)
+                self._half(b, x, False, z)
 
 
 SMOOTHERS["gauss-seidel"] = HybridGaussSeidel

@@ -1,0 +1,136 @@
+"""Compiled loops for the sequential kernels numpy cannot vectorise.
+
+Gauss-Seidel/SOR sweeps, the greedy passes of aggregation, ILU(0) and sparse
+triangular solves visit rows in order and each row depends on the rows before
+it, so they are written as plain loops and compiled with numba (PyAMG writes
+the same loops in C++ in ``amg_core``). Every kernel works on this rank's
+arrays only (not collective), writes into arrays the caller owns and
+allocates nothing per call.
+
+Compiled code is cached on disk (``cache=True``): the first call in a fresh
+checkout compiles (about a second per kernel and signature), later processes
+load it. This module is imported lazily, by the set-up code that needs it, so
+that ``import preconditioners`` does not import numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
+           "lower_unit_solve", "upper_solve"]
+
+
+@njit(cache=True, nogil=True)
+def sor_sweep(indptr, indices, data, diag, b, x, omega, forward):  # pragma: no cover
+    """One SOR sweep on ``A x = b`` in place of ``x``, rows in increasing
+    (``forward``) or decreasing order: ``x_i <- (1 - omega) x_i + omega
+    (b_i - sum_{j != i} a_ij x_j) / a_ii``. ``diag`` holds the ``a_ii``."""
+    n = b.shape[0]
+    for k in range(n):
+        i = k if forward else n - 1 - k
+        s = b[i]
+        for jj in range(indptr[i], indptr[i + 1]):
+            j = indices[jj]
+            if j != i:
+                s -= data[jj] * x[j]
+        if diag[i] != 0.0:          # a row with no diagonal is left alone, as in PyAMG
+            x[i] = (1.0 - omega) * x[i] + omega * s / diag[i]
+
+
+@njit(cache=True, nogil=True)
+def aggregate_pass1(indptr, indices, x):  # pragma: no cover
+    """Pass 1 of standard aggregation on ``x`` (zeros on entry): each node whose
+    neighbours are all free becomes an aggregate with them (ids from 1), a node
+    with no neighbours gets ``-n - 1``. Returns the number of aggregates."""
+    n = x.shape[0]
+    nxt = 1
+    for i in range(n):
+        if x[i] != 0:
+            continue
+        s = indptr[i]
+        e = indptr[i + 1]
+        if s == e:
+            x[i] = -n - 1
+            continue
+        free = True
+        for jj in range(s, e):
+            if x[indices[jj]] != 0:
+                free = False
+                break
+        if free:
+            x[i] = nxt
+            for jj in range(s, e):
+                x[indices[jj]] = nxt
+            nxt += 1
+    return nxt - 1
+
+
+@njit(cache=True, nogil=True)
+def aggregate_pass3(indptr, indices, x, count):  # pragma: no cover
+    """Pass 3: each node still free (0) starts a new aggregate with its free
+    neighbours. Returns the new number of aggregates."""
+    n = x.shape[0]
+    for i in range(n):
+        if x[i] != 0:
+            continue
+        count += 1
+        x[i] = count
+        for jj in range(indptr[i], indptr[i + 1]):
+            if x[indices[jj]] == 0:
+                x[indices[jj]] = count
+    return count
+
+
+@njit(cache=True, nogil=True)
+def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
+    """ILU(0) in place of ``a`` (CSR with sorted indices; ``dpos[i]`` the
+    position of row ``i``'s diagonal). IKJ variant (Saad, Algorithm 10.4):
+    afterwards the strictly lower part holds ``L`` (unit diagonal implied) and
+    the rest ``U``. Returns the first row with a zero or non-finite pivot, or -1."""
+    n = dpos.shape[0]
+    pos = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        s = indptr[i]
+        e = indptr[i + 1]
+        for jj in range(s, e):
+            pos[indices[jj]] = jj
+        for kk in range(s, dpos[i]):
+            k = indices[kk]
+            piv = a[dpos[k]]
+            lik = a[kk] / piv
+            a[kk] = lik
+            for jj in range(dpos[k] + 1, indptr[k + 1]):
+                p = pos[indices[jj]]
+                if p >= 0:
+                    a[p] -= lik * a[jj]
+        for jj in range(s, e):
+            pos[indices[jj]] = -1
+        d = a[dpos[i]]
+        if d == 0.0 or not np.isfinite(d):
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def lower_unit_solve(indptr, indices, a, dpos, b, out):  # pragma: no cover
+    """``out = L^-1 b`` with ``L`` the unit lower triangle stored before
+    ``dpos`` in each row of the factor ``(indptr, indices, a)``."""
+    n = b.shape[0]
+    for i in range(n):
+        s = b[i]
+        for jj in range(indptr[i], dpos[i]):
+            s -= a[jj] * out[indices[jj]]
+        out[i] = s
+
+
+@njit(cache=True, nogil=True)
+def upper_solve(indptr, indices, a, dpos, out):  # pragma: no cover
+    """``out = U^-1 out`` in place, ``U`` the diagonal and upper part of each row."""
+    n = out.shape[0]
+    for i in range(n - 1, -1, -1):
+        s = out[i]
+        for jj in range(dpos[i] + 1, indptr[i + 1]):
+            s -= a[jj] * out[indices[jj]]
+        out[i] = s / a[dpos[i]]
