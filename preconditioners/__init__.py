@@ -15,4 +15,5 @@ __all__ = ["make", "register", "available", "Preconditioner", "Jacobi", "Identit
 
 from .amg import SmoothedAggregation  # noqa: E402  (registers "amg")
 
-__all__ += ["SmoothedAggregation"]
+from ._gemslr import GeMSLR  # noqa: E402  (registers "gemslr")
+__all__ += ["SmoothedAggregation", "GeMSLR"]
