@@ -8,9 +8,12 @@ from ._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix, hodge_d
                      hodge_laplacian)
 from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
+from ._mergetree import MergeTree, merge_tree
+from ._persistence import PersistenceDiagram, persistence_diagram
 
 __all__ = [
     "Grid", "SimplicialComplex", "connected_components", "freudenthal_cells", "link_structure", "component_table",
     "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
+    "persistence_diagram", "PersistenceDiagram", "merge_tree", "MergeTree",
 ]
