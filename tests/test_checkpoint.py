@@ -1,0 +1,448 @@
+"""Checkpoint/restart of the Krylov solvers (dmsolve.checkpoint): resuming gives
+the uninterrupted run's answer and iteration count, on the same or another
+number of ranks; torn, corrupt and mismatched checkpoints are refused on every
+rank."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse.linalg as spla
+from mpi4py import MPI
+
+from dmsolve import DistVector, gallery, solve
+from dmsolve import checkpoint as ck
+from dmsolve.checkpoint import CheckpointError, Checkpointer
+from dmsolve.krylov import cg, register_method
+from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
+                     assert_raises_collective)
+
+N = 20          # poisson2d N x N: 400 unknowns, ~55 CG iterations to 1e-10
+
+
+def _shared_dir(comm, tmp_path, name):
+    """A directory every rank sees: rank 0's temporary path."""
+    path = comm.bcast(str(tmp_path / name) if comm.rank == 0 else None, root=0)
+    return path
+
+
+def _problem(comm, method="cg", n=N):
+    if method in ("gmres", "fgmres", "bicgstab"):
+        A = gallery.convection_diffusion(n, comm)
+    else:
+        A = gallery.poisson2d(n, comm)
+    return A, gallery.rhs(A, "random", seed=3)
+
+
+def _reference(A, b, shift=0.0):
+    import scipy.sparse as sp
+    S = A.to_scipy().tocsc()
+    return spla.spsolve(S - shift * sp.identity(S.shape[0], format="csc"), b.gather())
+
+
+METHOD_CASES = [
+    ("cg", None, {}), ("cg", "jacobi", {}), ("pipecg", None, {}), ("pipecg", "jacobi", {}),
+    ("gmres", None, {"restart": 8}), ("gmres", "jacobi", {"restart": 8, "side": "right"}),
+    ("fgmres", "jacobi", {"restart": 8}), ("bicgstab", None, {}), ("bicgstab", "jacobi", {}),
+    ("minres", None, {}), ("minres", "jacobi", {"shift": 0.05}),
+]
+
+
+@pytest.mark.parametrize("method, pc, kw", METHOD_CASES,
+                         ids=["%s-%s%s" % (m, p or "none", "-" + "-".join(k) if k else "")
+                              for m, p, k in METHOD_CASES])
+def test_resume_same_ranks_is_the_uninterrupted_run(comm, tmp_path, method, pc, kw):
+    A, b = _problem(comm, method)
+    path = _shared_dir(comm, tmp_path, "ck")
+    x0, i0 = solve(A, b, method, pc, rtol=1e-10, **kw)
+    assert_collective(comm, i0.converged and i0.iterations > 20, str(i0))
+    stop = i0.iterations // 2 + 3
+    _, i1 = solve(A, b, method, pc, rtol=1e-10, maxiter=stop, checkpoint=path,
+                  checkpoint_every=5, **kw)
+    rep = i1.extra["checkpoint"]
+    assert_collective(comm, not i1.converged and rep["writes"] >= 2, str(rep))
+    man = ck.read_manifest(path)
+    assert_collective(comm, stop - 12 <= man["iteration"] <= stop, str(man["iteration"]))
+    x2, i2 = solve(A, b, method, pc, rtol=1e-10, resume=path, **kw)
+    rep = i2.extra["checkpoint"]
+    assert_collective(comm, rep["resumed_from"] == man["iteration"] and not rep["restarted"],
+                      str(rep))
+    # continuing from the full state on the same layout is the same computation
+    assert_equal_collective(i2.iterations, i0.iterations, comm)
+    assert_equal_collective(i2.residual_norms, i0.residual_norms, comm)
+    assert_allclose_collective(x2.local, x0.local, comm, rtol=0, atol=0)
+    xref = _reference(A, b, kw.get("shift", 0.0))
+    assert_allclose_collective(x2.gather(), xref, comm, rtol=0,
+                               atol=1e-6 * np.abs(xref).max())
+
+
+def test_resume_after_a_crash_mid_solve(comm, tmp_path):
+    # a failure at iteration 33 (the job "dies"); the checkpoint of
+    # iteration 30 survives and the resumed solve ends like an uninterrupted one
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    x0, i0 = solve(A, b, "cg", rtol=1e-10)
+    calls = [0]
+
+    def crash(xk):
+        calls[0] += 1
+        if calls[0] == 33:
+            raise RuntimeError("node failure")
+
+    assert_raises_collective(comm, RuntimeError, solve, A, b, "cg", rtol=1e-10,
+                             callback=crash, checkpoint=path, checkpoint_every=10)
+    man = ck.read_manifest(path)
+    assert_equal_collective(man["iteration"], 30, comm)
+    assert_equal_collective(len(man["residual_norms"]), 31, comm)
+    x2, i2 = solve(A, b, "cg", rtol=1e-10, resume=path)
+    assert_equal_collective(i2.iterations, i0.iterations, comm)
+    assert_allclose_collective(x2.local, x0.local, comm, rtol=0, atol=0)
+
+
+def test_manifest_and_files_describe_the_state(comm, tmp_path):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    seen = []
+    solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=24, checkpoint=path, checkpoint_every=7,
+          callback=lambda xk: seen.append(xk.gather()) if len(seen) < 21 else None)
+    man = ck.read_manifest(path)
+    lay = A.row_layout
+    ok = (man["method"] == "cg" and man["iteration"] == 21 and man["global_size"] == N * N
+          and man["ranges"] == lay.ranges.tolist() and len(man["files"]) == comm.size
+          and sorted(man["vectors"]) == ["p", "r", "x"] and man["options"]["pc"] == "jacobi"
+          and man["options"]["rtol"] == 1e-10 and man["options"]["maxiter"] == 24
+          and len(man["residual_norms"]) == 22 and set(man["scalars"]) == {"rz"})
+    assert_collective(comm, ok, json.dumps(man)[:400])
+    # only the last generation stays on disk: one file per rank + the manifest
+    names = sorted(os.listdir(path)) if comm.rank == 0 else None
+    names = comm.bcast(names, root=0)
+    assert_equal_collective(names, sorted([f["name"] for f in man["files"]] + [ck.MANIFEST]),
+                            comm)
+    # load() on this layout gives the saved iterate (the callback's 21st x)
+    man2, vecs = ck.load(path, comm, lay)
+    assert_allclose_collective(vecs["x"].gather(), seen[20], comm, rtol=0, atol=0)
+    r = b.copy()
+    r.axpy(-1.0, A @ vecs["x"])
+    assert_allclose_collective(vecs["r"].gather(), r.gather(), comm, rtol=0, atol=1e-10)
+
+
+# -- another number of ranks -----------------------------------------------------------
+
+def _resume_elsewhere(sub, path, pc, n=N):
+    """Resume on communicator ``sub``; return (x gathered, info)."""
+    A, b = _problem(sub, n=n)
+    x, info = solve(A, b, "cg", pc, rtol=1e-10, resume=path)
+    return x.gather(), info
+
+
+@pytest.mark.parametrize("pc", [None, "bjacobi"], ids=["none-exact", "bjacobi-restart"])
+def test_resume_on_another_rank_count(comm, tmp_path, pc):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    x0, i0 = solve(A, b, "cg", pc, rtol=1e-10)
+    solve(A, b, "cg", pc, rtol=1e-10, maxiter=30, checkpoint=path, checkpoint_every=10)
+    xref = _reference(A, b)
+    tol = 1e-7 * np.abs(xref).max()
+    if comm.size == 1:
+        # resume on 2 ranks in a child MPI job
+        script = os.path.join(path, "resume.py")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent("""
+                import sys, json
+                sys.path.insert(0, %r)
+                from mpi4py import MPI
+                from test_checkpoint import _resume_elsewhere
+                x, info = _resume_elsewhere(MPI.COMM_WORLD, %r, %r)
+                if MPI.COMM_WORLD.rank == 0:
+                    print(json.dumps({"x": x.tolist(), "it": info.iterations,
+                                      "conv": info.converged,
+                                      "ck": info.extra["checkpoint"]}))
+            """ % (os.path.dirname(__file__), path, pc)))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+        proc = subprocess.run([mpiexec, "-n", "2", sys.executable, script],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        x, it, conv, rep = np.array(out["x"]), out["it"], out["conv"], out["ck"]
+        checks = [(x, it, conv, rep)]
+    else:
+        # resume on size-1 ranks and on 1 rank at the same time
+        sub = comm.Split(0 if comm.rank < comm.size - 1 else 1, comm.rank)
+        try:
+            x, info = _resume_elsewhere(sub, path, pc)
+        finally:
+            sub.Free()
+        checks = [(x, info.iterations, info.converged, info.extra["checkpoint"])]
+    for x, it, conv, rep in checks:
+        assert_collective(comm, conv and rep["resumed_from"] == 20, str(rep))
+        assert_allclose_collective(x, xref, comm, rtol=0, atol=tol)
+        if pc is None:
+            # the full state is redistributed: CG goes on as if uninterrupted
+            # (the reductions round differently, so allow one iteration)
+            assert_collective(comm, not rep["restarted"] and abs(it - i0.iterations) <= 1,
+                              "%s, %d vs %d" % (rep, it, i0.iterations))
+        else:
+            # a block preconditioner depends on the partition: restart from x
+            assert_collective(comm, rep["restarted"] and it > 20, str(rep))
+
+
+def test_resume_on_a_different_layout_same_ranks(comm, tmp_path):
+    # written on a nonzero-balanced layout, resumed on the block layout
+    from dmsolve import DistCSR, Layout
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    n = A.shape[0]
+    w = np.ones(n)
+    w[: n // 3] = 5.0
+    lay = Layout.from_weights(w, comm)
+    A2 = DistCSR.from_global(A.to_scipy(), comm, layout=lay) if comm.size > 1 else A
+    b2 = gallery.rhs(A2, "random", seed=3)
+    _, i0 = solve(A, b, "cg", rtol=1e-10)
+    solve(A2, b2, "cg", rtol=1e-10, maxiter=25, checkpoint=path, checkpoint_every=20)
+    x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
+    xref = _reference(A, b)
+    assert_allclose_collective(x.gather(), xref, comm, rtol=0, atol=1e-7 * np.abs(xref).max())
+    assert_collective(comm, abs(info.iterations - i0.iterations) <= 1, str(info))
+
+
+# -- atomicity -------------------------------------------------------------------------
+
+def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    real = ck._write_atomic
+
+    def dies_writing_the_second_manifest(fpath, data):
+        if fpath.endswith(ck.MANIFEST) and os.path.exists(fpath):
+            with open(fpath + ".tmp", "wb") as f:   # torn temporary, never renamed
+                f.write(data[: len(data) // 2])
+            raise OSError("No space left on device")
+        real(fpath, data)
+
+    monkeypatch.setattr(ck, "_write_atomic", dies_writing_the_second_manifest)
+    assert_raises_collective(comm, OSError, solve, A, b, "cg", rtol=1e-10,
+                             checkpoint=path, checkpoint_every=10, match="manifest")
+    monkeypatch.setattr(ck, "_write_atomic", real)
+    man = ck.read_manifest(path)
+    assert_equal_collective(man["iteration"], 10, comm)
+    x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
+    x0, i0 = solve(A, b, "cg", rtol=1e-10)
+    assert_equal_collective(info.iterations, i0.iterations, comm)
+    assert_allclose_collective(x.local, x0.local, comm, rtol=0, atol=0)
+
+
+def test_failed_first_write_leaves_no_valid_checkpoint(comm, tmp_path, monkeypatch):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    real = ck._write_atomic
+
+    def fails_on_last_rank(fpath, data):
+        if comm.rank == comm.size - 1 and not fpath.endswith(ck.MANIFEST):
+            with open(fpath + ".tmp", "wb") as f:
+                f.write(data[:10])
+            raise OSError("I/O error")
+        real(fpath, data)
+
+    monkeypatch.setattr(ck, "_write_atomic", fails_on_last_rank)
+    assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
+                             checkpoint_every=5, match="rank-%05d" % (comm.size - 1))
+    monkeypatch.setattr(ck, "_write_atomic", real)
+    assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", resume=path,
+                             match="manifest.json is missing")
+
+
+# -- refusals --------------------------------------------------------------------------
+
+@pytest.fixture
+def written(comm, tmp_path):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=12, checkpoint=path, checkpoint_every=10)
+    return A, b, path
+
+
+def _on_rank0(comm, func):
+    exc = None
+    if comm.rank == 0:
+        try:
+            func()
+        except Exception as e:  # noqa: BLE001
+            exc = e
+    comm.Barrier()
+    assert_collective(comm, exc is None, repr(exc))
+
+
+def _edit_rank_file(path, how):
+    man = ck.read_manifest(path)
+    f = os.path.join(path, man["files"][-1]["name"])
+    if how == "missing":
+        os.remove(f)
+    elif how == "truncated":
+        with open(f, "r+b") as fh:
+            fh.truncate(os.path.getsize(f) // 2)
+    elif how == "flipped":
+        with open(f, "r+b") as fh:
+            fh.seek(os.path.getsize(f) // 2)
+            c = fh.read(1)
+            fh.seek(-1, 1)
+            fh.write(bytes([c[0] ^ 0xFF]))
+
+
+def _edit_manifest(path, how):
+    mpath = os.path.join(path, ck.MANIFEST)
+    with open(mpath) as fh:
+        text = fh.read()
+    if how == "truncated":
+        text = text[: len(text) // 2]
+    elif how == "edited":
+        doc = json.loads(text)
+        doc["manifest"]["iteration"] = 5
+        text = json.dumps(doc)
+    elif how == "resigned-edit":
+        # an edit with a recomputed manifest checksum: the rank files disagree
+        import hashlib
+        doc = json.loads(text)
+        doc["manifest"]["iteration"] = 5
+        doc["sha256"] = hashlib.sha256(ck._canonical(doc["manifest"])).hexdigest()
+        text = json.dumps(doc)
+    elif how == "not-json-object":
+        text = "[1, 2, 3]"
+    with open(mpath, "w") as fh:
+        fh.write(text)
+
+
+EDITS = [
+    ("rank-file-missing", _edit_rank_file, "missing", "is missing"),
+    ("rank-file-truncated", _edit_rank_file, "truncated", "truncated"),
+    ("rank-file-bad-checksum", _edit_rank_file, "flipped", "SHA-256"),
+    ("manifest-truncated", _edit_manifest, "truncated", "not valid JSON"),
+    ("manifest-edited", _edit_manifest, "edited", "fails its checksum"),
+    ("manifest-edited-and-resigned", _edit_manifest, "resigned-edit",
+     "does not belong to this manifest"),
+    ("manifest-not-ours", _edit_manifest, "not-json-object", "not a dmsolve checkpoint"),
+]
+
+
+@pytest.mark.parametrize("edit, how, match", [e[1:] for e in EDITS], ids=[e[0] for e in EDITS])
+def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, match):
+    A, b, path = written
+    _on_rank0(comm, lambda: edit(path, how))
+    assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", "jacobi",
+                             rtol=1e-10, resume=path, match=match)
+    assert_raises_collective(comm, CheckpointError, ck.load, path, comm, match=match)
+
+
+MISMATCHES = [
+    ("wrong-size", lambda c: _problem(c, n=N + 1), "cg", "jacobi", {}, "global size"),
+    ("wrong-matrix", lambda c: (lambda A: (A, gallery.rhs(A, "random", seed=3)))(
+        gallery.anisotropic_diffusion(N, c)), "cg", "jacobi", {}, "matrix differs"),
+    ("wrong-rhs", lambda c: (lambda A: (A, gallery.rhs(A, "random", seed=4)))(
+        gallery.poisson2d(N, c)), "cg", "jacobi", {}, "right-hand side"),
+    ("wrong-method", _problem, "pipecg", "jacobi", {}, "method 'cg'"),
+    ("wrong-pc", _problem, "cg", None, {}, "preconditioner 'jacobi'"),
+    ("wrong-norm", _problem, "cg", "jacobi", {"norm_type": "preconditioned"}, "norm_type"),
+]
+
+
+@pytest.mark.parametrize("make, method, pc, kw, match", [m[1:] for m in MISMATCHES],
+                         ids=[m[0] for m in MISMATCHES])
+def test_mismatched_checkpoint_is_refused(comm, written, make, method, pc, kw, match):
+    _, _, path = written
+    A, b = make(comm)
+    assert_raises_collective(comm, CheckpointError, solve, A, b, method, pc, rtol=1e-10,
+                             resume=path, match=match, **kw)
+
+
+def test_minres_shift_must_match(comm, tmp_path):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    solve(A, b, "minres", shift=0.1, maxiter=12, checkpoint=path, checkpoint_every=10)
+    assert_raises_collective(comm, CheckpointError, solve, A, b, "minres", shift=0.2,
+                             resume=path, match="shift")
+
+
+def test_load_on_a_layout_of_another_size_is_refused(comm, written):
+    from dmsolve import Layout
+    _, _, path = written
+    assert_raises_collective(comm, CheckpointError, ck.load, path, comm,
+                             Layout.block(N * N + 1, comm), match="global size")
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"checkpoint": 3, "checkpoint_every": 2}, TypeError, "path"),
+    ({"checkpoint": "", "checkpoint_every": 2}, ValueError, "non-empty"),
+    ({"checkpoint": "X"}, ValueError, "checkpoint_every is required"),
+    ({"checkpoint": "X", "checkpoint_every": 0}, ValueError, "positive"),
+    ({"checkpoint": "X", "checkpoint_every": True}, TypeError, "positive integer"),
+    ({"checkpoint": "X", "checkpoint_every": 2.5}, TypeError, "positive integer"),
+    ({"checkpoint_every": 2}, ValueError, "needs checkpoint="),
+    ({"resume": "X", "x0": "set"}, ValueError, "x0 or resume"),
+], ids=["path-type", "path-empty", "every-missing", "every-zero", "every-bool",
+        "every-float", "every-alone", "x0-and-resume"])
+def test_bad_checkpoint_options(comm, kwargs, exc, match):
+    A, b = _problem(comm)
+    if kwargs.get("x0") == "set":
+        kwargs = dict(kwargs, x0=b.copy())
+    assert_raises_collective(comm, exc, solve, A, b, "cg", match=match, **kwargs)
+
+
+def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_path):
+    A, b = _problem(comm)
+    register_method("plain-test-method", lambda A, b, x0=None, **kw: cg(A, b, x0, **kw))
+    try:
+        assert_raises_collective(comm, ValueError, solve, A, b, "plain-test-method",
+                                 checkpoint="X", checkpoint_every=1, match="does not support")
+    finally:
+        from dmsolve.krylov import METHODS
+        METHODS.pop("plain-test-method", None)
+    assert_raises_collective(comm, TypeError, cg, A, b, checkpoint="dir",
+                             match="Checkpointer")
+    assert_raises_collective(comm, ValueError, Checkpointer, match="needs a path")
+
+
+def test_unwritable_checkpoint_directory(comm, tmp_path):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "file")
+    _on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
+    assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
+                             checkpoint_every=5, match="checkpoint directory")
+
+
+def test_no_checkpoint_no_report(comm):
+    A, b = _problem(comm)
+    _, info = solve(A, b, "cg")
+    assert_collective(comm, "checkpoint" not in info.extra)
+
+
+def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, tmp_path):
+    A, b = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    # a stale rank file of an earlier run on 7 ranks
+    _on_rank0(comm, lambda: (os.makedirs(path),
+                             open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
+                                  "wb").close()))
+    solve(A, b, "cg", maxiter=12, checkpoint=path, checkpoint_every=10)
+    man = ck.read_manifest(path)
+    names = comm.bcast(sorted(os.listdir(path)) if comm.rank == 0 else None, root=0)
+    assert_equal_collective(names, sorted([f["name"] for f in man["files"]] + [ck.MANIFEST]),
+                            comm)
+    # resuming from a directory and checkpointing into it again works
+    x, info = solve(A, b, "cg", rtol=1e-10, resume=path, checkpoint=path,
+                    checkpoint_every=10)
+    assert_collective(comm, info.converged and info.extra["checkpoint"]["writes"] >= 3,
+                      str(info.extra))
+    assert_collective(comm, ck.read_manifest(path)["iteration"] > 10)
+
+
+def test_zero_rhs_with_checkpoint(comm, tmp_path):
+    A, _ = _problem(comm)
+    path = _shared_dir(comm, tmp_path, "ck")
+    b = DistVector.zeros(A.row_layout)
+    x, info = solve(A, b, "cg", checkpoint=path, checkpoint_every=1)
+    assert_collective(comm, info.iterations == 0 and x.norm() == 0.0)
