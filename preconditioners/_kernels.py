@@ -134,3 +134,29 @@ def upper_solve(indptr, indices, a, dpos, out):  # pragma: no cover
         for jj in range(dpos[i] + 1, indptr[i + 1]):
             s -= a[jj] * out[indices[jj]]
         out[i] = s / a[dpos[i]]
+
+
+@njit(cache=True, nogil=True)
+def superlu_solve(perm_r, perm_c, Lp, Li, Lx, Up, Ui, Ux, udiag, b, work, out):  # pragma: no cover
+    """``out = A^-1 b`` from SuperLU's factors ``Pr A Pc = L U`` (CSC, ``L``
+    with unit diagonal, ``udiag`` the diagonal of ``U``), through ``work``:
+    the two triangular solves scipy's ``SuperLU.solve`` does, without
+    allocating its result."""
+    n = b.shape[0]
+    for i in range(n):
+        work[perm_r[i]] = b[i]
+    for j in range(n):
+        xj = work[j]
+        for p in range(Lp[j], Lp[j + 1]):
+            i = Li[p]
+            if i > j:
+                work[i] -= Lx[p] * xj
+    for j in range(n - 1, -1, -1):
+        xj = work[j] / udiag[j]
+        work[j] = xj
+        for p in range(Up[j], Up[j + 1]):
+            i = Ui[p]
+            if i < j:
+                work[i] -= Ux[p] * xj
+    for i in range(n):
+        out[i] = work[perm_c[i]]

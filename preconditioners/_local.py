@@ -110,15 +110,25 @@ class ILU0:
 
 
 class _SuperLU:
-    def _check(self, lu, what):
-        d = lu.U.diagonal()
+    """Keeps SuperLU's factors ``Pr A Pc = L U`` as CSC arrays and solves with
+    compiled triangular sweeps in place of ``out`` (``SuperLU.solve`` would
+    allocate its result on every call)."""
+
+    def _keep(self, lu, what):
+        L, U = lu.L.tocsc(), lu.U.tocsc()
+        d = U.diagonal()
         _check_pivots(d, what)
-        self.nnz = lu.L.nnz + lu.U.nnz
+        self.nnz = L.nnz + U.nnz
+        self._factors = (lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64),
+                         L.indptr, L.indices, L.data, U.indptr, U.indices, U.data, d)
+        self._work = np.zeros(L.shape[0])
+        self._lu = lu   # TODO(lead): drop once gemslr calls solve(b, out)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
-        if self._lu is None:
+        if self._factors is None:
             return
-        out[:] = self._lu.solve(b)
+        from ._kernels import superlu_solve
+        superlu_solve(*self._factors, b, self._work, out)
 
 
 class LU(_SuperLU):
@@ -127,15 +137,15 @@ class LU(_SuperLU):
     name = "lu"
 
     def __init__(self, A: sp.csr_matrix):
-        self._lu = None
+        self._factors = None
         self.nnz = 0
         if A.shape[0] == 0:
             return
         try:
-            self._lu = splu(sp.csc_matrix(A, dtype=np.float64))
+            lu = splu(sp.csc_matrix(A, dtype=np.float64))
         except RuntimeError as e:  # SuperLU: "Factor is exactly singular"
             raise PivotError("LU: %s" % e) from None
-        self._check(self._lu, "LU")
+        self._keep(lu, "LU")
 
 
 class ILUT(_SuperLU):
@@ -144,16 +154,16 @@ class ILUT(_SuperLU):
     name = "ilut"
 
     def __init__(self, A: sp.csr_matrix, drop_tol: float = 1e-4, fill_factor: float = 10.0):
-        self._lu = None
+        self._factors = None
         self.nnz = 0
         if A.shape[0] == 0:
             return
         try:
-            self._lu = spilu(sp.csc_matrix(A, dtype=np.float64), drop_tol=drop_tol,
-                             fill_factor=fill_factor)
+            lu = spilu(sp.csc_matrix(A, dtype=np.float64), drop_tol=drop_tol,
+                       fill_factor=fill_factor)
         except RuntimeError as e:
             raise PivotError("ILUT: %s" % e) from None
-        self._check(self._lu, "ILUT")
+        self._keep(lu, "ILUT")
 
 
 #: local solvers by name, each ``cls(local_csr, **options)``

@@ -171,9 +171,9 @@ class AdditiveSchwarz(Preconditioner):
         self._rhs[self._owned_pos] = r
         self._rhs[self._ext_pos] = self.halo.finish()
         self.solver.solve(self._rhs, self._sol)
-        np.take(self._sol, self._owned_pos, out=out)
+        np.take(self._sol, self._owned_pos, out=out, mode="clip")  # "raise" would buffer
         if self._back is not None:
-            np.take(self._sol, self._ext_pos, out=self._ext_sol)
+            np.take(self._sol, self._ext_pos, out=self._ext_sol, mode="clip")
             self._back.start(self._ext_sol)
             self._back.finish()
             self._back.accumulate(out)

@@ -244,3 +244,26 @@ def test_matvec_wrong_vectors(comm):
             assert_raises_collective(comm, ValueError, A.matvec, x_other)
     finally:
         sub.Free()
+
+
+def test_matvec_and_rmatvec_allocate_no_vector():
+    """With ``out`` given, matvec/rmatvec (halo exchange included) allocate less
+    than a quarter of a local vector after a warm-up call."""
+    import tracemalloc
+    from dmsolve import gallery
+    A = gallery.poisson2d(96, MPI.COMM_WORLD)
+    x, y = A.create_vectors()
+    x.local[:] = 1.0
+    A.matvec(x, out=y)
+    A.rmatvec(y, out=x)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(3):
+            A.matvec(x, out=y)
+            A.rmatvec(y, out=x)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert_collective(MPI.COMM_WORLD, peak < 2 * x.local_size,
+                      "matvec/rmatvec allocated %d bytes" % peak)

@@ -209,3 +209,32 @@ def test_bad_options_raise_everywhere():
     assert_raises_collective(COMM, ValueError, preconditioners.make, "bjacobi", A, sub="qr")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "asm", A, overlap=-1)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "cheby", A, degree=0)
+
+
+# -- apply allocates nothing -----------------------------------------------------------
+
+@pytest.mark.parametrize("name,opts", [
+    ("jacobi", {}), ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
+    ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1}), ("cheby", {}),
+    ("amg", {}), ("amg", {"presmoother": "jacobi", "postsmoother": "jacobi"}),
+])
+def test_apply_allocates_no_vector(name, opts):
+    """After a warm-up call, ``M.apply(r, out)`` allocates less than a quarter of
+    one local vector (numpy reports its buffers to tracemalloc)."""
+    import tracemalloc
+    A = gallery.poisson2d(96, COMM)
+    M = preconditioners.make(name, A, **opts)
+    r = gallery.rhs(A, "random")
+    out = r.zeros_like()
+    M.apply(r, out)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(3):
+            M.apply(r, out)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert_collective(COMM, peak < 2 * r.local_size,
+                      "%s apply allocated %d bytes (local vector: %d bytes)"
+                      % (name, peak, 8 * r.local_size))

@@ -152,7 +152,7 @@ class NeighborExchange:
         """Begin sending ``values[send_index]``; pair with :meth:`finish`."""
         if self.ledger is not None:
             self._t0 = time.perf_counter()
-        np.take(values, self.send_index, out=self.sendbuf)
+        np.take(values, self.send_index, out=self.sendbuf, mode="clip")  # "raise" buffers out
         if self._graph is not None:
             mt = self._mpitype
             self._request = self._graph.Ineighbor_alltoallv(
