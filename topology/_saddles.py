@@ -1,0 +1,374 @@
+"""Persistence pairs of 3D lower-star filtrations from the Morse complex of the
+discrete gradient: minimum-saddle, saddle-saddle and saddle-maximum pairs.
+
+The V-paths are followed where the gradient lives (BSP supersteps hand a path
+to the rank owning its next cell); only the Morse complex (critical cells and
+their boundaries) is gathered on rank 0, reduced there and broadcast.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dmsolve import DistVector, agree
+from dmsolve.bsp import BSP
+
+from ._gradient import DiscreteGradient, gradient_from_order
+
+__all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
+
+_TAG_D0, _TAG_D2, _TAG_D1 = 71, 72, 73
+
+
+class MorsePersistence:
+    """Persistence pairs of all dimensions from the Morse complex.
+
+    Attributes
+    ----------
+    pairs : dict int -> (k, 2) int64
+        Finite pairs of dimension 0, 1, 2 as (birth vertex, death vertex)
+        global ids, sorted by (birth, death); pairs inside one lower star
+        (zero persistence in the vertex order) are dropped unless asked.
+    essential : dict int -> int64 array
+        Birth vertices of the classes that never die, sorted.
+    stats : dict
+        Sizes of the gathered Morse complex and timings (seconds).
+    """
+
+    def __init__(self, pairs, essential, stats):
+        self.pairs = pairs
+        self.essential = essential
+        self.stats = stats
+
+
+def saddle_saddle_pairs(domain, order: DistVector) -> tuple[np.ndarray, np.ndarray]:
+    """D1 of a 3D lower-star filtration: the finite saddle-saddle pairs and
+    the births of the essential 1-classes.
+
+    Parameters
+    ----------
+    domain : Grid (3D) or SimplicialComplex of tetrahedra
+    order : DistVector
+        ``global_order(values)`` on ``domain.vertex_layout``.
+
+    Returns
+    -------
+    pairs : (k, 2) int64
+        (birth vertex, death vertex) global ids of the finite pairs: the birth
+        vertex is the maximum vertex of the critical edge (1-saddle), the death
+        vertex the maximum vertex of the critical triangle (2-saddle). Pairs
+        within one lower star are dropped. Sorted by (birth, death).
+    essential : int64 array
+        Birth vertices of the 1-classes that never die (tunnels of a mesh).
+
+    Notes
+    -----
+    Collective on ``domain.comm``; the same arrays on every rank. See
+    :func:`persistence_pairs_all` for the method and its limits.
+    """
+    res = persistence_pairs_all(domain, order)
+    return res.pairs[1], res.essential[1]
+
+
+def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
+                          ) -> MorsePersistence:
+    """Persistence pairs D0, D1, D2 of a 3D lower-star filtration.
+
+    Parameters
+    ----------
+    domain : Grid (3D) or SimplicialComplex of dimension 3 (a 3-manifold,
+        possibly with boundary)
+    order : DistVector
+        ``global_order(values)``: the filtration is the lower-star filtration
+        of the order, ties in value broken by vertex id.
+    keep_zero : bool
+        Keep the pairs whose two cells lie in the same lower star.
+
+    Returns
+    -------
+    MorsePersistence
+
+    Notes
+    -----
+    Collective on ``domain.comm``. Steps:
+
+    1. the lower-star discrete gradient (local, :func:`discrete_gradient`);
+    2. boundaries of critical edges (the two minima their vertices flow down
+       to) and co-boundaries of critical triangles (the two critical tets, or
+       the outside, that their cofacets flow up to), by following V-paths in
+       BSP supersteps;
+    3. on rank 0: D0 by elder-rule union-find over critical edges in
+       filtration order; D2 by the same on the dual graph (critical tets and
+       the domain's outside as a node born last), critical triangles in
+       reverse order. This is the reduction of the complex with one 3-cell
+       glued on the boundary, which adds cells after all others and so
+       leaves every finite pair unchanged;
+    4. the Morse boundaries (mod 2 counts of V-paths) of the critical
+       triangles D2 left unpaired, traced in supersteps, gathered on rank 0
+       and reduced by the standard Z2 column algorithm, rows restricted to
+       the critical edges D0 left unpaired (an edge that kills a component
+       is never the lowest entry of a reduced column, so dropping its row
+       changes no pivot).
+
+    A cell's filtration key is the orders of its vertices sorted descending,
+    compared lexicographically: the lower-star filtration of the order with
+    ties between cells of one lower star broken as gudhi's SimplexTree does
+    by dimension. The gathered Morse complex is the limit: its size is
+    reported in ``stats`` (critical cells per dimension, boundary entries).
+
+    References
+    ----------
+    .. [1] P. Guillou, J. Vidal, J. Tierny, "Discrete Morse Sandwich: fast
+       computation of persistence diagrams for scalar data", IEEE TVCG 29(4),
+       2023.
+    .. [2] R. Forman, "Morse theory for cell complexes", Adv. Math. 134, 1998.
+    .. [3] U. Bauer, M. Kerber, J. Reininghaus, "Clear and compress:
+       computing persistent homology in chunks", Topological Methods in Data
+       Analysis and Visualization III, 2014.
+    """
+    comm = domain.comm
+    exc = None
+    if getattr(domain, "dimension", None) != 3:
+        exc = ValueError("persistence_pairs_all needs a 3D domain (a 3D Grid or a complex of "
+                         "tetrahedra), got dimension %r" % getattr(domain, "dimension", None))
+    elif not isinstance(order, DistVector) or order.layout != domain.vertex_layout:
+        exc = ValueError("order must be global_order(values) on the domain's vertex layout")
+    agree(comm, exc)
+    stats = {}
+    t0 = time.perf_counter()
+    G = gradient_from_order(domain, order)
+    stats["gradient_s"] = time.perf_counter() - t0
+    return morse_persistence(G, keep_zero=keep_zero, stats=stats)
+
+
+def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=None
+                      ) -> MorsePersistence:
+    """:func:`persistence_pairs_all` from a gradient already computed.
+    Collective on ``G.comm``."""
+    from . import _morse_kernels as mk
+    comm = G.comm
+    S = G.stars
+    stats = {} if stats is None else stats
+    t0 = time.perf_counter()
+    layout = G.domain.vertex_layout
+    mult = (1, S.emax, S.tmax, S.qmax)
+    crit = {}
+    for d in range(4):
+        i, s = G.local_critical(d)
+        top = S.gid[S.P[i]]
+        crit[d] = dict(i=i, s=s, code=top * mult[d] + s, top=top, key=G.local_keys(d, i, s))
+    nav = (S.mode, S.P, S.own, S.gid, S.doff, S.eptr, S.enb)
+
+    def owner(g):
+        return layout.owner(g) if g.size else np.zeros(0, np.int64)
+
+    # -- D0: the minima at both ends of every critical edge --------------------------------------
+    c1 = crit[1]
+    q = np.concatenate((c1["code"] * 2, c1["code"] * 2 + 1))
+    pos = np.concatenate((S.P[c1["i"]], S.nbr(c1["i"], c1["s"])))
+    d0q, d0m = [], []
+    steps = 0
+    while True:
+        rq, rg, xq, xg = mk.descend_vertices(*nav, G.vp, q, pos)
+        d0q.append(rq)
+        d0m.append(rg)
+        ctx = BSP(comm)
+        ctx.send_rows(owner(xg), np.stack((xq, xg), 1), tag=_TAG_D0)
+        inbox = ctx.sync("morse:minima")
+        steps += 1
+        if inbox.global_messages == 0:
+            break
+        rows = inbox.concat(_TAG_D0, dtype=np.int64, shape=(2,))
+        q, pos = rows[:, 0].copy(), S.positions(rows[:, 1])
+    stats["supersteps_d0"] = steps
+
+    # -- D2 co-boundaries: the critical tets (or outside) above each critical triangle -----------
+    c2 = crit[2]
+    args = (S.mode, S.O, S.P, S.own, S.gid, S.doff, S.eptr, S.enb, S.tptr, S.ttab, S.qptr, S.qtab)
+    sq, sp, ss, oq, xr = mk.triangle_cofacets(*args, c2["code"], c2["i"], c2["s"])
+    d2q, d2t = [oq], [np.full(oq.size, -1, np.int64)]
+    steps = 0
+    while True:
+        rq, rc, xq, x4 = mk.ascend_tets(*args, G.qp, S.qmax, sq, sp, ss)
+        d2q.append(rq)
+        d2t.append(rc)
+        out = np.concatenate((xr, np.column_stack((xq, x4)))) if xq.size else xr
+        ctx = BSP(comm)
+        ctx.send_rows(owner(out[:, 1]), out, tag=_TAG_D2)
+        inbox = ctx.sync("morse:maxima")
+        steps += 1
+        if inbox.global_messages == 0:
+            break
+        rows = inbox.concat(_TAG_D2, dtype=np.int64, shape=(5,))
+        pos4 = S.positions(rows[:, 1:]).reshape(-1, 4)
+        sq, sp = rows[:, 0].copy(), pos4[:, 0].copy()
+        ss = mk.locate_tets(S.mode, S.P, S.own, S.doff, S.eptr, S.enb, S.qptr, S.qtab, pos4)
+        xr = np.zeros((0, 5), np.int64)
+    stats["supersteps_d2"] = steps
+    stats["paths_s"] = time.perf_counter() - t0
+
+    # -- gather the Morse complex on rank 0; union-finds for D0 and D2 ----------------------------
+    t1 = time.perf_counter()
+    local = ({d: (crit[d]["code"], crit[d]["top"], crit[d]["key"]) for d in range(4)},
+             (np.concatenate(d0q), np.concatenate(d0m)),
+             (np.concatenate(d2q), np.concatenate(d2t)))
+    everything = comm.gather(local, root=0)
+    msg = None
+    if comm.rank == 0:
+        cells = {}
+        for d in range(4):
+            code = np.concatenate([e[0][d][0] for e in everything])
+            top = np.concatenate([e[0][d][1] for e in everything])
+            key = np.concatenate([e[0][d][2] for e in everything]).reshape(-1, d + 1)
+            o = np.lexsort(key.T[::-1])
+            cells[d] = (code[o], top[o], key[o])
+        d0 = [np.concatenate([e[1][k] for e in everything]) for k in range(2)]
+        d2 = [np.concatenate([e[2][k] for e in everything]) for k in range(2)]
+        msg = _union_finds(cells, d0, d2, mk)
+    walls, first = comm.bcast(msg if msg is None else msg["walls"], root=0), msg
+    stats["union_find_s"] = time.perf_counter() - t1
+
+    # -- Morse boundaries of the critical triangles D2 left unpaired --------------------------------
+    t2 = time.perf_counter()
+    pick = np.isin(c2["code"], walls)
+    i, s, qq = c2["i"][pick], c2["s"][pick], c2["code"][pick]
+    nb = S.tri(i, s).reshape(-1, 2)
+    pa, pb = S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])
+    swap = S.O[pa] < S.O[pb]
+    top = np.where(swap, pb, pa)
+    oth = np.where(swap, pa, pb)
+    mine = S.own[top] >= 0
+    q = np.concatenate((qq, qq, qq[mine]))
+    pos = np.concatenate((S.P[i], S.P[i], top[mine]))
+    slot = np.concatenate((nb[:, 0], nb[:, 1],
+                           mk.locate_edges(S.mode, S.P, S.own, S.doff, S.eptr, S.enb,
+                                           top[mine], oth[mine])))
+    xr = np.column_stack((qq[~mine], S.gid[top[~mine]], S.gid[oth[~mine]]))
+    d1q, d1e = [], []
+    steps = 0
+    while True:
+        o = np.argsort(q, kind="stable")
+        rq, rc, xq, x2 = mk.descend_edges(S.mode, S.O, S.P, S.own, S.gid, S.doff, S.eptr,
+                                          S.enb, S.tptr, S.ttab, G.ep, G.tt, S.emax,
+                                          q[o], pos[o], slot[o])
+        d1q.append(rq)
+        d1e.append(rc)
+        out = np.concatenate((xr, np.column_stack((xq, x2)))) if xq.size else xr
+        ctx = BSP(comm)
+        ctx.send_rows(owner(out[:, 1]), out, tag=_TAG_D1)
+        inbox = ctx.sync("morse:walls")
+        steps += 1
+        if inbox.global_messages == 0:
+            break
+        rows = inbox.concat(_TAG_D1, dtype=np.int64, shape=(3,))
+        p2 = S.positions(rows[:, 1:]).reshape(-1, 2)
+        q, pos = rows[:, 0].copy(), p2[:, 0].copy()
+        slot = mk.locate_edges(S.mode, S.P, S.own, S.doff, S.eptr, S.enb, pos, p2[:, 1])
+        xr = np.zeros((0, 3), np.int64)
+    stats["supersteps_d1"] = steps
+    stats["walls_s"] = time.perf_counter() - t2
+
+    t3 = time.perf_counter()
+    gathered = comm.gather((np.concatenate(d1q), np.concatenate(d1e)), root=0)
+    result = None
+    if comm.rank == 0:
+        result = _reduce_d1(first, gathered, mk, keep_zero)
+    result = comm.bcast(result, root=0)
+    stats["reduce_s"] = time.perf_counter() - t3
+    stats.update(result.pop("stats"))
+    return MorsePersistence(result["pairs"], result["essential"], stats)
+
+
+# -- rank 0 ------------------------------------------------------------------------------------------
+def _lookup(sorted_codes, codes):
+    idx = np.searchsorted(sorted_codes, codes)
+    return idx
+
+
+def _union_finds(cells, d0, d2, mk) -> dict:
+    v_code, v_top, v_key = cells[0]
+    e_code, e_top, e_key = cells[1]
+    t_code, t_top, t_key = cells[2]
+    q_code, q_top, q_key = cells[3]
+    # D0: nodes are minima (age = order), edges in filtration order
+    vo = np.argsort(v_top)
+    ends = np.full((e_code.size, 2), -1, np.int64)
+    eo = np.argsort(e_code)
+    ei = eo[np.searchsorted(e_code[eo], d0[0] // 2)]
+    ends[ei, d0[0] % 2] = vo[np.searchsorted(v_top[vo], d0[1])]
+    dead = mk.union_find_deaths(ends[:, 0], ends[:, 1], v_key[:, 0])
+    kill = dead >= 0
+    p0 = np.column_stack((v_top[dead[kill]], e_top[kill]))
+    alive = np.ones(v_code.size, bool)
+    alive[dead[kill]] = False
+    # D2: nodes are critical tets and the outside (elder than all), triangles
+    # taken in reverse filtration order
+    nq = q_code.size
+    qo = np.argsort(q_code)
+    node = np.where(d2[1] < 0, nq, qo[np.searchsorted(q_code[qo], np.maximum(d2[1], 0))])
+    to = np.argsort(t_code)
+    ti = to[np.searchsorted(t_code[to], d2[0])]
+    tends = np.full((t_code.size, 2), -1, np.int64)
+    first = np.ones(ti.size, bool)
+    srt = np.argsort(ti, kind="stable")
+    first[srt[1:]] = ti[srt[1:]] != ti[srt[:-1]]
+    tends[ti[first], 0] = node[first]
+    tends[ti[~first], 1] = node[~first]
+    age = np.concatenate((-np.arange(nq, dtype=np.int64), [-(nq + 1)]))
+    rev = np.arange(t_code.size)[::-1]
+    dead2 = np.full(t_code.size, -1, np.int64)
+    dead2[rev] = mk.union_find_deaths(tends[rev, 0], tends[rev, 1], age)
+    kill2 = dead2 >= 0
+    p2 = np.column_stack((t_top[kill2], q_top[dead2[kill2]]))
+    return dict(cells=cells, p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
+                p2=p2, walls=np.sort(t_code[~kill2]), wall_mask=~kill2)
+
+
+def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
+    cells = first["cells"]
+    e_code, e_top, _ = cells[1]
+    t_code, t_top, _ = cells[2]
+    q = np.concatenate([g[0] for g in gathered])
+    e = np.concatenate([g[1] for g in gathered])
+    entries = q.size
+    # odd multiplicities survive
+    if q.size:
+        key = np.stack((q, e), 1)
+        uniq, cnt = np.unique(key, axis=0, return_counts=True)
+        uniq = uniq[cnt % 2 == 1]
+    else:
+        uniq = np.zeros((0, 2), np.int64)
+    positive = first["positive"]
+    prow = np.full(e_code.size, -1, np.int64)
+    prow[positive] = np.arange(int(positive.sum()))
+    eo = np.argsort(e_code)
+    rows = prow[eo[np.searchsorted(e_code[eo], uniq[:, 1])]]
+    wall_idx = np.flatnonzero(first["wall_mask"])          # in filtration order
+    col_of = np.full(t_code.size, -1, np.int64)
+    col_of[wall_idx] = np.arange(wall_idx.size)
+    to = np.argsort(t_code)
+    cols = col_of[to[np.searchsorted(t_code[to], uniq[:, 0])]]
+    keep = rows >= 0
+    rows, cols = rows[keep], cols[keep]
+    o = np.lexsort((rows, cols))
+    rows, cols = rows[o], cols[o]
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(cols, minlength=wall_idx.size))))
+    pivot, zero = mk.reduce_columns(ptr.astype(np.int64), rows.astype(np.int64),
+                                    int(positive.sum()))
+    pos_edges = np.flatnonzero(positive)
+    paired = pivot >= 0
+    p1 = np.column_stack((e_top[pos_edges[paired]], t_top[wall_idx[pivot[paired]]]))
+    ess1 = np.sort(e_top[pos_edges[~paired]])
+    ess2 = np.sort(t_top[wall_idx[zero]])
+    pairs = {}
+    for d, p in ((0, first["p0"]), (1, p1), (2, first["p2"])):
+        p = p.reshape(-1, 2).astype(np.int64)
+        if not keep_zero:
+            p = p[p[:, 0] != p[:, 1]]
+        pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))]
+    stats = {"critical": [int(cells[d][0].size) for d in range(4)],
+             "boundary_entries": int(entries), "boundary_nonzeros": int(uniq.shape[0]),
+             "d1_columns": int(wall_idx.size), "d1_rows": int(positive.sum())}
+    return dict(pairs=pairs, essential={0: first["ess0"], 1: ess1, 2: ess2}, stats=stats)
