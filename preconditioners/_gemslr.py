@@ -403,6 +403,7 @@ class GeMSLR(Preconditioner):
         self._last_counts = cnt[:, L].copy()
         self._last_displs = self.X[L].ranges[:-1].copy()
         self._last_full = np.zeros(self.X[L].global_size)
+        self._last_sol = np.zeros(self.X[L].global_size)
         # the permutation old layout <-> new rows of this rank
         old = A.row_layout
         mine = self._mine_old
@@ -527,7 +528,8 @@ class GeMSLR(Preconditioner):
                 full = self._last_full
                 self.comm.Allgatherv([x[s:], MPI.DOUBLE],
                                      [full, (self._last_counts, self._last_displs), MPI.DOUBLE])
-                sol = self._last_solver._lu.solve(full) if full.size else full
+                sol = self._last_sol
+                self._last_solver.solve(full, sol)
                 r0 = self._last_displs[self.comm.Get_rank()]
                 y[s:] = sol[r0:r0 + y.size - s]
             else:
@@ -565,6 +567,20 @@ class GeMSLR(Preconditioner):
         out[self._moved] = 0.0
         self._unperm.finish()
         self._unperm.accumulate(out)
+
+    # -- inspection -----------------------------------------------------------------------
+    def correction(self, level: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The low-rank correction of ``level`` on this rank: ``(ids, W, H)``
+        with ``ids`` the original global ids of this rank's interface rows,
+        ``W`` (rank x len(ids)) their entries of the Schur basis and ``H``
+        (rank x rank) the replicated ``(I - T)^{-1} - I``, so that the level
+        applies ``x_C += W^T H W x_C`` (summed over ranks). Not collective.
+        """
+        if not 0 <= level < len(self._lv):
+            raise ValueError("gemslr: level must be in [0, %d), got %r"
+                             % (len(self._lv), level))
+        lv = self._lv[level]
+        return self._mine_old[lv.off + lv.nB:].copy(), lv.W.copy(), lv.Hc.copy()
 
     # -- summary ------------------------------------------------------------------------
     def _describe(self) -> dict:
