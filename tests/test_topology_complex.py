@@ -164,3 +164,78 @@ def test_level_set_components_snake_across_ranks():
     assert_equal_collective(got, reference_components(nx * ny, edges, fld <= 0.5))
     assert_raises_collective(COMM, ValueError, connected_components, Grid((3, 3), COMM),
                              np.zeros(9))
+
+
+# -- partitions: METIS and coordinate bisection renumber internally, global ids stay ----------
+def global_rows(cx, k):
+    """Local k-simplices of ``cx`` written with global vertex ids, and their global ids."""
+    rows, _ = cx.local_simplices(k)
+    gv = cx.global_ids(0)[np.searchsorted(cx.ghosted_ids(), rows)]
+    return np.sort(gv, axis=1), cx.global_ids(k)
+
+
+@pytest.mark.parametrize("partition", ["metis", "rcb"])
+@pytest.mark.parametrize("dim", [2, 3], ids=["triangles", "tetrahedra"])
+def test_partitions_keep_global_ids_and_ghost_layers(dim, partition):
+    n = 60 if dim == 2 else 35
+    pts, cells = delaunay(n, dim, seed=20 + dim)
+    cx = SimplicialComplex([my_share(cells)], COMM, points=pts, partition=partition)
+    block = SimplicialComplex([my_share(cells)], COMM, points=pts)
+    assert cx.partition == partition
+    for k in range(dim + 1):
+        ref = faces(cells, k) if k else np.arange(n).reshape(-1, 1)
+        assert_equal_collective(cx.simplices(k), ref)
+        assert_equal_collective(cx.simplex_layout(k).global_size, len(ref))
+        rows, gids = global_rows(cx, k)
+        assert_equal_collective(ref[gids], rows)
+        # every simplex is owned exactly once; owned ids are what gather_global places
+        owned = np.concatenate(COMM.allgather(cx.owned_global_ids(k)))
+        assert_equal_collective(np.sort(owned), np.arange(len(ref)))
+        lay = cx.simplex_layout(k)
+        probe = DistVector(lay, cx.owned_global_ids(k).astype(np.float64))
+        assert_equal_collective(cx.gather_global(probe, k), np.arange(len(ref), dtype=float))
+    # owned vertices are the partitioner's parts, not id blocks (beyond one rank)
+    mine = cx.owned_global_ids(0)
+    assert_collective(COMM, mine.size == cx.vertex_layout.local_size)
+    if COMM.size > 1:
+        moved = COMM.allreduce(int(np.any(mine != np.arange(*block.vertex_layout.owned_range))
+                                   if mine.size == block.vertex_layout.local_size else 1))
+        assert_collective(COMM, moved > 0, "partition equals the id blocks")
+    # the closed star of every owned vertex is here
+    tops, _ = global_rows(cx, dim)
+    have = {tuple(r) for r in tops}
+    star = np.isin(cells, mine).any(axis=1)
+    assert_collective(COMM, all(tuple(sorted(c)) in have for c in cells[star]), "star")
+    # global arrays are read by global id, DistVectors by layout index
+    fld = np.random.default_rng(1).random(n)
+    v = cx.vertex_values(fld)
+    assert_equal_collective(v.local, fld[mine])
+    assert_equal_collective(cx.vertex_values(v).local, fld[mine])
+
+
+@pytest.mark.parametrize("partition", ["block", "metis", "rcb"])
+def test_results_do_not_depend_on_the_partition(partition):
+    pts, cells = delaunay(60, 2, seed=31)
+    n = 60
+    fld = np.random.default_rng(7).integers(0, 4, n).astype(float)    # ties
+    cx = SimplicialComplex([my_share(cells)], COMM, points=pts, partition=partition)
+    ids, types = critical_points(cx, fld).gather()
+    rids, rtypes = reference_critical(cells, fld, n)
+    assert_equal_collective(ids, rids)
+    assert_equal_collective(types, rtypes)
+    cp = critical_points(cx, DistVector(cx.vertex_layout, fld[cx.owned_global_ids(0)]))
+    assert_equal_collective(cp.gather()[1], rtypes)
+    edges = faces(cells, 1)
+    for thr in (0.5, 2.5):
+        got = cx.gather_global(connected_components(cx, fld, thr))
+        assert_equal_collective(got, reference_components(n, edges, fld <= thr))
+    lab = cx.gather_global(connected_components(cx))
+    assert_equal_collective(lab, reference_components(n, edges))
+
+
+def test_partition_errors_raise_on_every_rank():
+    pts, cells = delaunay(20, 2, seed=3)
+    assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
+                             partition="rcb", match="points")
+    assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
+                             points=pts, partition="spectral", match="partition")

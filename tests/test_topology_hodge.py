@@ -10,6 +10,7 @@ from mpitest import assert_allclose_collective, assert_collective, assert_equal_
 from test_topology_ref import faces, grid_cells
 from topology import (SimplicialComplex, betti_numbers, boundary_matrix, hodge_decomposition,
                       hodge_laplacian)
+from topology._hodge import coherent_orientation_signs
 
 COMM = MPI.COMM_WORLD
 
@@ -124,3 +125,117 @@ def test_hodge_decomposition_on_surface_with_holes(pc):
     pot = np.random.default_rng(9).standard_normal(n)
     hd = hodge_decomposition(cx, B1.T @ pot, rtol=1e-12, pc=pc)
     assert_allclose_collective(hd.gradient.gather(), B1.T @ pot, rtol=0, atol=1e-8)
+
+
+# -- the curl system in coherently oriented form ------------------------------------------------
+def mobius(n=8):
+    """A Moebius strip: n squares in a band, the last glued back with a twist."""
+    top = lambda i: i % n if (i // n) % 2 == 0 else n + i % n     # noqa: E731
+    bot = lambda i: n + i % n if (i // n) % 2 == 0 else i % n     # noqa: E731
+    tris = []
+    for i in range(n):
+        a, b, c, d = bot(i), bot(i + 1), top(i), top(i + 1)
+        tris += [[a, b, c], [b, c, d]]
+    return np.sort(np.array(tris), axis=1)
+
+
+def grid_surface(m):
+    return grid_cells((m, m))
+
+
+def gathered_signs(cx):
+    """Signs by global triangle id; fails unless owner and ghost copies agree."""
+    sign = coherent_orientation_signs(cx)
+    pairs = COMM.allgather((cx.global_ids(2), sign))
+    out = np.zeros(cx.simplex_layout(2).global_size)
+    for g, s in pairs:
+        assert_collective(COMM, np.all((out[g] == 0) | (out[g] == s)), "copies disagree")
+        out[g] = s
+    return out
+
+
+@pytest.mark.parametrize("name", ["holey-surface", "torus", "grid"])
+def test_coherent_orientation_gives_an_m_matrix(name):
+    cells = {"holey-surface": lambda: holey_surface()[0], "grid": lambda: grid_surface(9),
+             "torus": lambda: torus_cells()}[name]()
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
+    s = gathered_signs(cx)
+    assert_collective(COMM, np.all(np.abs(s) == 1), "not +-1")
+    B2 = serial_boundary([tuple(r) for r in cells], 2)
+    A = (sp.diags(s) @ (B2.T @ B2) @ sp.diags(s)).tocoo()
+    off = A.data[A.row != A.col]
+    assert_collective(COMM, off.size > 0 and np.all(off < 0), "coupling of wrong sign")
+    # the same signs on one rank: +1 on the smallest triangle of each piece
+    one = SimplicialComplex([cells], MPI.COMM_SELF)
+    assert_equal_collective(coherent_orientation_signs(one), s)
+
+
+def test_orientation_on_a_moebius_strip_still_decomposes():
+    cells = mobius()
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
+    gathered_signs(cx)       # consistent copies even with no coherent orientation
+    m = cx.simplex_layout(1).global_size
+    f = np.random.default_rng(3).standard_normal(m)
+    a = hodge_decomposition(cx, f, rtol=1e-12)
+    b = hodge_decomposition(cx, f, rtol=1e-12, orient=False)
+    for part in ("gradient", "curl", "harmonic"):
+        assert_allclose_collective(getattr(a, part).gather(), getattr(b, part).gather(),
+                                   rtol=0, atol=1e-9 * np.sqrt(f @ f))
+    assert_equal_collective(betti_numbers(cx), [1, 1, 0])   # GF(2): one 1-cycle, no 2-cycle
+
+
+def test_orientation_cuts_curl_iterations():
+    cells = grid_surface(60)
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
+    m = cx.simplex_layout(1).global_size
+    f = np.random.default_rng(8).standard_normal(m)
+    a = hodge_decomposition(cx, f, rtol=1e-10)
+    b = hodge_decomposition(cx, f, rtol=1e-10, orient=False)
+    ia, ib = a.infos["curl"].iterations, b.infos["curl"].iterations
+    assert_collective(COMM, ia <= 20 and 3 * ia <= ib, "curl iterations %d vs %d" % (ia, ib))
+    assert_collective(COMM, a.infos["gradient"].iterations <= 20, "gradient iterations")
+    assert_allclose_collective(a.curl.gather(), b.curl.gather(), rtol=0,
+                               atol=1e-8 * np.sqrt(f @ f))
+    # w = S w': the vector potential solves the unscaled system
+    B2 = boundary_matrix(cx, 2)
+    assert_allclose_collective(B2.matvec(a.vector_potential).gather(), a.curl.gather(),
+                               rtol=0, atol=1e-12 * np.sqrt(f @ f))
+
+
+def torus_cells():
+    v = lambda i, j: (i % 4) + 4 * (j % 4)     # noqa: E731
+    return np.array([sorted(t) for i in range(4) for j in range(4) for t in
+                     ([v(i, j), v(i + 1, j), v(i, j + 1)],
+                      [v(i + 1, j), v(i + 1, j + 1), v(i, j + 1)])])
+
+
+# -- partitions: the same decomposition, matrices in global order ----------------------------
+@pytest.mark.parametrize("partition", ["metis", "rcb"])
+def test_hodge_does_not_depend_on_the_partition(partition):
+    nx, ny = 9, 8
+    cells, n = holey_surface(nx, ny)
+    used = np.unique(np.array([t for t in grid_cells((nx, ny))
+                               if not {3 + 3 * nx, 6 + 5 * nx} & set(t)]))
+    pts = np.column_stack((used % nx, used // nx)).astype(float)
+    share = [cells[COMM.rank::COMM.size]]
+    cx = SimplicialComplex(share, COMM, points=pts, partition=partition)
+    ref = SimplicialComplex(share, COMM, points=pts)
+    assert_equal_collective(betti_numbers(cx), [1, 2, 0])
+    tri = [tuple(r) for r in cells]
+    for k in (1, 2):
+        B = boundary_matrix(cx, k).to_scipy().toarray()
+        rows = np.concatenate(COMM.allgather(cx.owned_global_ids(k - 1)))
+        cols = np.concatenate(COMM.allgather(cx.owned_global_ids(k)))
+        glob = np.zeros_like(B)
+        glob[np.ix_(rows, cols)] = B
+        assert_allclose_collective(glob, serial_boundary(tri, k).toarray(), atol=0)
+    f = np.random.default_rng(5).standard_normal(cx.simplex_layout(1).global_size)
+    a = hodge_decomposition(cx, f, rtol=1e-12)
+    b = hodge_decomposition(ref, f, rtol=1e-12)
+    for key in ("gradient", "curl", "harmonic", "total"):
+        assert_allclose_collective(a.energies[key], b.energies[key], rtol=1e-9, atol=1e-12)
+    for part in ("gradient", "curl", "harmonic"):
+        assert_allclose_collective(cx.gather_global(getattr(a, part), 1),
+                                   getattr(b, part).gather(), rtol=0, atol=1e-9)
+    assert_allclose_collective(cx.gather_global(a.potential) - cx.gather_global(a.potential)[0],
+                               b.potential.gather() - b.potential.gather()[0], rtol=0, atol=1e-8)

@@ -1,9 +1,9 @@
 """Distributed simplicial complexes built from top simplices, with one ghost layer.
 
-Vertices are owned in contiguous id blocks; a k-simplex is owned by the owner
-of its smallest vertex, and its global id is its position in the
-lexicographically sorted list of all k-simplices (sorted vertex tuples), so
-ids do not depend on the number of ranks.
+Vertices are partitioned (contiguous id blocks, METIS or coordinate bisection);
+a k-simplex is owned by the owner of its smallest vertex, and its global id is
+its position in the lexicographically sorted list of all k-simplices (sorted
+vertex tuples), so ids do not depend on the number of ranks.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import itertools
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistVector, Layout, agree
+from dmsolve import DistCSR, DistVector, Layout, agree
 from dmsolve.bsp import BSP, NeighborExchange
 
 from ._grid import as_vertex_vector
 
-__all__ = ["SimplicialComplex"]
+__all__ = ["SimplicialComplex", "PARTITIONS"]
 
 MAX_DIMENSION = 3
 _TAG_TOP, _TAG_ASK, _TAG_ANSWER = 0, 10, 20
@@ -39,13 +39,20 @@ class SimplicialComplex:
         Vertex coordinates, the same global array on every rank. When given,
         the vertices are ``0 .. n-1``; otherwise ``0 .. max id``. Every id in
         that range is a vertex (an unused one is an isolated vertex).
+    partition : {"block", "metis", "rcb"}
+        How vertices are distributed (a key of :data:`PARTITIONS`):
+        contiguous blocks of ids (default), a METIS k-way partition of the
+        vertex graph (``dmsolve.partition.metis_partition``; the graph is
+        gathered to rank 0), or recursive coordinate bisection of
+        ``points`` (``dmsolve.partition.rcb``; needs ``points``).
 
     Raises
     ------
     ValueError, TypeError
         On every rank, if any rank passes a vertex id out of range, a
         degenerate simplex (a repeated vertex), a simplex listed twice in its
-        own input, a simplex of dimension above 3, or non-finite points.
+        own input, a simplex of dimension above 3, non-finite points, an
+        unknown partition, or ``"rcb"`` without points.
 
     Notes
     -----
@@ -55,13 +62,34 @@ class SimplicialComplex:
     star of every vertex it owns: all simplices touching an owned vertex and
     their faces.
 
+    **Global ids and layout indices.** A :class:`dmsolve.Layout` owns
+    contiguous index ranges, so under ``"metis"`` or ``"rcb"`` the vertices
+    are renumbered internally into partition order (part 0 first, the
+    global-id order kept inside a part) and every k-simplex gets a *layout
+    index*, its position in the sorted list of simplices written with these
+    internal numbers. Layout indices are what DistVectors, DistCSR rows and
+    columns, :meth:`local_simplices`, :meth:`ghosted_ids` and
+    :meth:`owned_positions` use; they depend on the partition and hence on
+    the number of ranks. *Global ids* do not: vertex ``i`` of the input is
+    global vertex ``i``, and a k-simplex's global id is its position in the
+    sorted list of all k-simplices written with input vertex ids. They are
+    what :meth:`simplices` returns, what global arrays passed as fields are
+    indexed by, and what the analyses report (critical point ids, component
+    labels); :meth:`global_ids`, :meth:`owned_global_ids` and
+    :meth:`gather_global` translate. Under ``"block"`` (the default) both
+    numberings coincide and nothing is translated. The renumbering keeps one
+    int64 per vertex on every rank, and the simplex global ids are found by
+    gathering every simplex to every rank once (O(n_k) memory per rank, as
+    :meth:`simplices`); that is the price of rank-independent ids without a
+    distributed sort, and fine up to some 10^7 simplices.
+
     References
     ----------
     .. [1] E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024
        (ghost layers and global identifiers of distributed simplices).
     """
 
-    def __init__(self, simplices, comm: MPI.Comm, points=None):
+    def __init__(self, simplices, comm: MPI.Comm, points=None, *, partition: str = "block"):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         self.comm = comm
@@ -69,11 +97,17 @@ class SimplicialComplex:
         tops: dict[int, np.ndarray] = {}
         pts = None
         try:
+            if not isinstance(partition, str) or partition not in PARTITIONS:
+                raise ValueError("partition must be one of %s, got %r"
+                                 % (sorted(PARTITIONS), partition))
             pts = _check_points(points)
+            if partition == "rcb" and pts is None:
+                raise ValueError("partition='rcb' bisects coordinates: give points")
             tops = _check_simplices(simplices, None if pts is None else pts.shape[0])
         except (TypeError, ValueError) as e:
             exc = e
         agree(comm, exc)
+        self.partition = partition
         shapes = comm.allgather(None if pts is None else pts.shape)
         exc = None
         if any(s != shapes[0] for s in shapes):
@@ -89,7 +123,16 @@ class SimplicialComplex:
         gmax = int(gmax)
         self.num_vertices = int(pts.shape[0]) if pts is not None else gmax + 1
         self.points = pts
+        # internal vertex numbers: partition order (None: the identity)
+        self._perm = self._gid_of = None
         self.vertex_layout = Layout.block(self.num_vertices, comm)
+        part = PARTITIONS[partition](tops, pts, self.num_vertices, comm)
+        if part is not None:
+            self._perm = part.new_index()
+            self._gid_of = np.empty_like(self._perm)
+            self._gid_of[self._perm] = np.arange(self._perm.size, dtype=np.int64)
+            self.vertex_layout = part.new_layout
+            tops = {k: np.sort(self._perm[a], axis=1) for k, a in tops.items()}
         vl = self.vertex_layout
         # 1. stars: every top simplex goes to the owner of each of its vertices
         ctx = BSP(comm)
@@ -150,6 +193,15 @@ class SimplicialComplex:
             gids[i0:i1] = self._layouts[k].start + np.arange(i1 - i0)
             gids[asks[k]] = inbox.concat(_TAG_ANSWER + k, dtype=np.int64)
             self._gids[k] = gids
+        # 3b. rank-independent global ids, when the numbering is not the input's
+        self._global = dict(self._gids)
+        if self._gid_of is not None:
+            for k in range(1, self.dimension + 1):
+                user = self._user_rows(self._local[k])
+                i0, i1 = self._owned[k]
+                every = _unique_rows(np.concatenate(comm.allgather(user[i0:i1])),
+                                     self.num_vertices)
+                self._global[k] = _search_rows(every, user, self.num_vertices)
         # 4. vertex ghosts: every vertex of a local simplex that is not owned
         used = [self._local[k].ravel() for k in self._local]
         allv = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
@@ -160,6 +212,11 @@ class SimplicialComplex:
         self._halo = NeighborExchange.from_ghosts(vl, ghosts, dtype=np.float64,
                                                   name="complex-ghosts")
         self._halos = {np.dtype(np.float64).str: self._halo}
+        self._global[0] = self._ids if self._gid_of is None else self._gid_of[self._ids]
+
+    def _user_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Rows of internal vertex numbers written with global vertex ids, sorted."""
+        return rows if self._gid_of is None else np.sort(self._gid_of[rows], axis=1)
 
     # -- properties (never communicate) ----------------------------------------------
     @property
@@ -186,8 +243,32 @@ class SimplicialComplex:
         if k not in self._local:
             return np.zeros((0, k + 1), dtype=np.int64)
         i0, i1 = self._owned[k]
-        parts = self.comm.allgather(self._local[k][i0:i1])
-        return np.concatenate(parts).reshape(-1, k + 1)
+        if self._gid_of is None:
+            parts = self.comm.allgather(self._local[k][i0:i1])
+            return np.concatenate(parts).reshape(-1, k + 1)
+        parts = self.comm.allgather((self._global[k][i0:i1],
+                                     self._user_rows(self._local[k][i0:i1])))
+        out = np.empty((self.simplex_layout(k).global_size, k + 1), dtype=np.int64)
+        for g, r in parts:
+            out[g] = r
+        return out
+
+    def gather_global(self, vector: DistVector, k: int = 0, root: int | None = None):
+        """The entries of a DistVector on :meth:`simplex_layout` ``(k)`` as one
+        array indexed by global id (on every rank, or on ``root`` only).
+        Under a block partition this is ``vector.gather(root)``. Collective
+        on ``comm``."""
+        if self._gid_of is None:
+            return vector.gather(root)
+        g = self.owned_global_ids(k)
+        parts = (self.comm.allgather((g, vector.local)) if root is None
+                 else self.comm.gather((g, vector.local), root=root))
+        if parts is None:
+            return None
+        out = np.empty(vector.global_size, dtype=vector.dtype)
+        for gi, v in parts:
+            out[gi] = v
+        return out
 
     def counts(self) -> list[int]:
         """Number of simplices of each dimension. Not collective."""
@@ -195,13 +276,30 @@ class SimplicialComplex:
 
     # -- local structure (not collective) ---------------------------------------------------
     def local_simplices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, global_ids)`` of the k-simplices this rank holds (owned
-        and ghost), rows sorted. Not collective."""
+        """``(rows, indices)`` of the k-simplices this rank holds (owned and
+        ghost), rows sorted: vertex layout indices and the simplices' layout
+        indices, which are the global ids under a block partition (see the
+        class Notes; :meth:`global_ids` gives the global ids). Not collective."""
         if k == 0:
             return self._ids.reshape(-1, 1), self._ids
         if k not in self._local:
             return np.zeros((0, k + 1), np.int64), np.zeros(0, np.int64)
         return self._local[k], self._gids[k]
+
+    def global_ids(self, k: int = 0) -> np.ndarray:
+        """Rank-independent global ids of the local k-simplices, aligned with
+        ``local_simplices(k)`` (for ``k = 0`` with :meth:`ghosted_ids`). They
+        equal the layout indices under a block partition. Not collective."""
+        if k not in self._global:
+            return np.zeros(0, np.int64)
+        return self._global[k]
+
+    def owned_global_ids(self, k: int = 0) -> np.ndarray:
+        """Global ids of this rank's entries of a DistVector on
+        :meth:`simplex_layout` ``(k)``, in layout order. Not collective."""
+        if k == 0:
+            return self._global[0][self._own_pos]
+        return self.global_ids(k)[self.owned_slice(k)]
 
     def owned_slice(self, k: int) -> slice:
         """Rows of :meth:`local_simplices` that this rank owns. Not collective."""
@@ -211,7 +309,8 @@ class SimplicialComplex:
         return slice(i0, i1)
 
     def ghosted_ids(self) -> np.ndarray:
-        """Global ids of owned and ghost vertices, ascending. Not collective."""
+        """Layout indices of owned and ghost vertices, ascending (the global
+        ids under a block partition; see :meth:`global_ids`). Not collective."""
         return self._ids
 
     def owned_positions(self) -> np.ndarray:
@@ -231,13 +330,20 @@ class SimplicialComplex:
     # -- fields -----------------------------------------------------------------------------
     def vertex_values(self, values, name: str = "values") -> DistVector:
         """A vertex field as a float64 DistVector on :attr:`vertex_layout`
-        (from a DistVector or the full global array). Collective on ``comm``."""
-        return as_vertex_vector(values, self.vertex_layout, name)
+        (from a DistVector on it, or the full global array indexed by global
+        vertex id). Collective on ``comm``."""
+        return self.cochain(values, 0, name)
 
     def cochain(self, values, k: int, name: str = "flow") -> DistVector:
         """A k-cochain (e.g. an edge flow for k = 1) as a float64 DistVector on
-        :meth:`simplex_layout`. Collective on ``comm``."""
-        return as_vertex_vector(values, self.simplex_layout(k), name)
+        :meth:`simplex_layout` (from a DistVector on it, or the full global
+        array indexed by global id). Collective on ``comm``."""
+        lay = self.simplex_layout(k)
+        if self._gid_of is not None and not isinstance(values, DistVector):
+            arr = np.asarray(values)
+            if arr.ndim == 1 and arr.shape[0] == lay.global_size:
+                values = DistVector(lay, arr[self.owned_global_ids(k)])
+        return as_vertex_vector(values, lay, name)
 
     def ghosted(self, owned: np.ndarray) -> np.ndarray:
         """Owned vertex entries plus the ghost vertices', in :meth:`ghosted_ids`
@@ -274,6 +380,56 @@ class SimplicialComplex:
         ends = ends[self.vertex_layout.is_local(ends)]
         out[ends - self.vertex_layout.start] = True
         return out
+
+
+def owned_global_ids(domain) -> np.ndarray | None:
+    """Global ids of the owned vertices of a grid or complex when they differ
+    from the layout indices (a complex partitioned by METIS or RCB), else
+    None. Not collective."""
+    if getattr(domain, "_gid_of", None) is None:
+        return None
+    return domain.owned_global_ids(0)
+
+
+def ghosted_global_ids(domain) -> np.ndarray:
+    """Global ids of the owned and ghost vertices, aligned with
+    ``domain.ghosted_ids()``. Not collective."""
+    if getattr(domain, "_gid_of", None) is None:
+        return domain.ghosted_ids()
+    return domain.global_ids(0)
+
+
+# -- partitioners: (tops, points, n, comm) -> dmsolve Partition of the block layout, or None
+def _block_partition(tops, pts, n, comm):
+    return None
+
+
+def _vertex_graph(tops, n, comm) -> DistCSR:
+    """The vertex adjacency (edges of the given simplices) on the block layout."""
+    heads, tails = [], []
+    for k, rows in tops.items():
+        for i, j in itertools.combinations(range(k + 1), 2):
+            heads += [rows[:, i], rows[:, j]]
+            tails += [rows[:, j], rows[:, i]]
+    h = np.concatenate(heads) if heads else np.zeros(0, np.int64)
+    t = np.concatenate(tails) if tails else np.zeros(0, np.int64)
+    return DistCSR.from_coo(h, t, np.ones(h.size), (n, n), comm, mode="insert")
+
+
+def _metis_partition(tops, pts, n, comm):
+    from dmsolve.partition import metis_partition
+    return metis_partition(_vertex_graph(tops, n, comm))
+
+
+def _rcb_partition(tops, pts, n, comm):
+    from dmsolve.partition import rcb
+    lay = Layout.block(n, comm)
+    return rcb(pts[lay.start:lay.stop], comm)
+
+
+#: Vertex partitioners by name: each returns a ``dmsolve.partition.Partition``
+#: of the block vertex layout (None keeps the blocks).
+PARTITIONS = {"block": _block_partition, "metis": _metis_partition, "rcb": _rcb_partition}
 
 
 # -- helpers ------------------------------------------------------------------------------------

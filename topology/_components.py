@@ -62,8 +62,10 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     elif threshold is not None and not np.isfinite(float(threshold)):
         exc = ValueError("threshold must be finite, got %r" % (threshold,))
     agree(comm, exc)
+    from ._complex import ghosted_global_ids
     layout = domain.vertex_layout
-    ids = domain.ghosted_ids()
+    ids = domain.ghosted_ids()          # layout indices: where messages go
+    gids = ghosted_global_ids(domain)   # global ids: what labels are made of
     own_pos = domain.owned_positions()
     n_loc = ids.size
     heads, tails = domain.local_edges()
@@ -77,7 +79,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     # local union-find
     g = sp.coo_matrix((np.ones(heads.size, dtype=np.int8), (heads, tails)), shape=(n_loc, n_loc))
     ncomp, comp = _cc(g, directed=False)
-    label = np.where(keep, ids, _INF)
+    label = np.where(keep, gids, _INF)
     comp_min = np.full(ncomp, _INF, dtype=np.int64)
     np.minimum.at(comp_min, comp, label)
     label = comp_min[comp]

@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from dmsolve import DistVector
 
+from ._complex import owned_global_ids
 from ._grid import Grid, component_table, link_structure
 from ._order import global_order
 
@@ -39,9 +40,12 @@ class CriticalPoints:
         Position of each vertex in the ``(value, id)`` order.
     """
 
-    def __init__(self, types: DistVector, order: DistVector):
+    def __init__(self, types: DistVector, order: DistVector, ids: np.ndarray | None = None):
         self.types = types
         self.order = order
+        # global ids of the owned entries when they differ from the layout
+        # index (a complex partitioned by METIS or RCB)
+        self._ids = ids
 
     @property
     def comm(self):
@@ -52,11 +56,15 @@ class CriticalPoints:
         by id, on every rank. Collective on ``comm``."""
         t = self.types.local
         pick = np.flatnonzero(t != REGULAR)
-        ids = (pick + self.types.layout.start).astype(np.int64)
+        ids = (pick + self.types.layout.start).astype(np.int64) if self._ids is None \
+            else self._ids[pick]
         parts = self.comm.allgather((ids, t[pick].astype(np.int32)))
-        # ranks own ascending id ranges, so rank order is id order
-        return (np.concatenate([p[0] for p in parts]),
-                np.concatenate([p[1] for p in parts]))
+        ids = np.concatenate([p[0] for p in parts])
+        types = np.concatenate([p[1] for p in parts])
+        if self._ids is None:
+            return ids, types    # ranks own ascending id ranges: rank order is id order
+        o = np.argsort(ids)
+        return ids[o], types[o]
 
     def counts(self) -> dict[str, int]:
         """Number of vertices of each type, by TTK name. Collective on ``comm``."""
@@ -126,13 +134,14 @@ def critical_points(domain, values) -> CriticalPoints:
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018.
     """
     vec = domain.vertex_values(values)
-    order = global_order(vec)
+    ids = owned_global_ids(domain)
+    order = global_order(vec, ids=ids)
     ghosted = domain.ghosted(order.local)
     if isinstance(domain, Grid):
         types = _grid_types(domain, ghosted)
     else:
         types = _complex_types(domain, ghosted)
-    return CriticalPoints(DistVector(vec.layout, types), order)
+    return CriticalPoints(DistVector(vec.layout, types), order, ids)
 
 
 # -- implicit grid: table look-up --------------------------------------------------------

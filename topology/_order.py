@@ -13,24 +13,31 @@ from dmsolve.bsp import BSP
 
 __all__ = ["global_order"]
 
-_VAL, _GID, _BACK_GID, _BACK_ORD = 1, 2, 3, 4
+_VAL, _GID, _BACK_GID, _BACK_ORD, _LOC = 1, 2, 3, 4, 5
 
 
-def global_order(values: DistVector, *, oversample: int = 16) -> DistVector:
+def global_order(values: DistVector, *, ids: np.ndarray | None = None,
+                 oversample: int = 16) -> DistVector:
     """The position of every vertex in the order of ``(value, global id)``.
 
     Parameters
     ----------
     values : DistVector
         A float vertex field; entry ``i`` belongs to the vertex with global id
-        ``i``.
+        ``i`` unless ``ids`` says otherwise.
+    ids : int array, shape (values.local_size,), optional
+        The global ids of this rank's entries (a permutation of ``0 .. n-1``
+        over all ranks), used to break ties; default the layout index, as
+        for a block-partitioned complex or a grid. A complex partitioned by
+        METIS or RCB passes its ``owned_global_ids()``, so that the order
+        does not depend on the partition.
     oversample : int
         Regular samples taken per rank and per rank of the communicator.
 
     Returns
     -------
     DistVector of int64 on ``values.layout``: ``order[i]`` is the number of
-    vertices ``j`` with ``(values[j], j) < (values[i], i)``.
+    vertices ``j`` with ``(values[j], id[j]) < (values[i], id[i])``.
 
     Notes
     -----
@@ -53,14 +60,20 @@ def global_order(values: DistVector, *, oversample: int = 16) -> DistVector:
     start = layout.start
     v = np.ascontiguousarray(values.local, dtype=np.float64)
     n = v.size
-    # a stable sort keeps ids ascending among equal values: (value, id) order
-    perm = np.argsort(v, kind="stable")
+    if ids is None:
+        # a stable sort keeps ids ascending among equal values: (value, id) order
+        perm = np.argsort(v, kind="stable")
+        gid = None
+    else:
+        gid = np.asarray(ids, dtype=np.int64)
+        perm = np.lexsort((gid, v))
     out = np.empty(n, dtype=np.int64)
     if size == 1:
         out[perm] = np.arange(n, dtype=np.int64)
         return DistVector(layout, out)
     sv = v[perm]
-    sg = perm.astype(np.int64) + start
+    sg = perm.astype(np.int64) + start if gid is None else gid[perm]
+    sl = perm.astype(np.int64) + start     # layout index, to route the answers home
     # regular samples, pooled on every rank; splitters at regular positions
     s = min(n, oversample * size)
     pick = (np.arange(s, dtype=np.int64) * n) // max(s, 1)
@@ -84,11 +97,13 @@ def global_order(values: DistVector, *, oversample: int = 16) -> DistVector:
         if b > a:
             ctx.send(r, sv[a:b], tag=_VAL)
             ctx.send(r, sg[a:b], tag=_GID)
+            if gid is not None:
+                ctx.send(r, sl[a:b], tag=_LOC)
     inbox = ctx.sync("sample-sort:buckets")
     bv = inbox.concat(_VAL, dtype=np.float64)
     bg = inbox.concat(_GID, dtype=np.int64)
     o = np.lexsort((bg, bv))
-    bg = bg[o]
+    bg = bg[o] if gid is None else inbox.concat(_LOC, dtype=np.int64)[o]
     first = comm.exscan(bg.size) or 0
     ranks = first + np.arange(bg.size, dtype=np.int64)
     owners = layout.owner(bg) if bg.size else np.zeros(0, dtype=np.int64)

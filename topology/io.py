@@ -18,11 +18,13 @@ CRITICAL_TYPE = "CriticalType"
 _CELLS = {"line": 1, "triangle": 2, "tetra": 3}
 
 
-def read_mesh(path, comm: MPI.Comm) -> SimplicialComplex:
+def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialComplex:
     """Read a triangle or tetrahedral mesh with meshio into a SimplicialComplex.
 
     Rank 0 reads the file and broadcasts points and cells; each rank then
-    passes its share of the cells. Collective on ``comm``; a file meshio
+    passes its share of the cells. ``partition`` is passed on to
+    :class:`SimplicialComplex` ("block", "metis" or "rcb": the mesh has
+    points). Collective on ``comm``; a file meshio
     cannot read, or one without line/triangle/tetra cells, raises the same
     ``OSError``/``ValueError`` on every rank.
     """
@@ -45,7 +47,8 @@ def read_mesh(path, comm: MPI.Comm) -> SimplicialComplex:
     agree(comm, exc)
     points, cells = comm.bcast(data, root=0)
     rank, size = comm.Get_rank(), comm.Get_size()
-    return SimplicialComplex([c[rank::size] for c in cells], comm, points=points)
+    return SimplicialComplex([c[rank::size] for c in cells], comm, points=points,
+                             partition=partition)
 
 
 def read_image(path, comm: MPI.Comm) -> tuple[Grid, DistVector]:
@@ -76,16 +79,22 @@ def write_vtu(path, domain, point_data: dict | None = None,
     """Write ``domain`` with point data (and cell data on a complex's top
     cells) to a VTU file for ParaView, on rank 0.
 
-    Values may be DistVectors (gathered to rank 0) or global arrays. For a
-    :class:`Grid` the Freudenthal cells are generated on rank 0 for the file
-    only. Collective on ``domain.comm``.
+    Values may be DistVectors (gathered to rank 0, in global-id order) or
+    global arrays. For a :class:`Grid` the Freudenthal cells are generated
+    on rank 0 for the file only. Collective on ``domain.comm``.
     """
     import meshio
     comm = domain.comm
-    pd = {k: (v.gather(root=0) if isinstance(v, DistVector) else np.asarray(v))
-          for k, v in (point_data or {}).items()}
-    cd = {k: (v.gather(root=0) if isinstance(v, DistVector) else np.asarray(v))
-          for k, v in (cell_data or {}).items()}
+    top = getattr(domain, "dimension", 0)
+
+    def gathered(v, k):
+        if not isinstance(v, DistVector):
+            return np.asarray(v)
+        if isinstance(domain, SimplicialComplex):
+            return domain.gather_global(v, k, root=0)
+        return v.gather(root=0)
+    pd = {k: gathered(v, 0) for k, v in (point_data or {}).items()}
+    cd = {k: gathered(v, top) for k, v in (cell_data or {}).items()}
     if isinstance(domain, Grid):
         cells = None
         if comm.Get_rank() == 0:
