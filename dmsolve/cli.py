@@ -8,6 +8,13 @@ Every rank parses the same arguments, so a bad option fails identically on
 all ranks without communicating; errors from collective calls (an unreadable
 file, a bad matrix) are raised on every rank by the library. Either way rank 0
 prints one message and every rank exits with the same non-zero status.
+
+An exception raised on some ranks only (a bug, a failing node, Ctrl-C
+delivered to one process) would leave the other ranks waiting in a
+collective forever. So on any exception a rank first checks, with a
+non-blocking barrier polled for :data:`ABORT_GRACE` seconds, whether every
+rank failed; if not, it prints its own traceback and calls
+``MPI.COMM_WORLD.Abort``, which ends the whole job with a non-zero status.
 """
 
 from __future__ import annotations
@@ -16,11 +23,16 @@ import argparse
 import ast
 import sys
 import time
+import traceback
 
-__all__ = ["main"]
+__all__ = ["main", "ABORT_GRACE"]
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+
+#: Seconds a failing rank waits for the others to fail too (an error the
+#: library raised on every rank) before it aborts the job.
+ABORT_GRACE = 5.0
 
 
 class _Exit(Exception):
@@ -208,7 +220,39 @@ def main(argv=None, comm=None) -> int:
     except _Exit as e:
         _say(comm, str(e).rstrip(), sys.stderr if e.code else sys.stdout)
         return e.code
-    except (ValueError, TypeError, OSError, KeyError) as e:
-        # raised on every rank by the library's collective checks
-        _say(comm, "dmsolve: error: %s" % e, sys.stderr)
+    except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - see _fail
+        return _fail(comm, e)
+
+
+def _everyone_failed(comm, grace: float) -> bool:
+    """Whether every rank of ``comm`` reaches this point within ``grace``
+    seconds (a non-blocking barrier, polled). Collective when it returns true."""
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + grace
+    while not req.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1e-3)
+    return True
+
+
+def _fail(comm, exc: BaseException) -> int:
+    from mpi4py import MPI
+
+    if _everyone_failed(comm, ABORT_GRACE):
+        # raised on every rank (the library agrees on its errors): one report
+        if isinstance(exc, (ValueError, TypeError, OSError, KeyError)):
+            _say(comm, "dmsolve: error: %s" % exc, sys.stderr)
+        elif comm.Get_rank() == 0:
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+            sys.stderr.flush()
         return EXIT_FAILURE
+    # only some ranks failed; the others wait in a collective that will never
+    # complete: report this rank's traceback and end the whole job
+    sys.stdout.flush()
+    print("dmsolve: rank %d of %d failed but not every rank did; aborting the job"
+          % (MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()), file=sys.stderr)
+    traceback.print_exception(type(exc), exc, exc.__traceback__)
+    sys.stderr.flush()
+    MPI.COMM_WORLD.Abort(EXIT_FAILURE)
+    return EXIT_FAILURE           # pragma: no cover - Abort does not return

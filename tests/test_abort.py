@@ -1,0 +1,132 @@
+"""An exception on one rank ends the whole MPI job (non-zero status, that
+rank's traceback printed once) instead of leaving the other ranks waiting in
+a collective: under ``python -m mpi4py`` and for the ``python -m dmsolve``
+command line. Each case runs a small child job under ``mpiexec -n 2``."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mpitest import assert_collective
+
+# the child job must end well before this (it hangs forever if abort fails)
+TIMEOUT = 90
+
+
+def _run_job(comm, tmp_path, code: str, *python_args):
+    """Run ``code`` as a script under ``mpiexec -n 2 python ARGS script`` on
+    rank 0; return (returncode, stdout + stderr, seconds) on every rank."""
+    result = None
+    if comm.rank == 0:
+        script = tmp_path / "job.py"
+        script.write_text(code)
+        # drop the launcher's variables so the child starts its own MPI world
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+            + [p for p in [env.get("PYTHONPATH")] if p])
+        mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([mpiexec, "-n", "2", sys.executable, *python_args,
+                                   str(script)], capture_output=True, text=True,
+                                  timeout=TIMEOUT, env=env)
+            result = (proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"") + (e.stderr or b"")
+            result = (None, out.decode(errors="replace") if isinstance(out, bytes) else out,
+                      TIMEOUT)
+    return comm.bcast(result, root=0)
+
+
+def _check(comm, result, message):
+    code, out, seconds = result
+    ok = (code is not None and code != 0 and out.count("Traceback (most recent call last)") == 1
+          and out.count(message) >= 1)
+    assert_collective(comm, ok, "exit %r after %.1f s, output:\n%s" % (code, seconds, out))
+
+
+def test_mpi4py_run_aborts_when_one_rank_raises(comm, tmp_path):
+    # rank 0 waits in an allreduce that rank 1 never joins
+    code = (
+        "from mpi4py import MPI\n"
+        "comm = MPI.COMM_WORLD\n"
+        "if comm.rank == 1:\n"
+        "    raise ZeroDivisionError('rank one gave up')\n"
+        "comm.allreduce(1)\n"
+    )
+    _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"),
+           "ZeroDivisionError: rank one gave up")
+
+
+def test_mpi4py_run_aborts_when_one_rank_raises_inside_a_dmsolve_solve(comm, tmp_path):
+    # rank 1 fails between two solves; rank 0 is inside the second solve's
+    # reductions, which rank 1 never reaches
+    code = (
+        "from mpi4py import MPI\n"
+        "from dmsolve import gallery, solve\n"
+        "comm = MPI.COMM_WORLD\n"
+        "A = gallery.poisson2d(16, comm)\n"
+        "b = gallery.rhs(A, 'random')\n"
+        "solve(A, b, 'cg')\n"
+        "if comm.rank == 1:\n"
+        "    raise KeyError('missing boundary condition')\n"
+        "solve(A, b, 'cg', rtol=1e-12)\n"
+    )
+    _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"),
+           "KeyError: 'missing boundary condition'")
+
+
+def test_cli_aborts_when_one_rank_raises(comm, tmp_path):
+    # `python -m dmsolve solve ...` where building the right-hand side fails
+    # on rank 1 only, while rank 0 goes on into collective calls
+    code = (
+        "import runpy, sys\n"
+        "from mpi4py import MPI\n"
+        "import dmsolve.gallery as gallery\n"
+        "if MPI.COMM_WORLD.rank == 1:\n"
+        "    def rhs(*args, **kwargs):\n"
+        "        raise RuntimeError('rank 1 lost its disk')\n"
+        "    gallery.rhs = rhs\n"
+        "sys.argv = ['dmsolve', 'solve', '--problem', 'poisson2d', '--n', '12']\n"
+        "runpy.run_module('dmsolve', run_name='__main__')\n"
+    )
+    result = _run_job(comm, tmp_path, code)
+    _check(comm, result, "RuntimeError: rank 1 lost its disk")
+    assert_collective(comm, "rank 1 of 2 failed" in result[1], result[1])
+
+
+def test_cli_error_on_every_rank_exits_with_one_message(comm, tmp_path):
+    # a collective error (unreadable matrix file): no abort, one message, status 1
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['dmsolve', 'solve', '--matrix', '/nonexistent/A.mtx']\n"
+        "runpy.run_module('dmsolve', run_name='__main__')\n"
+    )
+    code_, out, seconds = _run_job(comm, tmp_path, code)
+    ok = code_ == 1 and out.count("dmsolve: error:") == 1 and "Traceback" not in out \
+        and "Abort" not in out
+    assert_collective(comm, ok, "exit %r, output:\n%s" % (code_, out))
+
+
+@pytest.mark.parametrize("where", ["rank0", "all"])
+def test_cli_unexpected_error_on_every_rank_reports_once(comm, tmp_path, where):
+    # an unexpected exception kind raised on every rank (or only on rank 0,
+    # which then aborts): the traceback is printed once either way
+    cond = "True" if where == "all" else "MPI.COMM_WORLD.rank == 0"
+    code = (
+        "import runpy, sys\n"
+        "from mpi4py import MPI\n"
+        "import dmsolve.gallery as gallery\n"
+        "if %s:\n"
+        "    def rhs(*args, **kwargs):\n"
+        "        raise AssertionError('inconsistent state')\n"
+        "    gallery.rhs = rhs\n"
+        "sys.argv = ['dmsolve', 'solve', '--problem', 'poisson2d', '--n', '12']\n"
+        "runpy.run_module('dmsolve', run_name='__main__')\n" % cond
+    )
+    _check(comm, _run_job(comm, tmp_path, code), "AssertionError: inconsistent state")
