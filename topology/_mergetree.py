@@ -12,9 +12,13 @@ binary tree of BSP supersteps, and one elder-rule pass over the global forest
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.csgraph import minimum_spanning_tree
+
+try:
+    from numba import njit
+except ImportError:            # the same loops, interpreted (slow, but correct)
+    def njit(*args, **kwargs):
+        return args[0] if args and callable(args[0]) else (lambda f: f)
 
 from dmsolve import DistVector, agree
 from dmsolve.bsp import BSP
@@ -117,31 +121,12 @@ class _GridSweep:
         strides = np.array(idx.strides[::-1]) // idx.itemsize      # (x, y[, z]) strides
         self.delta = offsets @ strides
         n_own = self.opos.size
-        if n_own == 0:
-            self.lower = np.zeros(0, np.uint16)
-            self.ptr = np.arange(PK.size, dtype=np.int64)
-            self.bnd = np.zeros(0, bool)
-            return
-        C = PK[tuple(slice(a, b) for a, b in region)]
-        bestk = np.full(C.shape, _BIG, dtype=np.int64)
-        bestj = np.zeros(C.shape, dtype=np.int8)
-        lower = np.zeros(C.shape, dtype=np.uint16)
-        m = np.empty(C.shape, dtype=bool)
-        for j, off in enumerate(offsets):
-            S = PK[tuple(slice(a + o, b + o) for (a, b), o in zip(region, off[::-1]))]
-            np.less(S, bestk, out=m)
-            bestk[m] = S[m]
-            bestj[m] = j
-            np.less(S, C, out=m)
-            lower[m] |= np.uint16(1 << j)
-        self.lower = lower.reshape(-1)
-        down = (bestk < C).reshape(-1)
-        ptr = np.arange(PK.size, dtype=np.int64)
-        ptr[self.opos] = np.where(down, self.opos + self.delta[bestj.reshape(-1)], self.opos)
         ids = np.arange(grid.vertex_layout.start, grid.vertex_layout.stop, dtype=np.int64)
         self.bnd = grid.boundary_mask(ids) if apex else np.zeros(n_own, bool)
-        ptr[self.opos[self.bnd]] = self.opos[self.bnd]
-        self.ptr = _jump(ptr)
+        self.ptr = np.arange(PK.size, dtype=np.int64)
+        self.lower = np.zeros(n_own, dtype=np.int64)
+        _grid_descent(self.PK, self.opos, self.delta, self.bnd, self.ptr, self.lower)
+        _compress(self.ptr, self.opos)
 
     def labels(self) -> np.ndarray:
         opos, ptr = self.opos, self.ptr
@@ -166,13 +151,70 @@ class _GridSweep:
         if opos.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         L = component_table(self.domain.dimension)[self.lower]
-        cand = np.flatnonzero((L >= 2) | self.bnd)
-        p = opos[cand]
-        kc, lc = PK[p], PL[p]
-        nb = p[:, None] + self.delta[None, :]
-        nk, nl = PK[nb], PL[nb]
-        cross = (nk < kc[:, None]) & (nl != lc[:, None])
-        return _bipartite(lc, kc, nl, cross)
+        cand = opos[(L >= 2) | self.bnd]
+        cand = cand[np.argsort(PK[cand], kind="stable")]
+        return _grid_entries(PK, PL, cand, self.delta)
+
+
+@njit(cache=True)
+def _grid_descent(PK, opos, delta, bnd, ptr, lower):
+    """Lowest neighbour (pointer) and lower-neighbour bit mask of every owned
+    vertex; pads hold the largest key, so they are never lower."""
+    for i in range(opos.size):
+        p = opos[i]
+        c = PK[p]
+        best = c
+        bp = p
+        mask = 0
+        for j in range(delta.size):
+            q = p + delta[j]
+            k = PK[q]
+            if k < c:
+                mask |= 1 << j
+                if k < best:
+                    best = k
+                    bp = q
+        lower[i] = mask
+        ptr[p] = p if bnd[i] else bp
+
+
+@njit(cache=True)
+def _compress(ptr, starts):
+    """Point every start straight at the root of its pointer chain."""
+    for i in range(starts.size):
+        p = starts[i]
+        r = p
+        while ptr[r] != r:
+            r = ptr[r]
+        while ptr[p] != r:
+            nxt = ptr[p]
+            ptr[p] = r
+            p = nxt
+
+
+@njit(cache=True)
+def _grid_entries(PK, PL, cand, delta):
+    """Label-vertex edges at the candidate vertices (in sweep order) whose
+    lower neighbours lie in other basins than their own."""
+    lo = np.empty(cand.size * (delta.size + 1), np.int64)
+    hi = np.empty(cand.size * (delta.size + 1), np.int64)
+    m = 0
+    for i in range(cand.size):
+        p = cand[i]
+        c = PK[p]
+        own = PL[p]
+        start = m
+        for j in range(delta.size):
+            q = p + delta[j]
+            if PK[q] < c and PL[q] != own:
+                lo[m] = PL[q]
+                hi[m] = c
+                m += 1
+        if m > start:
+            lo[m] = own
+            hi[m] = c
+            m += 1
+    return lo[:m], hi[:m]
 
 
 class _ComplexSweep:
@@ -204,7 +246,8 @@ class _ComplexSweep:
         if apex:
             self.bnd[opos] = cx.owned_boundary_vertices()
         ptr[self.bnd] = np.flatnonzero(self.bnd)
-        self.ptr = _jump(ptr)
+        _compress(ptr, opos)
+        self.ptr = ptr
 
     def labels(self) -> np.ndarray:
         opos, ptr, K = self.opos, self.ptr, self.K
@@ -235,15 +278,6 @@ class _ComplexSweep:
         return lo, hi
 
 
-def _jump(ptr: np.ndarray) -> np.ndarray:
-    """Pointer jumping to the roots: O(log path length) gathers."""
-    while True:
-        nxt = ptr[ptr]
-        if np.array_equal(nxt, ptr):
-            return ptr
-        ptr = nxt
-
-
 def _resolve(domain, PL, opos, root, set_ghosts) -> None:
     """Labels of vertices whose descent leaves the slab, from the ranks that
     own the path's continuation: ghost exchanges until every label is known
@@ -258,31 +292,17 @@ def _resolve(domain, PL, opos, root, set_ghosts) -> None:
     set_ghosts(PL[opos])
 
 
-def _bipartite(lc, kc, nl, cross):
-    """Label-vertex edges at the candidate vertices that touch another basin."""
-    any_cross = cross.any(axis=1)
-    r, c = np.nonzero(cross)
-    lo = np.concatenate((nl[r, c], lc[any_cross]))
-    hi = np.concatenate((kc[r], kc[any_cross]))
-    return lo, hi
-
-
 def _forest(lo: np.ndarray, hi: np.ndarray):
     """Minimum spanning forest of label-vertex edges weighted by the vertex key
-    (scipy's Kruskal). Every edge at a vertex has the same weight, so
-    duplicates collapse safely. Not collective."""
+    (Kruskal: every edge at a vertex has that vertex's weight). Not collective."""
     if lo.size == 0:
         return lo, hi
-    nodes, inv = np.unique(np.concatenate((lo, hi)), return_inverse=True)
-    a, b = inv[:lo.size], inv[lo.size:]
-    n = nodes.size
-    g = sp.csr_matrix((np.ones(a.size, np.int32), (a, b)), shape=(n, n))
-    g.sum_duplicates()
-    w = (nodes[g.indices] + 2).astype(np.float64)      # > 0: scipy drops zero weights
-    g = sp.csr_matrix((w, g.indices, g.indptr), shape=(n, n))
-    t = minimum_spanning_tree(g).tocoo()
-    x, y = nodes[t.row], nodes[t.col]
-    return np.minimum(x, y), np.maximum(x, y)
+    if np.any(hi[1:] < hi[:-1]):
+        o = np.argsort(hi, kind="stable")
+        lo, hi = lo[o], hi[o]
+    n = int(hi.max()) + 2
+    used = _union_sweep(lo, hi, n, False)[0]
+    return lo[used], hi[used]
 
 
 def _merge_across_ranks(comm, lo, hi, labs, tops):
@@ -324,67 +344,93 @@ def _elder(lo, hi, labs, tops):
     Returns ``(deaths, survivors, arcs)`` in key space.
     """
     labs = np.unique(labs)
-    # label-label edges: at each vertex, its first label with each other one
-    o = np.lexsort((lo, hi))
+    o = np.argsort(hi, kind="stable")
     lo, hi = lo[o], hi[o]
-    first = np.ones(hi.size, bool)
-    first[1:] = hi[1:] != hi[:-1]
-    head = lo[np.maximum.accumulate(np.where(first, np.arange(hi.size), 0))]
-    m = ~first
-    ea, eb, es = head[m], lo[m], hi[m]          # sorted by es already
-    nodes = np.unique(np.concatenate((labs, ea, eb)))
-    ia = np.searchsorted(nodes, ea).tolist()
-    ib = np.searchsorted(nodes, eb).tolist()
-    es_l = es.tolist()
-    nodes_l = nodes.tolist()
-    parent = list(range(nodes.size))
-    top = list(nodes_l)            # last merge-tree node of each component
-    born, died = [], []
-    arc_lo, arc_hi = [], []
-    for a, b, s in zip(ia, ib, es_l):
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        while parent[b] != b:
-            parent[b] = parent[parent[b]]
-            b = parent[b]
-        if a == b:
-            continue
-        if a > b:                  # root index = oldest label (keys sorted)
-            a, b = b, a
-        born.append(nodes_l[b])
-        died.append(s)
-        for t in (top[a], top[b]):
-            if t != s:
-                arc_lo.append(t)
-                arc_hi.append(s)
-        parent[b] = a
-        top[a] = s
-    roots = [i for i in range(len(parent)) if parent[i] == i]
-    survivors = np.array([nodes_l[i] for i in roots], dtype=np.int64)
-    if tops is not None:
+    n = int(max(hi[-1] if hi.size else -1, labs[-1] if labs.size else -1)) + 2
+    _, born, died, arc_lo, arc_hi, parent, top = _union_sweep(lo, hi, n, True)
+    roots = _roots(parent, labs + 1)
+    survivors = labs[roots == labs + 1]
+    deaths = np.column_stack((born, died))
+    arcs = np.column_stack((arc_lo, arc_hi))
+    if tops is not None and labs.size:
         # the root arc of each component: its last node to its highest vertex
-        comp = np.array([_find(parent, i) for i in range(len(parent))], dtype=np.int64)
-        hi_of = np.full(len(parent), -1, dtype=np.int64)
-        where = np.searchsorted(nodes, labs)
-        t_all = np.full(len(parent), -1, dtype=np.int64)
-        t_all[where] = tops
-        np.maximum.at(hi_of, comp, t_all)
-        for r in roots:
-            if hi_of[r] != top[r] and nodes_l[r] != APEX:
-                arc_lo.append(top[r])
-                arc_hi.append(int(hi_of[r]))
-    deaths = np.column_stack((np.array(born, np.int64), np.array(died, np.int64))) \
-        if born else np.zeros((0, 2), np.int64)
-    arcs = np.column_stack((np.array(arc_lo, np.int64), np.array(arc_hi, np.int64))) \
-        if arc_lo else np.zeros((0, 2), np.int64)
+        hi_of = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(hi_of, roots, tops)
+        r = survivors + 1
+        last = top[r]
+        extra = (hi_of[r] != last) & (survivors != APEX)
+        arcs = np.concatenate((arcs, np.column_stack((last[extra], hi_of[r][extra]))))
     return deaths, survivors, arcs
 
 
+@njit(cache=True)
 def _find(parent, i):
-    while parent[i] != i:
-        i = parent[i]
-    return i
+    r = i
+    while parent[r] != r:
+        r = parent[r]
+    while parent[i] != r:              # path compression
+        nxt = parent[i]
+        parent[i] = r
+        i = nxt
+    return r
+
+
+@njit(cache=True)
+def _roots(parent, nodes):
+    out = np.empty(nodes.size, np.int64)
+    for i in range(nodes.size):
+        out[i] = _find(parent, nodes[i])
+    return out
+
+
+@njit(cache=True)
+def _union_sweep(lo, hi, n, elder):
+    """Union-find over edges (label ``lo``, vertex ``hi``) sorted by ``hi``;
+    node ``k`` lives at index ``k + 1`` (the outer vertex, key -1, at 0).
+
+    The root of a component is its oldest label (smallest key): a vertex
+    first hangs under the component of its first edge, each further edge
+    that reaches another component merges the younger root under the older
+    one, and that younger label dies at the vertex. Returns the edges used
+    (the forest), and with ``elder`` the deaths, the merge-tree arcs, the
+    parent array and the last tree node of each root.
+    """
+    parent = np.arange(n, dtype=np.int64)
+    attached = np.zeros(n, dtype=np.bool_)
+    top = np.arange(n, dtype=np.int64) - 1
+    used = np.zeros(lo.size, dtype=np.bool_)
+    born = np.empty(lo.size, dtype=np.int64)
+    died = np.empty(lo.size, dtype=np.int64)
+    alo = np.empty(2 * lo.size, dtype=np.int64)
+    ahi = np.empty(2 * lo.size, dtype=np.int64)
+    nd = 0
+    na = 0
+    for e in range(lo.size):
+        a = _find(parent, lo[e] + 1)
+        s = hi[e] + 1
+        if not attached[s]:
+            attached[s] = True
+            parent[s] = a
+            used[e] = True
+            continue
+        b = _find(parent, s)
+        if a == b:
+            continue
+        used[e] = True
+        if a > b:
+            a, b = b, a
+        if elder:
+            born[nd] = b - 1
+            died[nd] = s - 1
+            nd += 1
+            for t in (top[a], top[b]):
+                if t != s - 1:
+                    alo[na] = t
+                    ahi[na] = s - 1
+                    na += 1
+            top[a] = s - 1
+        parent[b] = a
+    return used, born[:nd], died[:nd], alo[:na], ahi[:na], parent, top
 
 
 # -- key <-> vertex ------------------------------------------------------------------------
