@@ -133,41 +133,41 @@ def heap_pop(H, n):  # pragma: no cover
 
 
 # -- ProcessLowerStars ---------------------------------------------------------------------------
-@njit(cache=True)
-def _unpaired(dim, idx, lt_f, lq_f, le_pd, lt_pd):  # pragma: no cover
-    """(number of unpaired lower-star facets, the last one) of a cell."""
-    cnt = 0
-    last = -1
-    if dim == 2:
-        for k in range(2):
-            f = lt_f[idx, k]
-            if le_pd[f] == 0:
-                cnt += 1
-                last = f
-    else:
-        for k in range(3):
-            f = lq_f[idx, k]
-            if lt_pd[f] == 0:
-                cnt += 1
-                last = f
-    return cnt, last
+@njit(cache=True, inline="always")
+def _hpush(H, n, v):  # pragma: no cover
+    """Push ``v`` on the int64 min-heap ``H[:n]`` (capacity is the caller's)."""
+    c = n
+    H[c] = v
+    while c > 0:
+        p = (c - 1) >> 1
+        if H[c] < H[p]:
+            H[c], H[p] = H[p], H[c]
+            c = p
+        else:
+            break
+    return n + 1
 
 
-@njit(cache=True)
-def _insert_cofacets(dim, idx, nt, nq, lt_f, lq_f, lt_k, lq_k, le_pd, lt_pd, H1, n1):  # pragma: no cover
-    if dim == 1:
-        for b in range(nt):
-            if lt_f[b, 0] == idx or lt_f[b, 1] == idx:
-                c, _ = _unpaired(2, b, lt_f, lq_f, le_pd, lt_pd)
-                if c == 1:
-                    H1, n1 = heap_push(H1, n1, lt_k[b, 0], lt_k[b, 1], -1, 2 * 1024 + b)
-    elif dim == 2:
-        for b in range(nq):
-            if lq_f[b, 0] == idx or lq_f[b, 1] == idx or lq_f[b, 2] == idx:
-                c, _ = _unpaired(3, b, lt_f, lq_f, le_pd, lt_pd)
-                if c == 1:
-                    H1, n1 = heap_push(H1, n1, lq_k[b, 0], lq_k[b, 1], lq_k[b, 2], 3 * 1024 + b)
-    return H1, n1
+@njit(cache=True, inline="always")
+def _hpop(H, n):  # pragma: no cover
+    """Pop the minimum of ``H[:n]``; returns ``(value, new size)``."""
+    top = H[0]
+    n -= 1
+    H[0] = H[n]
+    c = 0
+    while True:
+        l = 2 * c + 1
+        if l >= n:
+            break
+        m = l
+        if l + 1 < n and H[l + 1] < H[l]:
+            m = l + 1
+        if H[m] < H[c]:
+            H[c], H[m] = H[m], H[c]
+            c = m
+        else:
+            break
+    return top, n
 
 
 @njit(cache=True)
@@ -181,6 +181,10 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
     (lexicographically, a facet before its cofacets). ``tt`` receives the
     step at which each triangle is paired with an edge (V-paths go back in
     (vertex order, step)).
+
+    Keys are built from the ranks of the lower neighbours among themselves
+    (the same comparisons as the orders), packed with the cell into one
+    int64 heap entry: ``key * 4096 + dim * 1024 + index``.
     """
     n = P.shape[0]
     me = 1
@@ -193,18 +197,20 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
     emap = np.empty(me, np.int64)
     tmap = np.empty(mt, np.int64)
     le_j = np.empty(me, np.int64)
-    le_k = np.empty(me, np.int64)
+    le_o = np.empty(me, np.int64)
+    le_r = np.empty(me, np.int64)
     le_pd = np.empty(me, np.int64)
     lt_t = np.empty(mt, np.int64)
-    lt_k = np.empty((mt, 2), np.int64)
+    lt_k = np.empty(mt, np.int64)
     lt_f = np.empty((mt, 2), np.int64)
     lt_pd = np.empty(mt, np.int64)
     lq_t = np.empty(mq, np.int64)
-    lq_k = np.empty((mq, 3), np.int64)
+    lq_k = np.empty(mq, np.int64)
     lq_f = np.empty((mq, 3), np.int64)
     lq_pd = np.empty(mq, np.int64)
-    H0 = np.empty((64, 4), np.int64)
-    H1 = np.empty((64, 4), np.int64)
+    cap = 2 * me + 4 * mt + 6 * mq + 16
+    H0 = np.empty(cap, np.int64)
+    H1 = np.empty(cap, np.int64)
     for i in range(n):
         p = P[i]
         ox = O[p]
@@ -216,20 +222,28 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
             if o >= 0 and o < ox:
                 emap[j] = nl
                 le_j[nl] = j
-                le_k[nl] = o
+                le_o[nl] = o
                 le_pd[nl] = 0
                 nl += 1
             else:
                 emap[j] = -1
                 ep[e0 + j] = NOT_LOWER
+        # rank of each lower neighbour among the lower neighbours, plus one
+        for a in range(nl):
+            r = 1
+            for b in range(nl):
+                if le_o[b] < le_o[a]:
+                    r += 1
+            le_r[a] = r
+        M = nl + 1
         nt = 0
         for t in range(nt_all):
             a, b = tri_nb(mode, tptr, ttab, i, t)
             if emap[a] >= 0 and emap[b] >= 0:
                 tmap[t] = nt
                 lt_t[nt] = t
-                ka, kb = le_k[emap[a]], le_k[emap[b]]
-                lt_k[nt, 0], lt_k[nt, 1] = max(ka, kb), min(ka, kb)
+                ra, rb = le_r[emap[a]], le_r[emap[b]]
+                lt_k[nt] = (max(ra, rb) * M + min(ra, rb)) * M
                 lt_f[nt, 0], lt_f[nt, 1] = emap[a], emap[b]
                 lt_pd[nt] = 0
                 nt += 1
@@ -242,10 +256,10 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
             a, b, c = tet_nb(mode, qptr, qtab, i, t)
             if emap[a] >= 0 and emap[b] >= 0 and emap[c] >= 0:
                 lq_t[nq] = t
-                ka, kb, kc = le_k[emap[a]], le_k[emap[b]], le_k[emap[c]]
-                hi = max(ka, max(kb, kc))
-                lo = min(ka, min(kb, kc))
-                lq_k[nq, 0], lq_k[nq, 1], lq_k[nq, 2] = hi, ka + kb + kc - hi - lo, lo
+                ra, rb, rc = le_r[emap[a]], le_r[emap[b]], le_r[emap[c]]
+                hi = max(ra, max(rb, rc))
+                lo = min(ra, min(rb, rc))
+                lq_k[nq] = (hi * M + ra + rb + rc - hi - lo) * M + lo
                 if mode == 0:
                     for k in range(3):
                         lq_f[nq, k] = tmap[qface[t, k]]
@@ -261,7 +275,7 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
             continue
         d = 0
         for k in range(1, nl):
-            if le_k[k] < le_k[d]:
+            if le_o[k] < le_o[d]:
                 d = k
         vp[i] = le_j[d]
         ep[e0 + le_j[d]] = TO_VERTEX
@@ -271,23 +285,49 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
         n1 = 0
         for k in range(nl):
             if k != d:
-                H0, n0 = heap_push(H0, n0, le_k[k], -1, -1, 1 * 1024 + k)
-        H1, n1 = _insert_cofacets(1, d, nt, nq, lt_f, lq_f, lt_k, lq_k, le_pd, lt_pd, H1, n1)
-        while n1 > 0 or n0 > 0:
+                n0 = _hpush(H0, n0, (le_r[k] * M * M) * 4096 + 1024 + k)
+        # the cells whose unpaired facets drop to one when a cell is paired
+        # (insertCofacets) are pushed on pqOne: start with delta's
+        dim_c, a_c = 1, d
+        extra_dim, extra_a = 0, -1
+        while True:
+            for rep in range(2):
+                cd, ca = (dim_c, a_c) if rep == 0 else (extra_dim, extra_a)
+                if cd == 1:
+                    for b in range(nt):
+                        if lt_f[b, 0] == ca or lt_f[b, 1] == ca:
+                            if (le_pd[lt_f[b, 0]] == 0) + (le_pd[lt_f[b, 1]] == 0) == 1:
+                                n1 = _hpush(H1, n1, lt_k[b] * 4096 + 2048 + b)
+                elif cd == 2:
+                    for b in range(nq):
+                        f0, f1, f2 = lq_f[b, 0], lq_f[b, 1], lq_f[b, 2]
+                        if f0 == ca or f1 == ca or f2 == ca:
+                            if (lt_pd[f0] == 0) + (lt_pd[f1] == 0) + (lt_pd[f2] == 0) == 1:
+                                n1 = _hpush(H1, n1, lq_k[b] * 4096 + 3072 + b)
+            # next event: pop pqOne, else a critical cell from pqZero
+            dim_c = 0
             while n1 > 0:
-                n1 = heap_pop(H1, n1)
-                code = H1[n1, 3]
-                dim, a = code // 1024, code % 1024
-                if (dim == 2 and lt_pd[a]) or (dim == 3 and lq_pd[a]):
+                v, n1 = _hpop(H1, n1)
+                code = v & 4095
+                dm, a = code >> 10, code & 1023
+                if (dm == 2 and lt_pd[a]) or (dm == 3 and lq_pd[a]):
                     continue  # already the partner of a cofacet: keep V a matching
-                c, f = _unpaired(dim, a, lt_f, lq_f, le_pd, lt_pd)
-                if c == 0:
-                    if dim == 2:
-                        H0, n0 = heap_push(H0, n0, lt_k[a, 0], lt_k[a, 1], -1, code)
-                    else:
-                        H0, n0 = heap_push(H0, n0, lq_k[a, 0], lq_k[a, 1], lq_k[a, 2], code)
+                cnt = 0
+                f = -1
+                if dm == 2:
+                    for k in range(2):
+                        if le_pd[lt_f[a, k]] == 0:
+                            cnt += 1
+                            f = lt_f[a, k]
+                else:
+                    for k in range(3):
+                        if lt_pd[lq_f[a, k]] == 0:
+                            cnt += 1
+                            f = lq_f[a, k]
+                if cnt == 0:
+                    n0 = _hpush(H0, n0, v)
                     continue
-                if dim == 2:
+                if dm == 2:
                     le_pd[f] = 1
                     lt_pd[a] = 1
                     ep[e0 + le_j[f]] = lt_t[a]
@@ -299,25 +339,21 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
                     tp[t0 + lt_t[f]] = lq_t[a]
                     qp[q0 + lq_t[a]] = DOWN + lt_t[f]
                 step += 1
-                H1, n1 = _insert_cofacets(dim, a, nt, nq, lt_f, lq_f, lt_k, lq_k, le_pd, lt_pd,
-                                          H1, n1)
-                H1, n1 = _insert_cofacets(dim - 1, f, nt, nq, lt_f, lq_f, lt_k, lq_k, le_pd,
-                                          lt_pd, H1, n1)
+                dim_c, a_c, extra_dim, extra_a = dm, a, dm - 1, f
+                break
+            if dim_c:
+                continue
+            extra_dim = 0
             while n0 > 0:
-                top = H0[0, 3]
-                dim, a = top // 1024, top % 1024
-                if (dim == 1 and le_pd[a]) or (dim == 2 and lt_pd[a]) or (dim == 3 and lq_pd[a]):
-                    n0 = heap_pop(H0, n0)
-                else:
-                    break
-            if n0 > 0:
-                n0 = heap_pop(H0, n0)
-                code = H0[n0, 3]
-                dim, a = code // 1024, code % 1024
-                if dim == 1:
+                v, n0 = _hpop(H0, n0)
+                code = v & 4095
+                dm, a = code >> 10, code & 1023
+                if (dm == 1 and le_pd[a]) or (dm == 2 and lt_pd[a]) or (dm == 3 and lq_pd[a]):
+                    continue
+                if dm == 1:
                     le_pd[a] = 1
                     ep[e0 + le_j[a]] = CRITICAL
-                elif dim == 2:
+                elif dm == 2:
                     lt_pd[a] = 1
                     tp[t0 + lt_t[a]] = CRITICAL
                     tt[t0 + lt_t[a]] = step
@@ -325,8 +361,10 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
                     lq_pd[a] = 1
                     qp[q0 + lq_t[a]] = CRITICAL
                 step += 1
-                H1, n1 = _insert_cofacets(dim, a, nt, nq, lt_f, lq_f, lt_k, lq_k, le_pd, lt_pd,
-                                          H1, n1)
+                dim_c, a_c = dm, a
+                break
+            if dim_c == 0:
+                break
         # nothing is left unpaired (Robins et al., Lemma); stay safe anyway
         for k in range(nl):
             if le_pd[k] == 0:
