@@ -4,6 +4,7 @@ PYTHON  ?= python3
 PY      := $(VENV)/bin/python
 MPIEXEC := $(VENV)/bin/mpiexec
 STAMP   := $(VENV)/.dmsolve-installed
+PETSC_STAMP := $(VENV)/.dmsolve-petsc
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
@@ -14,7 +15,7 @@ RANKS ?= 2 3 4
 TESTS ?= tests
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-serial test-mpi bench clean
+.PHONY: setup petsc demo test test-serial test-mpi bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +24,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Optional [petsc] extra: PETSc and petsc4py built from PyPI sources against the
+# mpich wheel's MPI (about 20 minutes the first time; pip caches the wheels).
+$(PETSC_STAMP): $(STAMP) tools/install-petsc.sh
+	bash tools/install-petsc.sh $(VENV)
+	touch $(PETSC_STAMP)
+
+petsc: $(PETSC_STAMP)
 
 demo: setup
 	$(MPIEXEC) -n 2 $(PY) -m mpi4py examples/demo.py
