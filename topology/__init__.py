@@ -6,6 +6,7 @@ from ._components import connected_components
 from ._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
 from ._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix, hodge_decomposition,
                      hodge_laplacian)
+from ._gradient import DiscreteGradient, discrete_gradient
 from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
 from ._mergetree import MergeTree, merge_tree
@@ -15,5 +16,6 @@ __all__ = [
     "Grid", "SimplicialComplex", "connected_components", "freudenthal_cells", "link_structure", "component_table",
     "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
+    "discrete_gradient", "DiscreteGradient",
     "persistence_diagram", "PersistenceDiagram", "merge_tree", "MergeTree",
 ]

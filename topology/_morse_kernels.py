@@ -208,6 +208,10 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
     lq_k = np.empty(mq, np.int64)
     lq_f = np.empty((mq, 3), np.int64)
     lq_pd = np.empty(mq, np.int64)
+    ecof = np.empty((me, mt), np.int64)       # lower triangles on each lower edge
+    necof = np.empty(me, np.int64)
+    tcof = np.empty((mt, max(mq, 1)), np.int64)  # lower tets on each lower triangle
+    ntcof = np.empty(mt, np.int64)
     cap = 2 * me + 4 * mt + 6 * mq + 16
     H0 = np.empty(cap, np.int64)
     H1 = np.empty(cap, np.int64)
@@ -246,6 +250,7 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
                 lt_k[nt] = (max(ra, rb) * M + min(ra, rb)) * M
                 lt_f[nt, 0], lt_f[nt, 1] = emap[a], emap[b]
                 lt_pd[nt] = 0
+                ntcof[nt] = 0
                 nt += 1
             else:
                 tmap[t] = -1
@@ -267,12 +272,23 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
                     for k in range(3):
                         lq_f[nq, k] = tmap[qface[q0 + t, k]]
                 lq_pd[nq] = 0
+                for k in range(3):
+                    f = lq_f[nq, k]
+                    tcof[f, ntcof[f]] = nq
+                    ntcof[f] += 1
                 nq += 1
             else:
                 qp[q0 + t] = NOT_LOWER
         if nl == 0:
             vp[i] = CRITICAL
             continue
+        for k in range(nl):
+            necof[k] = 0
+        for b in range(nt):
+            for k in range(2):
+                f = lt_f[b, k]
+                ecof[f, necof[f]] = b
+                necof[f] += 1
         d = 0
         for k in range(1, nl):
             if le_o[k] < le_o[d]:
@@ -294,16 +310,16 @@ def lower_star_gradient(mode, O, P, doff, eptr, enb, tptr, ttab, qptr, qtab, qfa
             for rep in range(2):
                 cd, ca = (dim_c, a_c) if rep == 0 else (extra_dim, extra_a)
                 if cd == 1:
-                    for b in range(nt):
-                        if lt_f[b, 0] == ca or lt_f[b, 1] == ca:
-                            if (le_pd[lt_f[b, 0]] == 0) + (le_pd[lt_f[b, 1]] == 0) == 1:
-                                n1 = _hpush(H1, n1, lt_k[b] * 4096 + 2048 + b)
+                    for kk in range(necof[ca]):
+                        b = ecof[ca, kk]
+                        if (le_pd[lt_f[b, 0]] == 0) + (le_pd[lt_f[b, 1]] == 0) == 1:
+                            n1 = _hpush(H1, n1, lt_k[b] * 4096 + 2048 + b)
                 elif cd == 2:
-                    for b in range(nq):
+                    for kk in range(ntcof[ca]):
+                        b = tcof[ca, kk]
                         f0, f1, f2 = lq_f[b, 0], lq_f[b, 1], lq_f[b, 2]
-                        if f0 == ca or f1 == ca or f2 == ca:
-                            if (lt_pd[f0] == 0) + (lt_pd[f1] == 0) + (lt_pd[f2] == 0) == 1:
-                                n1 = _hpush(H1, n1, lq_k[b] * 4096 + 3072 + b)
+                        if (lt_pd[f0] == 0) + (lt_pd[f1] == 0) + (lt_pd[f2] == 0) == 1:
+                            n1 = _hpush(H1, n1, lq_k[b] * 4096 + 3072 + b)
             # next event: pop pqOne, else a critical cell from pqZero
             dim_c = 0
             while n1 > 0:

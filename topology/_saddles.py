@@ -333,23 +333,21 @@ def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
     q = np.concatenate([g[0] for g in gathered])
     e = np.concatenate([g[1] for g in gathered])
     entries = q.size
-    # odd multiplicities survive
-    if q.size:
-        key = np.stack((q, e), 1)
-        uniq, cnt = np.unique(key, axis=0, return_counts=True)
-        uniq = uniq[cnt % 2 == 1]
-    else:
-        uniq = np.zeros((0, 2), np.int64)
     positive = first["positive"]
     prow = np.full(e_code.size, -1, np.int64)
     prow[positive] = np.arange(int(positive.sum()))
-    eo = np.argsort(e_code)
-    rows = prow[eo[np.searchsorted(e_code[eo], uniq[:, 1])]]
     wall_idx = np.flatnonzero(first["wall_mask"])          # in filtration order
     col_of = np.full(t_code.size, -1, np.int64)
     col_of[wall_idx] = np.arange(wall_idx.size)
+    eo = np.argsort(e_code)
     to = np.argsort(t_code)
-    cols = col_of[to[np.searchsorted(t_code[to], uniq[:, 0])]]
+    eidx = eo[np.searchsorted(e_code[eo], e)]
+    cidx = col_of[to[np.searchsorted(t_code[to], q)]]
+    # odd multiplicities survive (one int64 key per entry: column, edge)
+    key, cnt = np.unique(cidx * max(e_code.size, 1) + eidx, return_counts=True)
+    key = key[cnt % 2 == 1]
+    nonzeros = key.size
+    cols, rows = key // max(e_code.size, 1), prow[key % max(e_code.size, 1)]
     keep = rows >= 0
     rows, cols = rows[keep], cols[keep]
     o = np.lexsort((rows, cols))
@@ -369,6 +367,6 @@ def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
             p = p[p[:, 0] != p[:, 1]]
         pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))]
     stats = {"critical": [int(cells[d][0].size) for d in range(4)],
-             "boundary_entries": int(entries), "boundary_nonzeros": int(uniq.shape[0]),
+             "boundary_entries": int(entries), "boundary_nonzeros": int(nonzeros),
              "d1_columns": int(wall_idx.size), "d1_rows": int(positive.sum())}
     return dict(pairs=pairs, essential={0: first["ess0"], 1: ess1, 2: ess2}, stats=stats)
