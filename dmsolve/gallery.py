@@ -626,7 +626,10 @@ def rhs(A, kind: str = "ones", seed: int = 0) -> DistVector:
     -------
     DistVector
     """
-    layout = A.row_layout
+    layout = getattr(A, "row_layout", None)
+    if not isinstance(layout, Layout):
+        raise TypeError("A must be a distributed matrix or operator with a row_layout, "
+                        "got %s" % type(A).__name__)
     if kind == "ones":
         return DistVector(layout, np.ones(layout.local_size))
     if kind == "random":

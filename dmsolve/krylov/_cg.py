@@ -123,11 +123,13 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         red = ctx.reduce(2)
         rz_new, nsq = float(red[0]), float(red[1])
         it += 1
-        if rz_new < 0:
+        # a negative r^T M r is a sign of an indefinite M unless r is already
+        # at rounding level (then its sign is noise and the solve converged)
+        if rz_new < 0 and not math.sqrt(abs(nsq)) <= ctx.tolerance():
             reason = ConvergedReason.INDEFINITE_PC
             ctx.norms.append(math.sqrt(abs(nsq)))
         else:
-            reason = ctx.test(it, math.sqrt(nsq))
+            reason = ctx.test(it, math.sqrt(abs(nsq)))
         ctx.callback(x)
         if reason is None and rz_new == 0:
             reason = ConvergedReason.BREAKDOWN   # r != 0 but r^T M r == 0

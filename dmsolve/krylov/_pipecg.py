@@ -109,11 +109,13 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         gamma, delta, nsq = float(recv[0]), float(recv[1]), float(recv[2])
         if it == 0 and ctx.bnorm is None:
             ctx.bnorm = math.sqrt(abs(nsq))
-        if gamma < 0:
+        # as in cg: the sign of a rounding-level (r, u) is noise, not indefiniteness
+        if gamma < 0 and not (ctx.bnorm is not None
+                              and math.sqrt(abs(nsq)) <= ctx.tolerance()):
             reason = ConvergedReason.INDEFINITE_PC
             ctx.norms.append(math.sqrt(abs(nsq)))
         else:
-            reason = ctx.test(it, math.sqrt(nsq))
+            reason = ctx.test(it, math.sqrt(abs(nsq)))
         if it > 0:
             ctx.callback(x)
         if reason is not None:
