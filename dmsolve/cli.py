@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--atol", type=float, default=0.0)
     s.add_argument("--maxiter", type=int, default=None)
     s.add_argument("--restart", type=int, default=None, help="GMRES/FGMRES restart")
+    s.add_argument("--checkpoint", metavar="DIR", help="write checkpoints into DIR "
+                   "(with --checkpoint-every)")
+    s.add_argument("--checkpoint-every", type=int, metavar="K",
+                   help="iterations between checkpoints")
+    s.add_argument("--resume", metavar="DIR", help="continue from the checkpoint in DIR "
+                   "(any number of ranks)")
     s.add_argument("--monitor", action="store_true", help="print residual norms (rank 0)")
     s.add_argument("--plot", metavar="PNG", help="save a convergence plot (rank 0)")
     sub.add_parser("probe", help="measure the BSP parameters g and l of this machine")
@@ -137,6 +143,9 @@ def _solve(comm, args) -> int:
     options = dict(rtol=args.rtol, atol=args.atol, maxiter=args.maxiter)
     if args.restart is not None:
         options["restart"] = args.restart
+    for name in ("checkpoint", "checkpoint_every", "resume"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     monitor = KSPMonitor() if args.monitor else None
     pc = args.pc if not pcopts else (args.pc, pcopts)
     x, info = solve(A, b, method=args.method, pc=pc, monitor=monitor, **options)
@@ -152,15 +161,26 @@ def _solve(comm, args) -> int:
         "  %s in %d iterations (%s norm)" % (info.reason.petsc_name, info.iterations,
                                             info.norm_type),
         "  setup %.3f s, solve %.3f s" % (info.setup_seconds, info.solve_seconds),
+        _checkpoint_line(info.extra.get("checkpoint")),
         "  true relative residual ||b - A x|| / ||b|| = %.3e" % true_rel,
     ]
     desc = info.extra.get("pc")
     if desc:
         lines.append(_describe(desc))
-    _say(comm, "\n".join(lines))
+    _say(comm, "\n".join(line for line in lines if line))
     if args.plot:
         _plot(comm, info, args.plot, "%s, %s + %s" % (label, args.method, args.pc))
     return 0 if info.converged else EXIT_FAILURE
+
+
+def _checkpoint_line(rep) -> str:
+    if not rep:
+        return ""
+    text = "  checkpoints: %d written (%.3f s)" % (rep["writes"], rep["write_seconds"])
+    if rep["resumed_from"] is not None:
+        text += ", resumed from iteration %d%s" % (
+            rep["resumed_from"], " (recurrence restarted from x)" if rep["restarted"] else "")
+    return text
 
 
 def _describe(desc: dict) -> str:

@@ -446,3 +446,25 @@ def test_zero_rhs_with_checkpoint(comm, tmp_path):
     b = DistVector.zeros(A.row_layout)
     x, info = solve(A, b, "cg", checkpoint=path, checkpoint_every=1)
     assert_collective(comm, info.iterations == 0 and x.norm() == 0.0)
+
+
+def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
+    from dmsolve.cli import main
+    path = _shared_dir(comm, tmp_path, "ck")
+    base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
+    code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
+                comm)
+    out1 = capsys.readouterr().out
+    code2 = main(base + ["--resume", path], comm)
+    out2 = capsys.readouterr().out
+    code3 = main(base, comm)
+    out3 = capsys.readouterr().out
+    assert_collective(comm, (code, code2, code3) == (1, 0, 0), "%s %s %s" % (code, code2, code3))
+    if comm.rank == 0:
+        assert "checkpoints: 2 written" in out1, out1
+        assert "resumed from iteration 20" in out2, out2
+        iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
+        assert iters[0] == iters[1], (out2, out3)
+    code4 = main(base + ["--checkpoint-every", "3"], comm)
+    err = capsys.readouterr().err
+    assert_collective(comm, code4 == 1 and ("needs checkpoint=" in err or comm.rank > 0), err)
