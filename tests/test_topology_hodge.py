@@ -239,3 +239,22 @@ def test_hodge_does_not_depend_on_the_partition(partition):
                                    getattr(b, part).gather(), rtol=0, atol=1e-9)
     assert_allclose_collective(cx.gather_global(a.potential) - cx.gather_global(a.potential)[0],
                                b.potential.gather() - b.potential.gather()[0], rtol=0, atol=1e-8)
+
+
+def test_default_tolerance_meets_the_issue_figures():
+    # orthogonal to 1e-8 relative, energies summing to ||f||^2, L1 h ~ 0
+    cells, _ = holey_surface(40, 30, ((5, 5), (20, 12), (30, 20)))
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
+    f = np.random.default_rng(11).standard_normal(cx.simplex_layout(1).global_size)
+    hd = hodge_decomposition(cx, f)
+    nf2 = float(f @ f)
+    g, c, h = hd.gradient, hd.curl, hd.harmonic
+    for a, b in ((g, c), (g, h), (c, h)):
+        assert_collective(COMM, abs(a.dot(b)) <= 1e-8 * nf2, "not orthogonal: %g" % a.dot(b))
+    e = hd.energies
+    assert_allclose_collective(e["gradient"] + e["curl"] + e["harmonic"], nf2, rtol=1e-8)
+    Lh = hodge_laplacian(cx, 1).matvec(h).norm()
+    assert_collective(COMM, Lh <= 1e-7 * np.sqrt(nf2), "L1 h = %g" % Lh)
+    ref = hodge_decomposition(cx, f, rtol=1e-13)
+    assert_allclose_collective(h.gather(), ref.harmonic.gather(), rtol=0,
+                               atol=1e-6 * np.sqrt(nf2))

@@ -6,7 +6,9 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
+from dmsolve import DistVector
 from mpitest import assert_equal_collective, assert_raises_collective
+from test_topology_ref import reference_types
 from topology import Grid, critical_points
 from topology.io import read_image, read_mesh, write_vtu
 
@@ -57,3 +59,34 @@ def test_unreadable_files_raise_on_every_rank():
     assert_raises_collective(COMM, OSError, read_mesh, os.path.join(d, "junk.vtu"), COMM,
                              match="meshio cannot read")
     assert_raises_collective(COMM, OSError, read_image, os.path.join(d, "none.npy"), COMM)
+
+
+def test_partitioned_mesh_writes_fields_in_global_id_order():
+    from scipy.spatial import Delaunay
+    d = shared_tmpdir()
+    pts = np.random.default_rng(5).random((40, 2))
+    tris = Delaunay(pts).simplices
+    if COMM.rank == 0:
+        import meshio
+        meshio.write(os.path.join(d, "m.vtu"), meshio.Mesh(np.column_stack((pts, 0 * pts[:, 0])),
+                                                            [("triangle", tris)]))
+    COMM.Barrier()
+    fld = np.random.default_rng(6).integers(0, 3, 40).astype(float)
+    for partition in ("metis", "rcb"):
+        cx = read_mesh(os.path.join(d, "m.vtu"), COMM, partition=partition)
+        assert_equal_collective(cx.simplices(2), np.unique(np.sort(tris, 1), axis=0))
+        cp = critical_points(cx, fld)
+        ids = np.arange(cx.simplex_layout(2).global_size, dtype=float)
+        cells = DistVector(cx.simplex_layout(2), cx.owned_global_ids(2).astype(float))
+        out = os.path.join(d, "out-%s.vtu" % partition)
+        write_vtu(out, cx, point_data={"CriticalType": cp.types, "f": fld},
+                  cell_data={"id": cells})
+        got = None
+        if COMM.rank == 0:
+            import meshio
+            m = meshio.read(out)
+            got = (m.point_data["CriticalType"], m.point_data["f"], m.cell_data["id"][0])
+        got = COMM.bcast(got, root=0)
+        assert_equal_collective(got[0], reference_types(tris, fld, 40))
+        assert_equal_collective(got[1], fld)
+        assert_equal_collective(got[2], ids)

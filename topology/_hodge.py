@@ -145,6 +145,12 @@ class HodgeDecomposition:
         (``||f||^2``).
     infos : dict
         The two Krylov solves' SolveInfo objects.
+
+    Notes
+    -----
+    The vectors are indexed by layout index: on a complex partitioned by
+    METIS or RCB, ``cx.gather_global(hd.gradient, 1)`` gives them in global
+    edge-id order (``.gather()`` does under the default block partition).
     """
 
     def __init__(self, gradient, curl, harmonic, potential, vector_potential, energies, infos):
@@ -157,7 +163,7 @@ class HodgeDecomposition:
         self.infos = infos
 
 
-def hodge_decomposition(cx, flow, *, rtol: float = 1e-10, pc="amg",
+def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
                         maxiter: int | None = None, max_nullspace: int = 32,
                         orient: bool = True) -> HodgeDecomposition:
     """Hodge decomposition ``f = B_1^T p + B_2 w + h`` of an edge flow.
@@ -184,7 +190,14 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-10, pc="amg",
     cx : SimplicialComplex
     flow : DistVector on ``cx.simplex_layout(1)`` or global array
     rtol : float
-        CG stops when ``||b - A x|| <= rtol * ||b||`` (per system).
+        CG stops when ``||b - A x|| <= rtol * ||b||`` (per system). The
+        gradient and curl parts are orthogonal whatever the tolerance
+        (``B_1 B_2 = 0``); the harmonic part is off by about ``rtol``:
+        ``||L_1 h|| ~ rtol ||f||``, and its inner products with the other
+        parts, hence the error of the energy sum, are of order ``rtol^2``
+        relative to ``||f||^2`` (down to rounding). The default 1e-8 gives
+        orthogonality and energy sums far inside 1e-8 relative (1e-13 on
+        the benchmark's 3M-edge grid) and ``||L_1 h|| <= 1e-7 ||f||``.
     pc : str or (name, options) or None
         A preconditioner name for ``preconditioners.make`` ("amg", "jacobi").
     maxiter : int, optional

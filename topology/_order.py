@@ -73,7 +73,8 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
         return DistVector(layout, out)
     sv = v[perm]
     sg = perm.astype(np.int64) + start if gid is None else gid[perm]
-    sl = perm.astype(np.int64) + start     # layout index, to route the answers home
+    # layout index, to route the answers home (the id itself without ``ids``)
+    sl = sg if gid is None else perm.astype(np.int64) + start
     # regular samples, pooled on every rank; splitters at regular positions
     s = min(n, oversample * size)
     pick = (np.arange(s, dtype=np.int64) * n) // max(s, 1)
