@@ -109,8 +109,10 @@ def assert_same_as_gudhi(dg, ref, dimension):
         assert_equal_collective(dg.essential(d), ref[d][1], err_msg="essential D%d" % d)
 
 
-GRID_CASES = [((13, 11), "random"), ((17, 9), "ties"), ((24, 19), "smooth"),
-              ((7, 6, 9), "random"), ((8, 7, 6), "ties"), ((10, 9, 11), "smooth")]
+# (9, 3) and (9, 8, 3): at 4 ranks one rank owns no plane
+GRID_CASES = [((13, 11), "random"), ((17, 9), "ties"), ((24, 19), "smooth"), ((9, 3), "random"),
+              ((7, 6, 9), "random"), ((8, 7, 6), "ties"), ((10, 9, 11), "smooth"),
+              ((9, 8, 3), "ties")]
 
 
 # -- diagrams against gudhi -----------------------------------------------------------------
