@@ -121,13 +121,23 @@ def krylov_schur(op, comm, local_size: int, start: np.ndarray, rank: int, steps:
             op(V[j], w)
             total_steps += 1
             h[:j + 1] = 0.0
-            for _ in range(2):  # CGS2: twice is enough (Giraud et al. 2005)
-                loc = V[:j + 1] @ w
-                c = np.empty_like(loc)
+            # classical Gram-Schmidt with the projections and the norm in one
+            # reduction; a second pass when the vector lost more than 1 - 1/sqrt(2)
+            # of its norm (the DGKS test): two passes are enough (Giraud et al. 2005)
+            loc = np.empty(j + 2)
+            c = np.empty(j + 2)
+            for _ in range(2):
+                loc[:j + 1] = V[:j + 1] @ w
+                loc[j + 1] = w @ w
                 comm.Allreduce(loc, c, op=MPI.SUM)
-                w -= V[:j + 1].T @ c
-                h[:j + 1] += c
-            beta = np.sqrt(comm.allreduce(float(w @ w), op=MPI.SUM))
+                w -= V[:j + 1].T @ c[:j + 1]
+                h[:j + 1] += c[:j + 1]
+                before = c[j + 1]
+                after = before - float(c[:j + 1] @ c[:j + 1])
+                if after > 0.5 * before:
+                    break
+            beta = np.sqrt(max(after, 0.0)) if after > 0.5 * before else \
+                np.sqrt(comm.allreduce(float(w @ w), op=MPI.SUM))
             H[:j + 1, j] = h[:j + 1]
             H[j + 1, j] = beta
             scale = np.sqrt(np.sum(h[:j + 1] ** 2) + beta ** 2)

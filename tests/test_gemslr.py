@@ -308,8 +308,8 @@ def test_parGeMSLR_operator_32cubed(shift, serial_its):
                       % (its, COMM.size, one))
     assert M.describe()["ranks_found"][0] > 0
     if shift > 0:
-        # without the low-rank correction FGMRES needs more than twice as many
-        info0, _ = _fgmres_its(A, maxiter=2 * its, lr_rank=0)
+        # without the low-rank correction FGMRES needs more than 1.5 times as many
+        info0, _ = _fgmres_its(A, maxiter=int(1.5 * its), lr_rank=0)
         assert_collective(COMM, not info0.converged,
                           "lr_rank=0 took %d iterations, lr_rank=32 took %d"
                           % (info0.iterations, its))
