@@ -57,7 +57,7 @@ def _gemslr(A, maxiter=300, **opts):
     return {"iterations": info.iterations, "converged": info.converged,
             "reason": info.reason.name, "setup_s": ts, "solve_s": tsol, "fill": d["fill"],
             "interface_sizes": d["interface_sizes"], "ranks_found": d["ranks_found"],
-            "converged_eigs": [lv.get("converged", 0) for lv in d["levels"][:-1]]}
+            "converged_eigs": [lv.get("converged", 0) for lv in d["hierarchy"][:-1]]}
 
 
 def _baseline(A, name, method, maxiter):

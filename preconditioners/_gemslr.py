@@ -203,8 +203,16 @@ class GeMSLR(Preconditioner):
     number of ranks; subdomain ``j`` of ``K`` goes to rank
     ``j * size // K``. :meth:`apply` is collective on ``A.comm`` (halo
     exchanges of the coupling blocks, one ``Allreduce`` per low-rank level,
-    one ``Allgatherv`` for a redundant last level) and allocates only the
-    results of SuperLU's triangular solves.
+    one ``Allgatherv`` for a redundant last level) and allocates nothing
+    (the work vectors are preallocated).
+
+    :meth:`describe` reports ``nlev`` (levels built), ``interface_sizes``,
+    ``ranks_found`` (Schur vectors kept per level), ``hierarchy`` (per level:
+    rows, subdomains, interior and interface sizes, rank, converged vectors,
+    restarts, Arnoldi steps, eigenvalues as ``[re, im]``), ``fill_ilu`` (ILUT
+    factor nonzeros over ``nnz(A)``, the redundant last level counted once),
+    ``fill`` (the same plus the low-rank bases), ``setup_stages`` and
+    ``setup_seconds``.
 
     References
     ----------
@@ -593,7 +601,8 @@ class GeMSLR(Preconditioner):
             if lv.lr is not None:
                 d.update(rank=lv.lr.rank, converged=lv.lr.converged,
                          restarts=lv.lr.restarts, arnoldi_steps=lv.lr.steps,
-                         eigenvalues=[complex(z) for z in lv.lr.eigenvalues()])
+                         eigenvalues=[[float(z.real), float(z.imag)]
+                                      for z in lv.lr.eigenvalues()])
             else:
                 d.update(rank=0)
             levels.append(d)
@@ -602,7 +611,7 @@ class GeMSLR(Preconditioner):
         return {"nlev": self.num_levels, "ncomp": self.nparts,
                 "ilu_droptol": self.ilu_droptol, "ilu_max_row_nnz": self.ilu_max_row_nnz,
                 "lr_rank": self.lr_rank, "lr_tol_eig": self.lr_tol_eig,
-                "lr_maxits": self.lr_maxits, "levels": levels,
+                "lr_maxits": self.lr_maxits, "hierarchy": levels,
                 "interface_sizes": [lv.n_iface for lv in self._lv],
                 "ranks_found": [lv.lr.rank if lv.lr is not None else 0 for lv in self._lv],
                 "fill_ilu": self.factor_nnz / max(self.global_nnz, 1),
