@@ -21,7 +21,7 @@ from dmsolve.krylov import cg, register_method
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective)
 
-N = 20          # poisson2d N x N: 400 unknowns, ~55 CG iterations to 1e-10
+N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
 
 
 def _shared_dir(comm, tmp_path, name):
@@ -132,61 +132,65 @@ def test_manifest_and_files_describe_the_state(comm, tmp_path):
 
 # -- another number of ranks -----------------------------------------------------------
 
-def _resume_elsewhere(sub, path, pc, n=N):
-    """Resume on communicator ``sub``; return (x gathered, info)."""
+def _resume_elsewhere(sub, paths, n=N):
+    """Resume the (pc, path) checkpoints on communicator ``sub``; return, per
+    pc, (x gathered, iterations, converged, checkpoint report)."""
     A, b = _problem(sub, n=n)
-    x, info = solve(A, b, "cg", pc, rtol=1e-10, resume=path)
-    return x.gather(), info
+    out = {}
+    for pc, path in paths:
+        x, info = solve(A, b, "cg", pc, rtol=1e-10, resume=path)
+        out[pc] = (x.gather(), info.iterations, info.converged, info.extra["checkpoint"])
+    return out
 
 
-@pytest.mark.parametrize("pc", [None, "bjacobi"], ids=["none-exact", "bjacobi-restart"])
-def test_resume_on_another_rank_count(comm, tmp_path, pc):
+def test_resume_on_another_rank_count(comm, tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
-    x0, i0 = solve(A, b, "cg", pc, rtol=1e-10)
-    solve(A, b, "cg", pc, rtol=1e-10, maxiter=30, checkpoint=path, checkpoint_every=10)
+    paths, full = [], {}
+    for pc in (None, "bjacobi"):
+        path = _shared_dir(comm, tmp_path, "ck-%s" % pc)
+        full[pc] = solve(A, b, "cg", pc, rtol=1e-10)[1].iterations
+        solve(A, b, "cg", pc, rtol=1e-10, maxiter=30, checkpoint=path, checkpoint_every=10)
+        paths.append((pc, path))
     xref = _reference(A, b)
     tol = 1e-7 * np.abs(xref).max()
     if comm.size == 1:
         # resume on 2 ranks in a child MPI job
-        script = os.path.join(path, "resume.py")
-        with open(script, "w") as f:
-            f.write(textwrap.dedent("""
-                import sys, json
-                sys.path.insert(0, %r)
-                from mpi4py import MPI
-                from test_checkpoint import _resume_elsewhere
-                x, info = _resume_elsewhere(MPI.COMM_WORLD, %r, %r)
-                if MPI.COMM_WORLD.rank == 0:
-                    print(json.dumps({"x": x.tolist(), "it": info.iterations,
-                                      "conv": info.converged,
-                                      "ck": info.extra["checkpoint"]}))
-            """ % (os.path.dirname(__file__), path, pc)))
+        script = tmp_path / "resume.py"
+        result = tmp_path / "result.json"
+        script.write_text(textwrap.dedent("""
+            import sys, json
+            sys.path.insert(0, %r)
+            from mpi4py import MPI
+            from test_checkpoint import _resume_elsewhere
+            out = _resume_elsewhere(MPI.COMM_WORLD, %r)
+            if MPI.COMM_WORLD.rank == 0:
+                with open(%r, "w") as f:
+                    json.dump([[pc, x.tolist(), it, conv, rep]
+                               for pc, (x, it, conv, rep) in out.items()], f)
+        """ % (os.path.dirname(__file__), paths, str(result))))
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
         mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-        proc = subprocess.run([mpiexec, "-n", "2", sys.executable, script],
+        proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)],
                               capture_output=True, text=True, timeout=120, env=env)
         assert proc.returncode == 0, proc.stderr
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-        x, it, conv, rep = np.array(out["x"]), out["it"], out["conv"], out["ck"]
-        checks = [(x, it, conv, rep)]
+        got = {pc: (np.array(x), it, conv, rep)
+               for pc, x, it, conv, rep in json.loads(result.read_text())}
     else:
         # resume on size-1 ranks and on 1 rank at the same time
         sub = comm.Split(0 if comm.rank < comm.size - 1 else 1, comm.rank)
         try:
-            x, info = _resume_elsewhere(sub, path, pc)
+            got = _resume_elsewhere(sub, paths)
         finally:
             sub.Free()
-        checks = [(x, info.iterations, info.converged, info.extra["checkpoint"])]
-    for x, it, conv, rep in checks:
+    for pc, (x, it, conv, rep) in got.items():
         assert_collective(comm, conv and rep["resumed_from"] == 20, str(rep))
         assert_allclose_collective(x, xref, comm, rtol=0, atol=tol)
         if pc is None:
             # the full state is redistributed: CG goes on as if uninterrupted
             # (the reductions round differently, so allow one iteration)
-            assert_collective(comm, not rep["restarted"] and abs(it - i0.iterations) <= 1,
-                              "%s, %d vs %d" % (rep, it, i0.iterations))
+            assert_collective(comm, not rep["restarted"] and abs(it - full[pc]) <= 1,
+                              "%s, %d vs %d" % (rep, it, full[pc]))
         else:
             # a block preconditioner depends on the partition: restart from x
             assert_collective(comm, rep["restarted"] and it > 20, str(rep))
@@ -468,3 +472,63 @@ def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
     code4 = main(base + ["--checkpoint-every", "3"], comm)
     err = capsys.readouterr().err
     assert_collective(comm, code4 == 1 and ("needs checkpoint=" in err or comm.rank > 0), err)
+
+
+def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
+    # a child process writes a checkpoint at every iteration and is killed
+    # (SIGKILL) at arbitrary moments, mostly in the middle of writes; after
+    # each kill the directory holds a complete, verified checkpoint whose
+    # state is coherent (r is the residual of x)
+    import signal
+    import time
+    ok, why = True, ""
+    if comm.rank == 0:
+        path = str(tmp_path / "ck")
+        script = tmp_path / "writer.py"
+        script.write_text(textwrap.dedent("""
+            import os, sys
+            from mpi4py import MPI
+            from dmsolve import gallery, solve
+            A = gallery.poisson2d(120, MPI.COMM_WORLD)
+            b = gallery.rhs(A, "random", seed=5)
+            path = sys.argv[1]
+            # continue from the last kill's checkpoint, writing into the same place
+            resume = path if os.path.exists(os.path.join(path, "manifest.json")) else None
+            solve(A, b, "cg", rtol=0.0, atol=0.0, divtol=None, maxiter=10**7,
+                  checkpoint=path, checkpoint_every=1, resume=resume)
+        """))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        rng = np.random.default_rng(0)
+        A = gallery.poisson2d(120, MPI.COMM_SELF)
+        b = gallery.rhs(A, "random", seed=5)
+        seen = []
+        for _ in range(2):
+            proc = subprocess.Popen([sys.executable, str(script), path], env=env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            t0 = time.monotonic()
+            last = seen[-1] if seen else 0
+            while time.monotonic() - t0 < 60 and proc.poll() is None:
+                try:                    # wait for this child's first own write
+                    if ck.read_manifest(path)["iteration"] > last:
+                        break
+                except ck.CheckpointError:
+                    pass
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.1, 0.6))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            try:
+                man, vecs = ck.load(path, MPI.COMM_SELF)
+                r = b.copy()
+                r.axpy(-1.0, A @ vecs["x"])
+                drift = float(np.linalg.norm(r.local - vecs["r"].local))
+                seen.append(man["iteration"])
+                if not drift <= 1e-8 * b.norm():
+                    ok, why = False, "incoherent state, drift %g" % drift
+            except Exception as e:  # noqa: BLE001
+                ok, why = False, "after kill: %r" % e
+                break
+        if ok and not (len(seen) == 2 and 1 <= seen[0] < seen[1]):
+            ok, why = False, "iterations %s" % seen
+    assert_collective(comm, ok, why)
