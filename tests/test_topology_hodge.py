@@ -185,14 +185,16 @@ def test_orientation_on_a_moebius_strip_still_decomposes():
 
 
 def test_orientation_cuts_curl_iterations():
-    cells = grid_surface(60)
+    # 40 x 40 grid: 11 AMG iterations oriented, 35-47 not (1-4 ranks); the
+    # gap widens with the size (14 against 449 on the 1000 x 1000 benchmark)
+    cells = grid_surface(40)
     cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
     m = cx.simplex_layout(1).global_size
     f = np.random.default_rng(8).standard_normal(m)
     a = hodge_decomposition(cx, f, rtol=1e-10)
     b = hodge_decomposition(cx, f, rtol=1e-10, orient=False)
     ia, ib = a.infos["curl"].iterations, b.infos["curl"].iterations
-    assert_collective(COMM, ia <= 20 and 3 * ia <= ib, "curl iterations %d vs %d" % (ia, ib))
+    assert_collective(COMM, ia <= 15 and 2.5 * ia <= ib, "curl iterations %d vs %d" % (ia, ib))
     assert_collective(COMM, a.infos["gradient"].iterations <= 20, "gradient iterations")
     assert_allclose_collective(a.curl.gather(), b.curl.gather(), rtol=0,
                                atol=1e-8 * np.sqrt(f @ f))
@@ -243,7 +245,7 @@ def test_hodge_does_not_depend_on_the_partition(partition):
 
 def test_default_tolerance_meets_the_issue_figures():
     # orthogonal to 1e-8 relative, energies summing to ||f||^2, L1 h ~ 0
-    cells, _ = holey_surface(40, 30, ((5, 5), (20, 12), (30, 20)))
+    cells, _ = holey_surface(30, 24, ((5, 5), (15, 10), (22, 17)))
     cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM)
     f = np.random.default_rng(11).standard_normal(cx.simplex_layout(1).global_size)
     hd = hodge_decomposition(cx, f)

@@ -32,9 +32,13 @@ def _local_rows(cx, k):
     return rows, gids, own
 
 
-def _incidence(cx, k):
+def _incidence(cx, k, cache: dict | None = None):
     """Local incidence of all local k-simplices: ``(face_pos, simplex_pos,
-    sign)`` with positions in the local (k-1)- and k-simplex lists."""
+    sign)`` with positions in the local (k-1)- and k-simplex lists
+    (remembered in ``cache`` when given, as one decomposition needs each
+    several times)."""
+    if cache is not None and k in cache:
+        return cache[k]
     rows, _ = cx.local_simplices(k)
     frows, _ = cx.local_simplices(k - 1)
     # orientation by sorted *global* vertex ids: the removed vertex's place in
@@ -51,7 +55,10 @@ def _incidence(cx, k):
         sp_.append(np.arange(rows.shape[0], dtype=np.int64))
         sg.append(np.full(rows.shape[0], (-1.0) ** i) if place is None
                   else 1.0 - 2.0 * (place[:, i] % 2))
-    return np.concatenate(fp), np.concatenate(sp_), np.concatenate(sg)
+    out = np.concatenate(fp), np.concatenate(sp_), np.concatenate(sg)
+    if cache is not None:
+        cache[k] = out
+    return out
 
 
 def boundary_matrix(cx, k: int) -> DistCSR:
@@ -66,7 +73,7 @@ def boundary_matrix(cx, k: int) -> DistCSR:
     return _boundary(cx, k)
 
 
-def _boundary(cx, k: int, col_sign: np.ndarray | None = None) -> DistCSR:
+def _boundary(cx, k: int, col_sign: np.ndarray | None = None, cache=None) -> DistCSR:
     """``B_k``, with column ``s`` multiplied by ``col_sign[s]`` when given
     (one sign per local k-simplex of ``cx.local_simplices(k)``)."""
     rl, cl = cx.simplex_layout(k - 1), cx.simplex_layout(k)
@@ -74,7 +81,7 @@ def _boundary(cx, k: int, col_sign: np.ndarray | None = None) -> DistCSR:
         e = np.zeros(0, np.int64)
         return DistCSR.from_coo(e, e, np.zeros(0), (rl.global_size, 0), cx.comm,
                                 layout=rl, col_layout=cl)
-    fpos, spos, sign = _incidence(cx, k)
+    fpos, spos, sign = _incidence(cx, k, cache)
     if col_sign is not None:
         sign = sign * col_sign[spos]
     _, sgids, own = _local_rows(cx, k)
@@ -100,7 +107,7 @@ def hodge_laplacian(cx, k: int, part: str = "full") -> DistCSR:
     return _laplacian(cx, k, part)
 
 
-def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None) -> DistCSR:
+def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None, cache=None) -> DistCSR:
     """``L_k`` (or a part), conjugated by ``diag(sign)`` when given (one sign
     per local k-simplex; owner and ghost copies must agree)."""
     lay = cx.simplex_layout(k)
@@ -109,7 +116,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None) -> DistCSR
     nloc = gids.size
     rows, cols, vals = [], [], []
     if part in ("full", "up") and k + 1 <= cx.dimension:
-        fpos, spos, sg = _incidence(cx, k + 1)
+        fpos, spos, sg = _incidence(cx, k + 1, cache)
         _, _, own = _local_rows(cx, k + 1)
         m = own[spos]
         if sign is not None:
@@ -118,7 +125,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None) -> DistCSR
         G = (C @ C.T).tocoo()
         rows.append(gids[G.row]), cols.append(gids[G.col]), vals.append(G.data)
     if part in ("full", "down") and k >= 1:
-        fpos, spos, sg = _incidence(cx, k)
+        fpos, spos, sg = _incidence(cx, k, cache)
         _, _, own = _local_rows(cx, k - 1)
         m = own[fpos]
         if sign is not None:
@@ -226,8 +233,9 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
 
     from ._components import connected_components
     f = cx.cochain(flow, 1)
-    B1 = boundary_matrix(cx, 1)
-    L0 = _laplacian0(cx)
+    inc: dict = {}     # local incidence arrays, computed once
+    B1 = _boundary(cx, 1, cache=inc)
+    L0 = _laplacian0(cx, inc)
     b0 = B1.matvec(f)
     ns = _component_nullspace(cx, connected_components(cx), max_nullspace)
     p, info0 = cg(L0, b0, rtol=rtol, M=_make_pc(pc, L0), nullspace=ns or None,
@@ -236,9 +244,10 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
     infos = {"gradient": info0}
     w = None
     if cx.dimension >= 2 and cx.simplex_layout(2).global_size:
-        sign = coherent_orientation_signs(cx) if orient else None
-        B2 = _boundary(cx, 2, sign)              # B_2 S
-        L2 = _laplacian(cx, 2, "down", sign)     # S B_2^T B_2 S
+        inc.pop(1, None)
+        sign = coherent_orientation_signs(cx, cache=inc) if orient else None
+        B2 = _boundary(cx, 2, sign, inc)            # B_2 S
+        L2 = _laplacian(cx, 2, "down", sign, inc)   # S B_2^T B_2 S
         b2 = B2.rmatvec(f)
         w, info2 = cg(L2, b2, rtol=rtol, M=_make_pc(pc, L2), maxiter=maxiter,
                       raise_on_failure=True)
@@ -286,7 +295,7 @@ def betti_numbers(cx) -> list[int]:
 
 
 
-def coherent_orientation_signs(cx) -> np.ndarray:
+def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     """Signs ``s_t = +-1`` of the local triangles that orient them coherently.
 
     Two triangles sharing an edge are coherently oriented when they induce
@@ -312,8 +321,9 @@ def coherent_orientation_signs(cx) -> np.ndarray:
     orientable piece (up to the sign of the whole piece, fixed by ``+1`` on
     its smallest triangle).
 
-    Returns one float64 sign per row of ``cx.local_simplices(2)``.
-    Collective on ``cx.comm``.
+    Returns one float64 sign per row of ``cx.local_simplices(2)``. ``cache``
+    is a private dict for the local incidence arrays, shared with the other
+    assembly steps of :func:`hodge_decomposition`. Collective on ``cx.comm``.
     """
     from dmsolve.bsp import BSP
     from scipy.sparse.csgraph import connected_components as _cc
@@ -321,7 +331,7 @@ def coherent_orientation_signs(cx) -> np.ndarray:
     comm = cx.comm
     rows, gids = cx.local_simplices(2)
     nt = rows.shape[0]
-    fpos, tpos, sign = _incidence(cx, 2) if nt else (np.zeros(0, np.int64),) * 3
+    fpos, tpos, sign = _incidence(cx, 2, cache) if nt else (np.zeros(0, np.int64),) * 3
     o = np.argsort(fpos, kind="stable")
     fpos, tpos, sign = fpos[o], tpos[o], sign[o]
     cnt = np.bincount(fpos, minlength=1)
@@ -392,9 +402,9 @@ def _check_k(cx, k, low):
         raise ValueError("k must be an integer >= %d, got %r" % (low, k))
 
 
-def _laplacian0(cx) -> DistCSR:
+def _laplacian0(cx, cache=None) -> DistCSR:
     """``B_1 B_1^T`` with a unit diagonal on isolated vertices."""
-    L = hodge_laplacian(cx, 0, part="up")
+    L = _laplacian(cx, 0, "up", cache=cache)
     d = L.diagonal()
     iso = np.flatnonzero(d.local == 0)
     if cx.comm.allreduce(iso.size, op=MPI.SUM) == 0:
