@@ -132,8 +132,8 @@ def _float_option(name, value, low, high=np.inf, low_open=False):
 class _Level:
     """One level ``A_l = [B F; E C]`` on this rank (l < last)."""
 
-    __slots__ = ("nB", "off", "sub_bounds", "solvers", "E", "F", "C", "W", "Hc",
-                 "zB", "yC", "tB", "tC", "tC2", "zB2", "s_loc", "s_glob", "lr",
+    __slots__ = ("nB", "off", "sub_bounds", "blocks", "solvers", "E", "F", "C", "W", "Hc",
+                 "zB", "yC", "tB", "tC", "tC2", "s_loc", "s_glob", "lr",
                  "n_iface", "n_interior", "n_sub")
 
 
@@ -175,7 +175,9 @@ class GeMSLR(Preconditioner):
         Residual tolerance of the Schur vectors (parGeMSLR ``lr_tol_eig``,
         default 1e-3).
     lr_maxits : int
-        Maximum thick restarts (parGeMSLR ``lr_maxits``, default 3).
+        Maximum thick restarts (parGeMSLR ``lr_maxits``, default 3). The
+        leading ``lr_rank`` Schur vectors are kept whether or not they met
+        ``lr_tol_eig`` by then; :meth:`describe` says how many did.
     lr_arnoldi_factor : float
         Arnoldi basis size per cycle, ``lr_arnoldi_factor * lr_rank``
         (parGeMSLR ``lr_arnoldi_factor``, default 2).
@@ -201,7 +203,9 @@ class GeMSLR(Preconditioner):
     METIS on rank 0 (the graph is gathered there, as in
     :func:`dmsolve.partition.metis_partition`) and does not depend on the
     number of ranks; subdomain ``j`` of ``K`` goes to rank
-    ``j * size // K``. :meth:`apply` is collective on ``A.comm`` (halo
+    ``j * size // K``. The set-up keeps a few integer arrays of the global
+    size on every rank (the permutation and the level of every row), like the
+    gathered graph on rank 0, which is fine up to some 10^7 rows. :meth:`apply` is collective on ``A.comm`` (halo
     exchanges of the coupling blocks, one ``Allreduce`` per low-rank level,
     one ``Allgatherv`` for a redundant last level) and allocates nothing
     (the work vectors are preallocated).
@@ -385,7 +389,8 @@ class GeMSLR(Preconditioner):
             Bloc = sp.csr_matrix(Bloc[:, self.X[l].start:self.X[l].stop])
             bounds = np.concatenate(([0], np.cumsum(self._sub_sizes[l]))).astype(np.int64)
             lv.sub_bounds = bounds
-            lv.solvers = [sp.csr_matrix(Bloc[s:e, s:e]) for s, e in zip(bounds[:-1], bounds[1:])]
+            lv.blocks = [sp.csr_matrix(Bloc[s:e, s:e]) for s, e in zip(bounds[:-1], bounds[1:])]
+            lv.solvers = []
             lv.F = DistCSR.from_local_rows(block(b0, b1, l + 1, L, self.N, l + 1),
                                            self.X[l], self.N[l + 1], check_finite=False)
             lv.E = DistCSR.from_local_rows(block(b1, nloc, l, l, self.X, l),
@@ -441,15 +446,14 @@ class GeMSLR(Preconditioner):
         self.factor_nnz_local = 0
         try:
             for l, lv in enumerate(self._lv):
-                blocks = lv.solvers
-                lv.solvers = []
-                for j, Bj in enumerate(blocks):
+                for j, Bj in enumerate(lv.blocks):
                     try:
                         lv.solvers.append(self._ilut(Bj))
                     except PivotError as e:
                         raise PivotError("gemslr: level %d subdomain block %d: %s"
                                          % (l, j, e)) from None
                     self.factor_nnz_local += lv.solvers[-1].nnz
+                lv.blocks = None
         except (ValueError, TypeError) as e:
             exc = e
         agree(comm, exc)
