@@ -60,7 +60,9 @@ recomputed, iteration count and history kept): block preconditioners
 recurrences are only valid for one fixed ``M``. Without a preconditioner, or
 on the same layout, the full state is restored and the solve continues
 exactly (on the same layout, bit for bit: the same iterations as an
-uninterrupted run).
+uninterrupted run). After such a restart a preconditioned reference norm
+(``||M b||``) is measured with the new ``M``, and the residual history holds
+the norms of both preconditioners.
 """
 
 from __future__ import annotations
@@ -549,7 +551,10 @@ class Checkpointer:
         self._arrays = None
         it = int(man["iteration"])
         ctx.norms[:] = [float(t) for t in man["residual_norms"]]
-        ctx.bnorm = man["bnorm"]
+        # a preconditioned reference norm ||M b|| is measured anew when M may
+        # have changed with the layout (the methods recompute a None bnorm)
+        ctx.bnorm = man["bnorm"] if (self._keep_state or ctx.norm_type == "unpreconditioned") \
+            else None
         ctx.rnorm0 = man["rnorm0"]
         ctx.x0_is_zero = False
         self._last = it

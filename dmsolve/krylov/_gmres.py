@@ -217,6 +217,8 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
             reason = ctx.test(0, beta)
             first = False
         else:
+            if ctx.bnorm is None:       # resumed with another M: ||M b|| anew
+                ctx.reference_norm(t)
             # report the true residual of the restart instead of the estimate
             ctx.norms[-1] = beta
             if not math.isfinite(beta):
