@@ -218,7 +218,7 @@ def test_gradient_errors():
 # -- persistence from the Morse complex ----------------------------------------------------------
 PERSISTENCE = {"8x8x8-ties3": ((8, 8, 8), "ties3"), "6x7x8-ties": ((6, 7, 8), "ties"),
                "9x8x10-smooth": ((9, 8, 10), "smooth"), "12x11x10-noise": ((12, 11, 10), "noise"),
-               "10x12x11-ties": ((10, 12, 11), "ties")}
+               "10x12x11-ties": ((10, 12, 11), "ties"), "5x4x3-ties": ((5, 4, 3), "ties")}
 
 
 @pytest.mark.parametrize("case", list(PERSISTENCE), ids=list(PERSISTENCE))
@@ -233,7 +233,7 @@ def test_grid_diagrams_match_gudhi(case):
     ref = COMM.bcast(ref, root=0)
     for d in range(3):
         assert_equal_collective(ours[d], ref[d], err_msg="D%d of %s" % (d, case))
-    assert_collective(COMM, len(ref[1]) > 3, "no saddle-saddle pair to compare")
+    assert_collective(COMM, len(ref[1]) > (0 if shape[2] < 4 else 3), "no D1 pair to compare")
     # the public D1 entry point returns the same pairs
     pairs, essential = saddle_saddle_pairs(g, order)
     assert_equal_collective(pairs, res.pairs[1])

@@ -17,6 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector
+from dmsolve._errors import raise_collective
 
 from ._grid import Grid, freudenthal_cells, link_structure
 from ._order import global_order
@@ -362,6 +363,9 @@ def gradient_from_order(domain, order: DistVector) -> DiscreteGradient:
     from ._morse_kernels import lower_star_gradient
     ghosted = domain.ghosted(np.ascontiguousarray(order.local, dtype=np.int64))
     S = Stars(domain, ghosted)
+    # the kernel packs a star slot in 10 bits (grids: 14 / 36 / 24 slots)
+    raise_collective(domain.comm, max(S.emax, S.tmax, S.qmax) >= 1024, ValueError,
+                     "a vertex star has more than 1023 edges, triangles or tetrahedra")
     n = S.n_owned
     vp = np.empty(n, np.int16)
     ep = np.empty(int(S.eptr[-1]), np.int16)

@@ -226,8 +226,14 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
             cells[d] = (code[o], top[o], key[o])
         d0 = [np.concatenate([e[1][k] for e in everything]) for k in range(2)]
         d2 = [np.concatenate([e[2][k] for e in everything]) for k in range(2)]
-        msg = _union_finds(cells, d0, d2, mk)
-    walls, first = comm.bcast(msg if msg is None else msg["walls"], root=0), msg
+        try:
+            msg = _union_finds(cells, d0, d2, mk)
+        except Exception as e:          # raised on every rank below, not on rank 0 alone
+            msg = e
+    walls = comm.bcast(msg["walls"] if isinstance(msg, dict) else msg, root=0)
+    if isinstance(walls, Exception):
+        raise walls
+    first = msg
     stats["union_find_s"] = time.perf_counter() - t1
 
     # -- Morse boundaries of the critical triangles D2 left unpaired --------------------------------
@@ -274,8 +280,13 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     gathered = comm.gather((np.concatenate(d1q), np.concatenate(d1e)), root=0)
     result = None
     if comm.rank == 0:
-        result = _reduce_d1(first, gathered, mk, keep_zero)
+        try:
+            result = _reduce_d1(first, gathered, mk, keep_zero)
+        except Exception as e:
+            result = e
     result = comm.bcast(result, root=0)
+    if isinstance(result, Exception):
+        raise result
     stats["reduce_s"] = time.perf_counter() - t3
     stats.update(result.pop("stats"))
     return MorsePersistence(result["pairs"], result["essential"], stats)
@@ -307,7 +318,9 @@ def _union_finds(cells, d0, d2, mk) -> dict:
     # taken in reverse filtration order
     nq = q_code.size
     qo = np.argsort(q_code)
-    node = np.where(d2[1] < 0, nq, qo[np.searchsorted(q_code[qo], np.maximum(d2[1], 0))])
+    node = np.full(d2[1].size, nq, dtype=np.int64)
+    inside = d2[1] >= 0
+    node[inside] = qo[np.searchsorted(q_code[qo], d2[1][inside])]
     to = np.argsort(t_code)
     ti = to[np.searchsorted(t_code[to], d2[0])]
     tends = np.full((t_code.size, 2), -1, np.int64)
