@@ -26,6 +26,7 @@ from ._errors import agree
 from ._layout import Layout
 from ._matrix import DistCSR
 from ._vector import DistVector
+from .krylov._common import _check_tol
 from .krylov._info import ConvergedReason, SolveInfo
 
 __all__ = [
@@ -110,14 +111,18 @@ def _mat_from_petsc(mat, comm: MPI.Comm | None = None) -> DistCSR:
         comm = _mpi_comm(mat)
     if not mat.isAssembled():
         agree(comm, ValueError("the PETSc matrix is not assembled (call mat.assemble())"))
+    converted = None
     if mat.getType() not in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ):
         # dense, BAIJ, SBAIJ, ...: through PETSc's own conversion (collective)
-        mat = mat.convert(PETSc.Mat.Type.AIJ)
+        mat = converted = mat.convert(PETSc.Mat.Type.AIJ)
     row_layout = _layout_from_ranges(mat.getOwnershipRanges(), comm)
     col_layout = _layout_from_ranges(mat.getOwnershipRangesColumn(), comm)
     if row_layout == col_layout:
         col_layout = row_layout
     indptr, indices, data = mat.getValuesCSR()
+    if converted is not None:
+        indptr, indices, data = np.array(indptr), np.array(indices), np.array(data)
+        converted.destroy()
     local = sp.csr_matrix((np.array(data), np.array(indices, dtype=np.int64),
                            np.array(indptr, dtype=np.int64)),
                           shape=(row_layout.local_size, col_layout.global_size))
@@ -532,17 +537,6 @@ def convert_reason(code: int) -> tuple[ConvergedReason, str]:
 _PREFIX = itertools.count()
 
 
-def _check_real(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError("%s must be finite and non-negative, got %r" % (name, value))
-    return value
-
-
 def _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side, orthog,
              norm_type, shift, nullspace, callback, monitor, petsc_options):
     """Rank-independent checks and the option mapping. Returns a plan dict."""
@@ -570,8 +564,8 @@ def _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side, o
         if v.dtype.kind not in "fiu":
             raise TypeError("%s has dtype %s; backend='petsc' supports real vectors"
                             % (name, v.dtype))
-    plan = {"ksp_type": KSP_TYPES[m], "rtol": _check_real("rtol", rtol),
-            "atol": _check_real("atol", atol), "divtol": _check_real("divtol", divtol, True),
+    plan = {"ksp_type": KSP_TYPES[m], "rtol": _check_tol("rtol", rtol),
+            "atol": _check_tol("atol", atol), "divtol": _check_tol("divtol", divtol, True),
             "options": {}, "pc_object": None, "pc_type": "none", "pc_name": "none"}
     n = A.row_layout.global_size
     if maxiter is None:
