@@ -105,7 +105,7 @@ class Stars:
     def _complex(self, cx, order: np.ndarray):
         ids = cx.ghosted_ids()
         nloc = ids.size
-        self.mode = 0 + 1
+        self.mode = 1
         self.O = np.ascontiguousarray(order, dtype=np.int64)
         self.gid = ids
         self.P = cx.owned_positions().astype(np.int64)

@@ -34,7 +34,13 @@ class MorsePersistence:
     essential : dict int -> int64 array
         Birth vertices of the classes that never die, sorted.
     stats : dict
-        Sizes of the gathered Morse complex and timings (seconds).
+        Sizes of the gathered Morse complex: ``critical`` (critical cells per
+        dimension), ``boundary_entries`` (V-path ends of the 2-saddles'
+        boundaries, before cancelling mod 2), ``boundary_nonzeros``,
+        ``d1_columns``/``d1_rows`` (the reduced matrix); supersteps of each
+        traversal; seconds per stage (``gradient_s``, ``paths_s``,
+        ``union_find_s``, ``walls_s``, ``reduce_s``), slowest rank not
+        agreed (rank-local clocks).
     """
 
     def __init__(self, pairs, essential, stats):
@@ -117,6 +123,13 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
     ties between cells of one lower star broken as gudhi's SimplexTree does
     by dimension. The gathered Morse complex is the limit: its size is
     reported in ``stats`` (critical cells per dimension, boundary entries).
+    Measured on 128^3 grids: a smooth field gives 12/18/8/1 critical cells
+    and 30 boundary entries; the same field plus 10 % Gaussian noise gives
+    117k/466k/458k/109k critical cells and 1.6M boundary entries (about
+    40 MB on rank 0), against 2.1M vertices and 55M simplices. Rank 0's
+    memory and the serial reduction grow with the noise, not the grid.
+    Triangles with more than two cofacet tets (non-manifold meshes) are not
+    supported.
 
     References
     ----------
@@ -293,11 +306,6 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
 
 
 # -- rank 0 ------------------------------------------------------------------------------------------
-def _lookup(sorted_codes, codes):
-    idx = np.searchsorted(sorted_codes, codes)
-    return idx
-
-
 def _union_finds(cells, d0, d2, mk) -> dict:
     v_code, v_top, v_key = cells[0]
     e_code, e_top, e_key = cells[1]
