@@ -12,14 +12,13 @@ from scipy.spatial import Delaunay
 
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from test_topology_ref import faces, grid_cells
-from topology import Grid, SimplicialComplex, betti_numbers, global_order
-from topology._gradient import discrete_gradient
+from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
 from topology._saddles import persistence_pairs_all, saddle_saddle_pairs
 
 COMM = MPI.COMM_WORLD
 
 
-# -- fields and meshes ----------------------------------------------------------------------------
+# -- fields and meshes
 def field(kind, shape, seed=0):
     n = int(np.prod(shape))
     rng = np.random.default_rng(seed)
@@ -64,7 +63,7 @@ def complex_of(tets):
                              COMM)
 
 
-# -- references ---------------------------------------------------------------------------------
+# -- references
 def gudhi_diagrams(tops, values):
     """Lower-star diagrams of gudhi's SimplexTree on exactly these simplices:
     {dim: (k, 2) (birth, death)}, zero-length pairs dropped, inf deaths kept."""
@@ -102,7 +101,7 @@ def euler(counts):
     return sum((-1) ** k * c for k, c in enumerate(counts))
 
 
-# -- the gradient -------------------------------------------------------------------------------------
+# -- the gradient
 GRIDS = {"2d-7x9-ties": ((7, 9), "ties"), "2d-13x5-smooth": ((13, 5), "smooth"),
          "3d-5x6x7-ties": ((5, 6, 7), "ties"), "3d-3x4x2-noise": ((3, 4, 2), "noise"),
          "3d-7x5x6-smooth": ((7, 5, 6), "smooth")}
@@ -215,7 +214,7 @@ def test_gradient_errors():
                              global_order(Grid((4, 5), COMM).vertex_values(np.zeros(20))))
 
 
-# -- persistence from the Morse complex ----------------------------------------------------------
+# -- persistence from the Morse complex
 PERSISTENCE = {"8x8x8-ties3": ((8, 8, 8), "ties3"), "6x7x8-ties": ((6, 7, 8), "ties"),
                "9x8x10-smooth": ((9, 8, 10), "smooth"), "12x11x10-noise": ((12, 11, 10), "noise"),
                "10x12x11-ties": ((10, 12, 11), "ties"), "5x4x3-ties": ((5, 4, 3), "ties")}

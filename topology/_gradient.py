@@ -25,7 +25,7 @@ from ._order import global_order
 __all__ = ["discrete_gradient", "DiscreteGradient"]
 
 
-# -- the grid stencil: the star of a vertex as fixed tables ------------------------------------------
+# -- the grid stencil: the star of a vertex as fixed tables
 @functools.lru_cache(maxsize=None)
 def stencil(dimension: int):
     """``(offsets, tris, tets, tet_faces)`` of the star of a grid vertex.
@@ -165,7 +165,7 @@ class Stars:
         comm.Allreduce(MPI.IN_PLACE, mx, op=MPI.MAX)
         self.emax, self.tmax, self.qmax = (max(int(v), 1) for v in mx)
 
-    # -- lookups (not collective) ------------------------------------------------------------------
+    # -- lookups (not collective)
     def positions(self, gids) -> np.ndarray:
         """Positions of global vertex ids that this rank holds."""
         gids = np.asarray(gids, dtype=np.int64)
@@ -226,7 +226,7 @@ class DiscreteGradient:
     def dimension(self) -> int:
         return self.domain.dimension
 
-    # -- local views (not collective) -----------------------------------------------------------
+    # -- local views (not collective)
     def _slots(self, codes: np.ndarray, ptr: np.ndarray, select) -> tuple[np.ndarray, np.ndarray]:
         """(owned vertex index, star slot) of the slots whose code passes ``select``."""
         k = np.flatnonzero(select(codes))
@@ -280,7 +280,7 @@ class DiscreteGradient:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return self._slots(codes, ptr, lambda c: c == CRITICAL)
 
-    # -- gathered views (collective) -------------------------------------------------------------
+    # -- gathered views (collective)
     def critical_counts(self) -> list[int]:
         """Number of critical cells of each dimension 0..d, the same on every
         rank. Collective on ``comm``."""

@@ -177,7 +177,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     def owner(g):
         return layout.owner(g) if g.size else np.zeros(0, np.int64)
 
-    # -- D0: the minima at both ends of every critical edge --------------------------------------
+    # -- D0: the minima at both ends of every critical edge
     c1 = crit[1]
     q = np.concatenate((c1["code"] * 2, c1["code"] * 2 + 1))
     pos = np.concatenate((S.P[c1["i"]], S.nbr(c1["i"], c1["s"])))
@@ -197,7 +197,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         q, pos = rows[:, 0].copy(), S.positions(rows[:, 1])
     stats["supersteps_d0"] = steps
 
-    # -- D2 co-boundaries: the critical tets (or outside) above each critical triangle -----------
+    # -- D2 co-boundaries: the critical tets (or outside) above each critical triangle
     c2 = crit[2]
     args = (S.mode, S.O, S.P, S.own, S.gid, S.doff, S.eptr, S.enb, S.tptr, S.ttab, S.qptr, S.qtab)
     sq, sp, ss, oq, xr = mk.triangle_cofacets(*args, c2["code"], c2["i"], c2["s"])
@@ -222,7 +222,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     stats["supersteps_d2"] = steps
     stats["paths_s"] = time.perf_counter() - t0
 
-    # -- gather the Morse complex on rank 0; union-finds for D0 and D2 ----------------------------
+    # -- gather the Morse complex on rank 0; union-finds for D0 and D2
     t1 = time.perf_counter()
     local = ({d: (crit[d]["code"], crit[d]["top"], crit[d]["key"]) for d in range(4)},
              (np.concatenate(d0q), np.concatenate(d0m)),
@@ -249,7 +249,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     first = msg
     stats["union_find_s"] = time.perf_counter() - t1
 
-    # -- Morse boundaries of the critical triangles D2 left unpaired --------------------------------
+    # -- Morse boundaries of the critical triangles D2 left unpaired
     t2 = time.perf_counter()
     pick = np.isin(c2["code"], walls)
     i, s, qq = c2["i"][pick], c2["s"][pick], c2["code"][pick]
@@ -305,7 +305,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     return MorsePersistence(result["pairs"], result["essential"], stats)
 
 
-# -- rank 0 ------------------------------------------------------------------------------------------
+# -- rank 0
 def _union_finds(cells, d0, d2, mk) -> dict:
     v_code, v_top, v_key = cells[0]
     e_code, e_top, e_key = cells[1]
