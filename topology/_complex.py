@@ -25,7 +25,7 @@ _TAG_TOP, _TAG_ASK, _TAG_ANSWER = 0, 10, 20
 
 
 class SimplicialComplex:
-    """A simplicial complex distributed by vertex blocks with a ghost layer.
+    """A simplicial complex distributed by a vertex partition, with a ghost layer.
 
     Parameters
     ----------
