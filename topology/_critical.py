@@ -176,7 +176,13 @@ def _grid_types(grid: Grid, order: np.ndarray) -> np.ndarray:
     if dim < 3:
         return classify(L, U, dim)
     ids = np.arange(grid.vertex_layout.start, grid.vertex_layout.stop, dtype=np.int64)
-    onb = grid.boundary_mask(ids)
+    # boundary of the owned slab from one mask per axis (no coordinates)
+    z = np.arange(p0, p1)
+    onb = np.zeros(C.shape, dtype=bool)
+    onb |= ((z == 0) | (z == grid.shape[2] - 1))[:, None, None]
+    onb[:, [0, -1], :] = True
+    onb[:, :, [0, -1]] = True
+    onb = onb.ravel()
     cand = np.flatnonzero(onb & (L == 1) & (U == 1))
     lb = np.zeros(n_own, dtype=bool)
     ub = np.zeros(n_own, dtype=bool)

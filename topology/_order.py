@@ -103,8 +103,15 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     inbox = ctx.sync("sample-sort:buckets")
     bv = inbox.concat(_VAL, dtype=np.float64)
     bg = inbox.concat(_GID, dtype=np.int64)
-    o = np.lexsort((bg, bv))
-    bg = bg[o] if gid is None else inbox.concat(_LOC, dtype=np.int64)[o]
+    if gid is None:
+        # the buckets arrive in source order, each sorted by (value, id), and
+        # sources own ascending id ranges: a stable sort by value alone is the
+        # (value, id) order, and merges the sorted runs in linear time
+        o = np.argsort(bv, kind="stable")
+        bg = bg[o]
+    else:
+        o = np.lexsort((bg, bv))
+        bg = inbox.concat(_LOC, dtype=np.int64)[o]
     first = comm.exscan(bg.size) or 0
     ranks = first + np.arange(bg.size, dtype=np.int64)
     owners = layout.owner(bg) if bg.size else np.zeros(0, dtype=np.int64)
