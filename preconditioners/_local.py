@@ -11,29 +11,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu, spilu
 
-__all__ = ["LOCAL_SOLVERS", "local_solver", "ilu0", "TriangularSolver", "PivotError"]
+__all__ = ["LOCAL_SOLVERS", "local_solver", "ilu0", "PivotError"]
 
 
 class PivotError(ValueError):
     """A zero or non-finite pivot in a local factorisation."""
-
-
-class TriangularSolver:
-    """Solves with a sparse triangular matrix through SuperLU with the natural
-    ordering and no pivoting (no fill, so the factor is the matrix itself).
-
-    SuperLU's compiled triangular solves are several times faster than
-    ``scipy.sparse.linalg.spsolve_triangular`` and allocate only the result.
-    """
-
-    def __init__(self, T: sp.csr_matrix):
-        self.n = T.shape[0]
-        if self.n:
-            self._lu = splu(sp.csc_matrix(T), permc_spec="NATURAL", diag_pivot_thresh=0.0,
-                            options={"SymmetricMode": True})
-
-    def solve(self, b: np.ndarray) -> np.ndarray:
-        return self._lu.solve(b) if self.n else b.copy()
 
 
 def _check_pivots(diag: np.ndarray, what: str) -> None:
@@ -122,7 +104,6 @@ class _SuperLU:
         self._factors = (lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64),
                          L.indptr, L.indices, L.data, U.indptr, U.indices, U.data, d)
         self._work = np.zeros(L.shape[0])
-        self._lu = lu   # TODO(lead): drop once gemslr calls solve(b, out)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         if self._factors is None:
