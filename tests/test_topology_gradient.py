@@ -13,6 +13,7 @@ from scipy.spatial import Delaunay
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from test_topology_ref import faces, grid_cells
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
+from topology._complex import owned_global_ids
 from topology._saddles import persistence_pairs_all, saddle_saddle_pairs
 
 COMM = MPI.COMM_WORLD
@@ -277,3 +278,62 @@ def test_morse_complex_counts_consistent_with_pairs():
         used[d] += res.pairs[d].shape[0] + res.essential[d].size
         used[d + 1] += res.pairs[d].shape[0]
     assert_collective(COMM, used == crit, "%s vs %s" % (used, crit))
+
+
+# -- partitions: METIS and RCB renumber vertices internally; results must not move
+def _grid_mesh(shape, drop):
+    """Freudenthal simplices of a grid minus those whose cell passes ``drop``,
+    renumbered, with vertex coordinates."""
+    cells = grid_cells(shape)
+    strides = np.cumprod((1,) + tuple(shape[:-1]))
+    centre = [np.floor(((cells // s) % m).mean(1)) for s, m in zip(strides, shape)]
+    cells = cells[~drop(*centre)]
+    u, inv = np.unique(cells, return_inverse=True)
+    pts = np.column_stack([(u // s) % m for s, m in zip(strides, shape)]).astype(np.float64)
+    return inv.reshape(cells.shape).astype(np.int64), pts
+
+
+PARTITION_MESHES = {
+    "tri": lambda: _grid_mesh((11, 9), lambda x, y: (x >= 3) & (x < 6) & (y >= 3) & (y < 5)),
+    "tet": lambda: _grid_mesh((7, 6, 5), lambda x, y, z: (x == 3) & (y == 2)),
+}
+
+
+@pytest.mark.parametrize("name", list(PARTITION_MESHES))
+def test_gradient_and_pairs_do_not_depend_on_partition(name):
+    """Integer values (ties): the critical cells and gradient pairs in global
+    vertex ids, and on tetrahedra the Morse pairs with their vertices, are the
+    same under block, METIS and RCB partitions as in a serial run; the
+    diagrams equal gudhi's."""
+    tops, pts = PARTITION_MESHES[name]()
+    values = np.random.default_rng(11).integers(0, 3, pts.shape[0]).astype(np.float64)
+    serial = SimplicialComplex(tops, MPI.COMM_SELF, pts)
+    G0 = discrete_gradient(serial, values)
+    d = serial.dimension
+    ref = gudhi_diagrams(tops, values) if (d == 3 and COMM.rank == 0) else None
+    ref = COMM.bcast(ref, root=0)
+    if d == 3:
+        res0 = persistence_pairs_all(serial, global_order(serial.vertex_values(values)))
+    for part in ("block", "metis", "rcb"):
+        cx = SimplicialComplex(tops[COMM.rank::COMM.size], COMM, pts, partition=part)
+        G = discrete_gradient(cx, values)
+        assert_equal_collective(G.critical_counts(), G0.critical_counts(), err_msg=part)
+        for k in range(d + 1):
+            assert_equal_collective(G.critical_cells(k), G0.critical_cells(k),
+                                    err_msg="%s critical %d-cells" % (part, k))
+        for k in range(d):
+            for a, b in zip(G.pairs(k), G0.pairs(k)):
+                assert_equal_collective(a, b, err_msg="%s pairs %d" % (part, k))
+        if d == 3:
+            order = global_order(cx.vertex_values(values), ids=owned_global_ids(cx))
+            res = persistence_pairs_all(cx, order)
+            for k in range(3):
+                assert_equal_collective(res.pairs[k], res0.pairs[k], err_msg="%s D%d" % (part, k))
+                assert_equal_collective(res.essential[k], res0.essential[k],
+                                        err_msg="%s essential D%d" % (part, k))
+            ours = our_diagrams(res, values)
+            for k in range(3):
+                assert_equal_collective(ours[k], ref[k], err_msg="%s D%d vs gudhi" % (part, k))
+            pairs, essential = saddle_saddle_pairs(cx, order)
+            assert_equal_collective(pairs, res0.pairs[1], err_msg=part)
+            assert_equal_collective(essential, res0.essential[1], err_msg=part)

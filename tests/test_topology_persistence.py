@@ -313,3 +313,61 @@ def test_errors():
         warnings.simplefilter("error")
         dg = persistence_diagram(g, np.arange(20.0))       # complete: no warning
     assert_equal_collective(dg.essential(0), [0.0])
+
+
+# -- partitions: METIS and RCB renumber vertices internally; results must not move ------
+def _with_points(cells, strides):
+    """Renumbered cells and the grid coordinates of their vertices."""
+    u, inv = np.unique(cells, return_inverse=True)
+    pts = np.column_stack([(u // s) % m for s, m in strides]).astype(np.float64)
+    return inv.reshape(cells.shape).astype(np.int64), pts
+
+
+def partition_meshes():
+    tri = []
+    rng = np.random.default_rng(1)
+    nx, ny = 12, 10
+    for y in range(ny - 1):
+        for x in range(nx - 1):
+            if 3 <= x < 6 and 3 <= y < 6:
+                continue
+            a, b, c, d = x + y * nx, x + 1 + y * nx, x + (y + 1) * nx, x + 1 + (y + 1) * nx
+            tri += [[a, b, c], [b, c, d]] if rng.random() < 0.5 else [[a, b, d], [a, c, d]]
+    n = 6
+    cells = gudhi_ref.grid_top_cells((n, n, n))
+    cx, cy = np.floor((cells % n).mean(1)), np.floor(((cells // n) % n).mean(1))
+    cz = np.floor((cells // (n * n)).mean(1))
+    drop = ((cx == 2) & (cy == 2) & (cz == 2)) | ((cx == 3) & (cy == 4))   # cavity, tunnel
+    return {"tri": _with_points(np.array(tri), [(1, nx), (nx, ny)]),
+            "tet": _with_points(cells[~drop], [(1, n), (n, n), (n * n, n)])}
+
+
+@pytest.mark.parametrize("name", ["tri", "tet"])
+def test_partition_independent_diagrams_and_trees(name):
+    """With integer values (ties everywhere), the raw pairs with their birth and
+    death vertex ids and both merge trees are the same under block, METIS and
+    RCB partitions, the same as a serial run, and the diagrams equal gudhi's."""
+    cells, pts = partition_meshes()[name]
+    f = np.random.default_rng(7).integers(0, 4, pts.shape[0]).astype(np.float64)
+    serial = SimplicialComplex([cells], MPI.COMM_SELF, pts)
+    want = persistence_diagram(serial, f).raw_pairs
+    trees = {k: merge_tree(serial, f, kind=k) for k in ("join", "split")}
+    assert_same_as_gudhi(persistence_diagram(serial, f), reference(serial, f), serial.dimension)
+    fin = np.isfinite(want["death"])
+    assert_equal_collective(f[want["birth_vertex"]], want["birth"])
+    assert_equal_collective(f[want["death_vertex"][fin]], want["death"][fin])
+    for part in ("block", "metis", "rcb"):
+        cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, pts, partition=part)
+        dg = persistence_diagram(cx, f)
+        # equal to the serial pairs, hence to gudhi's diagram too
+        for k in want:
+            assert_equal_collective(dg.raw_pairs[k], want[k], err_msg="%s %s" % (part, k))
+        for kind, ref in trees.items():
+            t = merge_tree(cx, f, kind=kind)
+            msg = "%s %s tree" % (part, kind)
+            assert_equal_collective(t.node_ids, ref.node_ids, err_msg=msg)
+            assert_equal_collective(t.node_values, ref.node_values, err_msg=msg)
+            assert_equal_collective(t.node_types, ref.node_types, err_msg=msg)
+            assert_equal_collective(t.arcs, ref.arcs, err_msg=msg)
+            assert_equal_collective(t.persistence_pairs()[1], ref.persistence_pairs()[1],
+                                    err_msg=msg)

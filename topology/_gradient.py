@@ -19,6 +19,7 @@ from mpi4py import MPI
 from dmsolve import DistVector
 from dmsolve._errors import raise_collective
 
+from ._complex import ghosted_global_ids, owned_global_ids
 from ._grid import Grid, freudenthal_cells, link_structure
 from ._order import global_order
 
@@ -58,8 +59,10 @@ class Stars:
     ``mode`` 0: a grid, positions index the ghosted order padded by one
     vertex (-1) on every side, so a neighbour is ``position + doff[j]``;
     mode 1: an explicit complex, positions index :meth:`ghosted_ids` and the
-    stars are CSR lists sorted by vertex id. Not collective (built from the
-    ghosted order).
+    stars are CSR lists sorted by vertex id. ``gid`` holds the vertices'
+    layout indices (what messages between ranks name vertices by), ``ugid``
+    their global ids (what results report; the same under a block
+    partition). Not collective (built from the ghosted order).
     """
 
     def __init__(self, domain, ghosted_order: np.ndarray):
@@ -86,6 +89,7 @@ class Stars:
         self.P = np.ascontiguousarray(flat[owned].ravel()) if p1 > p0 else np.zeros(0, np.int64)
         self.O = O.ravel()
         self.gid = gid.ravel()
+        self.ugid = self.gid
         self.own = np.full(O.size, -1, dtype=np.int64)
         self.own[self.P] = np.arange(self.P.size)
         offsets, tris, tets, faces = stencil(dim)
@@ -108,6 +112,7 @@ class Stars:
         self.mode = 1
         self.O = np.ascontiguousarray(order, dtype=np.int64)
         self.gid = ids
+        self.ugid = ghosted_global_ids(cx)
         self.P = cx.owned_positions().astype(np.int64)
         self.own = np.full(nloc, -1, dtype=np.int64)
         self.own[self.P] = np.arange(self.P.size)
@@ -233,10 +238,12 @@ class DiscreteGradient:
         i = np.searchsorted(ptr, k, side="right") - 1
         return i, k - ptr[i]
 
-    def local_cells(self, d: int, i, s) -> np.ndarray:
-        """Vertex ids (k, d+1) of cells given by owned vertex index and slot,
-        the maximum vertex first. Not collective."""
+    def local_cells(self, d: int, i, s, *, global_ids: bool = False) -> np.ndarray:
+        """Vertex layout indices (k, d+1) of cells given by owned vertex index
+        and slot, the maximum vertex first; global vertex ids if
+        ``global_ids``. Not collective."""
         S = self.stars
+        table = S.ugid if global_ids else S.gid
         p = S.P[i]
         if d == 0:
             cols = [p]
@@ -248,7 +255,7 @@ class DiscreteGradient:
         else:
             nb = S.tet(i, s)
             cols = [p] + [S.nbr(i, nb[:, r]) for r in range(3)]
-        return np.stack([S.gid[c] for c in cols], axis=1).reshape(-1, d + 1)
+        return np.stack([table[c] for c in cols], axis=1).reshape(-1, d + 1)
 
     def local_keys(self, d: int, i, s) -> np.ndarray:
         """Filtration keys (k, d+1): the orders of the cell's vertices, sorted
@@ -290,16 +297,16 @@ class DiscreteGradient:
         return [int(c) for c in cnt]
 
     def critical_cells(self, d: int) -> np.ndarray:
-        """All critical d-cells as rows of vertex ids sorted ascending, rows
-        in lexicographic order, on every rank. Collective on ``comm``."""
+        """All critical d-cells as rows of global vertex ids sorted ascending,
+        rows in lexicographic order, on every rank. Collective on ``comm``."""
         i, s = self.local_critical(d)
-        rows = np.sort(self.local_cells(d, i, s), axis=1)
+        rows = np.sort(self.local_cells(d, i, s, global_ids=True), axis=1)
         rows = np.concatenate(self.comm.allgather(rows)).reshape(-1, d + 1)
         return rows[np.lexsort(rows.T[::-1])] if rows.size else rows
 
     def pairs(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """All gradient pairs (d-cell, (d+1)-cell) as two arrays of sorted
-        vertex-id rows, on every rank. Collective on ``comm``; gathers the
+        global vertex-id rows, on every rank. Collective on ``comm``; gathers the
         whole gradient of dimension d: meant for checks on small domains."""
         from ._morse_kernels import DOWN
         S = self.stars
@@ -310,11 +317,11 @@ class DiscreteGradient:
             return empty
         i, s = self._slots(codes, ptr, lambda c: c >= DOWN) if d > 0 else \
             self._slots(codes, ptr, lambda c: c == -3)
-        hi = self.local_cells(d + 1, i, s)
+        hi = self.local_cells(d + 1, i, s, global_ids=True)
         if d == 0:
             lo = hi[:, :1]
         else:
-            lo = self.local_cells(d, i, codes[ptr[i] + s] - DOWN)
+            lo = self.local_cells(d, i, codes[ptr[i] + s] - DOWN, global_ids=True)
         lo, hi = np.sort(lo, axis=1), np.sort(hi, axis=1)
         lo = np.concatenate(self.comm.allgather(lo)).reshape(-1, d + 1)
         hi = np.concatenate(self.comm.allgather(hi)).reshape(-1, d + 2)
@@ -342,8 +349,11 @@ def discrete_gradient(domain, values) -> DiscreteGradient:
     star (the cells whose maximum vertex, in the ``(value, id)`` order, it
     is) is processed by ProcessLowerStars with TTK's choices (the steepest
     edge pairs with the vertex; cells compared by their lower vertices'
-    orders sorted descending). The cells' Euler characteristic is preserved:
-    ``sum (-1)^d critical_counts()[d] == chi(domain)``.
+    orders sorted descending). Ties in value are broken by global vertex id
+    and cells are reported in global ids, so under a METIS or RCB partition
+    of a complex the result is the same as under blocks. The cells' Euler
+    characteristic is preserved: ``sum (-1)^d critical_counts()[d] ==
+    chi(domain)``.
 
     References
     ----------
@@ -354,12 +364,13 @@ def discrete_gradient(domain, values) -> DiscreteGradient:
        (DiscreteGradient::processLowerStars).
     """
     vec = domain.vertex_values(values)
-    return gradient_from_order(domain, global_order(vec))
+    return gradient_from_order(domain, global_order(vec, ids=owned_global_ids(domain)))
 
 
 def gradient_from_order(domain, order: DistVector) -> DiscreteGradient:
-    """:func:`discrete_gradient` from a global order already computed.
-    Collective on ``domain.comm`` (one ghost exchange)."""
+    """:func:`discrete_gradient` from a global order already computed
+    (``global_order(vec, ids=owned_global_ids(domain))`` for a result that
+    does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange)."""
     from ._morse_kernels import lower_star_gradient
     ghosted = domain.ghosted(np.ascontiguousarray(order.local, dtype=np.int64))
     S = Stars(domain, ghosted)

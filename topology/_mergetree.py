@@ -23,6 +23,7 @@ except ImportError:            # the same loops, interpreted (slow, but correct)
 from dmsolve import DistVector, agree
 from dmsolve.bsp import BSP
 
+from ._complex import owned_global_ids
 from ._grid import Grid, component_table, link_structure
 from ._order import global_order
 
@@ -434,9 +435,11 @@ def _union_sweep(lo, hi, n, elder):
 
 
 # -- key <-> vertex ------------------------------------------------------------------------
-def lookup(order: DistVector, values: DistVector, orders) -> tuple[np.ndarray, np.ndarray]:
+def lookup(order: DistVector, values: DistVector, orders, ids=None
+           ) -> tuple[np.ndarray, np.ndarray]:
     """Global ids and values of the vertices at the given order positions (an
-    array equal on every rank). Collective on ``order.comm``."""
+    array equal on every rank). ``ids``: the global ids of the owned entries
+    (default their layout indices). Collective on ``order.comm``."""
     orders = np.asarray(orders, dtype=np.int64)
     want = np.unique(orders)
     loc = order.local
@@ -445,7 +448,7 @@ def lookup(order: DistVector, values: DistVector, orders) -> tuple[np.ndarray, n
     hit = np.flatnonzero(want[pos] == loc) if want.size else np.zeros(0, np.int64)
     gid = np.zeros(want.size, np.int64)
     val = np.zeros(want.size, np.float64)
-    gid[pos[hit]] = hit + order.layout.start
+    gid[pos[hit]] = hit + order.layout.start if ids is None else ids[hit]
     val[pos[hit]] = values.local[hit]
     comm = order.comm
     if comm.Get_size() > 1:
@@ -561,7 +564,8 @@ def merge_tree(domain, values, kind: str = "join") -> MergeTree:
         exc = ValueError("kind must be 'join' or 'split', got %r" % (kind,))
     agree(domain.comm, exc)
     vec = domain.vertex_values(values)
-    order = global_order(vec)
+    gids = owned_global_ids(domain)
+    order = global_order(vec, ids=gids)
     n = vec.global_size
     key = order.local if kind == "join" else n - 1 - order.local
     sw = sweep(domain, key, tree=True)
@@ -570,7 +574,7 @@ def merge_tree(domain, values, kind: str = "join") -> MergeTree:
     nodes = np.concatenate((nodes, lonely))
     nodes.sort()
     ordpos = nodes if kind == "join" else n - 1 - nodes
-    ids, vals = lookup(order, vec, ordpos)
+    ids, vals = lookup(order, vec, ordpos, gids)
     types = np.zeros(nodes.size, dtype=np.int32)
     if sw.arcs.size:
         has_up = np.isin(nodes, sw.arcs[:, 0])

@@ -18,6 +18,7 @@ from mpi4py import MPI
 
 from dmsolve import DistVector, agree
 
+from ._complex import owned_global_ids
 from ._grid import Grid
 from ._mergetree import APEX, lookup, sweep
 from ._order import global_order
@@ -267,7 +268,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     d = domain.dimension
     if not isinstance(domain, Grid):
         _check_manifold(domain)
-    order = global_order(vec)
+    gids = owned_global_ids(domain)
+    order = global_order(vec, ids=gids)
     n = vec.global_size
     s0 = sweep(domain, order.local)
     sd = sweep(domain, n - 1 - order.local, apex=True)
@@ -275,7 +277,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     top_ess = sd.survivors[sd.survivors != APEX]
     want = np.concatenate((s0.deaths.ravel(), s0.survivors,
                            n - 1 - sd.deaths.ravel(), n - 1 - top_ess))
-    gid, val = lookup(order, vec, want)
+    gid, val = lookup(order, vec, want, gids)
     parts = []
     a = 0
 
@@ -346,14 +348,27 @@ def _saddle_pairs(domain, vec, order):
     pairs, essential = saddle_saddle_pairs(domain, order)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     essential = np.asarray(essential, dtype=np.int64).ravel()
-    vals = _values_at(vec, np.concatenate((pairs.ravel(), essential)))
+    vals = _values_at(vec, _layout_index(domain, np.concatenate((pairs.ravel(), essential))))
     pv = vals[:pairs.size].reshape(-1, 2)
     ev = vals[pairs.size:]
     return [(1, pv[:, 0], pv[:, 1], pairs[:, 0], pairs[:, 1]), _essential(1, ev, essential)]
 
 
+def _layout_index(domain, gids: np.ndarray) -> np.ndarray:
+    """Vertex layout indices of global vertex ids (the same under a block
+    partition and on grids). Not collective."""
+    perm = getattr(domain, "_perm", None)
+    return gids if perm is None or gids.size == 0 else perm[gids]
+
+
+def _global_id(domain, idx: np.ndarray) -> np.ndarray:
+    """Global vertex ids of vertex layout indices. Not collective."""
+    gid_of = getattr(domain, "_gid_of", None)
+    return idx if gid_of is None or idx.size == 0 else gid_of[idx]
+
+
 def _values_at(vec: DistVector, gids: np.ndarray) -> np.ndarray:
-    """Values at global ids given equally on every rank. Collective."""
+    """Values at vertex layout indices given equally on every rank. Collective."""
     lay = vec.layout
     out = np.zeros(gids.size, dtype=np.float64)
     mine = lay.is_local(gids) if gids.size else np.zeros(0, bool)
@@ -407,6 +422,7 @@ def _euler_essential(cx, vec, order, raw):
         chi += (-1) ** k * np.bincount(r[r >= 0], minlength=opos.size)
 
     def count(gids):
+        gids = _layout_index(cx, gids)
         gids = gids[lay.is_local(gids)] if gids.size else gids
         return np.bincount(gids - lay.start, minlength=lay.local_size).astype(np.int64)
 
@@ -426,9 +442,10 @@ def _euler_essential(cx, vec, order, raw):
     exc = None
     if ess.size and ess.min() < 0:
         exc = RuntimeError("inconsistent Euler balance at vertex %d: the complex is probably "
-                           "not a manifold (pinched vertex)" % (np.argmin(ess) + lay.start))
+                           "not a manifold (pinched vertex)"
+                           % _global_id(cx, np.array([np.argmin(ess) + lay.start]))[0])
     agree(cx.comm, exc)
     at = np.flatnonzero(ess > 0)
     mine = np.repeat(at + lay.start, ess[at])
     allg = np.concatenate(cx.comm.allgather(mine))
-    return _essential(d - 1, _values_at(vec, allg), allg)
+    return _essential(d - 1, _values_at(vec, allg), _global_id(cx, allg))

@@ -57,7 +57,9 @@ def saddle_saddle_pairs(domain, order: DistVector) -> tuple[np.ndarray, np.ndarr
     ----------
     domain : Grid (3D) or SimplicialComplex of tetrahedra
     order : DistVector
-        ``global_order(values)`` on ``domain.vertex_layout``.
+        ``global_order(values, ids=owned_global_ids(domain))`` on
+        ``domain.vertex_layout`` (``ids`` only matters for a complex
+        partitioned by METIS or RCB: ties are then broken by global id).
 
     Returns
     -------
@@ -87,8 +89,10 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
     domain : Grid (3D) or SimplicialComplex of dimension 3 (a 3-manifold,
         possibly with boundary)
     order : DistVector
-        ``global_order(values)``: the filtration is the lower-star filtration
-        of the order, ties in value broken by vertex id.
+        ``global_order(values, ids=owned_global_ids(domain))``: the
+        filtration is the lower-star filtration of the order, ties in value
+        broken by global vertex id (without ``ids``, a complex partitioned
+        by METIS or RCB breaks ties by layout index instead).
     keep_zero : bool
         Keep the pairs whose two cells lie in the same lower star.
 
@@ -302,7 +306,16 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         raise result
     stats["reduce_s"] = time.perf_counter() - t3
     stats.update(result.pop("stats"))
-    return MorsePersistence(result["pairs"], result["essential"], stats)
+    pairs, essential = result["pairs"], result["essential"]
+    gid_of = getattr(G.domain, "_gid_of", None)
+    if gid_of is not None:
+        # vertices were named by layout index so far: report global ids,
+        # sorted as under a block partition
+        for d, p in pairs.items():
+            p = gid_of[p]
+            pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))] if p.size else p
+        essential = {d: np.sort(gid_of[e]) for d, e in essential.items()}
+    return MorsePersistence(pairs, essential, stats)
 
 
 # -- rank 0
