@@ -28,7 +28,10 @@ BENCHMARKS = {
     "matvec": ("bench_matvec.py", 2, ["--n", "100"], "Matvec: DistCSR vs scipy (issue 2)"),
     "krylov": ("bench_krylov.py", 2, [], "Krylov solvers vs scipy (issue 3)"),
     "amg": ("bench_amg.py", 2, [], "Preconditioners: SA-AMG vs pyamg (issue 4)"),
-    "topology": ("bench_topology.py", 2, [], "Topology I (issue 6)"),
+    "topology": ("bench_topology.py", 2, ["--compare-orient"], "Topology I (issue 6)"),
+    "gemslr": ("bench_gemslr.py", 2, [], "Multilevel Schur low-rank preconditioner (issue 5)"),
+    "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
+    "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issue 8)"),
 }
 
 
@@ -72,15 +75,27 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default=None, help="comma-separated names: %s" % ", ".join(BENCHMARKS))
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    p.add_argument("--reuse", default=None, metavar="NAME=PATH,...",
+                   help="take these sections from the JSON an earlier direct run of the "
+                        "script wrote (e.g. persistence=out/bench/persistence.json: gudhi "
+                        "at 128^3 alone takes about half an hour) instead of running them")
     args = p.parse_args(argv)
     names = args.only.split(",") if args.only else list(BENCHMARKS)
     outdir = ROOT / "out" / "bench"
     outdir.mkdir(parents=True, exist_ok=True)
     results_path = ROOT / "bench" / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    reuse = dict(item.split("=", 1) for item in args.reuse.split(",")) if args.reuse else {}
     for name in names:
-        res = run(name, outdir)
-        res["date"] = datetime.date.today().isoformat()
+        if name in reuse:
+            path = Path(reuse[name])
+            res = json.loads(path.read_text())
+            stamp = datetime.datetime.fromtimestamp(path.stat().st_mtime)
+            res["date"] = "%s (direct run of bench/%s)" % (stamp.strftime("%Y-%m-%d %H:%M"),
+                                                          BENCHMARKS[name][0])
+        else:
+            res = run(name, outdir)
+            res["date"] = datetime.date.today().isoformat()
         res["machine"] = machine()
         results[name] = res
     results_path.write_text(json.dumps(results, indent=1, default=float) + "\n")

@@ -7,13 +7,17 @@ Run it with
 Each section builds something distributed, prints a few lines on rank 0, and
 checks itself against numpy/scipy on the gathered data: the distributed
 matrix and its halo exchange, the BSP superstep layer (assembly and a Pregel
-connected-components run), the Krylov solvers, the preconditioners and the
-topology of a scalar field.
+connected-components run), the Krylov solvers, the preconditioners (AMG on
+Poisson, the multilevel Schur low-rank preconditioner on an indefinite
+problem), the topology of a scalar field (critical points, persistence, merge
+tree, Hodge decomposition), checkpoint/restart and PETSc interoperability.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -139,6 +143,18 @@ def preconditioning(comm, A):
     say(comm, "[4] Preconditioners on the 3D Poisson matrix (rtol 1e-8):", *lines)
 
 
+def indefinite(comm):
+    S = gallery.shifted_laplacian(16, comm, shift=0.2)  # parGeMSLR's operator: indefinite, nonsymmetric
+    b = gallery.rhs(S, "random")
+    lines = []
+    for pc in [("bjacobi", {"sub": "ilu0"}), ("gemslr", {"lr_rank": 0}), "gemslr"]:
+        name = pc if isinstance(pc, str) else "%s %s" % pc
+        _, info = dmsolve.solve(S, b, method="fgmres", pc=pc, rtol=1e-6, restart=50, maxiter=300)
+        lines.append("    FGMRES + %-26s %4d iterations (%s)" % (name, info.iterations,
+                                                                 info.reason.name))
+    say(comm, "[5] Indefinite: shifted 3D Laplacian 16^3, shift 0.2 (rtol 1e-6):", *lines)
+
+
 def topology_section(comm):
     shape = (24, 20, 16)
     grid = topology.Grid(shape, comm)
@@ -146,8 +162,64 @@ def topology_section(comm):
     field = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
     cp = topology.critical_points(grid, field)
     counts = cp.counts()
-    say(comm, "[5] Topology: critical points of a smooth field on a %dx%dx%d grid:" % shape,
-        "    " + ", ".join("%s %d" % kv for kv in counts.items() if kv[0] != "regular"))
+    dg = topology.persistence_diagram(grid, field, min_persistence=0.05)
+    jt = topology.merge_tree(grid, field, kind="join")
+    say(comm, "[6] Topology: critical points of a smooth field on a %dx%dx%d grid:" % shape,
+        "    " + ", ".join("%s %d" % kv for kv in counts.items() if kv[0] != "regular"),
+        "    persistence pairs kept (> 0.05 / nonzero): " + ", ".join(
+            "D%d %d/%d" % (d, r["kept"], r["nonzero"]) for d, r in dg.report.items()),
+        "    essential classes %s (the Betti numbers of a box: 1 0 0 0); join tree: %d nodes, "
+        "%d arcs" % (" ".join(str(len(dg.essential(d))) for d in range(4)),
+                     len(jt.node_ids), len(jt.arcs)))
+    hodge_section(comm)
+
+
+def hodge_section(comm):
+    n = 20
+    xs, ys = np.meshgrid(np.arange(n), np.arange(n))
+    points = np.column_stack((xs.ravel(), ys.ravel())).astype(float)
+    a = (xs[:-1, :-1] + n * ys[:-1, :-1]).ravel()
+    keep = ~((abs(xs[:-1, :-1] - n / 2) < 3) & (abs(ys[:-1, :-1] - n / 2) < 3)).ravel()
+    a = a[keep]                                          # a square hole in the middle
+    tris = np.concatenate([np.column_stack((a, a + 1, a + n)),
+                           np.column_stack((a + 1, a + n + 1, a + n))])
+    used, tris = np.unique(tris, return_inverse=True)   # no isolated vertices in the hole
+    points, tris = points[used], tris.reshape(-1, 3)
+    cx = topology.SimplicialComplex([tris[comm.rank::comm.size]], comm, points=points)
+    edges = cx.simplices(1)
+    mid = points[edges].mean(axis=1) - n / 2
+    t = points[edges[:, 1]] - points[edges[:, 0]]
+    flow = (np.sin(points[edges[:, 1], 0] / 3) - np.sin(points[edges[:, 0], 0] / 3)
+            + 0.1 * (mid[:, 0] * t[:, 1] - mid[:, 1] * t[:, 0]))   # a gradient and a swirl
+    hd = topology.hodge_decomposition(cx, flow)
+    e = hd.energies
+    say(comm, "    Hodge decomposition of an edge flow (%d edges, Betti %s): energies "
+        "gradient %.3g + curl %.3g + harmonic %.3g = ||f||^2 %.3g" % (
+            len(edges), topology.betti_numbers(cx), e["gradient"], e["curl"], e["harmonic"],
+            float(flow @ flow)))
+
+
+def interop(comm, tmpdir):
+    A = gallery.poisson2d(48, comm)
+    b = gallery.rhs(A, "random")
+    x, full = dmsolve.solve(A, b, method="cg", pc="jacobi", rtol=1e-10)
+    path = tmpdir + "/demo.ckpt"
+    dmsolve.solve(A, b, method="cg", pc="jacobi", rtol=1e-10, maxiter=20, checkpoint=path,
+                  checkpoint_every=10)
+    y, rest = dmsolve.solve(A, b, method="cg", pc="jacobi", rtol=1e-10, resume=path)
+    lines = ["    checkpoint at iteration 20, resumed: %d iterations in all (uninterrupted %d), "
+             "max |x - x_full| %.1e" % (rest.iterations, full.iterations,
+                                       np.abs(y.gather() - x.gather()).max())]
+    from dmsolve import petsc
+    if petsc.petsc4py_available():
+        _, info = dmsolve.solve(A, b, method="cg", pc="jacobi", rtol=1e-10, backend="petsc")
+        M = petsc.to_petsc(A)
+        lines.append("    PETSc %s: KSPCG+PCJACOBI %d iterations (ours %d); to_petsc -> %s %dx%d"
+                     % (".".join(map(str, petsc._petsc().Sys.getVersion())), info.iterations,
+                        full.iterations, M.getType(), *M.getSize()))
+    else:
+        lines.append("    petsc4py not installed (make petsc): PETSc interop skipped")
+    say(comm, "[7] Checkpoint/restart and PETSc:", *lines)
 
 
 def main(comm: MPI.Comm, args=None) -> None:
@@ -159,7 +231,15 @@ def main(comm: MPI.Comm, args=None) -> None:
     bsp_layer(comm)
     krylov(comm)
     preconditioning(comm, A)
+    indefinite(comm)
     topology_section(comm)
+    tmpdir = comm.bcast(tempfile.mkdtemp(prefix="dmsolve-demo-") if comm.rank == 0 else None)
+    try:
+        interop(comm, tmpdir)
+    finally:
+        comm.Barrier()
+        if comm.rank == 0:
+            shutil.rmtree(tmpdir, ignore_errors=True)
     say(comm, "done in %.1f s" % (time.perf_counter() - t0))
 
 

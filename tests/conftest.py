@@ -37,3 +37,14 @@ def pytest_runtest_makereport(item, call):
 def comm():
     from mpi4py import MPI
     return MPI.COMM_WORLD
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A module-level pytest.importorskip skips at collection, outside the
+    # runtest reports above: under DMSOLVE_REQUIRE_ALL=1 that is a failure too.
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("DMSOLVE_REQUIRE_ALL") == "1" and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = "skipped under DMSOLVE_REQUIRE_ALL=1: %s" % (report.longrepr,)
