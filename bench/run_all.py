@@ -94,8 +94,10 @@ def main(argv=None) -> int:
             res["date"] = "%s (direct run of bench/%s)" % (stamp.strftime("%Y-%m-%d %H:%M"),
                                                           BENCHMARKS[name][0])
         else:
+            load = os.getloadavg()[0]
             res = run(name, outdir)
-            res["date"] = datetime.date.today().isoformat()
+            res["date"] = "%s (1-minute load average %.1f at the start, %d cores)" % (
+                datetime.date.today().isoformat(), load, os.cpu_count())
         res["machine"] = machine()
         results[name] = res
     results_path.write_text(json.dumps(results, indent=1, default=float) + "\n")
