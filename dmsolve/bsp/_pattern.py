@@ -12,7 +12,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
+from scipy.sparse import _sparsetools  # csr_matvec accumulates into y
 
 from ._comm import inner_comm, next_tag
 
@@ -197,13 +199,32 @@ class NeighborExchange:
                 ledger=self.ledger, name=self.name + ":reverse")
             assert rev.send_index.size == n_recv
             rev._scatter = self.send_index
+            rev._scatter_matrix = None
             self._reverse = rev
         return self._reverse
 
     def accumulate(self, target: np.ndarray) -> None:
         """Add the received buffer of a reverse pattern into ``target`` at the
-        owner's indices (``target[idx] += recvbuf``, duplicates summed)."""
-        np.add.at(target, self._scatter, self.recvbuf)
+        owner's indices (``target[idx] += recvbuf``, duplicates summed).
+
+        The scatter is a 0/1 CSR matrix built on first use and applied with
+        scipy's accumulating ``csr_matvec``: ``np.add.at`` would allocate a
+        buffer on every call."""
+        S = self._scatter_matrix
+        if S is None:
+            n = int(self._scatter.max()) + 1 if self._scatter.size else 0
+            S = sp.csr_matrix((np.ones(self._scatter.size, dtype=self.recvbuf.dtype),
+                               (self._scatter, np.arange(self._scatter.size))),
+                              shape=(n, self._scatter.size))
+            self._scatter_matrix = S
+        if S.shape[0] > target.shape[0]:
+            raise ValueError("accumulate: target has %d entries, the pattern scatters to %d"
+                             % (target.shape[0], S.shape[0]))
+        if target.dtype != self.recvbuf.dtype:
+            np.add.at(target, self._scatter, self.recvbuf)
+        elif S.nnz:
+            _sparsetools.csr_matvec(S.shape[0], S.shape[1], S.indptr, S.indices, S.data,
+                                    self.recvbuf, target)
 
     def free(self) -> None:
         """Release the MPI requests and communicator. Not collective for
