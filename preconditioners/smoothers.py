@@ -135,7 +135,9 @@ class HybridGaussSeidel:
         self.omega = float(omega)
         self.iterations = int(iterations)
         D = A.diag
-        self._diag = D.diagonal()
+        diag = D.diagonal()
+        # omega / a_ii; 0 leaves a row without diagonal alone (as PyAMG does)
+        self._dinv = self.omega * _safe_inverse(diag)
         # offd with its sign flipped, so that csr_matvec accumulates rhs -= offd @ g
         self._moffd = (-A.offd).tocsr()
         self._rhs = np.zeros(A.row_layout.local_size)
@@ -145,7 +147,7 @@ class HybridGaussSeidel:
         A, rhs, D = self.A, self._rhs, self.A.diag
         if zero_guess:
             x[:] = 0.0
-            self._sweep(D.indptr, D.indices, D.data, self._diag, b, x, self.omega, forward)
+            self._sweep(D.indptr, D.indices, D.data, self._dinv, b, x, forward)
             return
         np.copyto(self._xc, x)
         A.halo.start(self._xc)
@@ -154,7 +156,7 @@ class HybridGaussSeidel:
         Mo = self._moffd
         if Mo.nnz:
             csr_matvec(Mo.shape[0], Mo.shape[1], Mo.indptr, Mo.indices, Mo.data, g, rhs)
-        self._sweep(D.indptr, D.indices, D.data, self._diag, rhs, x, self.omega, forward)
+        self._sweep(D.indptr, D.indices, D.data, self._dinv, rhs, x, forward)
 
     def smooth(self, b, x, zero_guess=False):
         for it in range(self.iterations):
