@@ -371,3 +371,16 @@ def test_partition_independent_diagrams_and_trees(name):
             assert_equal_collective(t.arcs, ref.arcs, err_msg=msg)
             assert_equal_collective(t.persistence_pairs()[1], ref.persistence_pairs()[1],
                                     err_msg=msg)
+
+
+def test_dual_paths_that_leave_through_the_grid_boundary():
+    """The demo's smooth field on a 24x20x16 grid: a 2-saddle's dual path reaches
+    a boundary triangle whose second stencil tet lies outside the grid (a padding
+    vertex). That tet must count as the outside, not as a tet of the star (it
+    read codes out of bounds before; run under NUMBA_BOUNDSCHECK=1 to see)."""
+    shape = (24, 20, 16)
+    g = Grid(shape, COMM)
+    z, y, x = np.meshgrid(*[np.linspace(0, 1, s) for s in shape[::-1]], indexing="ij")
+    f = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
+    dg = persistence_diagram(g, f)
+    assert_same_as_gudhi(dg, reference(g, f), 3)

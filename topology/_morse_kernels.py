@@ -489,12 +489,14 @@ def ascend_tets(mode, O, P, own, gid, doff, eptr, enb, tptr, ttab, qptr, qtab, q
                 break
             ga, gb = tri_nb(mode, tptr, ttab, i, code - DOWN)
             other, w, _, _ = tet_cofacets(mode, qptr, qtab, i, ga, gb, t)
-            if other < 0:
+            ps = nbr_pos(mode, P, doff, eptr, enb, i, w) if other >= 0 else -1
+            # on a grid the star stencil also lists tets outside the domain:
+            # their extra vertex is padding with gid -1, so the path has left
+            if other < 0 or gid[ps] < 0:
                 rq[nr] = qry[k]
                 rc[nr] = -1
                 nr += 1
                 break
-            ps = nbr_pos(mode, P, doff, eptr, enb, i, w)
             if O[ps] < O[p]:
                 t = other
                 continue
@@ -696,8 +698,10 @@ def triangle_cofacets(mode, O, P, own, gid, doff, eptr, enb, tptr, ttab, qptr, q
         for s, w in ((s1, w1), (s2, w2)):
             if s < 0:
                 continue
-            found += 1
             pw = nbr_pos(mode, P, doff, eptr, enb, i, w)
+            if gid[pw] < 0:
+                continue        # a stencil tet outside the grid (padding vertex)
+            found += 1
             if O[pw] < O[p]:
                 sq[ns], sp[ns], ss[ns] = qry[k], p, s
                 ns += 1
