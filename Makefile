@@ -15,7 +15,7 @@ RANKS ?= 2 3 4
 TESTS ?= tests
 PYTEST_ARGS ?=
 
-.PHONY: setup petsc demo test test-serial test-mpi bench clean
+.PHONY: setup petsc demo test test-serial test-mpi test-boundscheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -48,8 +48,16 @@ test-mpi: setup
 	    || exit 1; \
 	done
 
+# The numba kernels (preconditioners/_kernels.py, topology/_*kernels.py) index without
+# bounds checks; this recompiles them with checks (own cache) and runs their tests.
+test-boundscheck: setup
+	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(CURDIR)/.numba-boundscheck \
+	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
+	  tests/test_precond.py tests/test_amg.py tests/test_topology_gradient.py \
+	  tests/test_topology_persistence.py tests/test_examples.py
+
 bench: setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck
