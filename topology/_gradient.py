@@ -238,41 +238,31 @@ class DiscreteGradient:
         i = np.searchsorted(ptr, k, side="right") - 1
         return i, k - ptr[i]
 
+    def _cell_positions(self, d: int, i, s) -> list:
+        """Star positions of the vertices of cells (owned vertex index ``i``,
+        slot ``s``), the maximum vertex first: one array per vertex."""
+        S = self.stars
+        p = S.P[i]
+        if d == 0:
+            return [p]
+        if d == 1:
+            return [p, S.nbr(i, s)]
+        nb = S.tri(i, s) if d == 2 else S.tet(i, s)
+        return [p] + [S.nbr(i, nb[:, r]) for r in range(d)]
+
     def local_cells(self, d: int, i, s, *, global_ids: bool = False) -> np.ndarray:
         """Vertex layout indices (k, d+1) of cells given by owned vertex index
         and slot, the maximum vertex first; global vertex ids if
         ``global_ids``. Not collective."""
-        S = self.stars
-        table = S.ugid if global_ids else S.gid
-        p = S.P[i]
-        if d == 0:
-            cols = [p]
-        elif d == 1:
-            cols = [p, S.nbr(i, s)]
-        elif d == 2:
-            nb = S.tri(i, s)
-            cols = [p, S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])]
-        else:
-            nb = S.tet(i, s)
-            cols = [p] + [S.nbr(i, nb[:, r]) for r in range(3)]
+        table = self.stars.ugid if global_ids else self.stars.gid
+        cols = self._cell_positions(d, i, s)
         return np.stack([table[c] for c in cols], axis=1).reshape(-1, d + 1)
 
     def local_keys(self, d: int, i, s) -> np.ndarray:
         """Filtration keys (k, d+1): the orders of the cell's vertices, sorted
         descending (compare rows lexicographically). Not collective."""
-        S = self.stars
-        p = S.P[i]
-        if d == 0:
-            cols = [p]
-        elif d == 1:
-            cols = [p, S.nbr(i, s)]
-        elif d == 2:
-            nb = S.tri(i, s)
-            cols = [p, S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])]
-        else:
-            nb = S.tet(i, s)
-            cols = [p] + [S.nbr(i, nb[:, r]) for r in range(3)]
-        k = np.stack([S.O[c] for c in cols], axis=1).reshape(-1, d + 1)
+        cols = self._cell_positions(d, i, s)
+        k = np.stack([self.stars.O[c] for c in cols], axis=1).reshape(-1, d + 1)
         return -np.sort(-k, axis=1)
 
     def local_critical(self, d: int) -> tuple[np.ndarray, np.ndarray]:
