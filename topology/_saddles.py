@@ -157,13 +157,20 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
     t0 = time.perf_counter()
     G = gradient_from_order(domain, order)
     stats["gradient_s"] = time.perf_counter() - t0
-    return morse_persistence(G, keep_zero=keep_zero, stats=stats)
+    return morse_persistence(G, keep_zero=keep_zero, stats=stats, release=True)
 
 
-def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=None
-                      ) -> MorsePersistence:
+def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=None,
+                      release: bool = False) -> MorsePersistence:
     """:func:`persistence_pairs_all` from a gradient already computed.
-    Collective on ``G.comm``."""
+    Collective on ``G.comm``.
+
+    With ``release``, the gradient's tables are dropped from ``G`` as soon as
+    no later stage reads them (``vp`` after the D0 paths, ``tp`` and ``qp``
+    after the D2 paths): the peak memory of a noisy field is then the
+    gradient plus one stage, not the gradient plus every stage's results.
+    ``G`` is unusable afterwards.
+    """
     from . import _morse_kernels as mk
     comm = G.comm
     S = G.stars
@@ -200,6 +207,8 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         rows = inbox.concat(_TAG_D0, dtype=np.int64, shape=(2,))
         q, pos = rows[:, 0].copy(), S.positions(rows[:, 1])
     stats["supersteps_d0"] = steps
+    if release:
+        G.vp = None
 
     # -- D2 co-boundaries: the critical tets (or outside) above each critical triangle
     c2 = crit[2]
@@ -225,13 +234,19 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         xr = np.zeros((0, 5), np.int64)
     stats["supersteps_d2"] = steps
     stats["paths_s"] = time.perf_counter() - t0
+    del sq, sp, ss, oq, xr, rq, rc, xq, x4, out, ctx, inbox
+    if release:
+        G.tp = G.qp = None
 
     # -- gather the Morse complex on rank 0; union-finds for D0 and D2
     t1 = time.perf_counter()
-    local = ({d: (crit[d]["code"], crit[d]["top"], crit[d]["key"]) for d in range(4)},
+    local = ({d: (crit[d].pop("code") if d != 2 else crit[d]["code"], crit[d].pop("top"),
+                  crit[d].pop("key")) for d in range(4)},
              (np.concatenate(d0q), np.concatenate(d0m)),
              (np.concatenate(d2q), np.concatenate(d2t)))
+    del d0q, d0m, d2q, d2t, c1, crit[0], crit[1], crit[3]
     everything = comm.gather(local, root=0)
+    del local
     msg = None
     if comm.rank == 0:
         cells = {}
@@ -243,8 +258,10 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
             cells[d] = (code[o], top[o], key[o])
         d0 = [np.concatenate([e[1][k] for e in everything]) for k in range(2)]
         d2 = [np.concatenate([e[2][k] for e in everything]) for k in range(2)]
+        del everything
         try:
             msg = _union_finds(cells, d0, d2, mk)
+            del cells, d0, d2
         except Exception as e:          # raised on every rank below, not on rank 0 alone
             msg = e
     walls = comm.bcast(msg["walls"] if isinstance(msg, dict) else msg, root=0)
@@ -356,14 +373,15 @@ def _union_finds(cells, d0, d2, mk) -> dict:
     dead2[rev] = mk.union_find_deaths(tends[rev, 0], tends[rev, 1], age)
     kill2 = dead2 >= 0
     p2 = np.column_stack((t_top[kill2], q_top[dead2[kill2]]))
-    return dict(cells=cells, p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
+    return dict(cells={d: cells[d][:2] for d in (1, 2)},
+                critical=[int(cells[d][0].size) for d in range(4)], p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
                 p2=p2, walls=np.sort(t_code[~kill2]), wall_mask=~kill2)
 
 
 def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
     cells = first["cells"]
-    e_code, e_top, _ = cells[1]
-    t_code, t_top, _ = cells[2]
+    e_code, e_top = cells[1]
+    t_code, t_top = cells[2]
     q = np.concatenate([g[0] for g in gathered])
     e = np.concatenate([g[1] for g in gathered])
     entries = q.size
@@ -400,7 +418,7 @@ def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
         if not keep_zero:
             p = p[p[:, 0] != p[:, 1]]
         pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))]
-    stats = {"critical": [int(cells[d][0].size) for d in range(4)],
+    stats = {"critical": first["critical"],
              "boundary_entries": int(entries), "boundary_nonzeros": int(nonzeros),
              "d1_columns": int(wall_idx.size), "d1_rows": int(positive.sum())}
     return dict(pairs=pairs, essential={0: first["ess0"], 1: ess1, 2: ess2}, stats=stats)
