@@ -60,6 +60,7 @@ class DistCSR:
                                                  dtype=np.result_type(self.diag.dtype,
                                                                       np.float64))
         self._ghost_contrib = None
+        self._offd_c = None
 
     # -- constructors ----------------------------------------------------------------
     @classmethod
@@ -288,11 +289,27 @@ class DistCSR:
         d = self.diag
         _sparsetools.csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
         ghost = self.halo.finish()
-        o = self.offd
-        if o.nnz:
-            _sparsetools.csr_matvec(o.shape[0], o.shape[1], o.indptr, o.indices, o.data,
-                                    ghost, y)
+        if self.offd.nnz:
+            # only the rows with off-process entries (PETSc's compressed rows):
+            # a sweep over every row would read indptr and y once more
+            rows, ptr, buf = self._offd_compressed()
+            o = self.offd
+            np.take(y, rows, out=buf, mode="clip")
+            _sparsetools.csr_matvec(rows.size, o.shape[1], ptr, o.indices, o.data, ghost, buf)
+            np.put(y, rows, buf, mode="clip")
         return out
+
+    def _offd_compressed(self):
+        """(rows, indptr, work) of the off-process block's nonempty rows; the
+        indices and data stay ``offd``'s own (so in-place scaling carries over)."""
+        c = self._offd_c
+        if c is None or c[0] is not self.offd:
+            o = self.offd
+            rows = np.flatnonzero(np.diff(o.indptr))   # intp: take/put convert other types
+            ptr = np.append(o.indptr[rows], o.indptr[-1]).astype(o.indptr.dtype)
+            buf = np.empty(rows.size, dtype=np.result_type(o.dtype, self.halo.dtype))
+            c = self._offd_c = (o, rows, ptr, buf)
+        return c[1:]
 
     def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A.T @ y`` (transpose, not conjugate).

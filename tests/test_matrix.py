@@ -133,11 +133,16 @@ def test_diagonal_row_sums_and_scale(comm):
     assert_allclose_collective(dA.row_sums(absolute=True).gather(),
                                np.asarray(abs(A).sum(axis=1)).ravel(), rtol=1e-14)
     rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, 13)
+    dx = DistVector.from_global(x, dA.col_layout)
+    assert_allclose_collective(dA.matvec(dx).gather(), A @ x, rtol=1e-14)
     left, right = rng.uniform(1, 2, 13), rng.uniform(1, 2, 13)
     dA.scale(DistVector.from_global(left, dA.row_layout),
              DistVector.from_global(right, dA.col_layout))
     ref = sp.diags(left) @ A @ sp.diags(right)
     assert_allclose_collective(dA.to_scipy().toarray(), ref.toarray(), rtol=1e-14)
+    # a matvec after scaling in place sees the new values (off-process rows included)
+    assert_allclose_collective(dA.matvec(dx).gather(), ref @ x, rtol=1e-14)
 
 
 def test_rectangular_diagonal(comm):
