@@ -25,6 +25,27 @@ def _check_pivots(diag: np.ndarray, what: str) -> None:
                          % (what, int(bad[0]), bad.size))
 
 
+def _ilu0_in_place(A: sp.csr_matrix):
+    """ILU(0) of ``A`` as one CSR factor ``(indptr, indices, a, dpos)``: the
+    strictly lower part of each row holds ``L`` (unit diagonal implied), the
+    rest ``U``; ``dpos[i]`` is the position of row ``i``'s pivot."""
+    A = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    A.sum_duplicates()
+    A.sort_indices()
+    ip = A.indptr.astype(np.int64)
+    ix = A.indices.astype(np.int64)
+    a = A.data
+    from ._kernels import diagonal_positions, ilu0_factor
+    dpos = diagonal_positions(ip, ix)
+    missing = np.flatnonzero(dpos < 0)
+    if missing.size:
+        raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d"
+                         % int(missing[0]))
+    ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
+    _check_pivots(a[dpos], "ILU(0)")
+    return ip, ix, a, dpos
+
+
 def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Incomplete LU with no fill: ``L`` (unit lower, stored without its
     diagonal) and ``U`` (upper, with the pivots) on the sparsity of ``A``.
@@ -39,23 +60,9 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     PivotError
         A structurally missing, zero or non-finite pivot.
     """
-    A = sp.csr_matrix(A, dtype=np.float64, copy=True)
-    A.sum_duplicates()
-    A.sort_indices()
+    ip, ix, a, _ = _ilu0_in_place(A)
     n = A.shape[0]
-    ip = A.indptr.astype(np.int64)
-    ix = A.indices.astype(np.int64)
-    a = A.data
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
-    on_diag = np.flatnonzero(ix == rows)
-    dpos = np.full(n, -1, dtype=np.int64)
-    dpos[rows[on_diag]] = on_diag
-    if np.any(dpos < 0):
-        raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d"
-                         % int(np.flatnonzero(dpos < 0)[0]))
-    from ._kernels import ilu0_factor
-    ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
-    _check_pivots(a[dpos], "ILU(0)")
     lower = ix < rows
     upper = ~lower
     L = sp.csr_matrix((a[lower], ix[lower], np.concatenate(([0], np.cumsum(np.bincount(
@@ -66,23 +73,15 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 class ILU0:
-    """``M = L U`` from :func:`ilu0`; solves by two compiled triangular sweeps
-    over the factor, in place of ``out`` (no allocation per solve)."""
+    """``M = L U`` from :func:`ilu0`, kept as one factored CSR; solves by two
+    compiled triangular sweeps over it, in place of ``out`` (no allocation
+    per solve)."""
 
     name = "ilu0"
 
     def __init__(self, A: sp.csr_matrix):
-        L, U = ilu0(A)
-        self.nnz = L.nnz + U.nnz
-        F = (L + U).tocsr()
-        F.sort_indices()
-        self._ip = F.indptr.astype(np.int64)
-        self._ix = F.indices.astype(np.int64)
-        self._a = F.data
-        n = A.shape[0]
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self._ip))
-        self._dpos = np.empty(n, dtype=np.int64)
-        self._dpos[rows[self._ix == rows]] = np.flatnonzero(self._ix == rows)
+        self._ip, self._ix, self._a, self._dpos = _ilu0_in_place(A)
+        self.nnz = int(self._a.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         from ._kernels import lower_unit_solve, upper_solve

@@ -132,31 +132,31 @@ class AdditiveSchwarz(Preconditioner):
         self.sub = sub
         lay = A.row_layout
         start, stop = lay.owned_range
-        rows = rows_with_global_columns(A)
+        rows = rows_with_global_columns(A) if self.overlap else None
         ext = np.zeros(0, dtype=np.int64)
         ext_rows = sp.csr_matrix((0, A.shape[1]))
-        frontier_rows = rows
-        for _ in range(self.overlap):
-            cols = np.unique(frontier_rows.indices.astype(np.int64))
-            new = cols[((cols < start) | (cols >= stop))]
-            new = np.setdiff1d(new, ext, assume_unique=True)
+        new = A.ghosts                  # the first layer: the owned rows' off-process columns
+        for level in range(self.overlap):
+            if level:
+                cols = np.unique(frontier_rows.indices.astype(np.int64))
+                new = cols[((cols < start) | (cols >= stop))]
+                new = np.setdiff1d(new, ext, assume_unique=True)
             frontier_rows = fetch_rows(A, new, local=rows, label="asm:overlap")
             ext = np.concatenate((ext, new))
             order = np.argsort(ext, kind="stable")
             ext = ext[order]
             ext_rows = sp.vstack([ext_rows, frontier_rows], format="csr")[order]
         self.ext = ext
-        # local numbering: the sorted union of owned and overlap ids
-        ids = np.union1d(np.arange(start, stop, dtype=np.int64), ext)
-        self._owned_pos = np.searchsorted(ids, np.arange(start, stop, dtype=np.int64))
-        self._ext_pos = np.searchsorted(ids, ext)
-        big = sp.vstack([rows, ext_rows], format="coo")
-        rpos = np.concatenate((self._owned_pos, self._ext_pos))[big.row]
-        cpos = np.searchsorted(ids, big.col)
-        cpos[cpos == ids.size] = 0
-        inside = ids[cpos] == big.col if ids.size else np.zeros(big.nnz, dtype=bool)
-        M = sp.csr_matrix((big.data[inside], (rpos[inside], cpos[inside])),
-                          shape=(ids.size, ids.size))
+        # local numbering: the sorted union of owned and overlap ids, i.e. the
+        # overlap rows below the owned block, the owned block, those above
+        below = int(np.searchsorted(ext, start))
+        ids = np.concatenate((ext[:below], np.arange(start, stop, dtype=np.int64),
+                              ext[below:]))
+        n = stop - start
+        self._owned_pos = np.arange(below, below + n, dtype=np.int64)
+        self._ext_pos = np.concatenate((np.arange(below, dtype=np.int64),
+                                        np.arange(below + n, ids.size, dtype=np.int64)))
+        M = _restrict(A, ext_rows, ids, below, n)
         self.local_rows_overlapped = ids.size
         self.solver = _factor("asm", sub, M, A.comm, dict(sub_options or {}))
         self.halo = NeighborExchange.from_ghosts(lay, ext)
@@ -182,6 +182,35 @@ class AdditiveSchwarz(Preconditioner):
         return {"sub": self.sub, "overlap": self.overlap, "restricted": self.restricted,
                 "local_rows_with_overlap": int(self.local_rows_overlapped),
                 "factor_nnz_local": int(self.solver.nnz)}
+
+
+def _restrict(A, ext_rows: sp.csr_matrix, ids: np.ndarray, below: int, n: int
+              ) -> sp.csr_matrix:
+    """``A`` restricted to the rows and columns ``ids`` (sorted global ids:
+    ``below`` overlap ids, the ``n`` owned ids, the other overlap ids), as
+    local CSR. The owned rows come from the diag and offd blocks with their
+    columns renumbered; only the (few) overlap rows are searched."""
+    N = ids.size
+    if N == n:                                      # no overlap: the diagonal block
+        return A.diag
+    d, o = A.diag, A.offd
+    own = sp.csr_matrix((d.data, d.indices + below, d.indptr), shape=(n, N))
+    if o.nnz and A.ghosts.size:
+        gpos = np.searchsorted(ids, A.ghosts)
+        gpos[gpos == N] = 0
+        gpos = np.where(ids[gpos] == A.ghosts, gpos, -1)   # -1: ghost not in the overlap
+        col = gpos[o.indices]
+        keep = col >= 0
+        rix = np.repeat(np.arange(n), np.diff(o.indptr))
+        own = own + sp.csr_matrix((o.data[keep], (rix[keep], col[keep])), shape=(n, N))
+    e = ext_rows.tocoo()
+    cpos = np.searchsorted(ids, e.col)
+    cpos[cpos == N] = 0
+    inside = ids[cpos] == e.col
+    rpos = np.where(e.row < below, e.row, e.row + n)
+    ext = sp.csr_matrix((e.data[inside], (rpos[inside], cpos[inside])), shape=(N, N))
+    top, bottom = ext[:below], ext[below + n:]
+    return sp.vstack([top, own, bottom], format="csr")
 
 
 register("bjacobi", BlockJacobi)
