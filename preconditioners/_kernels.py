@@ -139,26 +139,28 @@ def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def lower_unit_solve(indptr, indices, a, dpos, b, out):  # pragma: no cover
-    """``out = L^-1 b`` with ``L`` the unit lower triangle stored before
-    ``dpos`` in each row of the factor ``(indptr, indices, a)``."""
+def lower_unit_solve(Lp, Li, Lx, b, out):  # pragma: no cover
+    """``out = L^-1 b``, ``L`` unit lower triangular stored without its
+    diagonal (CSR ``Lp, Li, Lx``)."""
     n = b.shape[0]
     for i in range(n):
         s = b[i]
-        for jj in range(indptr[i], dpos[i]):
-            s -= a[jj] * out[indices[jj]]
+        for jj in range(Lp[i], Lp[i + 1]):
+            s -= Lx[jj] * out[Li[jj]]
         out[i] = s
 
 
 @njit(cache=True, nogil=True)
-def upper_solve(indptr, indices, a, dpos, out):  # pragma: no cover
-    """``out = U^-1 out`` in place, ``U`` the diagonal and upper part of each row."""
+def upper_solve(Up, Ui, Ux, dinv, out):  # pragma: no cover
+    """``out = U^-1 out`` in place, ``U`` the strictly upper CSR ``Up, Ui, Ux``
+    plus the diagonal whose inverse is ``dinv`` (a multiply on the critical
+    path of the recurrence instead of a divide)."""
     n = out.shape[0]
     for i in range(n - 1, -1, -1):
         s = out[i]
-        for jj in range(dpos[i] + 1, indptr[i + 1]):
-            s -= a[jj] * out[indices[jj]]
-        out[i] = s / a[dpos[i]]
+        for jj in range(Up[i], Up[i + 1]):
+            s -= Ux[jj] * out[Ui[jj]]
+        out[i] = s * dinv[i]
 
 
 @njit(cache=True, nogil=True)

@@ -60,16 +60,21 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     PivotError
         A structurally missing, zero or non-finite pivot.
     """
-    ip, ix, a, _ = _ilu0_in_place(A)
+    ip, ix, a, dpos = _ilu0_in_place(A)
     n = A.shape[0]
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ip))
-    lower = ix < rows
-    upper = ~lower
-    L = sp.csr_matrix((a[lower], ix[lower], np.concatenate(([0], np.cumsum(np.bincount(
-        rows[lower], minlength=n))))), shape=(n, n))
-    U = sp.csr_matrix((a[upper], ix[upper], np.concatenate(([0], np.cumsum(np.bincount(
-        rows[upper], minlength=n))))), shape=(n, n))
+    L = _csr_part(ip, ix, a, ip[:-1], dpos, n)
+    U = _csr_part(ip, ix, a, dpos, ip[1:], n)
     return L, U
+
+
+def _csr_part(ip, ix, a, lo, hi, n) -> sp.csr_matrix:
+    """Rows ``[lo[i], hi[i])`` of each row of a CSR, as a CSR of their own
+    (int32 indices when they fit: the solves stream less)."""
+    counts = hi - lo
+    keep = np.repeat(hi - counts.cumsum(), counts) + np.arange(int(counts.sum()))
+    ptr = np.concatenate(([0], np.cumsum(counts)))
+    itype = np.int32 if n < 2 ** 31 and ptr[-1] < 2 ** 31 else np.int64
+    return sp.csr_matrix((a[keep], ix[keep].astype(itype), ptr.astype(itype)), shape=(n, n))
 
 
 class ILU0:
@@ -80,14 +85,20 @@ class ILU0:
     name = "ilu0"
 
     def __init__(self, A: sp.csr_matrix):
-        self._ip, self._ix, self._a, self._dpos = _ilu0_in_place(A)
-        self.nnz = int(self._a.size)
+        ip, ix, a, dpos = _ilu0_in_place(A)
+        n = A.shape[0]
+        L = _csr_part(ip, ix, a, ip[:-1], dpos, n)
+        U = _csr_part(ip, ix, a, dpos + 1, ip[1:], n)
+        # two separate factors, as PETSc keeps them: each sweep streams only its own
+        self._lower = (L.indptr, L.indices, L.data)
+        self._upper = (U.indptr, U.indices, U.data, 1.0 / a[dpos])
+        self.nnz = int(a.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         from ._kernels import lower_unit_solve, upper_solve
         if b.shape[0]:
-            lower_unit_solve(self._ip, self._ix, self._a, self._dpos, b, out)
-            upper_solve(self._ip, self._ix, self._a, self._dpos, out)
+            lower_unit_solve(*self._lower, b, out)
+            upper_solve(*self._upper, out)
 
 
 class _SuperLU:
