@@ -369,6 +369,8 @@ class DistCSR:
     def diagonal(self) -> DistVector:
         """Entries ``A[i, i]`` of the owned rows, on the row layout. Not collective."""
         n = self.row_layout.local_size
+        if self.row_layout == self.col_layout:          # A[i, i] lies in the diag block
+            return DistVector(self.row_layout, self.diag.diagonal().astype(self.dtype))
         out = np.zeros(n, dtype=self.dtype)
         gi = np.arange(self.row_layout.start, self.row_layout.stop, dtype=np.int64)
         cstart, cstop = self.col_layout.owned_range
