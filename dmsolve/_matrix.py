@@ -290,26 +290,10 @@ class DistCSR:
         _sparsetools.csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
         ghost = self.halo.finish()
         if self.offd.nnz:
-            # only the rows with off-process entries (PETSc's compressed rows):
-            # a sweep over every row would read indptr and y once more
-            rows, ptr, buf = self._offd_compressed()
-            o = self.offd
-            np.take(y, rows, out=buf, mode="clip")
-            _sparsetools.csr_matvec(rows.size, o.shape[1], ptr, o.indices, o.data, ghost, buf)
-            np.put(y, rows, buf, mode="clip")
+            if self._offd_c is None or self._offd_c.matrix is not self.offd:
+                self._offd_c = CompressedRows(self.offd, self.halo.dtype)
+            self._offd_c.matvec_add(ghost, y)
         return out
-
-    def _offd_compressed(self):
-        """(rows, indptr, work) of the off-process block's nonempty rows; the
-        indices and data stay ``offd``'s own (so in-place scaling carries over)."""
-        c = self._offd_c
-        if c is None or c[0] is not self.offd:
-            o = self.offd
-            rows = np.flatnonzero(np.diff(o.indptr))   # intp: take/put convert other types
-            ptr = np.append(o.indptr[rows], o.indptr[-1]).astype(o.indptr.dtype)
-            buf = np.empty(rows.size, dtype=np.result_type(o.dtype, self.halo.dtype))
-            c = self._offd_c = (o, rows, ptr, buf)
-        return c[1:]
 
     def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A.T @ y`` (transpose, not conjugate).
@@ -458,6 +442,33 @@ class DistCSR:
 
 
 # -- helpers ----------------------------------------------------------------------------
+class CompressedRows:
+    """``y += B @ x`` over the nonempty rows of a CSR ``B`` only (PETSc's
+    compressed rows). An off-process block has entries in the few boundary
+    rows; a product over all its rows would read ``indptr`` and read and
+    write all of ``y`` once more.
+
+    The rows' values are gathered from ``y``, accumulated by scipy's
+    ``csr_matvec`` and put back, through preallocated work: nothing is
+    allocated per product. ``B``'s indices and data arrays are shared, so
+    scaling ``B.data`` in place carries over. Not collective.
+    """
+
+    def __init__(self, B: sp.csr_matrix, dtype=np.float64):
+        self.matrix = B
+        self.rows = np.flatnonzero(np.diff(B.indptr))     # intp: take/put convert others
+        self.indptr = np.append(B.indptr[self.rows], B.indptr[-1]).astype(B.indptr.dtype)
+        self._work = np.empty(self.rows.size, dtype=np.result_type(B.dtype, dtype))
+
+    def matvec_add(self, x: np.ndarray, y: np.ndarray) -> None:
+        """``y += B @ x``."""
+        B, w = self.matrix, self._work
+        np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
+        _sparsetools.csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data,
+                                x, w)
+        np.put(y, self.rows, w, mode="clip")
+
+
 def _canonical(m) -> sp.csr_matrix:
     m = sp.csr_matrix(m)
     m.sum_duplicates()

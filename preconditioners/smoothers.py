@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dmsolve._matrix import CompressedRows
+
 from ._cheby import ChebyshevKernel
 from ._eigen import lanczos_extremes
-from scipy.sparse._sparsetools import csr_matvec
 
 __all__ = ["SMOOTHERS", "make_smoother", "register_smoother"]
 
@@ -128,34 +129,43 @@ class HybridGaussSeidel:
     def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
         if sweep not in ("forward", "backward", "symmetric"):
             raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
-        from ._kernels import sor_sweep
+        from ._kernels import sor_sweep, sor_sweep_from_zero
         self._sweep = sor_sweep
+        self._sweep0 = sor_sweep_from_zero
         self.A = A
         self.sweep = sweep
         self.omega = float(omega)
         self.iterations = int(iterations)
         D = A.diag
+        D.sort_indices()
         diag = D.diagonal()
+        # where each row's strictly lower entries end and strictly upper ones
+        # start, for the first sweep from a zero guess
+        rows = np.repeat(np.arange(D.shape[0]), np.diff(D.indptr))
+        below = np.bincount(rows[D.indices < rows], minlength=D.shape[0])
+        above = np.bincount(rows[D.indices > rows], minlength=D.shape[0])
+        self._lo_end = (D.indptr[:-1] + below).astype(D.indptr.dtype)
+        self._up_start = (D.indptr[1:] - above).astype(D.indptr.dtype)
         # omega / a_ii; 0 leaves a row without diagonal alone (as PyAMG does)
         self._dinv = self.omega * _safe_inverse(diag)
-        # offd with its sign flipped, so that csr_matvec accumulates rhs -= offd @ g
-        self._moffd = (-A.offd).tocsr()
+        # offd with its sign flipped, so that rhs -= offd @ g is an accumulation,
+        # over the rows that have off-process entries only
+        self._moffd = CompressedRows((-A.offd).tocsr())
         self._rhs = np.zeros(A.row_layout.local_size)
         self._xc = np.zeros(A.row_layout.local_size)
 
     def _half(self, b, x, forward, zero_guess):
         A, rhs, D = self.A, self._rhs, self.A.diag
         if zero_guess:
-            x[:] = 0.0
-            self._sweep(D.indptr, D.indices, D.data, self._dinv, b, x, forward)
+            self._sweep0(D.indptr, D.indices, D.data, self._lo_end, self._up_start,
+                         self._dinv, b, x, forward)
             return
         np.copyto(self._xc, x)
         A.halo.start(self._xc)
         np.copyto(rhs, b)
         g = A.halo.finish()
-        Mo = self._moffd
-        if Mo.nnz:
-            csr_matvec(Mo.shape[0], Mo.shape[1], Mo.indptr, Mo.indices, Mo.data, g, rhs)
+        if self._moffd.rows.size:
+            self._moffd.matvec_add(g, rhs)
         self._sweep(D.indptr, D.indices, D.data, self._dinv, rhs, x, forward)
 
     def smooth(self, b, x, zero_guess=False):
