@@ -396,7 +396,7 @@ if __name__ == "__main__":
                    default=["matvec", "cg-amg", "pipecg-jacobi", "gmres-bjacobi", "gmres-asm"])
     p.add_argument("--ranks", nargs="+", type=int, default=None,
                    help="rank counts to run (default 1 and all)")
-    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--repeats-matvec", type=int, default=10)
     p.add_argument("--stream-n", type=int, default=10_000_000)
     p.add_argument("--json", default=None, help="write results here (rank 0)")

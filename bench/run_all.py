@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     p.add_argument("--reuse", default=None, metavar="NAME=PATH,...",
                    help="take these sections from the JSON an earlier direct run of the "
                         "script wrote (e.g. persistence=out/bench/persistence.json: gudhi "
-                        "at 128^3 alone takes about half an hour) instead of running them")
+                        "at 128^3 takes minutes per field) instead of running them")
     args = p.parse_args(argv)
     names = args.only.split(",") if args.only else list(BENCHMARKS)
     outdir = ROOT / "out" / "bench"
