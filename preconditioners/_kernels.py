@@ -29,24 +29,41 @@ def sor_sweep(indptr, indices, data, dinv, b, x, forward):  # pragma: no cover
     with ``dinv_i = omega / a_ii`` (0 leaves a row without diagonal alone, as
     in PyAMG).
 
-    Each row needs the value just written for the row before it; the forward
-    sweep visits a row's entries last to first so that this term (the last
-    lower-triangle entry) is subtracted last and the rest of the sum does not
-    wait for it (about 25% faster than the natural order here).
+    Each row's sum is taken in two interleaved partial sums, the forward
+    sweep visiting the entries last to first (the entries far from the
+    diagonal first): measured here, 12% faster than one running sum on a 3D
+    Poisson matrix and 8% on its 30-entries-per-row coarse level. The order
+    of the additions differs from PyAMG's, so results agree to rounding.
     """
+    # (the row loops are written out in each kernel: numba compiled them
+    # markedly slower when they were shared helper functions)
     n = b.shape[0]
     if forward:
         for i in range(n):
-            s = b[i]
-            for jj in range(indptr[i + 1] - 1, indptr[i] - 1, -1):
-                s -= data[jj] * x[indices[jj]]
-            x[i] += dinv[i] * s
+            s0 = b[i]
+            s1 = 0.0
+            lo = indptr[i]
+            jj = indptr[i + 1] - 1
+            while jj - 1 >= lo:
+                s1 -= data[jj] * x[indices[jj]]
+                s0 -= data[jj - 1] * x[indices[jj - 1]]
+                jj -= 2
+            if jj >= lo:
+                s0 -= data[jj] * x[indices[jj]]
+            x[i] += dinv[i] * (s0 + s1)
     else:
         for i in range(n - 1, -1, -1):
-            s = b[i]
-            for jj in range(indptr[i], indptr[i + 1]):
-                s -= data[jj] * x[indices[jj]]
-            x[i] += dinv[i] * s
+            s0 = b[i]
+            s1 = 0.0
+            hi = indptr[i + 1]
+            jj = indptr[i]
+            while jj + 1 < hi:
+                s0 -= data[jj] * x[indices[jj]]
+                s1 -= data[jj + 1] * x[indices[jj + 1]]
+                jj += 2
+            if jj < hi:
+                s0 -= data[jj] * x[indices[jj]]
+            x[i] += dinv[i] * (s0 + s1)
 
 
 @njit(cache=True, nogil=True)
@@ -60,16 +77,30 @@ def sor_sweep_from_zero(indptr, indices, data, lo_end, up_start, dinv, b, x,
     n = b.shape[0]
     if forward:
         for i in range(n):
-            s = b[i]
-            for jj in range(lo_end[i] - 1, indptr[i] - 1, -1):
-                s -= data[jj] * x[indices[jj]]
-            x[i] = dinv[i] * s
+            s0 = b[i]
+            s1 = 0.0
+            lo = indptr[i]
+            jj = lo_end[i] - 1
+            while jj - 1 >= lo:
+                s1 -= data[jj] * x[indices[jj]]
+                s0 -= data[jj - 1] * x[indices[jj - 1]]
+                jj -= 2
+            if jj >= lo:
+                s0 -= data[jj] * x[indices[jj]]
+            x[i] = dinv[i] * (s0 + s1)
     else:
         for i in range(n - 1, -1, -1):
-            s = b[i]
-            for jj in range(up_start[i], indptr[i + 1]):
-                s -= data[jj] * x[indices[jj]]
-            x[i] = dinv[i] * s
+            s0 = b[i]
+            s1 = 0.0
+            hi = indptr[i + 1]
+            jj = up_start[i]
+            while jj + 1 < hi:
+                s0 -= data[jj] * x[indices[jj]]
+                s1 -= data[jj + 1] * x[indices[jj + 1]]
+                jj += 2
+            if jj < hi:
+                s0 -= data[jj] * x[indices[jj]]
+            x[i] = dinv[i] * (s0 + s1)
 
 
 @njit(cache=True, nogil=True)

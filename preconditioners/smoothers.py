@@ -152,7 +152,6 @@ class HybridGaussSeidel:
         # over the rows that have off-process entries only
         self._moffd = CompressedRows((-A.offd).tocsr())
         self._rhs = np.zeros(A.row_layout.local_size)
-        self._xc = np.zeros(A.row_layout.local_size)
 
     def _half(self, b, x, forward, zero_guess):
         A, rhs, D = self.A, self._rhs, self.A.diag
@@ -160,13 +159,14 @@ class HybridGaussSeidel:
             self._sweep0(D.indptr, D.indices, D.data, self._lo_end, self._up_start,
                          self._dinv, b, x, forward)
             return
-        np.copyto(self._xc, x)
-        A.halo.start(self._xc)
-        np.copyto(rhs, b)
-        g = A.halo.finish()
+        A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
         if self._moffd.rows.size:
-            self._moffd.matvec_add(g, rhs)
-        self._sweep(D.indptr, D.indices, D.data, self._dinv, rhs, x, forward)
+            np.copyto(rhs, b)
+            self._moffd.matvec_add(A.halo.finish(), rhs)
+            b = rhs
+        else:
+            A.halo.finish()
+        self._sweep(D.indptr, D.indices, D.data, self._dinv, b, x, forward)
 
     def smooth(self, b, x, zero_guess=False):
         for it in range(self.iterations):

@@ -151,7 +151,10 @@ class NeighborExchange:
 
     # -- forward exchange: owners -> ghosts -------------------------------------------
     def start(self, values: np.ndarray) -> None:
-        """Begin sending ``values[send_index]``; pair with :meth:`finish`."""
+        """Begin sending ``values[send_index]``; pair with :meth:`finish`.
+
+        The values are copied into :attr:`sendbuf` here, so ``values`` may
+        change before :meth:`finish`."""
         if self.ledger is not None:
             self._t0 = time.perf_counter()
         np.take(values, self.send_index, out=self.sendbuf, mode="clip")  # "raise" buffers out
