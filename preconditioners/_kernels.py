@@ -148,26 +148,12 @@ def aggregate_pass3(indptr, indices, x, count):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def diagonal_positions(indptr, indices):  # pragma: no cover
-    """Position of each row's diagonal entry in a CSR with sorted indices, -1
-    where the row has none."""
-    n = indptr.shape[0] - 1
-    out = np.full(n, -1, dtype=np.int64)
-    for i in range(n):
-        for jj in range(indptr[i], indptr[i + 1]):
-            if indices[jj] >= i:
-                if indices[jj] == i:
-                    out[i] = jj
-                break
-    return out
-
-
-@njit(cache=True, nogil=True)
 def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
-    """ILU(0) in place of ``a`` (CSR with sorted indices; ``dpos[i]`` the
-    position of row ``i``'s diagonal). IKJ variant (Saad, Algorithm 10.4):
+    """ILU(0) in place of ``a`` (CSR with sorted indices), writing ``dpos[i]``,
+    the position of row ``i``'s diagonal. IKJ variant (Saad, Algorithm 10.4):
     afterwards the strictly lower part holds ``L`` (unit diagonal implied) and
-    the rest ``U``. Returns the first row with a zero or non-finite pivot, or -1."""
+    the rest ``U``. Returns the first row with no diagonal entry (its
+    ``dpos`` is -1) or a zero or non-finite pivot, or -1."""
     n = dpos.shape[0]
     pos = np.full(n, -1, dtype=np.int64)
     for i in range(n):
@@ -175,6 +161,9 @@ def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
         e = indptr[i + 1]
         for jj in range(s, e):
             pos[indices[jj]] = jj
+        dpos[i] = pos[i]
+        if dpos[i] < 0:
+            return i
         for kk in range(s, dpos[i]):
             k = indices[kk]
             piv = a[dpos[k]]

@@ -35,14 +35,13 @@ def _ilu0_in_place(A: sp.csr_matrix):
     ip = A.indptr.astype(np.int64)
     ix = A.indices.astype(np.int64)
     a = A.data
-    from ._kernels import diagonal_positions, ilu0_factor
-    dpos = diagonal_positions(ip, ix)
-    missing = np.flatnonzero(dpos < 0)
-    if missing.size:
-        raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d"
-                         % int(missing[0]))
-    ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
-    _check_pivots(a[dpos], "ILU(0)")
+    from ._kernels import ilu0_factor
+    dpos = np.empty(A.shape[0], dtype=np.int64)
+    bad = ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
+    if bad >= 0 and dpos[bad] < 0:
+        raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d" % bad)
+    if bad >= 0:
+        raise PivotError("ILU(0): zero or non-finite pivot at local row %d" % bad)
     return ip, ix, a, dpos
 
 
