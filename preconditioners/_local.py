@@ -67,8 +67,9 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
 
 
 def _csr_part(ip, ix, a, lo, hi, n) -> sp.csr_matrix:
-    """Rows ``[lo[i], hi[i])`` of each row of a CSR, as a CSR of their own
-    (int32 indices when they fit: the solves stream less)."""
+    """The entries at positions ``[lo[i], hi[i])`` of each row ``i`` of a CSR,
+    as a CSR of their own (int32 indices when they fit: the solves stream
+    less)."""
     counts = hi - lo
     keep = np.repeat(hi - counts.cumsum(), counts) + np.arange(int(counts.sum()))
     ptr = np.concatenate(([0], np.cumsum(counts)))
@@ -77,9 +78,10 @@ def _csr_part(ip, ix, a, lo, hi, n) -> sp.csr_matrix:
 
 
 class ILU0:
-    """``M = L U`` from :func:`ilu0`, kept as one factored CSR; solves by two
-    compiled triangular sweeps over it, in place of ``out`` (no allocation
-    per solve)."""
+    """``M = L U`` from :func:`ilu0`, kept as two CSR factors (``L`` strictly
+    lower, ``U`` strictly upper plus its inverted pivots); solves by two
+    compiled triangular sweeps, in place of ``out`` (no allocation per
+    solve)."""
 
     name = "ilu0"
 

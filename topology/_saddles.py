@@ -374,7 +374,8 @@ def _union_finds(cells, d0, d2, mk) -> dict:
     kill2 = dead2 >= 0
     p2 = np.column_stack((t_top[kill2], q_top[dead2[kill2]]))
     return dict(cells={d: cells[d][:2] for d in (1, 2)},
-                critical=[int(cells[d][0].size) for d in range(4)], p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
+                critical=[int(cells[d][0].size) for d in range(4)],
+                p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
                 p2=p2, walls=np.sort(t_code[~kill2]), wall_mask=~kill2)
 
 
