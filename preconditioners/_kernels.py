@@ -18,16 +18,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["sor_sweep", "sor_sweep_from_zero", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
+__all__ = ["sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
            "lower_unit_solve", "upper_solve"]
 
 
 @njit(cache=True, nogil=True)
-def sor_sweep(indptr, indices, data, dinv, b, x, forward):  # pragma: no cover
+def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pragma: no cover
     """One SOR sweep on ``A x = b`` in place of ``x``, rows in increasing
     (``forward``) or decreasing order: ``x_i <- x_i + dinv_i (b_i - sum_j a_ij x_j)``
     with ``dinv_i = omega / a_ii`` (0 leaves a row without diagonal alone, as
-    in PyAMG).
+    in PyAMG), the sum over the entries at positions ``first[i]:last[i]`` of
+    a CSR with sorted indices.
+
+    A whole sweep passes ``indptr[:-1], indptr[1:]``. With ``from_zero`` the
+    old ``x`` is taken as 0 (and not read): only the entries on the side
+    already swept can then be nonzero, so the caller passes the strictly
+    lower range of each row for a forward sweep (the strictly upper one for
+    a backward sweep), half the work for the same result.
 
     Each row's sum is taken in two interleaved partial sums, the forward
     sweep visiting the entries last to first (the entries far from the
@@ -35,72 +42,35 @@ def sor_sweep(indptr, indices, data, dinv, b, x, forward):  # pragma: no cover
     Poisson matrix and 8% on its 30-entries-per-row coarse level. The order
     of the additions differs from PyAMG's, so results agree to rounding.
     """
-    # (the row loops are written out in each kernel: numba compiled them
-    # markedly slower when they were shared helper functions)
+    # (the two loops are written out: numba compiled them markedly slower
+    # as a shared helper function)
     n = b.shape[0]
     if forward:
         for i in range(n):
             s0 = b[i]
             s1 = 0.0
-            lo = indptr[i]
-            jj = indptr[i + 1] - 1
+            lo = first[i]
+            jj = last[i] - 1
             while jj - 1 >= lo:
                 s1 -= data[jj] * x[indices[jj]]
                 s0 -= data[jj - 1] * x[indices[jj - 1]]
                 jj -= 2
             if jj >= lo:
                 s0 -= data[jj] * x[indices[jj]]
-            x[i] += dinv[i] * (s0 + s1)
+            x[i] = dinv[i] * (s0 + s1) + (0.0 if from_zero else x[i])
     else:
         for i in range(n - 1, -1, -1):
             s0 = b[i]
             s1 = 0.0
-            hi = indptr[i + 1]
-            jj = indptr[i]
+            hi = last[i]
+            jj = first[i]
             while jj + 1 < hi:
                 s0 -= data[jj] * x[indices[jj]]
                 s1 -= data[jj + 1] * x[indices[jj + 1]]
                 jj += 2
             if jj < hi:
                 s0 -= data[jj] * x[indices[jj]]
-            x[i] += dinv[i] * (s0 + s1)
-
-
-@njit(cache=True, nogil=True)
-def sor_sweep_from_zero(indptr, indices, data, lo_end, up_start, dinv, b, x,
-                        forward):  # pragma: no cover
-    """:func:`sor_sweep` from ``x = 0``, writing every ``x_i``: only the
-    entries on the side already swept can be nonzero, so a forward sweep reads
-    the strictly lower entries of each row (``indptr[i]:lo_end[i]``) and a
-    backward sweep the strictly upper ones (``up_start[i]:indptr[i+1]``):
-    about half the work of a sweep over whole rows, the same result."""
-    n = b.shape[0]
-    if forward:
-        for i in range(n):
-            s0 = b[i]
-            s1 = 0.0
-            lo = indptr[i]
-            jj = lo_end[i] - 1
-            while jj - 1 >= lo:
-                s1 -= data[jj] * x[indices[jj]]
-                s0 -= data[jj - 1] * x[indices[jj - 1]]
-                jj -= 2
-            if jj >= lo:
-                s0 -= data[jj] * x[indices[jj]]
-            x[i] = dinv[i] * (s0 + s1)
-    else:
-        for i in range(n - 1, -1, -1):
-            s0 = b[i]
-            s1 = 0.0
-            hi = indptr[i + 1]
-            jj = up_start[i]
-            while jj + 1 < hi:
-                s0 -= data[jj] * x[indices[jj]]
-                s1 -= data[jj + 1] * x[indices[jj + 1]]
-                jj += 2
-            if jj < hi:
-                s0 -= data[jj] * x[indices[jj]]
-            x[i] = dinv[i] * (s0 + s1)
+            x[i] = dinv[i] * (s0 + s1) + (0.0 if from_zero else x[i])
 
 
 @njit(cache=True, nogil=True)

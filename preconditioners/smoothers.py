@@ -129,9 +129,8 @@ class HybridGaussSeidel:
     def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
         if sweep not in ("forward", "backward", "symmetric"):
             raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
-        from ._kernels import sor_sweep, sor_sweep_from_zero
+        from ._kernels import sor_sweep
         self._sweep = sor_sweep
-        self._sweep0 = sor_sweep_from_zero
         self.A = A
         self.sweep = sweep
         self.omega = float(omega)
@@ -144,8 +143,9 @@ class HybridGaussSeidel:
         rows = np.repeat(np.arange(D.shape[0]), np.diff(D.indptr))
         below = np.bincount(rows[D.indices < rows], minlength=D.shape[0])
         above = np.bincount(rows[D.indices > rows], minlength=D.shape[0])
-        self._lo_end = (D.indptr[:-1] + below).astype(D.indptr.dtype)
-        self._up_start = (D.indptr[1:] - above).astype(D.indptr.dtype)
+        self._starts, self._ends = D.indptr[:-1], D.indptr[1:]
+        self._lo_end = (self._starts + below).astype(D.indptr.dtype)
+        self._up_start = (self._ends - above).astype(D.indptr.dtype)
         # omega / a_ii; 0 leaves a row without diagonal alone (as PyAMG does)
         self._dinv = self.omega * _safe_inverse(diag)
         # offd with its sign flipped, so that rhs -= offd @ g is an accumulation,
@@ -156,8 +156,9 @@ class HybridGaussSeidel:
     def _half(self, b, x, forward, zero_guess):
         A, rhs, D = self.A, self._rhs, self.A.diag
         if zero_guess:
-            self._sweep0(D.indptr, D.indices, D.data, self._lo_end, self._up_start,
-                         self._dinv, b, x, forward)
+            first, last = ((self._starts, self._lo_end) if forward
+                           else (self._up_start, self._ends))
+            self._sweep(first, last, D.indices, D.data, self._dinv, b, x, forward, True)
             return
         A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
         if self._moffd.rows.size:
@@ -166,7 +167,8 @@ class HybridGaussSeidel:
             b = rhs
         else:
             A.halo.finish()
-        self._sweep(D.indptr, D.indices, D.data, self._dinv, b, x, forward)
+        self._sweep(self._starts, self._ends, D.indices, D.data, self._dinv, b, x, forward,
+                    False)
 
     def smooth(self, b, x, zero_guess=False):
         for it in range(self.iterations):
