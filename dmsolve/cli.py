@@ -34,6 +34,10 @@ EXIT_FAILURE = 1
 #: library raised on every rank) before it aborts the job.
 ABORT_GRACE = 5.0
 
+#: Seconds a failing rank waits, after writing its report, before it aborts
+#: the job, so that the launcher forwards the report first.
+ABORT_FLUSH = 1.0
+
 
 class _Exit(Exception):
     def __init__(self, code: int, message: str):
@@ -268,11 +272,16 @@ def _fail(comm, exc: BaseException) -> int:
             sys.stderr.flush()
         return EXIT_FAILURE
     # only some ranks failed; the others wait in a collective that will never
-    # complete: report this rank's traceback and end the whole job
+    # complete: report this rank's traceback and end the whole job. The report
+    # goes out in one write, and the launcher gets a moment to forward it:
+    # MPI_Abort kills the stdio forwarders, and text still in their pipes
+    # was lost (seen as a report without its traceback)
+    report = ("dmsolve: rank %d of %d failed but not every rank did; aborting the job\n"
+              % (MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size())
+              + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     sys.stdout.flush()
-    print("dmsolve: rank %d of %d failed but not every rank did; aborting the job"
-          % (MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()), file=sys.stderr)
-    traceback.print_exception(type(exc), exc, exc.__traceback__)
+    sys.stderr.write(report)
     sys.stderr.flush()
+    time.sleep(ABORT_FLUSH)
     MPI.COMM_WORLD.Abort(EXIT_FAILURE)
     return EXIT_FAILURE           # pragma: no cover - Abort does not return

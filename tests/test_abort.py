@@ -40,6 +40,11 @@ def _run_job(comm, tmp_path, code: str, *python_args):
             out = (e.stdout or b"") + (e.stderr or b"")
             result = (None, out.decode(errors="replace") if isinstance(out, bytes) else out,
                       TIMEOUT)
+    # the other ranks wait without spinning: a busy wait would take a core
+    # from the child job and its launcher (2 cores run the whole test)
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.01)
     return comm.bcast(result, root=0)
 
 
