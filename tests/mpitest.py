@@ -7,6 +7,7 @@ rank reports the failure and none is left waiting in the next collective.
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -17,6 +18,18 @@ def _agree_or_fail(comm, message: str | None) -> None:
     bad = [(r, m) for r, m in enumerate(msgs) if m is not None]
     if bad:
         raise AssertionError("; ".join("rank %d: %s" % rm for rm in bad))
+
+
+def wait_idle(comm) -> None:
+    """Wait, sleeping, until every rank of ``comm`` gets here.
+
+    For tests where one rank runs a child MPI job: the others would spin in
+    the next collective and take a core from the child and its launcher
+    (2 cores run the whole suite).
+    """
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.01)
 
 
 def assert_collective(comm, ok: bool, message: str = "assertion failed") -> None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from mpitest import assert_collective
+from mpitest import assert_collective, wait_idle
 
 # the child job must end well before this (it hangs forever if abort fails)
 TIMEOUT = 90
@@ -40,11 +40,7 @@ def _run_job(comm, tmp_path, code: str, *python_args):
             out = (e.stdout or b"") + (e.stderr or b"")
             result = (None, out.decode(errors="replace") if isinstance(out, bytes) else out,
                       TIMEOUT)
-    # the other ranks wait without spinning: a busy wait would take a core
-    # from the child job and its launcher (2 cores run the whole test)
-    req = comm.Ibarrier()
-    while not req.Test():
-        time.sleep(0.01)
+    wait_idle(comm)
     return comm.bcast(result, root=0)
 
 

@@ -19,7 +19,7 @@ from dmsolve import checkpoint as ck
 from dmsolve.checkpoint import CheckpointError, Checkpointer
 from dmsolve.krylov import cg, register_method
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
-                     assert_raises_collective)
+                     assert_raises_collective, wait_idle)
 
 N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
 
@@ -183,6 +183,7 @@ def test_resume_on_another_rank_count(comm, tmp_path):
             got = _resume_elsewhere(sub, paths)
         finally:
             sub.Free()
+    wait_idle(comm)
     for pc, (x, it, conv, rep) in got.items():
         assert_collective(comm, conv and rep["resumed_from"] == 20, str(rep))
         assert_allclose_collective(x, xref, comm, rtol=0, atol=tol)
@@ -531,4 +532,5 @@ def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
                 break
         if ok and not (len(seen) == 2 and 1 <= seen[0] < seen[1]):
             ok, why = False, "iterations %s" % seen
+    wait_idle(comm)
     assert_collective(comm, ok, why)

@@ -9,7 +9,7 @@ import pytest
 
 from dmsolve import DistCSR, DistVector, io
 from dmsolve.cli import main
-from mpitest import assert_collective
+from mpitest import assert_collective, wait_idle
 
 
 def _shared_path(comm, tmp_path, name):
@@ -97,6 +97,7 @@ def test_module_entry_point_runs(comm):
         ok = proc.returncode == 0 and "CONVERGED_RTOL" in proc.stdout
     else:
         ok = True
+    wait_idle(comm)
     assert_collective(comm, ok, "python -m dmsolve failed")
 
 
