@@ -42,12 +42,15 @@ class Level:
         self.corr = DistVector.zeros(A.row_layout)
         self.bc = DistVector.zeros(P.col_layout)
         self.xc = DistVector.zeros(P.col_layout)
-        self._xv, self._yv = A.create_vectors()
 
     def residual(self, b: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
-        np.copyto(self._xv.local, x)
-        self.A.matvec(self._xv, out=self._yv)
-        np.subtract(b, self._yv.local, out=out)
+        """``out = b - A x`` on this level; ``x`` and ``out`` are local arrays,
+        wrapped (not copied) as vectors of the level's layout."""
+        lay = self.A.row_layout
+        y = DistVector(lay, out)
+        assert y.local is out, "out must be a contiguous float64 array"
+        self.A.matvec(DistVector(lay, x), out=y)
+        np.subtract(b, out, out=out)
 
 
 def _candidates(A, B) -> np.ndarray:
