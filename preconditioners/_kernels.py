@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
+__all__ = ["unsigned_index", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
            "lower_unit_solve", "upper_solve"]
 
 
@@ -29,6 +29,11 @@ def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pr
     with ``dinv_i = omega / a_ii`` (0 leaves a row without diagonal alone, as
     in PyAMG), the sum over the entries at positions ``first[i]:last[i]`` of
     a CSR with sorted indices.
+
+    ``first``, ``last`` and ``indices`` are unsigned (see
+    :func:`unsigned_index`): with signed indices numba checks every access
+    for a negative index, and that made the sweep up to 2x slower (a 3D
+    Poisson coarse level, 30 entries per row: 1.04 -> 0.51 ms).
 
     A whole sweep passes ``indptr[:-1], indptr[1:]``. With ``from_zero`` the
     old ``x`` is taken as 0 (and not read): only the entries on the side
@@ -45,32 +50,41 @@ def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pr
     # (the two loops are written out: numba compiled them markedly slower
     # as a shared helper function)
     n = b.shape[0]
+    one = np.uint64(1)
+    two = np.uint64(2)
     if forward:
         for i in range(n):
             s0 = b[i]
             s1 = 0.0
             lo = first[i]
-            jj = last[i] - 1
-            while jj - 1 >= lo:
-                s1 -= data[jj] * x[indices[jj]]
-                s0 -= data[jj - 1] * x[indices[jj - 1]]
-                jj -= 2
-            if jj >= lo:
-                s0 -= data[jj] * x[indices[jj]]
+            hi = last[i]
+            while hi - lo >= two:
+                s1 -= data[hi - one] * x[indices[hi - one]]
+                s0 -= data[hi - two] * x[indices[hi - two]]
+                hi -= two
+            if hi > lo:
+                s0 -= data[lo] * x[indices[lo]]
             x[i] = dinv[i] * (s0 + s1) + (0.0 if from_zero else x[i])
     else:
         for i in range(n - 1, -1, -1):
             s0 = b[i]
             s1 = 0.0
+            lo = first[i]
             hi = last[i]
-            jj = first[i]
-            while jj + 1 < hi:
-                s0 -= data[jj] * x[indices[jj]]
-                s1 -= data[jj + 1] * x[indices[jj + 1]]
-                jj += 2
-            if jj < hi:
-                s0 -= data[jj] * x[indices[jj]]
+            while hi - lo >= two:
+                s0 -= data[lo] * x[indices[lo]]
+                s1 -= data[lo + one] * x[indices[lo + one]]
+                lo += two
+            if lo < hi:
+                s0 -= data[lo] * x[indices[lo]]
             x[i] = dinv[i] * (s0 + s1) + (0.0 if from_zero else x[i])
+
+
+def unsigned_index(a: np.ndarray) -> np.ndarray:
+    """``a`` (non-negative CSR offsets or column indices) as the unsigned
+    integer type of its width: a view, no copy. The kernels take unsigned
+    indices, for which numba emits no negative-index check."""
+    return a.view(np.dtype("u%d" % a.dtype.itemsize))
 
 
 @njit(cache=True, nogil=True)
@@ -154,7 +168,8 @@ def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
 @njit(cache=True, nogil=True)
 def lower_unit_solve(Lp, Li, Lx, b, out):  # pragma: no cover
     """``out = L^-1 b``, ``L`` unit lower triangular stored without its
-    diagonal (CSR ``Lp, Li, Lx``)."""
+    diagonal (CSR ``Lp, Li, Lx``; unsigned ``Lp`` and ``Li`` are faster, see
+    :func:`unsigned_index`)."""
     n = b.shape[0]
     for i in range(n):
         s = b[i]
@@ -166,8 +181,9 @@ def lower_unit_solve(Lp, Li, Lx, b, out):  # pragma: no cover
 @njit(cache=True, nogil=True)
 def upper_solve(Up, Ui, Ux, dinv, out):  # pragma: no cover
     """``out = U^-1 out`` in place, ``U`` the strictly upper CSR ``Up, Ui, Ux``
-    plus the diagonal whose inverse is ``dinv`` (a multiply on the critical
-    path of the recurrence instead of a divide)."""
+    (unsigned ``Up`` and ``Ui`` are faster) plus the diagonal whose inverse
+    is ``dinv`` (a multiply on the critical path of the recurrence instead
+    of a divide)."""
     n = out.shape[0]
     for i in range(n - 1, -1, -1):
         s = out[i]

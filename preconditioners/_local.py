@@ -90,9 +90,11 @@ class ILU0:
         n = A.shape[0]
         L = _csr_part(ip, ix, a, ip[:-1], dpos, n)
         U = _csr_part(ip, ix, a, dpos + 1, ip[1:], n)
-        # two separate factors, as PETSc keeps them: each sweep streams only its own
-        self._lower = (L.indptr, L.indices, L.data)
-        self._upper = (U.indptr, U.indices, U.data, 1.0 / a[dpos])
+        # two separate factors, as PETSc keeps them: each sweep streams only its
+        # own; unsigned index views for the compiled sweeps
+        from ._kernels import unsigned_index as u
+        self._lower = (u(L.indptr), u(L.indices), L.data)
+        self._upper = (u(U.indptr), u(U.indices), U.data, 1.0 / a[dpos])
         self.nnz = int(a.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:

@@ -129,7 +129,7 @@ class HybridGaussSeidel:
     def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
         if sweep not in ("forward", "backward", "symmetric"):
             raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
-        from ._kernels import sor_sweep
+        from ._kernels import sor_sweep, unsigned_index
         self._sweep = sor_sweep
         self.A = A
         self.sweep = sweep
@@ -143,9 +143,11 @@ class HybridGaussSeidel:
         rows = np.repeat(np.arange(D.shape[0]), np.diff(D.indptr))
         below = np.bincount(rows[D.indices < rows], minlength=D.shape[0])
         above = np.bincount(rows[D.indices > rows], minlength=D.shape[0])
-        self._starts, self._ends = D.indptr[:-1], D.indptr[1:]
-        self._lo_end = (self._starts + below).astype(D.indptr.dtype)
-        self._up_start = (self._ends - above).astype(D.indptr.dtype)
+        indptr = unsigned_index(D.indptr)
+        self._indices = unsigned_index(D.indices)
+        self._starts, self._ends = indptr[:-1], indptr[1:]
+        self._lo_end = (self._starts + below).astype(indptr.dtype)
+        self._up_start = (self._ends - above).astype(indptr.dtype)
         # omega / a_ii; 0 leaves a row without diagonal alone (as PyAMG does)
         self._dinv = self.omega * _safe_inverse(diag)
         # offd with its sign flipped, so that rhs -= offd @ g is an accumulation,
@@ -158,7 +160,7 @@ class HybridGaussSeidel:
         if zero_guess:
             first, last = ((self._starts, self._lo_end) if forward
                            else (self._up_start, self._ends))
-            self._sweep(first, last, D.indices, D.data, self._dinv, b, x, forward, True)
+            self._sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
             return
         A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
         if self._moffd.rows.size:
@@ -167,7 +169,7 @@ class HybridGaussSeidel:
             b = rhs
         else:
             A.halo.finish()
-        self._sweep(self._starts, self._ends, D.indices, D.data, self._dinv, b, x, forward,
+        self._sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
                     False)
 
     def smooth(self, b, x, zero_guess=False):
