@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["unsigned_index", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
+__all__ = ["unsigned_index", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor", "ilu0_split",
            "lower_unit_solve", "upper_solve"]
 
 
@@ -133,36 +133,61 @@ def aggregate_pass3(indptr, indices, x, count):  # pragma: no cover
 
 @njit(cache=True, nogil=True)
 def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
-    """ILU(0) in place of ``a`` (CSR with sorted indices), writing ``dpos[i]``,
-    the position of row ``i``'s diagonal. IKJ variant (Saad, Algorithm 10.4):
-    afterwards the strictly lower part holds ``L`` (unit diagonal implied) and
-    the rest ``U``. Returns the first row with no diagonal entry (its
-    ``dpos`` is -1) or a zero or non-finite pivot, or -1."""
+    """ILU(0) in place of ``a`` (CSR with sorted indices; unsigned ``indptr``
+    and ``indices``), writing ``dpos[i]`` (unsigned), the position of row
+    ``i``'s diagonal. IKJ variant (Saad, Algorithm 10.4): afterwards the
+    strictly lower part holds ``L`` (unit diagonal implied) and the rest
+    ``U``. Returns ``(row, missing)``: the first row with no diagonal entry
+    (``missing`` true) or a zero or non-finite pivot, or ``(-1, False)``."""
     n = dpos.shape[0]
+    one = np.uint64(1)
     pos = np.full(n, -1, dtype=np.int64)
     for i in range(n):
         s = indptr[i]
         e = indptr[i + 1]
         for jj in range(s, e):
             pos[indices[jj]] = jj
-        dpos[i] = pos[i]
-        if dpos[i] < 0:
-            return i
-        for kk in range(s, dpos[i]):
+        if pos[i] < 0:
+            return i, True
+        d = np.uint64(pos[i])
+        dpos[i] = d
+        for kk in range(s, d):
             k = indices[kk]
-            piv = a[dpos[k]]
-            lik = a[kk] / piv
+            dk = dpos[k]
+            lik = a[kk] / a[dk]
             a[kk] = lik
-            for jj in range(dpos[k] + 1, indptr[k + 1]):
+            for jj in range(dk + one, indptr[k + one]):
                 p = pos[indices[jj]]
                 if p >= 0:
                     a[p] -= lik * a[jj]
         for jj in range(s, e):
             pos[indices[jj]] = -1
-        d = a[dpos[i]]
-        if d == 0.0 or not np.isfinite(d):
-            return i
-    return -1
+        piv = a[d]
+        if piv == 0.0 or not np.isfinite(piv):
+            return i, False
+    return -1, False
+
+
+@njit(cache=True, nogil=True)
+def ilu0_split(indptr, indices, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv):  # pragma: no cover
+    """Copy an in-place ILU(0) factor (:func:`ilu0_factor`) into separate
+    ``L`` (strictly lower) and ``U`` (strictly upper) CSR arrays, whose row
+    pointers ``Lp`` and ``Up`` the caller has filled, and the inverted
+    pivots into ``dinv``. All index arrays unsigned."""
+    one = np.uint64(1)
+    for i in range(dpos.shape[0]):
+        d = dpos[i]
+        q = Lp[i]
+        for jj in range(indptr[i], d):
+            Li[q] = indices[jj]
+            Lx[q] = a[jj]
+            q += one
+        q = Up[i]
+        for jj in range(d + one, indptr[i + 1]):
+            Ui[q] = indices[jj]
+            Ux[q] = a[jj]
+            q += one
+        dinv[i] = 1.0 / a[d]
 
 
 @njit(cache=True, nogil=True)

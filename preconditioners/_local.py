@@ -28,17 +28,16 @@ def _check_pivots(diag: np.ndarray, what: str) -> None:
 def _ilu0_in_place(A: sp.csr_matrix):
     """ILU(0) of ``A`` as one CSR factor ``(indptr, indices, a, dpos)``: the
     strictly lower part of each row holds ``L`` (unit diagonal implied), the
-    rest ``U``; ``dpos[i]`` is the position of row ``i``'s pivot."""
+    rest ``U``; ``dpos[i]`` is the position of row ``i``'s pivot. Index
+    arrays are unsigned (:func:`._kernels.unsigned_index`)."""
     A = sp.csr_matrix(A, dtype=np.float64, copy=True)
     A.sum_duplicates()
     A.sort_indices()
-    ip = A.indptr.astype(np.int64)
-    ix = A.indices.astype(np.int64)
-    a = A.data
-    from ._kernels import ilu0_factor
-    dpos = np.empty(A.shape[0], dtype=np.int64)
-    bad = ilu0_factor(ip, ix, a, dpos)      # compiled IKJ loop, in place of a
-    if bad >= 0 and dpos[bad] < 0:
+    from ._kernels import ilu0_factor, unsigned_index
+    ip, ix, a = unsigned_index(A.indptr), unsigned_index(A.indices), A.data
+    dpos = np.empty(A.shape[0], dtype=np.uint64)
+    bad, missing = ilu0_factor(ip, ix, a, dpos)     # compiled IKJ loop, in place of a
+    if missing:
         raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d" % bad)
     if bad >= 0:
         raise PivotError("ILU(0): zero or non-finite pivot at local row %d" % bad)
@@ -70,6 +69,7 @@ def _csr_part(ip, ix, a, lo, hi, n) -> sp.csr_matrix:
     """The entries at positions ``[lo[i], hi[i])`` of each row ``i`` of a CSR,
     as a CSR of their own (int32 indices when they fit: the solves stream
     less)."""
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
     counts = hi - lo
     keep = np.repeat(hi - counts.cumsum(), counts) + np.arange(int(counts.sum()))
     ptr = np.concatenate(([0], np.cumsum(counts)))
@@ -88,13 +88,23 @@ class ILU0:
     def __init__(self, A: sp.csr_matrix):
         ip, ix, a, dpos = _ilu0_in_place(A)
         n = A.shape[0]
-        L = _csr_part(ip, ix, a, ip[:-1], dpos, n)
-        U = _csr_part(ip, ix, a, dpos + 1, ip[1:], n)
         # two separate factors, as PETSc keeps them: each sweep streams only its
-        # own; unsigned index views for the compiled sweeps
-        from ._kernels import unsigned_index as u
-        self._lower = (u(L.indptr), u(L.indices), L.data)
-        self._upper = (u(U.indptr), u(U.indices), U.data, 1.0 / a[dpos])
+        # own. Unsigned indices of the factor's width (int32 when they fit)
+        nl = dpos - ip[:-1]
+        nu = ip[1:] - dpos - 1
+        itype = ix.dtype
+        Lp = np.zeros(n + 1, dtype=np.uint64)
+        Up = np.zeros(n + 1, dtype=np.uint64)
+        np.cumsum(nl, out=Lp[1:])
+        np.cumsum(nu, out=Up[1:])
+        Lp, Up = Lp.astype(ip.dtype), Up.astype(ip.dtype)
+        Li, Ui = np.empty(int(Lp[-1]), dtype=itype), np.empty(int(Up[-1]), dtype=itype)
+        Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
+        dinv = np.empty(n)
+        from ._kernels import ilu0_split
+        ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
+        self._lower = (Lp, Li, Lx)
+        self._upper = (Up, Ui, Ux, dinv)
         self.nnz = int(a.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
