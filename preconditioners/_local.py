@@ -89,7 +89,7 @@ class ILU0:
         ip, ix, a, dpos = _ilu0_in_place(A)
         n = A.shape[0]
         # two separate factors, as PETSc keeps them: each sweep streams only its
-        # own. Unsigned indices of the factor's width (int32 when they fit)
+        # own. Their indices are unsigned, as wide as A's (32 bits when they fit)
         nl = dpos - ip[:-1]
         nu = ip[1:] - dpos - 1
         itype = ix.dtype
