@@ -9,7 +9,7 @@ import dmsolve.gallery as gallery
 import preconditioners
 from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import cg, gmres, solve
-from preconditioners._local import ilu0
+from preconditioners._local import ILU0, ilu0
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
 
 COMM = MPI.COMM_WORLD
@@ -82,7 +82,19 @@ def test_ilu0_is_incomplete_lu_on_the_pattern():
     L, U = ilu0(S)
     np.testing.assert_allclose(L.toarray(), np.tril(W, -1), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(U.toarray(), np.triu(W), rtol=1e-12, atol=1e-14)
-    assert rng is not None
+    # the solver's split factors solve with the same L and U
+    b = rng.standard_normal(36)
+    ref = np.linalg.solve(np.triu(W), np.linalg.solve(np.tril(W, -1) + np.eye(36), b))
+    out = np.empty(36)
+    ILU0(S).solve(b, out)
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
+
+
+def test_ilu0_missing_diagonal_is_named():
+    S = sp.csr_matrix(np.array([[1.0, 2.0], [3.0, 0.0]]))
+    S.eliminate_zeros()
+    with pytest.raises(ValueError, match="no diagonal entry\\) at local row 1"):
+        ilu0(S)
 
 
 def test_asm_matches_serial_restricted_schwarz():
