@@ -58,23 +58,31 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     PivotError
         A structurally missing, zero or non-finite pivot.
     """
+    (Lp, Li, Lx), (Up, Ui, Ux, _), pivots = _ilu0_factors(A)
+    n = A.shape[0]
+    L = sp.csr_matrix((Lx, Li.astype(np.int64), Lp.astype(np.int64)), shape=(n, n))
+    U = sp.csr_matrix((Ux, Ui.astype(np.int64), Up.astype(np.int64)), shape=(n, n))
+    return L, (U + sp.diags(pivots)).tocsr()
+
+
+def _ilu0_factors(A: sp.csr_matrix):
+    """ILU(0) of ``A`` as two separate CSR factors, as PETSc keeps them (each
+    triangular sweep streams only its own): ``(Lp, Li, Lx)`` strictly lower,
+    ``(Up, Ui, Ux, dinv)`` strictly upper with the inverted pivots, and the
+    pivots. Their indices are unsigned, as wide as ``A``'s (32 bits when
+    they fit)."""
     ip, ix, a, dpos = _ilu0_in_place(A)
     n = A.shape[0]
-    L = _csr_part(ip, ix, a, ip[:-1], dpos, n)
-    U = _csr_part(ip, ix, a, dpos, ip[1:], n)
-    return L, U
-
-
-def _csr_part(ip, ix, a, lo, hi, n) -> sp.csr_matrix:
-    """The entries at positions ``[lo[i], hi[i])`` of each row ``i`` of a CSR,
-    as a CSR of their own (int32 indices when they fit: the solves stream
-    less)."""
-    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-    counts = hi - lo
-    keep = np.repeat(hi - counts.cumsum(), counts) + np.arange(int(counts.sum()))
-    ptr = np.concatenate(([0], np.cumsum(counts)))
-    itype = np.int32 if n < 2 ** 31 and ptr[-1] < 2 ** 31 else np.int64
-    return sp.csr_matrix((a[keep], ix[keep].astype(itype), ptr.astype(itype)), shape=(n, n))
+    Lp = np.zeros(n + 1, dtype=ip.dtype)
+    Up = np.zeros(n + 1, dtype=ip.dtype)
+    np.cumsum(dpos - ip[:-1], out=Lp[1:])
+    np.cumsum(ip[1:] - dpos - 1, out=Up[1:])
+    Li, Ui = np.empty(int(Lp[-1]), dtype=ix.dtype), np.empty(int(Up[-1]), dtype=ix.dtype)
+    Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
+    dinv = np.empty(n)
+    from ._kernels import ilu0_split
+    ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
+    return (Lp, Li, Lx), (Up, Ui, Ux, dinv), a[dpos]
 
 
 class ILU0:
@@ -86,26 +94,8 @@ class ILU0:
     name = "ilu0"
 
     def __init__(self, A: sp.csr_matrix):
-        ip, ix, a, dpos = _ilu0_in_place(A)
-        n = A.shape[0]
-        # two separate factors, as PETSc keeps them: each sweep streams only its
-        # own. Their indices are unsigned, as wide as A's (32 bits when they fit)
-        nl = dpos - ip[:-1]
-        nu = ip[1:] - dpos - 1
-        itype = ix.dtype
-        Lp = np.zeros(n + 1, dtype=np.uint64)
-        Up = np.zeros(n + 1, dtype=np.uint64)
-        np.cumsum(nl, out=Lp[1:])
-        np.cumsum(nu, out=Up[1:])
-        Lp, Up = Lp.astype(ip.dtype), Up.astype(ip.dtype)
-        Li, Ui = np.empty(int(Lp[-1]), dtype=itype), np.empty(int(Up[-1]), dtype=itype)
-        Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
-        dinv = np.empty(n)
-        from ._kernels import ilu0_split
-        ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
-        self._lower = (Lp, Li, Lx)
-        self._upper = (Up, Ui, Ux, dinv)
-        self.nnz = int(a.size)
+        self._lower, self._upper, pivots = _ilu0_factors(A)
+        self.nnz = int(self._lower[1].size + self._upper[1].size + pivots.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         from ._kernels import lower_unit_solve, upper_solve
