@@ -6,12 +6,14 @@ communication and creates no MPI objects.
 
 from ._errors import CollectiveError, agree
 from ._layout import Layout, block_range, block_ranges
+from ._registry import PRECONDITIONERS, Registry, split_descriptor
 from ._vector import DistVector
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CollectiveError", "agree",
+    "Registry", "split_descriptor", "PRECONDITIONERS",
     "Layout", "block_range", "block_ranges",
     "DistVector",
 ]
@@ -24,16 +26,17 @@ __all__ += ["bsp", "DistCSR"]
 from .krylov import (cg, pipecg, gmres, fgmres, bicgstab, minres, solve, SolveInfo,
                      ConvergedReason, ConvergenceError, KSPMonitor)
 from ._operator import DistLinearOperator, aslinearoperator
+from ._preconditioner import Preconditioner
 
 __all__ += [
     "cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres", "solve", "SolveInfo",
     "ConvergedReason", "ConvergenceError", "KSPMonitor",
-    "DistLinearOperator", "aslinearoperator",
+    "DistLinearOperator", "aslinearoperator", "Preconditioner",
 ]
 
-from . import gallery, io, partition
+from . import gallery, io, partition, validate
 
-__all__ += ["gallery", "io", "partition"]
+__all__ += ["gallery", "io", "partition", "validate"]
 
 from . import checkpoint
 

@@ -82,6 +82,7 @@ from mpi4py import MPI
 
 from ._errors import agree
 from ._layout import Layout
+from ._registry import Registry, split_descriptor
 from ._vector import DistVector
 
 __all__ = ["Checkpointer", "CheckpointError", "ResumeState", "read_manifest", "load",
@@ -129,15 +130,14 @@ def describe_pc(pc) -> str:
     -> the name and the sorted options; an object -> its ``name`` attribute
     or its class. Not collective.
     """
-    if pc is None or (isinstance(pc, str) and pc.lower() == "none"):
+    if pc is None:
         return "none"
-    if isinstance(pc, str):
-        return pc.lower()
-    if isinstance(pc, tuple) and len(pc) == 2 and isinstance(pc[0], str):
-        opts = pc[1] or {}
+    if isinstance(pc, (str, tuple, list)):
+        name, opts = split_descriptor(pc)
+        name = Registry.normalize(name)
         if not opts:
-            return pc[0].lower()
-        return "%s%s" % (pc[0].lower(), json.dumps(opts, sort_keys=True, default=repr))
+            return name
+        return "%s%s" % (name, json.dumps(opts, sort_keys=True, default=repr))
     name = getattr(pc, "name", None)
     if isinstance(name, str) and name:
         return name.lower()

@@ -73,24 +73,36 @@ def _key_values(items, what: str) -> dict:
     return out
 
 
+def _registered(registry):
+    """An argparse ``type`` that accepts the names of ``registry``, spelled its way."""
+    def parse(text: str) -> str:
+        try:
+            return registry.canonical(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    parse.__name__ = registry.kind
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import gallery
-    from .krylov import available_methods
+    from .krylov import METHODS
 
     p = _Parser(prog="python -m dmsolve",
                 description="Distributed sparse solves on MPI (run under mpiexec).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     s = sub.add_parser("solve", help="solve A x = b and print a summary")
     src = s.add_mutually_exclusive_group(required=True)
-    src.add_argument("--problem", choices=sorted(gallery.PROBLEMS),
-                     help="a gallery problem")
+    src.add_argument("--problem", type=_registered(gallery.PROBLEMS),
+                     help="a gallery problem: %s" % ", ".join(gallery.PROBLEMS))
     src.add_argument("--matrix", metavar="FILE", help="a Matrix Market file")
     s.add_argument("--n", type=int, default=32, help="grid points per side (gallery)")
     s.add_argument("--problem-opt", action="append", metavar="KEY=VALUE",
                    help="gallery option, e.g. epsilon=1e-3 (repeatable)")
     s.add_argument("--rhs", metavar="FILE", help="right-hand side (Matrix Market); "
                    "default: a rank-count independent random vector")
-    s.add_argument("--method", default="cg", choices=available_methods())
+    s.add_argument("--method", default="cg", type=_registered(METHODS),
+                   help="Krylov method: %s" % ", ".join(METHODS))
     s.add_argument("--pc", default="none", help="preconditioner name (see preconditioners)")
     s.add_argument("--pc-opt", action="append", metavar="KEY=VALUE",
                    help="preconditioner option, e.g. overlap=1 (repeatable)")

@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from ._errors import agree
 from ._layout import Layout
+from ._registry import Registry
 from ._vector import DistVector
 
 __all__ = [
@@ -649,13 +650,10 @@ def _convdiff3d(n, comm, **options):
 
 
 #: Problems by name; each is called as ``PROBLEMS[name](n, comm, **options)``.
-PROBLEMS: dict[str, Callable] = {
-    "poisson1d": poisson1d,
-    "poisson2d": poisson2d,
-    "poisson3d": poisson3d,
-    "anisotropic2d": anisotropic_diffusion,
-    "convdiff2d": _convdiff2d,
-    "convdiff3d": _convdiff3d,
-    "shifted3d": shifted_laplacian,
-    "random_spd": random_spd,
-}
+PROBLEMS = Registry("problem")
+for _name, _f in [("poisson1d", poisson1d), ("poisson2d", poisson2d), ("poisson3d", poisson3d),
+                  ("anisotropic2d", anisotropic_diffusion), ("convdiff2d", _convdiff2d),
+                  ("convdiff3d", _convdiff3d), ("shifted3d", shifted_laplacian),
+                  ("random-spd", random_spd)]:
+    PROBLEMS.register(_name, _f)
+del _name, _f

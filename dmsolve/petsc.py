@@ -25,6 +25,7 @@ from mpi4py import MPI
 from ._errors import agree
 from ._layout import Layout
 from ._matrix import DistCSR
+from ._registry import PRECONDITIONERS, split_descriptor
 from ._vector import DistVector
 from .krylov._common import _check_tol
 from .krylov._info import ConvergedReason, SolveInfo
@@ -314,7 +315,6 @@ class PythonPC:
     def __init__(self, M, **options):
         self._by_name = isinstance(M, (str, tuple, list))
         if self._by_name:
-            from preconditioners._registry import split_descriptor
             name, opts = split_descriptor(M)
             opts.update(options)
             self.name, self.options, self.M = name, opts, None
@@ -335,8 +335,7 @@ class PythonPC:
         comm = _mpi_comm(pc)
         layout = _layout_from_ranges(P.getOwnershipRanges(), comm)
         if self._by_name:
-            import preconditioners
-            self.M = preconditioners.make(self.name, _mat_from_petsc(P, comm), **self.options)
+            self.M = PRECONDITIONERS[self.name](_mat_from_petsc(P, comm), **self.options)
         mine = getattr(self.M, "layout", None)
         if isinstance(mine, Layout):
             agree(comm, None if mine == layout else ValueError(
@@ -586,7 +585,6 @@ def _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side, o
         if pc is None:
             name, opts = "none", {}
         else:
-            from preconditioners._registry import split_descriptor
             name, opts = split_descriptor(pc)
         key = name.lower()
         if key not in PC_TYPES:

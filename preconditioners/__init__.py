@@ -4,7 +4,7 @@
 Names: ``none``, ``jacobi``, ``bjacobi``, ``asm``, ``cheby``, ``amg``.
 """
 
-from ._base import Preconditioner
+from dmsolve import Preconditioner
 from ._cheby import Chebyshev
 from ._jacobi import Identity, Jacobi
 from ._registry import available, make, register

@@ -6,7 +6,7 @@ import numpy as np
 
 from dmsolve import agree
 
-from ._base import Preconditioner
+from dmsolve import Preconditioner
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
 from ._registry import register

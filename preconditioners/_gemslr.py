@@ -21,7 +21,7 @@ from dmsolve import DistCSR, DistVector, Layout, agree
 from dmsolve.bsp import NeighborExchange
 
 from ._arnoldi import krylov_schur
-from ._base import Preconditioner
+from dmsolve import Preconditioner
 from ._dist import fetch_rows
 from ._local import PivotError, local_solver
 from ._registry import register

@@ -6,7 +6,7 @@ import numpy as np
 
 from dmsolve import agree
 
-from ._base import Preconditioner
+from dmsolve import Preconditioner
 from ._registry import register
 
 __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]

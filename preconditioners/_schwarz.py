@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from dmsolve import DistCSR, agree
 from dmsolve.bsp import NeighborExchange
 
-from ._base import Preconditioner
+from dmsolve import Preconditioner
 from ._dist import fetch_rows, rows_with_global_columns
 from ._local import local_solver
 from ._registry import register

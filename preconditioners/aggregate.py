@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dmsolve import Registry
+
 __all__ = ["standard_aggregation", "AGGREGATIONS"]
 
 
@@ -66,4 +68,6 @@ def standard_aggregation(S: sp.csr_matrix) -> tuple[np.ndarray, int]:
     return out, int(count)
 
 
-AGGREGATIONS = {"standard": standard_aggregation}
+#: Aggregation methods by name.
+AGGREGATIONS = Registry("aggregation")
+AGGREGATIONS.register("standard", standard_aggregation)

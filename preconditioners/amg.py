@@ -17,8 +17,8 @@ from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector, agree
 
-from ._base import Preconditioner
-from ._registry import register, split_descriptor
+from dmsolve import Preconditioner
+from ._registry import register
 from .aggregate import AGGREGATIONS
 from .coarse import CoarseSolver, coarse_layout, redistribute_rows
 from .cycle import CYCLES, run_cycle
@@ -138,16 +138,10 @@ class SmoothedAggregation(Preconditioner):
             if A.row_layout != A.col_layout:
                 raise ValueError("amg needs a square matrix with rows and columns "
                                  "distributed alike, got %d x %d" % A.shape)
-            if cycle not in CYCLES:
-                raise ValueError("cycle must be one of %s, got %r" % (sorted(CYCLES), cycle))
-            if aggregate not in AGGREGATIONS:
-                raise ValueError("aggregate must be one of %s, got %r"
-                                 % (sorted(AGGREGATIONS), aggregate))
+            CYCLES.canonical(cycle)
+            AGGREGATIONS.canonical(aggregate)
             for sm in (presmoother, postsmoother):
-                sname = split_descriptor(sm, "smoother")[0]
-                if sname.lower().replace("_", "-") not in SMOOTHERS:
-                    raise ValueError("unknown smoother %r; choose from %s"
-                                     % (sname, ", ".join(sorted(SMOOTHERS))))
+                SMOOTHERS.resolve(sm)
             Bl = _candidates(A, B)
         except (TypeError, ValueError) as e:
             exc, Bl = e, None

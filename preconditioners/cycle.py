@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from dmsolve import Registry
+
 __all__ = ["CYCLES", "run_cycle"]
 
-#: coarse-grid visits per level for each cycle name
-CYCLES = {"V": 1, "W": 2}
+#: Cycle shapes by name: the number of coarse-grid visits per level (gamma).
+CYCLES = Registry("cycle")
+CYCLES.register("V", 1)
+CYCLES.register("W", 2)
 
 
 def run_cycle(levels, coarse, lvl: int, b: np.ndarray, x: np.ndarray, gamma: int,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from dmsolve import Registry
 from dmsolve._matrix import CompressedRows
 
 from ._cheby import ChebyshevKernel
@@ -20,23 +21,18 @@ from ._eigen import lanczos_extremes
 
 __all__ = ["SMOOTHERS", "make_smoother", "register_smoother"]
 
-SMOOTHERS: dict = {}
+#: Smoother classes ``cls(A, **options)`` by name.
+SMOOTHERS = Registry("smoother")
 
 
-def register_smoother(name: str):
-    def add(cls):
-        SMOOTHERS[name] = cls
-        return cls
-    return add
+def register_smoother(name: str, *, aliases: tuple[str, ...] = ()):
+    """Class decorator: register a smoother under ``name``. Not collective."""
+    return SMOOTHERS.register(name, aliases=aliases)
 
 
 def make_smoother(desc, A):
     """Build a smoother from ``name`` or ``(name, options)``. Collective on ``A.comm``."""
-    from ._registry import split_descriptor
-    name, opts = split_descriptor(desc, "smoother")
-    cls = SMOOTHERS.get(name.lower().replace("_", "-"))
-    if cls is None:
-        raise ValueError("unknown smoother %r; choose from %s" % (name, ", ".join(sorted(SMOOTHERS))))
+    _, cls, opts = SMOOTHERS.resolve(desc)
     return cls(A, **opts)
 
 
@@ -114,7 +110,7 @@ class ChebyshevSmoother:
         self.kernel.run(b, x, zero_guess)
 
 
-@register_smoother("gauss-seidel")
+@register_smoother("gauss-seidel", aliases=("sor",))
 class HybridGaussSeidel:
     """Hybrid Gauss-Seidel / SOR: a GS (SOR with ``omega``) sweep on each rank's
     diagonal block, with off-process values from the start of the sweep.
@@ -181,6 +177,3 @@ class HybridGaussSeidel:
             if self.sweep in ("backward", "symmetric"):
                 self._half(b, x, False, z)
 
-
-SMOOTHERS["gauss-seidel"] = HybridGaussSeidel
-SMOOTHERS["sor"] = HybridGaussSeidel

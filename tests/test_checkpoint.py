@@ -17,7 +17,7 @@ from mpi4py import MPI
 from dmsolve import DistVector, gallery, solve
 from dmsolve import checkpoint as ck
 from dmsolve.checkpoint import CheckpointError, Checkpointer
-from dmsolve.krylov import cg, register_method
+from dmsolve.krylov import METHODS, cg, register_method
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, wait_idle)
 
@@ -404,8 +404,7 @@ def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_p
         assert_raises_collective(comm, ValueError, solve, A, b, "plain-test-method",
                                  checkpoint="X", checkpoint_every=1, match="does not support")
     finally:
-        from dmsolve.krylov import METHODS
-        METHODS.pop("plain-test-method", None)
+        METHODS.unregister("plain-test-method")
     assert_raises_collective(comm, TypeError, cg, A, b, checkpoint="dir",
                              match="Checkpointer")
     assert_raises_collective(comm, ValueError, Checkpointer, match="needs a path")

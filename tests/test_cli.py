@@ -65,7 +65,7 @@ def test_plot_is_written(comm, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv, code, text", [
-    (["solve", "--problem", "nope"], 2, "invalid choice"),
+    (["solve", "--problem", "nope"], 2, "unknown problem 'nope'"),
     (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be positive"),
     (["solve", "--problem", "poisson2d", "--rtol", "nan"], 2, "--rtol"),
     (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 1, "unknown preconditioner"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from .._registry import PRECONDITIONERS, Registry
+from ..checkpoint import from_options
 from ._bicgstab import bicgstab
 from ._cg import cg
 from ._fgmres import fgmres
@@ -18,14 +20,10 @@ __all__ = ["solve", "register_method", "available_methods", "METHODS", "BACKENDS
 BACKENDS = ("dmsolve", "petsc")
 
 #: Krylov methods by name; :func:`register_method` adds more.
-METHODS: dict[str, Callable] = {
-    "cg": cg,
-    "pipecg": pipecg,
-    "gmres": gmres,
-    "fgmres": fgmres,
-    "bicgstab": bicgstab,
-    "minres": minres,
-}
+METHODS = Registry("Krylov method")
+for _f in (cg, pipecg, gmres, fgmres, bicgstab, minres):
+    METHODS.register(_f.__name__, _f)
+del _f
 
 
 def register_method(name: str, func: Callable) -> None:
@@ -34,41 +32,24 @@ def register_method(name: str, func: Callable) -> None:
     ``func`` must follow the signature of :func:`dmsolve.krylov.cg`. Not
     collective; do it on every rank.
     """
-    if not isinstance(name, str) or not name:
-        raise TypeError("method name must be a non-empty string")
     if not callable(func):
         raise TypeError("func must be callable")
-    METHODS[name.lower()] = func
+    METHODS.register(name, func, replace=True)
 
 
 def available_methods() -> list[str]:
     """Names accepted by ``solve(method=...)``. Not collective."""
-    return sorted(METHODS)
+    return METHODS.names()
 
 
 def _make_pc(pc, A):
     """Resolve ``pc`` into a preconditioner object (or None)."""
-    if pc is None:
+    if pc is None or not isinstance(pc, (str, tuple, list)):
+        return pc                   # None or an object: used as it is
+    name, factory, opts = PRECONDITIONERS.resolve(pc)
+    if name == "none":
         return None
-    name, opts = None, {}
-    if isinstance(pc, str):
-        name = pc
-    elif isinstance(pc, tuple) and len(pc) == 2 and isinstance(pc[0], str):
-        name, opts = pc
-        if opts is None:
-            opts = {}
-        if not isinstance(opts, dict):
-            raise TypeError("pc options must be a dict, as in ('jacobi', {'omega': 0.8})")
-    else:
-        return pc                   # an object: used as it is
-    if name.lower() == "none":
-        return None
-    import preconditioners          # lazily: preconditioners imports dmsolve
-    make = getattr(preconditioners, "make", None)
-    if make is None:
-        raise ValueError("unknown preconditioner %r: the preconditioners package has "
-                         "no registry" % name)
-    return make(name, A, **opts)
+    return factory(A, **opts)
 
 
 def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **options):
@@ -129,13 +110,9 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
         return ksp_solve(A, b, method, pc, **options)
     if not isinstance(method, str):
         raise TypeError("method must be a string, got %s" % type(method).__name__)
-    func = METHODS.get(method.lower())
-    if func is None:
-        raise ValueError("unknown Krylov method %r; available: %s"
-                         % (method, ", ".join(available_methods())))
+    func = METHODS[method]
     if "M" in options and pc is not None:
         raise TypeError("give the preconditioner as pc= or M=, not both")
-    from ..checkpoint import from_options
     ckpt = from_options(options, options.get("M", pc), method, func)
     if ckpt is not None:
         options["checkpoint"] = ckpt

@@ -1,4 +1,8 @@
-"""The preconditioner protocol: set up once from a distributed operator, apply many times."""
+"""The preconditioner protocol: set up once from a distributed operator, apply many times.
+
+It lives in dmsolve's core, next to :data:`dmsolve.PRECONDITIONERS`, so that
+the Krylov methods and the packages above share one definition.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,9 @@ import time
 
 import numpy as np
 
-from dmsolve import DistVector, Layout
-from dmsolve._operator import DistLinearOperator
+from ._layout import Layout
+from ._operator import DistLinearOperator
+from ._vector import DistVector
 
 __all__ = ["Preconditioner"]
 
