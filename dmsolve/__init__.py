@@ -19,9 +19,9 @@ __all__ = [
 ]
 
 from . import bsp
-from ._matrix import DistCSR
+from ._matrix import CompressedRows, DistCSR
 
-__all__ += ["bsp", "DistCSR"]
+__all__ += ["bsp", "DistCSR", "CompressedRows"]
 
 from .krylov import (cg, pipecg, gmres, fgmres, bicgstab, minres, solve, SolveInfo,
                      ConvergedReason, ConvergenceError, KSPMonitor)

@@ -20,7 +20,7 @@ from ._layout import Layout
 from ._vector import DistVector
 from .bsp import BSP, NeighborExchange
 
-__all__ = ["DistCSR"]
+__all__ = ["DistCSR", "CompressedRows"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 

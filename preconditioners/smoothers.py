@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import Registry
-from dmsolve._matrix import CompressedRows
+from dmsolve import CompressedRows, Registry
 
 from ._cheby import ChebyshevKernel
 from ._eigen import lanczos_extremes
