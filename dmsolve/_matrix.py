@@ -13,9 +13,9 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse import _sparsetools  # csr_matvec/csc_matvec accumulate into y
 
 from ._errors import agree
+from ._interop import csc_matvec, csr_matvec, mpi_datatype
 from ._layout import Layout
 from ._vector import DistVector
 from .bsp import BSP, NeighborExchange
@@ -287,7 +287,7 @@ class DistCSR:
         y = out.local
         y.fill(0)
         d = self.diag
-        _sparsetools.csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
+        csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
         ghost = self.halo.finish()
         if self.offd.nnz:
             if self._offd_c is None or self._offd_c.matrix is not self.offd:
@@ -316,12 +316,12 @@ class DistCSR:
         g.fill(0)
         o = self.offd
         if o.nnz:
-            _sparsetools.csc_matvec(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
+            csc_matvec(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
         rev.start(g)
         x = out.local
         x.fill(0)
         d = self.diag
-        _sparsetools.csc_matvec(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
+        csc_matvec(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
         rev.finish()
         rev.accumulate(x)
         return out
@@ -464,7 +464,7 @@ class CompressedRows:
         """``y += B @ x``."""
         B, w = self.matrix, self._work
         np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
-        _sparsetools.csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data,
+        csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data,
                                 x, w)
         np.put(y, self.rows, w, mode="clip")
 
@@ -534,7 +534,7 @@ def _check_coo(rows, cols, vals, shape, mode, check_finite):
 def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
     counts = np.array(comm.allgather(a.size), dtype=np.int64)
     displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    mt = MPI._typedict[a.dtype.char]
+    mt = mpi_datatype(a.dtype)
     if root is None:
         out = np.empty(int(counts.sum()), dtype=a.dtype)
         comm.Allgatherv([a, mt], [out, (counts, displs), mt])

@@ -9,6 +9,7 @@ from mpi4py import MPI
 from scipy.linalg.blas import get_blas_funcs
 
 from ._errors import agree
+from ._interop import mpi_datatype
 from ._layout import Layout
 
 __all__ = ["DistVector"]
@@ -239,7 +240,7 @@ class DistVector:
         out = None
         if root is None or self.comm.Get_rank() == root:
             out = np.empty(self.global_size, dtype=self.local.dtype)
-        mpitype = MPI._typedict[self.local.dtype.char]
+        mpitype = mpi_datatype(self.local.dtype)
         sendbuf = [self.local, mpitype]
         if root is None:
             self.comm.Allgatherv(sendbuf, [out, (counts, displs), mpitype])

@@ -40,7 +40,7 @@ def next_tag(comm: MPI.Comm) -> int:
     is called from collective constructors), so that all ranks agree.
     """
     inner = inner_comm(comm)
-    key = MPI._handleof(inner)
+    key = inner.handle
     tag = _TAGS.get(key, 100)
     _TAGS[key] = 100 + (tag - 99) % 30000  # stays below the guaranteed MPI_TAG_UB
     return tag

@@ -14,8 +14,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse import _sparsetools  # csr_matvec accumulates into y
 
+from .._interop import csr_matvec, mpi_datatype
 from ._comm import inner_comm, next_tag
 
 __all__ = ["NeighborExchange"]
@@ -79,7 +79,7 @@ class NeighborExchange:
                            else np.zeros(0, dtype=np.intp))
         self.sendbuf = np.empty(self.send_index.size, dtype=self.dtype)
         self.recvbuf = np.empty(int(self.recv_counts.sum()), dtype=self.dtype)
-        self._mpitype = MPI._typedict[self.dtype.char]
+        self._mpitype = mpi_datatype(self.dtype)
         self._t0 = 0.0
         self._graph = None
         self._requests: list = []
@@ -226,7 +226,7 @@ class NeighborExchange:
         if target.dtype != self.recvbuf.dtype:
             np.add.at(target, self._scatter, self.recvbuf)
         elif S.nnz:
-            _sparsetools.csr_matvec(S.shape[0], S.shape[1], S.indptr, S.indices, S.data,
+            csr_matvec(S.shape[0], S.shape[1], S.indptr, S.indices, S.data,
                                     self.recvbuf, target)
 
     def free(self) -> None:
