@@ -186,7 +186,10 @@ class Layout:
 
     # -- comparison ----------------------------------------------------------
     def same_comm(self, other: "Layout") -> bool:
-        """Whether ``other`` lives on this communicator (or a congruent one)."""
+        """Whether ``other`` lives on this communicator (or a congruent one).
+
+        Not collective (``MPI_Comm_compare`` is local).
+        """
         if self.comm is other.comm:
             return True
         return MPI.Comm.Compare(self.comm, other.comm) in (MPI.IDENT, MPI.CONGRUENT)

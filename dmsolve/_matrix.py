@@ -267,6 +267,14 @@ class DistCSR:
             raise ValueError("%s has a layout of global size %d that does not match the "
                              "matrix (%d x %d)" % (name, x.global_size, *self.shape))
 
+    def _result(self, out, layout: Layout, operand: DistVector) -> DistVector:
+        # ``out`` checked against ``layout``, or a new vector on it
+        if out is None:
+            return DistVector(layout, np.empty(layout.local_size,
+                                               dtype=np.result_type(self.dtype, operand.dtype)))
+        self._check_vec(out, layout, "out")
+        return out
+
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A @ x``.
 
@@ -275,11 +283,7 @@ class DistCSR:
         neighbouring ranks; allocates nothing when ``out`` is given.
         """
         self._check_vec(x, self.col_layout, "x")
-        if out is None:
-            out = DistVector(self.row_layout, np.empty(self.row_layout.local_size,
-                                                       dtype=np.result_type(self.dtype, x.dtype)))
-        else:
-            self._check_vec(out, self.row_layout, "out")
+        out = self._result(out, self.row_layout, x)
         xl = x.local
         if xl.dtype != self.halo.dtype:
             xl = xl.astype(self.halo.dtype)
@@ -303,11 +307,7 @@ class DistCSR:
         neighbouring ranks.
         """
         self._check_vec(y, self.row_layout, "y")
-        if out is None:
-            out = DistVector(self.col_layout, np.empty(self.col_layout.local_size,
-                                                       dtype=np.result_type(self.dtype, y.dtype)))
-        else:
-            self._check_vec(out, self.col_layout, "out")
+        out = self._result(out, self.col_layout, y)
         rev = self.halo.reverse()
         if self._ghost_contrib is None:
             self._ghost_contrib = np.empty(self.ghosts.size, dtype=self.halo.dtype)
@@ -332,6 +332,7 @@ class DistCSR:
         return NotImplemented
 
     def dot(self, x: DistVector) -> DistVector:
+        """``A @ x``, as scipy's ``dot``. Collective among neighbouring ranks."""
         return self.matvec(x)
 
     # -- local structure -----------------------------------------------------------------
@@ -428,10 +429,6 @@ class DistCSR:
                                 layout=self.col_layout, col_layout=self.row_layout,
                                 check_finite=False)
 
-    @property
-    def T(self) -> "DistCSR":
-        return self.transpose()
-
     def free(self) -> None:
         """Release the halo's MPI requests. Not collective."""
         self.halo.free()
@@ -461,7 +458,7 @@ class CompressedRows:
         self._work = np.empty(self.rows.size, dtype=np.result_type(B.dtype, dtype))
 
     def matvec_add(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y += B @ x``."""
+        """``y += B @ x``. Not collective."""
         B, w = self.matrix, self._work
         np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
         csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data,

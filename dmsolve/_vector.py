@@ -261,8 +261,7 @@ class DistVector:
     def __add__(self, other):
         return self._binary(other, np.add)
 
-    def __radd__(self, other):
-        return self._binary(other, np.add)
+    __radd__ = __add__
 
     def __sub__(self, other):
         return self._binary(other, np.subtract)
@@ -273,8 +272,7 @@ class DistVector:
     def __mul__(self, other):
         return self._binary(other, np.multiply)
 
-    def __rmul__(self, other):
-        return self._binary(other, np.multiply)
+    __rmul__ = __mul__
 
     def __truediv__(self, other):
         return self._binary(other, np.divide)

@@ -21,7 +21,8 @@ class BSPParams:
     """Machine parameters of the BSP cost model ``T = W + g*H + l*S``.
 
     ``g`` is seconds per byte of h-relation and ``l`` seconds per
-    synchronisation, both measured by :func:`dmsolve.bsp.probe`.
+    synchronisation, both measured by :func:`dmsolve.bsp.probe`. Not
+    collective.
     """
 
     g: float
@@ -29,6 +30,7 @@ class BSPParams:
     ranks: int
 
     def predict(self, work: float, h_bytes: float, supersteps: int) -> float:
+        """Predicted seconds ``work + g*h_bytes + l*supersteps``. Not collective."""
         return work + self.g * h_bytes + self.l * supersteps
 
 
@@ -48,17 +50,20 @@ class Ledger:
 
     def record_superstep(self, label, work_s, comm_s, bytes_sent, bytes_recv,
                          msgs_sent, msgs_recv) -> None:
+        """Record one superstep of this rank (seconds, bytes, messages). Not collective."""
         self.steps.append((label, np.array([work_s, comm_s, bytes_sent, bytes_recv,
                                             msgs_sent, msgs_recv], dtype=np.float64)))
 
     def record_exchange(self, name, seconds, bytes_sent, bytes_recv, msgs_sent,
                         msgs_recv) -> None:
+        """Add one exchange of this rank to the totals of ``name``. Not collective."""
         row = self.exchanges.get(name)
         if row is None:
             row = self.exchanges[name] = np.zeros(6)
         row += (1, seconds, bytes_sent, bytes_recv, msgs_sent, msgs_recv)
 
     def reset(self) -> None:
+        """Forget this rank's records. Not collective."""
         self.steps.clear()
         self.exchanges.clear()
 

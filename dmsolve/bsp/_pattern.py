@@ -154,7 +154,10 @@ class NeighborExchange:
         """Begin sending ``values[send_index]``; pair with :meth:`finish`.
 
         The values are copied into :attr:`sendbuf` here, so ``values`` may
-        change before :meth:`finish`."""
+        change before :meth:`finish`. Collective on ``comm``: call it on every
+        rank (under ``"p2p"`` only neighbours communicate; under ``"graph"``
+        it starts a neighbourhood collective).
+        """
         if self.ledger is not None:
             self._t0 = time.perf_counter()
         np.take(values, self.send_index, out=self.sendbuf, mode="clip")  # "raise" buffers out
@@ -167,7 +170,11 @@ class NeighborExchange:
             MPI.Prequest.Startall(self._requests)
 
     def finish(self) -> np.ndarray:
-        """Complete the exchange; returns :attr:`recvbuf` (the ghost values)."""
+        """Complete the exchange; returns :attr:`recvbuf` (the ghost values).
+
+        Collective on ``comm``, like :meth:`start`: it waits for the
+        neighbours' messages.
+        """
         if self._graph is not None:
             self._request.Wait()
             self._request = None
@@ -180,7 +187,7 @@ class NeighborExchange:
         return self.recvbuf
 
     def exchange(self, values: np.ndarray) -> np.ndarray:
-        """:meth:`start` then :meth:`finish`."""
+        """:meth:`start` then :meth:`finish`. Collective on ``comm``, like them."""
         self.start(values)
         return self.finish()
 
@@ -212,7 +219,8 @@ class NeighborExchange:
 
         The scatter is a 0/1 CSR matrix built on first use and applied with
         scipy's accumulating ``csr_matvec``: ``np.add.at`` would allocate a
-        buffer on every call."""
+        buffer on every call. Not collective (call it after :meth:`finish`).
+        """
         S = self._scatter_matrix
         if S is None:
             n = int(self._scatter.max()) + 1 if self._scatter.size else 0

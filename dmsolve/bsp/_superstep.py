@@ -60,26 +60,26 @@ class Inbox:
         self.global_messages = messages       #: messages sent by all ranks this step
 
     def tags(self) -> list[int]:
-        """Tags for which something arrived."""
+        """Tags for which something arrived. Not collective."""
         return sorted(self._by_tag)
 
     def messages(self, tag: int = 0) -> list[tuple[int, np.ndarray]]:
-        """``(source, array)`` pairs with this tag, in source order."""
+        """``(source, array)`` pairs with this tag, in source order. Not collective."""
         return self._by_tag.get(tag, [])
 
     def sources(self, tag: int = 0) -> list[int]:
-        """Ranks that sent something with this tag, ascending."""
+        """Ranks that sent something with this tag, ascending. Not collective."""
         return sorted({s for s, _ in self._by_tag.get(tag, [])})
 
     def from_source(self, source: int, tag: int = 0) -> list[np.ndarray]:
-        """Arrays received from ``source`` with ``tag``, in send order."""
+        """Arrays received from ``source`` with ``tag``, in send order. Not collective."""
         return [a for s, a in self._by_tag.get(tag, []) if s == source]
 
     def concat(self, tag: int = 0, dtype=None, shape=()) -> np.ndarray:
         """All arrays with ``tag`` concatenated along axis 0 in source order.
 
         ``dtype`` and ``shape`` (trailing shape of a row) give the result when
-        nothing arrived.
+        nothing arrived. Not collective.
         """
         arrays = [a for _, a in self._by_tag.get(tag, [])]
         if not arrays:
@@ -89,7 +89,7 @@ class Inbox:
         return np.concatenate(arrays, axis=0)
 
     def concat_with_sources(self, tag: int = 0, dtype=None, shape=()):
-        """Like :meth:`concat`, plus the source rank of every row."""
+        """Like :meth:`concat`, plus the source rank of every row. Not collective."""
         pairs = self._by_tag.get(tag, [])
         data = self.concat(tag, dtype, shape)
         src = np.repeat(np.array([s for s, _ in pairs], dtype=np.int64),
@@ -100,6 +100,7 @@ class Inbox:
         """Owner-side reduce-by-key of keyed messages (see :meth:`BSP.send_keyed`).
 
         Returns ``(keys, values)``: sorted unique keys and their combined values.
+        Not collective (the messages arrived with the sync).
         """
         keys = self.concat(_key_tag(tag), dtype=np.int64)
         values = self.concat(tag, dtype=dtype, shape=value_shape)
@@ -181,7 +182,11 @@ class BSP:
         return True
 
     def send(self, dest: int, payload: np.ndarray, tag: int = 0) -> None:
-        """Queue ``payload`` for rank ``dest``, delivered at the next sync."""
+        """Queue ``payload`` for rank ``dest``, delivered at the next sync.
+
+        Not collective. A bad rank, tag or payload is raised by the next
+        :meth:`sync`, on every rank.
+        """
         if not isinstance(dest, (int, np.integer)) or not 0 <= dest < self.size:
             self._fail(ValueError("BSP send to rank %r, but the communicator has %d ranks"
                                   % (dest, self.size)))
@@ -191,7 +196,11 @@ class BSP:
 
     def send_rows(self, dests, rows: np.ndarray, tag: int = 0) -> None:
         """Send row ``i`` of ``rows`` to rank ``dests[i]``: one message per
-        destination, rows kept in their given order."""
+        destination, rows kept in their given order.
+
+        Not collective: the rows are queued, delivered at the next
+        :meth:`sync` (which raises any misuse on every rank).
+        """
         if self._check_payload(rows) is None or not self._check_tag(tag):
             return
         self._send_rows(dests, rows, tag)
@@ -240,7 +249,9 @@ class BSP:
             than the bytes they save. Rows for this rank itself are never
             pre-combined (the owner-side combine does that work once).
 
-        The owner reads the result with ``inbox.reduced(tag, op)``.
+        The owner reads the result with ``inbox.reduced(tag, op)``. Not
+        collective: the pairs are queued, delivered at the next :meth:`sync`
+        (which raises any misuse on every rank).
         """
         if op not in COMBINERS:
             self._fail(ValueError("unknown combiner %r; choose from %s"
@@ -281,7 +292,8 @@ class BSP:
 
         ``op`` is one of ``sum``, ``min``, ``max``, ``any``, ``all``. Every rank
         must register the same aggregators, in the same order, with the same
-        shapes and dtypes.
+        shapes and dtypes. Not collective: the reduction happens in the next
+        :meth:`sync`.
         """
         if op not in _AGG_OPS:
             self._fail(ValueError("aggregator op must be one of %s, got %r" % (_AGG_OPS, op)))
@@ -296,7 +308,10 @@ class BSP:
 
     def vote(self, active: bool = True) -> None:
         """Vote to stay active in this superstep (Pregel's vote to halt is
-        simply not voting). Read the outcome as ``inbox.any_active``."""
+        simply not voting). Read the outcome as ``inbox.any_active``.
+
+        Not collective: the votes are counted in the next :meth:`sync`.
+        """
         self._active = self._active or bool(active)
 
     # -- synchronisation (collective) --------------------------------------------
