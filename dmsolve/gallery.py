@@ -7,17 +7,17 @@ stored entries for neighbours outside the grid), as ``pyamg.gallery`` does.
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ._errors import agree
 from ._layout import Layout
+from ._matrix import DistCSR
 from ._registry import Registry
 from ._vector import DistVector
+from .validate import agreed, check_int, check_real
 
 __all__ = [
     "poisson1d", "poisson2d", "poisson3d", "anisotropic_diffusion",
@@ -26,61 +26,46 @@ __all__ = [
 ]
 
 
-# -- argument checks (the same verdict on every rank, then agreed) ---------
+# -- argument checks: through dmsolve.validate, agreed across ranks ---------
 
-def _check_comm(comm) -> None:
+def _checks(comm):
+    """``agreed(comm)``, once ``comm`` is known to be a communicator."""
     # Not agreed: a rank without a communicator cannot take part anyway.
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral,)):
-        raise TypeError("%s must be a positive integer, got %s"
-                        % (name, type(value).__name__))
-    if value < 1:
-        raise ValueError("%s must be a positive integer, got %d" % (name, value))
-    return int(value)
-
-
-def _finite_float(value, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError("%s must be finite, got %r" % (name, value))
-    return value
-
-
-def _finite_vector(value, length: int, name: str) -> np.ndarray:
-    try:
-        v = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError("%s must be a sequence of %d real numbers" % (name, length)) from None
-    if v.shape != (length,):
-        raise ValueError("%s must have %d entries, got shape %s" % (name, length, v.shape))
-    if not np.all(np.isfinite(v)):
-        raise ValueError("%s must be finite" % name)
-    return v
-
-
-def _checked(comm, check: Callable[[], object]):
-    """Run ``check`` on every rank and agree on its exception. Collective."""
-    _check_comm(comm)
-    exc, out = None, None
-    try:
-        out = check()
-    except (TypeError, ValueError) as e:
-        exc = e
-    agree(comm, exc)
-    return out
+    return agreed(comm)
 
 
 def _grid(n, ny, nz, dim: int) -> tuple[int, ...]:
-    nx = _positive_int(n, "n")
-    ny = nx if ny is None else _positive_int(ny, "ny")
-    nz = nx if nz is None else _positive_int(nz, "nz")
+    nx = check_int("n", n, low=1)
+    ny = nx if ny is None else check_int("ny", ny, low=1)
+    nz = nx if nz is None else check_int("nz", nz, low=1)
     return (nx, ny, nz)[:dim]
+
+
+def _doc(func):
+    """Put the shared parameter descriptions (:data:`_PARAMS`) into ``func``'s
+    docstring, at its ``%(name)s`` fields, as scipy's ``doccer`` does."""
+    func.__doc__ = func.__doc__ % _PARAMS
+    return func
+
+
+#: Descriptions that several generators' docstrings share, by field name.
+_PARAMS = {
+    "comm": "comm : MPI.Comm\n        Communicator; rows are distributed in contiguous blocks.",
+    "n_x": "n : int\n        Grid points in x (the fastest index), positive.",
+    "ny": "ny : int, optional\n        Grid points in y; default ``n``.",
+    "ny_nz": "ny, nz : int, optional\n        Grid points in y and z; default ``n``.",
+    "bad_size": "TypeError, ValueError\n        On every rank, if a size is not a positive integer.",
+}
+
+
+def _real_vector(name: str, value, length: int) -> np.ndarray:
+    """``length`` finite reals, each checked by :func:`check_real`."""
+    if np.ndim(value) != 1 or len(value) != length:
+        raise ValueError("%s must have %d entries, got shape %s"
+                         % (name, length, np.shape(value)))
+    return np.array([check_real("%s[%d]" % (name, i), v) for i, v in enumerate(value)])
 
 
 # -- the stencil engine --------------------------------------------------------
@@ -92,8 +77,6 @@ def _stencil_matrix(grid: tuple[int, ...], stencil: dict, comm):
     coefficients are not stored. Each rank builds its own block of rows with
     array operations over all its rows at once. Collective on ``comm``.
     """
-    from ._matrix import DistCSR
-
     grid = tuple(int(g) for g in grid)
     nglobal = int(np.prod(grid))
     layout = Layout.block(nglobal, comm)
@@ -146,6 +129,7 @@ def _laplacian_stencil(dim: int) -> dict:
 
 # -- Poisson ---------------------------------------------------------------------
 
+@_doc
 def poisson1d(n: int, comm: MPI.Comm):
     """1D Poisson matrix ``tridiag(-1, 2, -1)`` of order ``n`` (Dirichlet).
 
@@ -155,8 +139,7 @@ def poisson1d(n: int, comm: MPI.Comm):
     ----------
     n : int
         Number of interior grid points, positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(comm)s
 
     Returns
     -------
@@ -168,10 +151,12 @@ def poisson1d(n: int, comm: MPI.Comm):
     TypeError, ValueError
         On every rank, if ``n`` is not a positive integer.
     """
-    grid = _checked(comm, lambda: _grid(n, None, None, 1))
+    with _checks(comm):
+        grid = _grid(n, None, None, 1)
     return _stencil_matrix(grid, _laplacian_stencil(1), comm)
 
 
+@_doc
 def poisson2d(n: int, comm: MPI.Comm, ny: int | None = None):
     """2D 5-point Poisson matrix on an ``n x ny`` grid (Dirichlet, unscaled).
 
@@ -179,12 +164,9 @@ def poisson2d(n: int, comm: MPI.Comm, ny: int | None = None):
 
     Parameters
     ----------
-    n : int
-        Grid points in x (the fastest index), positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
-    ny : int, optional
-        Grid points in y; default ``n``.
+    %(n_x)s
+    %(comm)s
+    %(ny)s
 
     Returns
     -------
@@ -194,13 +176,14 @@ def poisson2d(n: int, comm: MPI.Comm, ny: int | None = None):
 
     Raises
     ------
-    TypeError, ValueError
-        On every rank, if a size is not a positive integer.
+    %(bad_size)s
     """
-    grid = _checked(comm, lambda: _grid(n, ny, None, 2))
+    with _checks(comm):
+        grid = _grid(n, ny, None, 2)
     return _stencil_matrix(grid, _laplacian_stencil(2), comm)
 
 
+@_doc
 def poisson3d(n: int, comm: MPI.Comm, ny: int | None = None, nz: int | None = None):
     """3D 7-point Poisson matrix on an ``n x ny x nz`` grid (Dirichlet, unscaled).
 
@@ -208,12 +191,9 @@ def poisson3d(n: int, comm: MPI.Comm, ny: int | None = None, nz: int | None = No
 
     Parameters
     ----------
-    n : int
-        Grid points in x (the fastest index), positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
-    ny, nz : int, optional
-        Grid points in y and z; default ``n``.
+    %(n_x)s
+    %(comm)s
+    %(ny_nz)s
 
     Returns
     -------
@@ -223,10 +203,10 @@ def poisson3d(n: int, comm: MPI.Comm, ny: int | None = None, nz: int | None = No
 
     Raises
     ------
-    TypeError, ValueError
-        On every rank, if a size is not a positive integer.
+    %(bad_size)s
     """
-    grid = _checked(comm, lambda: _grid(n, ny, nz, 3))
+    with _checks(comm):
+        grid = _grid(n, ny, nz, 3)
     return _stencil_matrix(grid, _laplacian_stencil(3), comm)
 
 
@@ -248,6 +228,7 @@ def _diffusion_stencil_fd(epsilon: float, theta: float) -> dict:
     return {(i - 1, j - 1): float(table[i, j]) for i in range(3) for j in range(3)}
 
 
+@_doc
 def anisotropic_diffusion(n: int, comm: MPI.Comm, epsilon: float = 1e-3,
                           theta: float = 0.0, ny: int | None = None):
     """Rotated anisotropic diffusion ``-div(Q diag(1, eps) Q^T grad u)`` in 2D.
@@ -258,16 +239,13 @@ def anisotropic_diffusion(n: int, comm: MPI.Comm, epsilon: float = 1e-3,
 
     Parameters
     ----------
-    n : int
-        Grid points in x (the fastest index), positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(n_x)s
+    %(comm)s
     epsilon : float, optional
         Diffusion coefficient across the rotated axis (1 along it).
     theta : float, optional
         Rotation angle from the x axis, in radians.
-    ny : int, optional
-        Grid points in y; default ``n``.
+    %(ny)s
 
     Returns
     -------
@@ -287,15 +265,16 @@ def anisotropic_diffusion(n: int, comm: MPI.Comm, epsilon: float = 1e-3,
     .. [1] L. N. Olson, J. B. Schroder, PyAMG: algebraic multigrid solvers in
        Python, ``pyamg.gallery.diffusion``.
     """
-    def check():
+    with _checks(comm):
         grid = _grid(n, ny, None, 2)
-        return grid, _finite_float(epsilon, "epsilon"), _finite_float(theta, "theta")
-    grid, eps, th = _checked(comm, check)
+        eps = check_real("epsilon", epsilon)
+        th = check_real("theta", theta)
     return _stencil_matrix(grid, _diffusion_stencil_fd(eps, th), comm)
 
 
 # -- convection-diffusion ----------------------------------------------------
 
+@_doc
 def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
                          wind: Sequence[float] | None = None,
                          diffusion: float = 0.01):
@@ -312,8 +291,7 @@ def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
     ----------
     n : int
         Grid points per direction, positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(comm)s
     dim : {2, 3}
         Space dimension.
     wind : sequence of ``dim`` floats, optional
@@ -332,16 +310,11 @@ def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
     TypeError, ValueError
         On every rank, for a bad size, dimension, wind or diffusion.
     """
-    def check():
-        if dim not in (2, 3) or isinstance(dim, bool):
-            raise ValueError("dim must be 2 or 3, got %r" % (dim,))
+    with _checks(comm):
+        dim = check_int("dim", dim, low=2, high=3)
         grid = _grid(n, None, None, dim)
-        w = _finite_vector((1.0, 0.5, 0.25)[:dim] if wind is None else wind, dim, "wind")
-        nu = _finite_float(diffusion, "diffusion")
-        if nu <= 0:
-            raise ValueError("diffusion must be positive, got %r" % nu)
-        return grid, w, nu
-    grid, w, nu = _checked(comm, check)
+        w = _real_vector("wind", (1.0, 0.5, 0.25)[:dim] if wind is None else wind, dim)
+        nu = check_real("diffusion", diffusion, low=0.0, low_open=True)
     h = 1.0 / (grid[0] + 1)
     stencil = {(0,) * dim: 2 * dim * nu + h * float(np.abs(w).sum())}
     for d in range(dim):
@@ -355,6 +328,7 @@ def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
 
 # -- the parGeMSLR shifted operator -------------------------------------------
 
+@_doc
 def shifted_laplacian(n: int, comm: MPI.Comm, shift: float = 0.0,
                       alpha: Sequence[float] = (0.01, -0.01, 0.0),
                       ny: int | None = None, nz: int | None = None):
@@ -369,16 +343,13 @@ def shifted_laplacian(n: int, comm: MPI.Comm, shift: float = 0.0,
 
     Parameters
     ----------
-    n : int
-        Grid points in x (the fastest index), positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(n_x)s
+    %(comm)s
     shift : float, optional
         The shift ``s``; parGeMSLR's tests use 0, 0.1 and 0.2.
     alpha : sequence of 3 floats, optional
         Per-axis skew ``(alpha_x, alpha_y, alpha_z)``.
-    ny, nz : int, optional
-        Grid points in y and z; default ``n``.
+    %(ny_nz)s
 
     Returns
     -------
@@ -396,10 +367,10 @@ def shifted_laplacian(n: int, comm: MPI.Comm, shift: float = 0.0,
        solution package for general sparse matrices, Parallel Computing 113
        (2022).
     """
-    def check():
-        return (_grid(n, ny, nz, 3), _finite_float(shift, "shift"),
-                _finite_vector(alpha, 3, "alpha"))
-    grid, s, a = _checked(comm, check)
+    with _checks(comm):
+        grid = _grid(n, ny, nz, 3)
+        s = check_real("shift", shift)
+        a = _real_vector("alpha", alpha, 3)
     stencil = {(0, 0, 0): 6.0 - s}
     for d in range(3):
         for o in (-1, 1):
@@ -443,8 +414,6 @@ def _add_diagonal(offdiag, diag_extra: float, comm):
     The row sums are taken over sorted columns, so they do not depend on the
     order in which the off-diagonal entries arrived. Collective on ``comm``.
     """
-    from ._matrix import DistCSR
-
     local = sp.csr_matrix(offdiag.local_rows())
     local.sum_duplicates()
     layout = offdiag.row_layout
@@ -460,6 +429,7 @@ def _add_diagonal(offdiag, diag_extra: float, comm):
     return DistCSR.from_local_rows(out, layout)
 
 
+@_doc
 def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
                shift: float = 1.0):
     """Random sparse symmetric positive definite matrix, the same at any rank count.
@@ -477,8 +447,7 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
     ----------
     n : int
         Order, positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(comm)s
     density : float, optional
         Target fraction of off-diagonal nonzeros per row, in ``(0, 1]``.
     seed : int, optional
@@ -495,20 +464,11 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
     TypeError, ValueError
         On every rank, for a bad ``n``, ``density``, ``seed`` or ``shift``.
     """
-    from ._matrix import DistCSR
-
-    def check():
-        nn = _positive_int(n, "n")
-        dens = _finite_float(density, "density")
-        if not 0 < dens <= 1:
-            raise ValueError("density must be in (0, 1], got %r" % dens)
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError("seed must be a non-negative integer, got %r" % (seed,))
-        sh = _finite_float(shift, "shift")
-        if sh <= 0:
-            raise ValueError("shift must be positive, got %r" % sh)
-        return nn, dens, int(seed), sh
-    nn, dens, sd, sh = _checked(comm, check)
+    with _checks(comm):
+        nn = check_int("n", n, low=1)
+        dens = check_real("density", density, low=0.0, high=1.0, low_open=True)
+        sd = check_int("seed", seed, low=0)
+        sh = check_real("shift", shift, low=0.0, low_open=True)
 
     layout = Layout.block(nn, comm)
     start, stop = layout.owned_range
@@ -533,6 +493,7 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
 
 # -- graph Laplacians ----------------------------------------------------------------
 
+@_doc
 def graph_laplacian(edges, n: int, comm: MPI.Comm, weights=None):
     """Laplacian ``D - W`` of an undirected graph given as a distributed edge list.
 
@@ -549,8 +510,7 @@ def graph_laplacian(edges, n: int, comm: MPI.Comm, weights=None):
         This rank's edges ``(u, v)`` with ``0 <= u, v < n``; ``m`` may be 0.
     n : int
         Number of vertices, positive.
-    comm : MPI.Comm
-        Communicator; rows are distributed in contiguous blocks.
+    %(comm)s
     weights : array_like of float, shape (m,), optional
         Finite edge weights; default 1.
 
@@ -565,10 +525,8 @@ def graph_laplacian(edges, n: int, comm: MPI.Comm, weights=None):
         On every rank, if any rank passes a bad ``n``, malformed or
         out-of-range edges, or weights of the wrong shape or non-finite.
     """
-    from ._matrix import DistCSR
-
-    def check():
-        nn = _positive_int(n, "n")
+    with _checks(comm):
+        nn = check_int("n", n, low=1)
         e = np.asarray(edges)
         if e.size == 0:
             e = np.zeros((0, 2), dtype=np.int64)
@@ -588,8 +546,6 @@ def graph_laplacian(edges, n: int, comm: MPI.Comm, weights=None):
                                  % (e.shape[0], w.shape))
             if not np.all(np.isfinite(w)):
                 raise ValueError("weights must be finite")
-        return nn, e, w
-    nn, e, w = _checked(comm, check)
     keep = e[:, 0] != e[:, 1]
     u, v, w = e[keep, 0], e[keep, 1], w[keep]
     layout = Layout.block(nn, comm)
@@ -634,8 +590,7 @@ def rhs(A, kind: str = "ones", seed: int = 0) -> DistVector:
     if kind == "ones":
         return DistVector(layout, np.ones(layout.local_size))
     if kind == "random":
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError("seed must be a non-negative integer, got %r" % (seed,))
+        seed = check_int("seed", seed, low=0)
         idx = np.arange(layout.start, layout.stop, dtype=np.int64)
         return DistVector(layout, 2.0 * _uniform(int(seed) + 7, idx) - 1.0)
     raise ValueError("kind must be 'ones' or 'random', got %r" % (kind,))
