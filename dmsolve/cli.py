@@ -25,6 +25,14 @@ import sys
 import time
 import traceback
 
+import numpy as np
+from mpi4py import MPI
+
+from . import gallery, io
+from .bsp import probe
+from .krylov import METHODS, KSPMonitor, solve
+from .validate import check_int, check_real
+
 __all__ = ["main", "ABORT_GRACE"]
 
 EXIT_USAGE = 2
@@ -85,9 +93,7 @@ def _registered(registry):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import gallery
-    from .krylov import METHODS
-
+    """The argument parser of ``python -m dmsolve``. Not collective."""
     p = _Parser(prog="python -m dmsolve",
                 description="Distributed sparse solves on MPI (run under mpiexec).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -128,17 +134,13 @@ def _say(comm, text: str, stream=None) -> None:
 
 
 def _solve(comm, args) -> int:
-    import numpy as np
-
-    from . import gallery, io
-    from .krylov import KSPMonitor, solve
-
-    if args.n is not None and args.n < 1:
-        raise _Exit(EXIT_USAGE, "--n must be positive, got %d" % args.n)
-    for name in ("rtol", "atol"):
-        v = getattr(args, name)
-        if not np.isfinite(v) or v < 0:
-            raise _Exit(EXIT_USAGE, "--%s must be a finite non-negative number" % name)
+    # every rank parsed the same arguments: the same verdict without agreeing
+    try:
+        check_int("--n", args.n, low=1)
+        check_real("--rtol", args.rtol, low=0.0)
+        check_real("--atol", args.atol, low=0.0)
+    except (TypeError, ValueError) as e:
+        raise _Exit(EXIT_USAGE, str(e)) from None
     popts = _key_values(args.problem_opt, "--problem-opt")
     pcopts = _key_values(args.pc_opt, "--pc-opt")
 
@@ -218,6 +220,7 @@ def _describe(desc: dict) -> str:
 def _plot(comm, info, path: str, title: str) -> None:
     if comm.Get_rank() != 0:
         return
+    # matplotlib is an optional extra, needed only for --plot
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -234,7 +237,6 @@ def _plot(comm, info, path: str, title: str) -> None:
 
 
 def _probe(comm, args) -> int:
-    from .bsp import probe
     params = probe(comm)
     _say(comm, "BSP parameters on %d ranks: g = %.3e s/byte (%.2f GB/s), l = %.3e s"
          % (params.ranks, params.g, 1e-9 / params.g if params.g else float("inf"), params.l))
@@ -246,7 +248,6 @@ def main(argv=None, comm=None) -> int:
 
     Collective on ``comm`` (default ``MPI.COMM_WORLD``).
     """
-    from mpi4py import MPI
     comm = comm or MPI.COMM_WORLD
     try:
         args = build_parser().parse_args(argv)
@@ -273,8 +274,6 @@ def _everyone_failed(comm, grace: float) -> bool:
 
 
 def _fail(comm, exc: BaseException) -> int:
-    from mpi4py import MPI
-
     if _everyone_failed(comm, ABORT_GRACE):
         # raised on every rank (the library agrees on its errors): one report
         if isinstance(exc, (ValueError, TypeError, OSError, KeyError)):

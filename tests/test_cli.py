@@ -66,15 +66,16 @@ def test_plot_is_written(comm, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, code, text", [
     (["solve", "--problem", "nope"], 2, "unknown problem 'nope'"),
-    (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be positive"),
+    (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be a positive integer"),
+    (["solve", "--problem", "poisson2d", "--atol", "-1"], 2, "--atol must be a non-negative"),
     (["solve", "--problem", "poisson2d", "--rtol", "nan"], 2, "--rtol"),
     (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 1, "unknown preconditioner"),
     (["solve", "--problem", "poisson2d", "--pc-opt", "novalue"], 2, "KEY=VALUE"),
     (["solve", "--matrix", "/nonexistent/file.mtx"], 1, "cannot read"),
     (["solve"], 2, "required"),
     (["frobnicate"], 2, "invalid choice"),
-], ids=["bad-problem", "negative-n", "nan-rtol", "bad-pc", "bad-pc-opt", "missing-file",
-        "no-source", "bad-command"])
+], ids=["bad-problem", "negative-n", "negative-atol", "nan-rtol", "bad-pc", "bad-pc-opt",
+        "missing-file", "no-source", "bad-command"])
 def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, text):
     got = main(argv, comm)
     cap = capsys.readouterr()
