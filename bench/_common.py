@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import time
@@ -56,3 +57,19 @@ def write_json(path: str | None, data: dict) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(data, f, indent=1, default=float)
+
+
+def bench_parser(doc: str) -> argparse.ArgumentParser:
+    """A command-line parser described by the first line of ``doc``, with ``--json``."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--json", default=None, help="write results here (rank 0)")
+    return p
+
+
+def run(main, parser: argparse.ArgumentParser) -> None:
+    """Parse the command line, call ``main(COMM_WORLD, args)`` and write what
+    it returns as JSON on rank 0 (to ``--json``, when given)."""
+    args = parser.parse_args()
+    res = main(MPI.COMM_WORLD, args)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        write_json(args.json, res)

@@ -12,7 +12,6 @@ PyAMG and to our one-rank run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -20,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import write_json  # noqa: E402
+from _common import bench_parser, run  # noqa: E402
 
 import dmsolve.gallery as gallery  # noqa: E402
 import preconditioners  # noqa: E402
@@ -118,12 +117,8 @@ def main(comm: MPI.Comm, args) -> dict:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--problems", nargs="+", default=["poisson2d-256", "poisson2d-512",
                                                      "poisson3d-32", "poisson3d-64"])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--json", default=None, help="write results here (rank 0)")
-    args = p.parse_args()
-    res = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, res)
+    run(main, p)

@@ -22,7 +22,6 @@ off-diagonals -1 +- alpha, alpha = (0.01, -0.01, 0)) at n^3 = 32^3 with shifts
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -30,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import write_json  # noqa: E402
+from _common import bench_parser, run  # noqa: E402
 
 import dmsolve.gallery as gallery  # noqa: E402
 import preconditioners  # noqa: E402
@@ -215,15 +214,11 @@ def _markdown(res, size) -> str:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--n", type=int, default=32)
     p.add_argument("--shifts", type=float, nargs="+", default=[0.0, 0.1, 0.2])
     p.add_argument("--lr-ranks", type=int, nargs="+", default=[0, 8, 16, 32, 64])
     p.add_argument("--schurilu-n", type=int, default=16)
     p.add_argument("--parts", nargs="+", default=["main", "lr", "schurilu"],
                    choices=["main", "lr", "schurilu"], help="which sections to run")
-    p.add_argument("--json", default=None, help="write results here (rank 0)")
-    args = p.parse_args()
-    out = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, out)
+    run(main, p)

@@ -12,7 +12,6 @@ ranks. Prints a markdown table and the JSON on rank 0.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -21,7 +20,7 @@ import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import best_time, write_json  # noqa: E402
+from _common import bench_parser, best_time, run  # noqa: E402
 
 import dmsolve  # noqa: E402
 import dmsolve.gallery  # noqa: E402
@@ -132,14 +131,10 @@ def main(comm: MPI.Comm, args) -> dict:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--n", type=int, default=512, help="grid points per side")
     p.add_argument("--iters", type=int, default=200, help="CG iterations")
     p.add_argument("--gmres-iters", type=int, default=120, help="GMRES iterations")
     p.add_argument("--restart", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--json", default=None, help="write results here (rank 0)")
-    args = p.parse_args()
-    res = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, res)
+    run(main, p)

@@ -9,7 +9,6 @@ bytes of each matrix, and the peak resident memory per rank.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
@@ -17,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import best_time, peak_rss_mb, stream_triad_gbs, write_json  # noqa: E402
+from _common import bench_parser, best_time, peak_rss_mb, run, stream_triad_gbs  # noqa: E402
 
 import dmsolve.gallery  # noqa: E402
 from dmsolve import DistCSR, DistVector  # noqa: E402
@@ -92,11 +91,7 @@ def main(comm: MPI.Comm, args) -> dict:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--n", type=int, default=100)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json", default=None, help="write results here (rank 0)")
-    args = p.parse_args()
-    res = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, res)
+    run(main, p)

@@ -26,7 +26,6 @@ CG+amg solve <= 1.5 and set-up <= 2.0, iterations <= PETSc's + 3.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -36,7 +35,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import best_time, peak_rss_mb, stream_triad_gbs, write_json  # noqa: E402
+from _common import bench_parser, best_time, peak_rss_mb, run, stream_triad_gbs  # noqa: E402
 from bench_matvec import matvec_bytes  # noqa: E402
 
 import dmsolve.gallery as gallery  # noqa: E402
@@ -357,6 +356,8 @@ def main(comm: MPI.Comm, args) -> dict:
     from petsc4py import PETSc
     import petsc4py
     rank, size = comm.Get_rank(), comm.Get_size()
+    if args.ranks is None:
+        args.ranks = [1, size]
     res = {"ranks": size, "repeats": args.repeats, "rtol": RTOL, "targets": TARGETS,
            "petsc_version": "%d.%d.%d" % PETSc.Sys.getVersion(),
            "petsc4py_version": petsc4py.__version__, "petsc_debug": _petsc_debug(PETSc),
@@ -389,7 +390,7 @@ def main(comm: MPI.Comm, args) -> dict:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--problems", nargs="+",
                    default=["poisson3d-64", "poisson3d-100", "convdiff3d-64"])
     p.add_argument("--kernels", nargs="+",
@@ -399,10 +400,4 @@ if __name__ == "__main__":
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--repeats-matvec", type=int, default=10)
     p.add_argument("--stream-n", type=int, default=10_000_000)
-    p.add_argument("--json", default=None, help="write results here (rank 0)")
-    args = p.parse_args()
-    if args.ranks is None:
-        args.ranks = [1, MPI.COMM_WORLD.Get_size()]
-    res = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, res)
+    run(main, p)

@@ -17,7 +17,6 @@ run the phases separately with --only for a per-phase figure).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
@@ -25,7 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import peak_rss_mb, write_json  # noqa: E402
+from _common import bench_parser, peak_rss_mb, run  # noqa: E402
 
 from dmsolve import DistVector  # noqa: E402
 from topology import (Grid, SimplicialComplex, connected_components, critical_points,  # noqa: E402
@@ -216,7 +215,7 @@ def main(comm: MPI.Comm, args) -> dict:
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(__doc__)
     p.add_argument("--n", type=int, default=256, help="critical points grid n^3")
     p.add_argument("--nc", type=int, default=128, help="components grid n^3 (1 rank)")
     p.add_argument("--m", type=int, default=1000, help="Hodge grid m x m")
@@ -225,8 +224,4 @@ if __name__ == "__main__":
     p.add_argument("--compare-orient", action="store_true",
                    help="also time the curl solve without the coherent orientation")
     p.add_argument("--only", default="", help="comma list: critical,components,hodge")
-    p.add_argument("--json", default=None)
-    args = p.parse_args()
-    res = main(MPI.COMM_WORLD, args)
-    if MPI.COMM_WORLD.Get_rank() == 0:
-        write_json(args.json, res)
+    run(main, p)
