@@ -551,7 +551,7 @@ def random_ghosts(layout, seed):
 
 
 EXCHANGE_CASES = [(lay, m, dt) for lay in ("block29", "empty-rank") for m in ("p2p", "graph")
-                  for dt in ("float64", "int32")]
+                  for dt in ("float64", "int32", "complex128")]
 
 
 @pytest.mark.parametrize("layout_name,method,dtype", EXCHANGE_CASES,

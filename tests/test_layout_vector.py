@@ -177,3 +177,17 @@ def test_reductions_identical_on_every_rank(comm):
     x = DistVector.from_global(rng.standard_normal(1001), comm)
     assert same_on_all_ranks(comm, x.norm())
     assert same_on_all_ranks(comm, x.dot(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int32, np.int64, np.bool_,
+                                   ">f8"], ids=str)
+def test_gather_keeps_every_dtype(comm, dtype):
+    # the MPI datatype of each dtype comes from mpi4py's public dtlib
+    x = (np.arange(13) % 3 == 0) if dtype is np.bool_ else \
+        (np.arange(13) * (1 + 1j if dtype is np.complex128 else 1)).astype(dtype)
+    v = DistVector.from_global(x, Layout.block(13, comm))
+    g = v.gather()
+    assert_equal_collective(g, x)
+    assert_collective(comm, g.dtype == np.dtype(dtype), "gathered as %s" % g.dtype)
+    root = v.gather(root=0)
+    assert_equal_collective(root if comm.rank == 0 else x, x)

@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector
-from dmsolve._errors import raise_collective
+from dmsolve import raise_collective
 
 from ._complex import ghosted_global_ids, owned_global_ids
 from ._grid import Grid, freudenthal_cells, link_structure

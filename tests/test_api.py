@@ -1,0 +1,299 @@
+"""The public API's contracts: every public call says whether it is collective,
+no property communicates, the package layers import downwards only and
+through public names, and dmsolve leans on other projects' public APIs."""
+
+import importlib
+import inspect
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import dmsolve
+from dmsolve import DistCSR, DistLinearOperator, Preconditioner, gallery
+from dmsolve.bsp import BSP, Inbox, NeighborExchange
+from mpitest import assert_collective, wait_idle
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("dmsolve", "preconditioners", "topology")
+PUBLIC_MODULES = ["dmsolve", "dmsolve.bsp", "dmsolve.krylov", "dmsolve.gallery", "dmsolve.io",
+                  "dmsolve.partition", "dmsolve.checkpoint", "dmsolve.validate", "dmsolve.cli",
+                  "preconditioners", "topology"]
+
+
+def _ours(obj) -> bool:
+    return (getattr(obj, "__module__", None) or "").split(".")[0] in PACKAGES
+
+
+def _public_objects(module_name: str):
+    """``(name, object)`` of the callables ``module_name`` exports (``__all__``)
+    that are defined in our packages; submodules and data are left out."""
+    module = importlib.import_module(module_name)
+    names = getattr(module, "__all__", None)
+    if names is None:
+        names = [n for n in dir(module) if not n.startswith("_")]
+    for name in names:
+        obj = getattr(module, name)
+        if callable(obj) and not inspect.ismodule(obj) and _ours(obj):
+            yield name, obj
+
+
+def _public_members(cls):
+    """``(name, raw attribute)`` of the public methods and properties that
+    ``cls`` and its bases in our packages define (inherited ones included)."""
+    seen = set()
+    for klass in cls.__mro__:
+        if not _ours(klass):
+            continue
+        for name, raw in vars(klass).items():
+            if not name.startswith("_") and name not in seen:
+                seen.add(name)
+                yield name, raw
+
+
+def _lacking_note(module_name: str) -> list[str]:
+    """Public callables of ``module_name`` whose docstring does not say
+    whether they are collective."""
+    def says(*docs) -> bool:
+        return any("collective" in (d or "").lower() for d in docs)
+
+    missing = []
+    for name, obj in _public_objects(module_name):
+        if inspect.isclass(obj):
+            if issubclass(obj, BaseException):
+                continue              # raising an exception never communicates
+            init = obj.__init__ if _ours(obj.__init__) else None
+            if not says(obj.__doc__, getattr(init, "__doc__", None)):
+                missing.append(name)
+            for attr, raw in _public_members(obj):
+                func = raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+                if inspect.isfunction(func) and not says(func.__doc__):
+                    missing.append("%s.%s" % (name, attr))
+        elif not says(obj.__doc__):
+            missing.append(name)
+    return missing
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_call_says_whether_it_is_collective(comm, module_name):
+    missing = _lacking_note(module_name)
+    assert_collective(comm, not missing,
+                      "%s: no 'Collective ...' or 'Not collective' in the docstring of %s"
+                      % (module_name, ", ".join(missing)))
+
+
+# -- properties never communicate -------------------------------------------------------
+
+# calls through which a property could communicate: the communicator's methods
+# (either case) and the superstep's sync
+_COMMUNICATING = re.compile(
+    r"\.(?:[Aa]llreduce|[Aa]llgatherv?|[Aa]lltoallv?|[Bb]cast|[Gg]atherv?|[Ss]catterv?|"
+    r"Reduce|Exscan|Scan|Barrier|I(?:barrier|allreduce|allgather|alltoall|bcast|send|recv)\w*|"
+    r"[Ii]?[Nn]eighbor_\w+|Dup|Split\w*|Create_\w+|[Ss]end|[Rr]ecv|Sendrecv|Start\w*|"
+    r"Wait\w*|sync)\s*\(")
+
+
+def _properties():
+    for module_name in PUBLIC_MODULES:
+        for name, obj in _public_objects(module_name):
+            if inspect.isclass(obj):
+                for attr, raw in _public_members(obj):
+                    if isinstance(raw, property):
+                        yield "%s.%s.%s" % (module_name, name, attr), raw
+
+
+def test_no_property_calls_mpi(comm):
+    found = sorted({(label, m.group(0)) for label, prop in _properties()
+                    for m in _COMMUNICATING.finditer(inspect.getsource(prop.fget))})
+    assert_collective(comm, list(_properties()), "found no properties to check")
+    assert_collective(comm, not found, "properties that communicate: %s" % found)
+
+
+class _RecordingComm:
+    """Stands in for a communicator: forwards to it and records every
+    attribute a caller reaches for."""
+
+    LOCAL = {"Get_rank", "Get_size", "rank", "size"}
+
+    def __init__(self, comm):
+        self._comm = comm
+        self.used: list[str] = []
+
+    def __getattr__(self, name):
+        self.used.append(name)
+        return getattr(self._comm, name)
+
+
+def _core_objects(comm):
+    """One of each core class that has properties, built on ``comm`` (collective)."""
+    A = gallery.poisson2d(5, comm)
+    x, _ = A.create_vectors()
+    op = DistLinearOperator(A.row_layout, A.col_layout, A.matvec)
+    ctx = BSP(comm)
+    return [A.row_layout, x, A, A.halo, op, Preconditioner(A), ctx, ctx.ledger,
+            Inbox({}, {}, False, 0)]
+
+
+def test_core_properties_touch_no_communicator(comm):
+    objects = _core_objects(comm)
+    recorder = _RecordingComm(comm)
+    for obj in objects:                 # from here on, every comm is the recorder
+        for owner in (obj, getattr(obj, "row_layout", None), getattr(obj, "col_layout", None),
+                      getattr(obj, "layout", None)):
+            if owner is not None and hasattr(owner, "comm") and \
+                    not isinstance(type(owner).__dict__.get("comm"), property):
+                owner.comm = recorder
+    problems = []
+    for obj in objects:
+        for name, raw in _public_members(type(obj)):
+            if isinstance(raw, property):
+                del recorder.used[:]
+                try:
+                    getattr(obj, name)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    problems.append("%s.%s raised %r" % (type(obj).__name__, name, e))
+                used = sorted(set(recorder.used) - _RecordingComm.LOCAL)
+                if used:
+                    problems.append("%s.%s called comm.%s" % (type(obj).__name__, name,
+                                                             "/".join(used)))
+    assert_collective(comm, not problems, "; ".join(problems))
+
+
+def test_core_classes_with_properties_are_all_checked(comm):
+    # the test above must not miss a class of the core that grows a property
+    checked = {type(o) for o in _core_objects(comm)}
+    with_properties = {obj for m in ("dmsolve", "dmsolve.bsp")
+                       for _, obj in _public_objects(m)
+                       if inspect.isclass(obj) and obj.__module__.startswith(("dmsolve._",
+                                                                             "dmsolve.bsp"))
+                       and any(isinstance(r, property) for _, r in _public_members(obj))}
+    missing = sorted(c.__name__ for c in with_properties - checked)
+    assert_collective(comm, not missing, "not checked: %s" % missing)
+
+
+def test_transpose_is_a_method_not_a_property(comm):
+    A = gallery.poisson2d(4, comm)
+    assert_collective(comm, not hasattr(DistCSR, "T"), "DistCSR.T communicates; use transpose()")
+    assert_collective(comm, A.transpose().shape == A.shape)
+
+
+# -- the import graph -------------------------------------------------------------------
+
+def _sources(package: str):
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _matches(package: str, pattern: str) -> list[str]:
+    rx = re.compile(pattern, re.MULTILINE)
+    return ["%s:%d: %s" % (path.relative_to(ROOT), text.count("\n", 0, m.start()) + 1,
+                           m.group(0).strip())
+            for path in _sources(package)
+            for text in [path.read_text()]
+            for m in rx.finditer(text)]
+
+
+def test_dmsolve_never_imports_the_packages_above_it_static(comm):
+    hits = _matches("dmsolve", r"^\s*(?:from|import)\s+(?:preconditioners|topology)\b.*$"
+                               r"|import_module\(\s*['\"](?:preconditioners|topology)")
+    assert_collective(comm, _sources("dmsolve"), "no sources found under dmsolve/")
+    assert_collective(comm, not hits, "dmsolve imports a package above it: %s" % hits)
+
+
+def _child_python(comm, code: str):
+    """Run ``python -c code`` in a fresh process (its own MPI world) on rank
+    0; return (returncode, output) on every rank."""
+    result = None
+    if comm.rank == 0:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")]
+                                                           if p])
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=str(ROOT))
+        result = (proc.returncode, proc.stdout + proc.stderr)
+    wait_idle(comm)
+    return comm.bcast(result, root=0)
+
+
+def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import dmsolve\n"
+        "for m in pkgutil.walk_packages(dmsolve.__path__, 'dmsolve.'):\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "above = sorted(n for n in sys.modules\n"
+        "               if n.split('.')[0] in ('preconditioners', 'topology'))\n"
+        "print('modules', len([n for n in sys.modules if n.startswith('dmsolve')]))\n"
+        "print('above', above)\n"
+    )
+    code_, out = _child_python(comm, code)
+    assert_collective(comm, code_ == 0 and "above []" in out, out)
+
+
+def test_no_package_imports_another_packages_private_names(comm):
+    private_of = {
+        "dmsolve": r"(?:from\s+dmsolve(?:\.\w+)*\._\w+\s+import"
+                   r"|import\s+dmsolve(?:\.\w+)*\._\w+"
+                   r"|from\s+dmsolve(?:\.\w+)*\s+import\s+\(?[^\n]*\b_\w+"
+                   r"|\bdmsolve(?:\.[a-z]\w*)*\._[a-z]\w*)",
+        "preconditioners": r"(?:from\s+preconditioners(?:\.\w+)*\._\w+\s+import"
+                           r"|import\s+preconditioners(?:\.\w+)*\._\w+"
+                           r"|from\s+preconditioners(?:\.\w+)*\s+import\s+\(?[^\n]*\b_\w+"
+                           r"|\bpreconditioners(?:\.[a-z]\w*)*\._[a-z]\w*)",
+    }
+    hits = []
+    for package, others in (("preconditioners", ["dmsolve"]),
+                            ("topology", ["dmsolve", "preconditioners"])):
+        for other in others:
+            hits += _matches(package, private_of[other])
+    assert_collective(comm, not hits, "private names of another package: %s" % hits)
+
+
+# -- other projects' public APIs ----------------------------------------------------------
+
+def test_no_private_api_of_mpi4py_or_scipy(comm):
+    # scipy's accumulating products are the one exception, imported and
+    # guarded in dmsolve/_interop.py
+    hits = []
+    for package in PACKAGES:
+        hits += [h for h in _matches(package, r"MPI\._[a-zA-Z]\w*|scipy(?:\.\w+)*\._[a-z]\w*")
+                 if not h.startswith(os.path.join("dmsolve", "_interop.py") + ":")]
+    assert_collective(comm, not hits, "private APIs of mpi4py or scipy: %s" % hits)
+
+
+def test_scipy_without_sparsetools_fails_at_import_with_a_clear_message(comm):
+    code = (
+        "import sys\n"
+        "sys.modules['scipy.sparse._sparsetools'] = None   # a scipy without it\n"
+        "import scipy\n"
+        "try:\n"
+        "    import dmsolve\n"
+        "except ImportError as e:\n"
+        "    print('ImportError:', e)\n"
+        "    print('version', scipy.__version__)\n"
+        "else:\n"
+        "    print('imported')\n"
+    )
+    code_, out = _child_python(comm, code)
+    lines = out.splitlines()
+    version = lines[-1].split()[-1] if lines else "?"
+    ok = (code_ == 0 and "ImportError:" in out and "scipy.sparse._sparsetools" in out
+          and "csr_matvec" in out and "scipy %s" % version in out)
+    assert_collective(comm, ok, out)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32, np.int64,
+                                   np.bool_, ">f8"], ids=str)
+def test_mpi_datatype_matches_the_buffer(comm, dtype):
+    from dmsolve._interop import mpi_datatype
+    t = mpi_datatype(dtype)
+    assert_collective(comm, t.Get_size() == np.dtype(dtype).itemsize,
+                      "%s: %d bytes" % (dtype, t.Get_size()))
+    assert_collective(comm, mpi_datatype(dtype) is t, "not cached")
+    assert_collective(comm, t != MPI.DATATYPE_NULL)
