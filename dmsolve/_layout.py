@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from ._errors import agree
+
 __all__ = ["Layout", "block_range", "block_ranges"]
 
 
@@ -95,7 +97,6 @@ class Layout:
 
         Collective on ``comm``.
         """
-        from ._errors import agree
         exc = None
         try:
             local_size = _as_size(local_size, "local_size")

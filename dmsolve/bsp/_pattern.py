@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from .._errors import agree
 from .._interop import csr_matvec, mpi_datatype
 from ._comm import inner_comm, next_tag
 
@@ -108,7 +109,6 @@ class NeighborExchange:
         ``ghosts``. Collective on ``layout.comm`` (one ``Alltoall`` of counts
         and one ``Alltoallv`` of the requested indices).
         """
-        from .._errors import agree
         comm = layout.comm
         ghosts = np.asarray(ghosts, dtype=np.int64).ravel()
         exc = None
