@@ -300,7 +300,7 @@ class DistCSR:
         return out
 
     def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
-        """``out = A.T @ y`` (transpose, not conjugate).
+        """``out = A^T y`` (transpose, not conjugate).
 
         Off-process contributions travel back to the owners of their columns
         by the reverse halo exchange and are summed there. Collective among

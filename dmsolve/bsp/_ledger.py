@@ -41,8 +41,6 @@ class Ledger:
     are collective on ``comm``.
     """
 
-    _FIELDS = ("work_s", "comm_s", "bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv")
-
     def __init__(self, comm: MPI.Comm):
         self.comm = comm
         self.steps: list[tuple[str, np.ndarray]] = []

@@ -156,7 +156,6 @@ class BSP:
         self._aggs: list[tuple[str, str, np.ndarray]] = []
         self._active = False
         self._error: BaseException | None = None
-        self._combine = {}
 
     # -- queueing (not collective) ---------------------------------------------------
     def _fail(self, exc: BaseException) -> None:
@@ -353,7 +352,7 @@ class BSP:
         comm.Alltoall(header, incoming)
 
         if incoming[:, 2].any():
-            self._raise_collective(incoming[:, 2])
+            self._raise_collective()
         if np.any(incoming[:, 6] != incoming[0, 6]) or np.any(incoming[:, 7] != incoming[0, 7]):
             self._reset()
             self.step += 1
@@ -405,11 +404,9 @@ class BSP:
         inbox = Inbox({}, {}, True, 0)
         steps = 0
         while True:
-            exc = None
             try:
                 compute(self, inbox)
-            except Exception as e:  # noqa: BLE001 - agreed on below
-                exc = e
+            except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
                 self._fail(e)
             inbox = self.sync(label)
             steps += 1
@@ -418,7 +415,6 @@ class BSP:
             if max_steps is not None and steps >= max_steps:
                 agree(self.comm, RuntimeError(
                     "BSP run did not halt within %d supersteps" % max_steps))
-            del exc
 
     # -- internals -----------------------------------------------------------------
     def _pack(self):
@@ -471,7 +467,7 @@ class BSP:
         text = ";".join("%s/%s/%s/%s" % (n, o, a.shape, a.dtype.str) for n, o, a in self._aggs)
         return _label_hash(text)
 
-    def _raise_collective(self, flags) -> None:
+    def _raise_collective(self) -> None:
         exc = self._error
         self._reset()
         self.step += 1
