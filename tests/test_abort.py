@@ -51,23 +51,18 @@ def _check(comm, result, message):
     assert_collective(comm, ok, "exit %r after %.1f s, output:\n%s" % (code, seconds, out))
 
 
-def test_mpi4py_run_aborts_when_one_rank_raises(comm, tmp_path):
+MPI4PY_RUN_CASES = {
     # rank 0 waits in an allreduce that rank 1 never joins
-    code = (
+    "in-an-allreduce": (
         "from mpi4py import MPI\n"
         "comm = MPI.COMM_WORLD\n"
         "if comm.rank == 1:\n"
         "    raise ZeroDivisionError('rank one gave up')\n"
-        "comm.allreduce(1)\n"
-    )
-    _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"),
-           "ZeroDivisionError: rank one gave up")
-
-
-def test_mpi4py_run_aborts_when_one_rank_raises_inside_a_dmsolve_solve(comm, tmp_path):
+        "comm.allreduce(1)\n",
+        "ZeroDivisionError: rank one gave up"),
     # rank 1 fails between two solves; rank 0 is inside the second solve's
     # reductions, which rank 1 never reaches
-    code = (
+    "inside-a-dmsolve-solve": (
         "from mpi4py import MPI\n"
         "from dmsolve import gallery, solve\n"
         "comm = MPI.COMM_WORLD\n"
@@ -76,10 +71,15 @@ def test_mpi4py_run_aborts_when_one_rank_raises_inside_a_dmsolve_solve(comm, tmp
         "solve(A, b, 'cg')\n"
         "if comm.rank == 1:\n"
         "    raise KeyError('missing boundary condition')\n"
-        "solve(A, b, 'cg', rtol=1e-12)\n"
-    )
-    _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"),
-           "KeyError: 'missing boundary condition'")
+        "solve(A, b, 'cg', rtol=1e-12)\n",
+        "KeyError: 'missing boundary condition'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MPI4PY_RUN_CASES))
+def test_mpi4py_run_aborts_when_one_rank_raises(comm, tmp_path, case):
+    code, message = MPI4PY_RUN_CASES[case]
+    _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"), message)
 
 
 def test_cli_aborts_when_one_rank_raises(comm, tmp_path):

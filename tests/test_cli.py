@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from dmsolve import DistCSR, DistVector, io
 from dmsolve.cli import main
@@ -16,31 +17,41 @@ def _shared_path(comm, tmp_path, name):
     return comm.bcast(str(tmp_path / name) if comm.rank == 0 else None, root=0)
 
 
-def test_solve_gallery_problem_converges(comm, capsys):
-    code = main(["solve", "--problem", "poisson2d", "--n", "20", "--rtol", "1e-8"], comm)
+def _run(comm, capsys, argv, expected: int = 0) -> str:
+    """Run the command line on every rank, check its exit code everywhere and
+    that only rank 0 printed; return rank 0's output (the same on every rank)."""
+    code = main(argv, comm)
     out = capsys.readouterr().out
-    assert_collective(comm, code == 0, "exit code %d" % code)
-    if comm.rank == 0:
-        assert "CONVERGED_RTOL" in out and "rows 400" in out
-        rel = float(out.split("||b|| = ")[1].split()[0])
-        assert rel <= 1e-8 * 1.01
-    else:
-        assert out == ""
+    assert_collective(comm, code == expected, "exit code %d, expected %d" % (code, expected))
+    assert_collective(comm, comm.rank == 0 or out == "", "rank %d printed %r" % (comm.rank, out))
+    return comm.bcast(out, root=0)
+
+
+def _number_after(text: str, marker: str) -> float:
+    """The number that follows ``marker`` in ``text`` (NaN if there is none)."""
+    try:
+        return float(text.split(marker)[1].split()[0].rstrip(","))
+    except (IndexError, ValueError):
+        return float("nan")
+
+
+def test_solve_gallery_problem_converges(comm, capsys):
+    out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "20", "--rtol", "1e-8"])
+    assert_collective(comm, "CONVERGED_RTOL" in out and "rows 400" in out, out)
+    rel = _number_after(out, "||b|| = ")
+    assert_collective(comm, rel <= 1e-8 * 1.01, "true relative residual %r" % rel)
 
 
 def test_solve_monitor_prints_petsc_lines_on_rank_0(comm, capsys):
-    code = main(["solve", "--problem", "poisson1d", "--n", "50", "--monitor", "--maxiter",
-                 "2"], comm)
-    out = capsys.readouterr().out
-    assert_collective(comm, code == 1, "non-convergence must exit non-zero, got %d" % code)
-    if comm.rank == 0:
-        lines = out.splitlines()
-        assert lines[0].startswith("  0 KSP Residual norm ")
-        assert "Linear solve did not converge due to DIVERGED_ITS iterations 2" in out
+    # non-convergence must exit non-zero
+    out = _run(comm, capsys, ["solve", "--problem", "poisson1d", "--n", "50", "--monitor",
+                              "--maxiter", "2"], expected=1)
+    assert_collective(comm, out.startswith("  0 KSP Residual norm "), out)
+    assert_collective(comm, "Linear solve did not converge due to DIVERGED_ITS iterations 2"
+                      in out, out)
 
 
 def test_solve_matrix_file_and_rhs(comm, capsys, tmp_path):
-    import scipy.sparse as sp
     n = 30
     A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], (n, n), format="csr")
     path = _shared_path(comm, tmp_path, "A.mtx")
@@ -48,12 +59,9 @@ def test_solve_matrix_file_and_rhs(comm, capsys, tmp_path):
     dA = DistCSR.from_global(A, comm)
     io.write_matrix(path, dA)
     io.write_vector(rhs, DistVector.from_global(np.arange(n, dtype=float), dA.row_layout))
-    code = main(["solve", "--matrix", path, "--rhs", rhs, "--method", "gmres",
-                 "--pc", "jacobi", "--rtol", "1e-10"], comm)
-    out = capsys.readouterr().out
-    assert_collective(comm, code == 0, "exit code %d" % code)
-    if comm.rank == 0:
-        assert "CONVERGED" in out and "rows 30" in out
+    out = _run(comm, capsys, ["solve", "--matrix", path, "--rhs", rhs, "--method", "gmres",
+                              "--pc", "jacobi", "--rtol", "1e-10"])
+    assert_collective(comm, "CONVERGED" in out and "rows 30" in out, out)
 
 
 def test_plot_is_written(comm, capsys, tmp_path):
@@ -61,7 +69,7 @@ def test_plot_is_written(comm, capsys, tmp_path):
     code = main(["solve", "--problem", "poisson2d", "--n", "10", "--plot", png], comm)
     capsys.readouterr()
     comm.Barrier()
-    assert_collective(comm, code == 0 and os.path.getsize(png) > 1000)
+    assert_collective(comm, code == 0 and os.path.isfile(png) and os.path.getsize(png) > 1000)
 
 
 @pytest.mark.parametrize("argv, code, text", [
@@ -80,10 +88,10 @@ def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, te
     got = main(argv, comm)
     cap = capsys.readouterr()
     assert_collective(comm, got == code, "exit %d, expected %d" % (got, code))
-    if comm.rank == 0:
-        assert text in cap.err, cap.err
-    else:
-        assert cap.err == "" and cap.out == ""
+    err = comm.bcast(cap.err, root=0)
+    assert_collective(comm, text in err, err)
+    assert_collective(comm, comm.rank == 0 or cap.err == cap.out == "",
+                      "rank %d printed %r" % (comm.rank, cap.err + cap.out))
 
 
 def test_module_entry_point_runs(comm):
@@ -103,10 +111,7 @@ def test_module_entry_point_runs(comm):
 
 
 def test_amg_hierarchy_summary_in_output(comm, capsys):
-    code = main(["solve", "--problem", "poisson2d", "--n", "40", "--pc", "amg"], comm)
-    out = capsys.readouterr().out
-    assert_collective(comm, code == 0, "exit code %d" % code)
-    if comm.rank == 0:
-        assert "operator complexity" in out and "level 0:      1600 rows" in out
-        oc = float(out.split("operator complexity ")[1].split(",")[0])
-        assert 1.0 <= oc <= 1.4
+    out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "40", "--pc", "amg"])
+    assert_collective(comm, "level 0:      1600 rows" in out, out)
+    oc = _number_after(out, "operator complexity ")
+    assert_collective(comm, 1.0 <= oc <= 1.4, "operator complexity %r" % oc)
