@@ -90,8 +90,7 @@ def test_scatter_gather_round_trip_exact(comm, n):
     root = comm.size - 1
     g = v.gather(root=root)
     assert_collective(comm, (g is None) == (comm.rank != root))
-    if comm.rank == root:
-        np.testing.assert_array_equal(g, x)
+    assert_equal_collective(g if comm.rank == root else x, x)
     w = DistVector.from_global(x, comm)
     assert_equal_collective(w.gather(), x)
 

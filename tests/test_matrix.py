@@ -94,9 +94,6 @@ def test_from_coo_any_rank_any_row(comm, shape, mode):
     rows = rng.integers(0, shape[0], k)
     cols = rng.integers(0, shape[1], k)
     vals = rng.standard_normal(k)
-    if mode == "insert":
-        # make values a function of the position so "last wins" is checkable
-        pass
     dA = DistCSR.from_coo(rows, cols, vals, shape, comm, layout=uneven_layout(shape[0], comm),
                           mode=mode)
     R = np.concatenate(comm.allgather(rows))
