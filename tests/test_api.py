@@ -213,9 +213,12 @@ def _child_python(comm, code: str):
                if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")]
                                                            if p])
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=300, env=env, cwd=str(ROOT))
-        result = (proc.returncode, proc.stdout + proc.stderr)
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=300, env=env, cwd=str(ROOT))
+            result = (proc.returncode, proc.stdout + proc.stderr)
+        except subprocess.TimeoutExpired:
+            result = (None, "timed out after 300 s")  # still reach wait_idle below
     wait_idle(comm)
     return comm.bcast(result, root=0)
 
