@@ -46,7 +46,8 @@ def _grid(n, ny, nz, dim: int) -> tuple[int, ...]:
 def _doc(func):
     """Put the shared parameter descriptions (:data:`_PARAMS`) into ``func``'s
     docstring, at its ``%(name)s`` fields, as scipy's ``doccer`` does."""
-    func.__doc__ = func.__doc__ % _PARAMS
+    if func.__doc__:              # None under python -OO
+        func.__doc__ = func.__doc__ % _PARAMS
     return func
 
 
