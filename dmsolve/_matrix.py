@@ -461,8 +461,7 @@ class CompressedRows:
         """``y += B @ x``. Not collective."""
         B, w = self.matrix, self._work
         np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
-        csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data,
-                                x, w)
+        csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
         np.put(y, self.rows, w, mode="clip")
 
 

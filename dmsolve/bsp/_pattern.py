@@ -234,8 +234,8 @@ class NeighborExchange:
         if target.dtype != self.recvbuf.dtype:
             np.add.at(target, self._scatter, self.recvbuf)
         elif S.nnz:
-            csr_matvec(S.shape[0], S.shape[1], S.indptr, S.indices, S.data,
-                                    self.recvbuf, target)
+            csr_matvec(S.shape[0], S.shape[1], S.indptr, S.indices, S.data, self.recvbuf,
+                       target)
 
     def free(self) -> None:
         """Release the MPI requests and communicator. Not collective for
