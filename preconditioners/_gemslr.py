@@ -73,7 +73,7 @@ def multilevel_order(A: sp.csr_matrix, nlev: int, ncomp: int, seed: int = 0,
        Schur complement preconditioner for indefinite linear systems", SIAM
        J. Sci. Comput. 40(4), 2018 (the multilevel k-way reordering).
     """
-    from dmsolve.partition import _metis_serial
+    from dmsolve.partition import metis_graph_parts as _metis_serial
 
     A = sp.csr_matrix(A)
     n = A.shape[0]
