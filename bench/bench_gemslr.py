@@ -73,8 +73,9 @@ def _schurilu(A1, M1, rank_k, droptol, lfil):
     """schurilu's GeMSLR with our ordering; its FGMRES(50) counted by callback."""
     import schurilu
     S = A1.to_scipy().tocsr()
-    p = np.concatenate([np.concatenate(s) for s in M1.levels] + [M1.last])
-    lev_ptr = np.cumsum([0] + [sum(x.size for x in s) for s in M1.levels] + [M1.last.size])
+    levels, last = M1.ordering()
+    p = np.concatenate([np.concatenate(s) for s in levels] + [last])
+    lev_ptr = np.cumsum([0] + [sum(x.size for x in s) for s in levels] + [last.size])
     b = gallery.rhs(A1, "random").local.copy()
     np.random.seed(0)          # its Arnoldi starts from np.random.randn
     t0 = time.perf_counter()

@@ -45,7 +45,9 @@ from mpi4py import MPI
 
 from ._errors import agree
 from ._layout import Layout
+from ._matrix import DistCSR
 from ._vector import DistVector
+from .partition import exchange
 
 __all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo"]
 
@@ -320,8 +322,6 @@ def read_matrix(path, comm: MPI.Comm, layout: Layout | None = None):
         On every rank, if it is not valid Matrix Market or ``layout`` does
         not fit its shape.
     """
-    from ._matrix import DistCSR
-
     info = _header_everywhere(path, comm)
     m, n = info["shape"]
     agree(comm, ValueError("layout has %d rows, the file %d" % (layout.global_size, m))
@@ -358,8 +358,6 @@ def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVecto
         On every rank, as for :func:`read_matrix`, and if the file is not a
         single row or column.
     """
-    from .partition import _exchange
-
     info = _header_everywhere(path, comm)
     m, n = info["shape"]
     exc = None
@@ -376,7 +374,7 @@ def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVecto
     owners = layout.owner(idx) if idx.size else np.zeros(0, dtype=np.int64)
     dtypes = comm.allgather(vals.dtype.str)
     dtype = np.result_type(*[np.dtype(d) for d in dtypes])
-    got_idx, got_vals = _exchange(comm, owners, idx, vals.astype(dtype))
+    got_idx, got_vals = exchange(comm, owners, idx, vals.astype(dtype))
     out = np.zeros(layout.local_size, dtype=dtype)
     np.add.at(out, got_idx - layout.start, got_vals)
     return DistVector(layout, out)

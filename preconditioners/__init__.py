@@ -15,5 +15,5 @@ __all__ = ["make", "register", "available", "Preconditioner", "Jacobi", "Identit
 
 from .amg import SmoothedAggregation  # noqa: E402  (registers "amg")
 
-from ._gemslr import GeMSLR  # noqa: E402  (registers "gemslr")
+from .gemslr import GeMSLR  # noqa: E402  (registers "gemslr")
 __all__ += ["SmoothedAggregation", "GeMSLR"]

@@ -14,11 +14,12 @@ from scipy.sparse.linalg import spilu
 
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistVector
+from dmsolve import DistVector, Layout
+from dmsolve.partition import Partition
 from dmsolve.krylov import fgmres
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective)
-from preconditioners._gemslr import multilevel_order
+from preconditioners.gemslr import multilevel_order
 
 COMM = MPI.COMM_WORLD
 SMALL = dict(nlev=3, ncomp=4, ilu_droptol=1e-3, ilu_max_row_nnz=50)
@@ -113,8 +114,9 @@ def test_registered_describe_and_apply_contract():
                 "setup_seconds"):
         assert key in d
     assert d["name"] == "gemslr" and d["rows"] == A.shape[0]
-    assert d["nlev"] == len(M.levels) + 1 == len(d["hierarchy"])
-    assert d["interface_sizes"] == [int(M.N[l + 1].global_size) for l in range(len(M.levels))]
+    levels, _ = M.ordering()
+    assert d["nlev"] == len(levels) + 1 == len(d["hierarchy"])
+    assert d["interface_sizes"] == [int(M.N[l + 1].global_size) for l in range(len(levels))]
     assert all(0 < k <= 5 for k in d["ranks_found"])          # rank 4, or 5 for a pair
     assert d["fill"] > d["fill_ilu"] > 0
     assert d["setup_seconds"] > 0
@@ -135,12 +137,13 @@ def test_ordering_separates_interiors_and_is_rank_count_independent():
     Ag = A.to_scipy()
     nparts = max(SMALL["ncomp"], COMM.size)
     levels, last = multilevel_order(Ag, SMALL["nlev"], nparts)
-    assert len(levels) == len(M.levels) == SMALL["nlev"] - 1
-    for mine, ref in zip(M.levels, levels):
+    my_levels, my_last = M.ordering()
+    assert len(levels) == len(my_levels) == SMALL["nlev"] - 1
+    for mine, ref in zip(my_levels, levels):
         assert len(mine) == len(ref) == nparts
         for a, b in zip(mine, ref):
             assert_equal_collective(a, b)
-    assert_equal_collective(M.last, last)
+    assert_equal_collective(my_last, last)
     # every node exactly once
     allids = np.concatenate([np.concatenate(s) for s in levels] + [last])
     assert_equal_collective(np.sort(allids), np.arange(Ag.shape[0]))
@@ -162,9 +165,39 @@ def test_ordering_separates_interiors_and_is_rank_count_independent():
     # a serial ordering of the same matrix gives the same levels at any rank count
     if nparts == SMALL["ncomp"]:
         M1 = preconditioners.make("gemslr", _small(comm=MPI.COMM_SELF), lr_rank=0, **SMALL)
-        for a, b in zip(M1.levels, M.levels):
+        for a, b in zip(M1.ordering()[0], my_levels):
             for x, y in zip(a, b):
                 assert_equal_collective(x, y)
+
+
+def test_rows_are_placed_by_a_partition():
+    """The GeMSLR owners are a dmsolve Partition of A's rows: subdomain j of K on
+    rank j * size // K, the last level in contiguous blocks; each rank keeps its
+    own rows only."""
+    A = _small()
+    M = preconditioners.make("gemslr", A, lr_rank=0, **SMALL)
+    p = M.partition
+    assert isinstance(p, Partition)
+    assert_collective(COMM, p.old_layout == A.row_layout and p.new_layout == M.N[0])
+    levels, last = M.ordering()
+    K = M.nparts
+    want = np.empty(A.shape[0], dtype=np.int64)
+    for subs in levels:
+        for j, ids in enumerate(subs):
+            want[ids] = j * COMM.size // K
+    want[last] = Layout.block(last.size, COMM).owner(np.arange(last.size))
+    assert_equal_collective(p.parts(), want)
+    # this rank's interface rows of level 0 (their original ids) are its part of the
+    # levels 1, 2, ..., subdomain by subdomain, then its block of the last level
+    expect = [levels[l][j] for l in range(1, len(levels)) for j in range(K)
+              if j * COMM.size // K == COMM.rank]
+    assert_equal_collective(M.correction(0)[0],
+                            np.concatenate(expect + [last[want[last] == COMM.rank]]))
+    # nothing of the global size is kept: every array holds this rank's rows at most
+    # (or the redundant last level)
+    bound = max(A.row_layout.local_size, M.N[0].local_size, M.X[-1].global_size)
+    big = [k for k, v in vars(M).items() if isinstance(v, np.ndarray) and v.size > bound]
+    assert_collective(COMM, not big, "arrays of the global size: %s" % big)
 
 
 @pytest.mark.parametrize("shift", [0.0, 0.2], ids=["s0", "s0.2"])
@@ -172,7 +205,7 @@ def test_no_low_rank_is_the_serial_block_ldu_with_ilut(shift):
     A = _small(shift)
     M = preconditioners.make("gemslr", A, lr_rank=0, **SMALL)
     assert M.describe()["ranks_found"] == [0, 0]
-    ref = SerialGeMSLR(A.to_scipy(), M.levels, M.last, SMALL["ilu_droptol"],
+    ref = SerialGeMSLR(A.to_scipy(), *M.ordering(), SMALL["ilu_droptol"],
                        SMALL["ilu_max_row_nnz"])
     r = gallery.rhs(A, "random")
     want = ref.apply(r.gather())
@@ -188,10 +221,10 @@ def test_low_rank_correction_against_serial():
     A = _small(0.2)
     M = preconditioners.make("gemslr", A, lr_rank=4, lr_tol_eig=1e-9, lr_maxits=60, **SMALL)
     d = M.describe()
-    ref0 = SerialGeMSLR(A.to_scipy(), M.levels, M.last, SMALL["ilu_droptol"],
+    ref0 = SerialGeMSLR(A.to_scipy(), *M.ordering(), SMALL["ilu_droptol"],
                         SMALL["ilu_max_row_nnz"])
     corr = _gathered_corrections(M, ref0)
-    ref = SerialGeMSLR(A.to_scipy(), M.levels, M.last, SMALL["ilu_droptol"],
+    ref = SerialGeMSLR(A.to_scipy(), *M.ordering(), SMALL["ilu_droptol"],
                        SMALL["ilu_max_row_nnz"], corrections=corr)
     # the apply with the corrections is the reference's
     r = gallery.rhs(A, "random")
@@ -233,21 +266,28 @@ def test_bjacobi_last_level_and_one_level():
     # one level is an ILUT of the whole matrix: serial spilu
     M = preconditioners.make("gemslr", A, nlev=1, ilu_droptol=1e-2, ilu_max_row_nnz=20)
     assert M.describe()["nlev"] == 1
-    ref = SerialGeMSLR(A.to_scipy(), [], M.last, 1e-2, 20)
+    ref = SerialGeMSLR(A.to_scipy(), [], M.ordering()[1], 1e-2, 20)
     assert_allclose_collective(M.apply(b).gather(), ref.apply(b.gather()), rtol=1e-10,
                                atol=1e-12)
 
 
-@pytest.mark.parametrize("bad,match", [
-    ({"nlev": 0}, "nlev"), ({"ncomp": 0}, "ncomp"), ({"ilu_droptol": -1.0}, "ilu_droptol"),
-    ({"ilu_max_row_nnz": 0}, "ilu_max_row_nnz"), ({"lr_rank": -1}, "lr_rank"),
-    ({"lr_tol_eig": 0.0}, "lr_tol_eig"), ({"lr_maxits": 1.5}, "lr_maxits"),
-    ({"last_level": "lu"}, "last_level"), ({"lr_rank": True}, "lr_rank"),
-    ({"lr_arnoldi_factor": float("nan")}, "lr_arnoldi_factor"),
-], ids=lambda v: str(v) if isinstance(v, str) else "-".join(v))
-def test_bad_options_raise_on_every_rank(bad, match):
+@pytest.mark.parametrize("kind,bad,match", [
+    (ValueError, {"nlev": 0}, "nlev"), (ValueError, {"ncomp": 0}, "ncomp"),
+    (ValueError, {"ilu_droptol": -1.0}, "ilu_droptol"),
+    (ValueError, {"ilu_max_row_nnz": 0}, "ilu_max_row_nnz"),
+    (ValueError, {"lr_rank": -1}, "lr_rank"), (ValueError, {"lr_tol_eig": 0.0}, "lr_tol_eig"),
+    (TypeError, {"lr_maxits": 1.5}, "lr_maxits"), (ValueError, {"last_level": "lu"}, "last_level"),
+    (TypeError, {"lr_rank": True}, "lr_rank"), (TypeError, {"ncomp": "4"}, "ncomp"),
+    (ValueError, {"lr_arnoldi_factor": float("nan")}, "lr_arnoldi_factor"),
+    (ValueError, {"lr_tr_factor": 1.5}, "lr_tr_factor"), (ValueError, {"seed": -1}, "seed"),
+    (TypeError, {"last_level": 1}, "last_level"),
+], ids=lambda v: v.__name__ if isinstance(v, type) else
+    str(v) if isinstance(v, str) else "-".join(v))
+def test_bad_options_raise_on_every_rank(kind, bad, match):
+    # through dmsolve.validate: a value of the wrong type is a TypeError, a value
+    # out of range a ValueError, on every rank
     A = _small()
-    assert_raises_collective(COMM, ValueError, preconditioners.make, "gemslr", A,
+    assert_raises_collective(COMM, kind, preconditioners.make, "gemslr", A,
                              match=match, **bad)
 
 

@@ -8,8 +8,7 @@ import scipy.io
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from dmsolve import DistVector, Layout, block_ranges, gallery, io
-from dmsolve._matrix import DistCSR
+from dmsolve import DistCSR, DistVector, Layout, block_ranges, gallery, io
 from mpitest import (assert_collective, assert_equal_collective,
                      assert_raises_collective)
 
@@ -100,9 +99,14 @@ def test_read_with_layout_and_empty_rank(shared_dir):
     else:
         ranges = list(block_ranges(16, COMM.size - 1)) + [16]
     layout = Layout(ranges, COMM)
-    assert_collective(COMM, layout.local_size == (16 if COMM.size == 1 else
-                                                  0 if COMM.rank == COMM.size - 1 else
-                                                  layout.local_size))
+    if COMM.size == 1:
+        want = 16
+    elif COMM.rank == COMM.size - 1:
+        want = 0
+    else:
+        want = int(np.diff(block_ranges(16, COMM.size - 1))[COMM.rank])
+    assert_collective(COMM, layout.local_size == want,
+                      "rank %d owns %d rows, not %d" % (COMM.rank, layout.local_size, want))
     B = io.read_matrix(path, COMM, layout=layout)
     assert_collective(COMM, B.row_layout == layout)
     assert_exact(B.to_scipy(), A.to_scipy())

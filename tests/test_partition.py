@@ -5,8 +5,7 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from dmsolve import DistVector, Layout, gallery, partition as part
-from dmsolve._matrix import DistCSR
+from dmsolve import DistCSR, DistVector, Layout, Registry, gallery, partition as part
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, same_on_all_ranks)
 
@@ -197,3 +196,89 @@ def test_bad_inputs_raise_everywhere():
     if COMM.size > 1:
         q = part.Partition(layout, np.zeros(layout.local_size, int), nparts=COMM.size + 1)
         assert_raises_collective(COMM, ValueError, part.redistribute, A, q)
+
+
+# -- the registry and the public helpers ---------------------------------------------
+
+def test_partitioners_registry_and_names():
+    assert isinstance(part.PARTITIONERS, Registry)
+    assert part.PARTITIONERS.names() == ["block", "metis", "nnz", "rcb"]
+    A, _ = scrambled_poisson2d(7)
+    ref = part.metis_partition(A, seed=2)
+    for method in ("METIS", ("metis", {"seed": 2})):
+        p = part.partition(A, method, **({} if isinstance(method, tuple) else {"seed": 2}))
+        assert_equal_collective(p.local_parts, ref.local_parts)
+    assert_equal_collective(part.partition(A, "Block").local_parts,
+                            part.block_partition(A).local_parts)
+    with pytest.raises(ValueError, match="unknown partitioner 'scotch'; available: block, "
+                       "metis, nnz, rcb"):
+        part.partition(A, "scotch")
+    # a name that differs across ranks fails on every rank, with no rank left waiting
+    name = "metis" if COMM.rank == 0 else "metsi"
+    if COMM.size > 1:
+        assert_raises_collective(COMM, ValueError, part.partition, A, name)
+
+
+def test_rcb_registered_is_the_direct_call():
+    A, _ = scrambled_poisson2d(7)
+    coords = np.random.default_rng(5 + COMM.rank).random((A.row_layout.local_size, 3))
+    for nparts in (None, 2, 5):
+        direct = part.rcb(coords, COMM, nparts=nparts)
+        named = part.partition(A, "rcb", coords=coords, nparts=nparts)
+        assert_collective(COMM, named.old_layout == A.row_layout)
+        assert_collective(COMM, named.nparts == direct.nparts)
+        assert_equal_collective(named.local_parts, direct.local_parts)
+        assert_equal_collective(named.local_new_index, direct.local_new_index)
+    # one coordinate row per owned row of A, checked on every rank
+    last = COMM.rank == COMM.size - 1
+    short = coords[:-1] if last else coords            # every rank owns rows of A here
+    assert_raises_collective(COMM, ValueError, part.partition, A, "rcb", coords=short,
+                             match="one row per owned row")
+    assert_raises_collective(COMM, TypeError, part.partition, A, "rcb")
+
+
+def test_exchange_and_fetch_against_serial():
+    layout = Layout.block(13, COMM)
+    rng = np.random.default_rng(7 + COMM.rank)
+    # every rank sends 5 rows (value, and a 2-column payload) to random ranks
+    dests = rng.integers(0, COMM.size, 5)
+    vals = 100 * COMM.rank + np.arange(5)
+    pay = np.column_stack((vals, -vals)).astype(np.float64)
+    got_vals, got_pay = part.exchange(COMM, dests, vals, pay)
+    all_dests = np.concatenate(COMM.allgather(dests))
+    all_vals = np.concatenate(COMM.allgather(vals))
+    want = all_vals[all_dests == COMM.rank]           # source order, then send order
+    assert_equal_collective(got_vals, want)
+    assert_equal_collective(got_pay, np.column_stack((want, -want)).astype(np.float64))
+    # fetch: values[indices] of a distributed array, repeats and any order
+    values = 10.0 * np.arange(layout.start, layout.stop)
+    idx = rng.integers(0, 13, 9)
+    assert_equal_collective(part.fetch(layout, values, idx), 10.0 * idx)
+    assert_equal_collective(part.fetch(layout, values, np.zeros(0, np.int64)), np.zeros(0))
+
+
+def test_metis_graph_parts_is_what_metis_partition_runs():
+    A, S = scrambled_poisson2d(9)
+    C = sp.coo_matrix(S)
+    for nparts in (1, 3):
+        serial = part.metis_graph_parts(C.row.astype(np.int64), C.col.astype(np.int64),
+                                        S.shape[0], nparts, seed=1)
+        assert_collective(COMM, serial.shape == (S.shape[0],) and serial.dtype == np.int64)
+        assert_collective(COMM, set(np.unique(serial)) == set(range(nparts)))
+        assert_equal_collective(part.metis_partition(A, nparts=nparts, seed=1).parts(), serial)
+
+
+@pytest.mark.parametrize("kind,call", [
+    (TypeError, lambda A: part.Partition(A.row_layout, np.zeros(A.row_layout.local_size, int),
+                                         nparts=1.5)),
+    (ValueError, lambda A: part.Partition(A.row_layout, np.zeros(A.row_layout.local_size, int),
+                                          nparts=0)),
+    (TypeError, lambda A: part.metis_partition(A, nparts="2")),
+    (TypeError, lambda A: part.metis_partition(A, seed=0.5)),
+    (ValueError, lambda A: part.metis_partition(A, nparts=0)),
+    (TypeError, lambda A: part.rcb(np.zeros((2, 2)), COMM, nparts=True)),
+], ids=["partition-nparts-float", "partition-nparts-0", "metis-nparts-str",
+        "metis-seed-float", "metis-nparts-0", "rcb-nparts-bool"])
+def test_option_types_raise_everywhere(kind, call):
+    A = gallery.poisson1d(10, COMM)
+    assert_raises_collective(COMM, kind, call, A)

@@ -29,9 +29,11 @@ class KrylovSchurResult:
 
     @property
     def rank(self) -> int:
+        """Number of Schur vectors kept."""
         return int(self.T.shape[0])
 
     def eigenvalues(self) -> np.ndarray:
+        """The eigenvalues of ``T`` (Ritz values). Not collective."""
         return np.linalg.eigvals(self.T) if self.rank else np.zeros(0, complex)
 
 

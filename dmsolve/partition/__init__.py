@@ -1,0 +1,74 @@
+"""Partitioning: who should own which row, how good that is, and moving data there.
+
+A :class:`Partition` assigns every global index of a layout to a part (a
+rank); :func:`redistribute` moves a matrix or vector to the new owners and
+back, exactly. The package is split by job:
+
+- ``_exchange``: data movement (:func:`exchange`, :func:`fetch`);
+- ``_partition``: :class:`Partition` and :func:`redistribute`;
+- ``_block``, ``_metis``, ``_rcb``: the partitioners;
+- ``_quality``: :class:`PartitionQuality` and :func:`partition_quality`.
+
+Partitioners (looked up by name in :data:`PARTITIONERS`)
+---------------------------------------------------------
+- ``"block"``: contiguous blocks of nearly equal row counts.
+- ``"nnz"``: contiguous blocks of nearly equal nonzero counts.
+- ``"metis"``: METIS k-way partition of the symmetrised graph of the
+  matrix, via ``pymetis``. The graph is gathered to rank 0, which runs
+  serial METIS and scatters the parts: rank 0 must hold the whole
+  adjacency structure (about ``12 * nnz`` bytes) and the run time is serial.
+  That is fine up to some 10^7 nonzeros; beyond that ParMETIS is the tool.
+- ``"rcb"``: recursive coordinate bisection of the coordinates of the rows
+  (``partition(A, "rcb", coords=xyz)``, see :func:`rcb_partition`; :func:`rcb`
+  partitions bare points); fully distributed (each bisection finds an exact
+  weighted median by bisection on the bit patterns of the coordinates, one
+  small ``allreduce`` per step).
+
+The numbering after a move keeps parts contiguous and, inside a part, the
+old order (see :class:`Partition`); nothing of size ``global_size`` is
+replicated.
+"""
+
+from __future__ import annotations
+
+from .._registry import Registry
+from ..validate import agreed
+from ._block import block_partition, nnz_partition
+from ._exchange import exchange, fetch
+from ._metis import metis_graph_parts, metis_partition
+from ._partition import Partition, redistribute
+from ._quality import PartitionQuality, partition_quality
+from ._rcb import rcb, rcb_partition
+
+__all__ = [
+    "Partition", "PartitionQuality", "PARTITIONERS", "partition",
+    "block_partition", "nnz_partition", "metis_partition", "rcb", "rcb_partition",
+    "partition_quality", "redistribute", "exchange", "fetch", "metis_graph_parts",
+]
+
+#: Partitioners by name: ``PARTITIONERS[name](A, **options) -> Partition``.
+PARTITIONERS = Registry("partitioner")
+PARTITIONERS.register("block", block_partition)
+PARTITIONERS.register("nnz", nnz_partition)
+PARTITIONERS.register("metis", metis_partition)
+PARTITIONERS.register("rcb", rcb_partition)
+
+
+def partition(A, method="metis", **options) -> Partition:
+    """Partition ``A``'s rows with the partitioner named ``method``.
+
+    Collective on ``A.comm``. ``method`` is a name in :data:`PARTITIONERS`
+    (case and ``-``/``_`` do not matter) or a ``(name, options)`` pair;
+    ``options`` are added to the pair's and passed on, e.g.
+    ``partition(A, "metis", seed=3)`` or ``partition(A, "rcb", coords=xyz)``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On every rank, for an unknown name (the message lists the names), a
+        malformed descriptor, or what the partitioner raises.
+    """
+    with agreed(A.comm):
+        _, method_fn, opts = PARTITIONERS.resolve(method)
+    opts.update(options)
+    return method_fn(A, **opts)

@@ -1,0 +1,131 @@
+"""The ``"metis"`` partitioner: METIS k-way partition of the symmetrised graph of
+a matrix, run serially on rank 0 (via ``pymetis``), and the serial graph call.
+
+The graph is gathered to rank 0, which runs serial METIS and scatters the
+parts: rank 0 must hold the whole adjacency structure (about ``12 * nnz``
+bytes) and the run time is serial. That is fine up to some 10^7 nonzeros;
+beyond that ParMETIS is the tool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymetis
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from .._errors import agree
+from ..validate import agreed, check_int
+from ._partition import Partition
+
+__all__ = ["metis_partition", "metis_graph_parts"]
+
+
+def metis_partition(A, nparts: int | None = None, seed: int = 0) -> Partition:
+    """METIS k-way partition of the symmetrised graph of ``A`` (via pymetis).
+
+    Collective on ``A.comm``. The graph (pattern of ``A + A^T`` without the
+    diagonal) is gathered to rank 0, partitioned by serial METIS and the
+    parts scattered back: see the module docstring for the limits.
+
+    Parameters
+    ----------
+    A : DistCSR
+        Square matrix.
+    nparts : int, optional
+        Default ``comm.size``.
+    seed : int, optional
+        METIS random seed; the result is deterministic for a given seed.
+
+    Raises
+    ------
+    ValueError, TypeError
+        On every rank, for a non-square ``A`` or a bad ``nparts``/``seed``.
+    RuntimeError
+        On every rank, if METIS fails.
+
+    References
+    ----------
+    .. [1] G. Karypis, V. Kumar, A fast and high quality multilevel scheme for
+       partitioning irregular graphs, SIAM J. Sci. Comput. 20(1), 1998.
+    """
+    comm = A.comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    with agreed(comm):
+        if A.shape[0] != A.shape[1]:
+            raise ValueError("metis_partition needs a square matrix, got shape %s" % (A.shape,))
+        nparts = check_int("nparts", size if nparts is None else nparts, low=1)
+        seed = check_int("seed", seed)
+    layout = A.row_layout
+    n = layout.global_size
+    local = sp.csr_matrix(A.local_rows())
+    row_len = np.diff(local.indptr).astype(np.int64)
+    rows = np.repeat(np.arange(layout.start, layout.stop, dtype=np.int64), row_len)
+    cols = local.indices.astype(np.int64)
+    g_rows = _gatherv(comm, rows)
+    g_cols = _gatherv(comm, cols)
+    parts_all, exc = None, None
+    if rank == 0:
+        try:
+            parts_all = metis_graph_parts(g_rows, g_cols, n, nparts, seed)
+        except Exception as e:  # noqa: BLE001 - agreed below, raised everywhere
+            exc = RuntimeError("METIS failed: %s" % e)
+    agree(comm, exc)
+    counts = layout.local_sizes
+    parts = np.empty(layout.local_size, dtype=np.int64)
+    comm.Scatterv([parts_all, (counts, layout.ranges[:-1]), MPI.INT64_T] if rank == 0
+                  else None, [parts, MPI.INT64_T], root=0)
+    return Partition(layout, parts, nparts=nparts)
+
+
+def _gatherv(comm, a: np.ndarray) -> np.ndarray | None:
+    counts = np.array(comm.gather(a.size, root=0) or [0], dtype=np.int64)
+    out = None
+    if comm.Get_rank() == 0:
+        out = np.empty(int(counts.sum()), dtype=np.int64)
+        displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        comm.Gatherv([a, MPI.INT64_T], [out, (counts, displs), MPI.INT64_T], root=0)
+    else:
+        comm.Gatherv([a, MPI.INT64_T], None, root=0)
+    return out
+
+
+def metis_graph_parts(rows, cols, n: int, nparts: int, seed: int = 0) -> np.ndarray:
+    """Serial METIS k-way parts of the graph with edges ``(rows[k], cols[k])``.
+
+    The graph is symmetrised and self loops are dropped, so ``rows, cols``
+    may be the pattern of any square matrix. Not collective: it runs on the
+    calling rank alone (:func:`metis_partition` calls it on rank 0).
+
+    Parameters
+    ----------
+    rows, cols : ndarray of int64
+        Edge ends, in ``[0, n)``.
+    n : int
+        Number of vertices.
+    nparts : int
+        Number of parts (1 gives all zeros without calling METIS).
+    seed : int, optional
+        METIS random seed; the result is a deterministic function of the
+        inputs.
+
+    Returns
+    -------
+    ndarray of int64, shape (n,)
+        The part of every vertex, in ``[0, nparts)``.
+    """
+    if nparts == 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    off = rows != cols
+    G = sp.csr_matrix((np.ones(int(off.sum()), dtype=np.int8), (rows[off], cols[off])),
+                      shape=(n, n))
+    G = (G + G.T).tocsr()
+    G.sort_indices()
+    opts = pymetis.Options(seed=int(seed))
+    xadj, adjncy = G.indptr.astype(np.int64), G.indices.astype(np.int64)
+    if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2
+        graph = {"adjacency": pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy)}
+    else:
+        graph = {"xadj": xadj, "adjncy": adjncy}
+    _, parts = pymetis.part_graph(nparts, options=opts, **graph)
+    return np.asarray(parts, dtype=np.int64)
