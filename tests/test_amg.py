@@ -16,12 +16,12 @@ import preconditioners
 from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.krylov import cg
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
-from preconditioners.aggregate import standard_aggregation
-from preconditioners.coarse import coarse_layout
-from preconditioners.galerkin import galerkin_product
-from preconditioners.smooth import smooth_prolongator
-from preconditioners.strength import symmetric_strength
-from preconditioners.tentative import fit_candidates, tentative_prolongator
+from preconditioners.amg.aggregate import standard_aggregation
+from preconditioners.amg.coarse import coarse_layout
+from preconditioners.amg.galerkin import galerkin_product
+from preconditioners.amg.smooth import smooth_prolongator
+from preconditioners.amg.strength import symmetric_strength
+from preconditioners.amg.tentative import fit_candidates, tentative_prolongator
 
 COMM = MPI.COMM_WORLD
 

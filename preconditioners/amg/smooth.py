@@ -12,8 +12,8 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR
 
-from ._dist import matmat_local, rows_with_global_columns
-from ._eigen import lanczos_extremes
+from .._dist import matmat_local, rows_with_global_columns
+from .._eigen import lanczos_extremes
 from .strength import is_strong
 
 __all__ = ["filtered_matrix", "smooth_prolongator"]

@@ -5,7 +5,7 @@ The set-up reads like the algorithm, one module per stage::
     strength -> aggregate -> tentative -> smooth -> galerkin -> coarse
 
 and the solve phase is a V- or W-cycle (:mod:`.cycle`) with the smoothers of
-:mod:`.smoothers`.
+:mod:`preconditioners.smoothers`.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from mpi4py import MPI
 from dmsolve import DistCSR, DistVector, agree
 
 from dmsolve import Preconditioner
-from ._registry import register
+from .._registry import register
 from .aggregate import AGGREGATIONS
 from .coarse import CoarseSolver, coarse_layout, redistribute_rows
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_product
 from .smooth import smooth_prolongator
-from .smoothers import SMOOTHERS, make_smoother
+from ..smoothers import SMOOTHERS, make_smoother
 from .strength import symmetric_strength
 from .tentative import tentative_prolongator
 
@@ -93,7 +93,7 @@ class SmoothedAggregation(Preconditioner):
     omega : float
         Prolongator smoothing weight, divided by ``rho(D^-1 A)``.
     presmoother, postsmoother : str or (str, dict)
-        From :data:`.smoothers.SMOOTHERS`; default symmetric hybrid
+        From :data:`preconditioners.smoothers.SMOOTHERS`; default symmetric hybrid
         Gauss-Seidel, as PyAMG.
     cycle : {"V", "W"}
     max_levels : int
