@@ -9,8 +9,7 @@ allocates nothing per call.
 
 Compiled code is cached on disk (``cache=True``): the first call in a fresh
 checkout compiles (about a second per kernel and signature), later processes
-load it. This module is imported lazily, by the set-up code that needs it, so
-that ``import preconditioners`` does not import numba.
+load it. Importing this module compiles nothing.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu, spilu
 
+from ._kernels import (ilu0_factor, ilu0_split, lower_unit_solve, superlu_solve,
+                       unsigned_index, upper_solve)
+
 __all__ = ["LOCAL_SOLVERS", "local_solver", "ilu0", "PivotError"]
 
 
@@ -33,7 +36,6 @@ def _ilu0_in_place(A: sp.csr_matrix):
     A = sp.csr_matrix(A, dtype=np.float64, copy=True)
     A.sum_duplicates()
     A.sort_indices()
-    from ._kernels import ilu0_factor, unsigned_index
     ip, ix, a = unsigned_index(A.indptr), unsigned_index(A.indices), A.data
     dpos = np.empty(A.shape[0], dtype=np.uint64)
     bad, missing = ilu0_factor(ip, ix, a, dpos)     # compiled IKJ loop, in place of a
@@ -80,7 +82,6 @@ def _ilu0_factors(A: sp.csr_matrix):
     Li, Ui = np.empty(int(Lp[-1]), dtype=ix.dtype), np.empty(int(Up[-1]), dtype=ix.dtype)
     Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
     dinv = np.empty(n)
-    from ._kernels import ilu0_split
     ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
     return (Lp, Li, Lx), (Up, Ui, Ux, dinv), a[dpos]
 
@@ -98,7 +99,6 @@ class ILU0:
         self.nnz = int(self._lower[1].size + self._upper[1].size + pivots.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
-        from ._kernels import lower_unit_solve, upper_solve
         if b.shape[0]:
             lower_unit_solve(*self._lower, b, out)
             upper_solve(*self._upper, out)
@@ -121,7 +121,6 @@ class _SuperLU:
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         if self._factors is None:
             return
-        from ._kernels import superlu_solve
         superlu_solve(*self._factors, b, self._work, out)
 
 

@@ -17,6 +17,7 @@ from dmsolve import CompressedRows, Registry
 
 from ._cheby import ChebyshevKernel
 from ._eigen import lanczos_extremes
+from ._kernels import sor_sweep, unsigned_index
 
 __all__ = ["SMOOTHERS", "make_smoother", "register_smoother"]
 
@@ -124,8 +125,6 @@ class HybridGaussSeidel:
     def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
         if sweep not in ("forward", "backward", "symmetric"):
             raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
-        from ._kernels import sor_sweep, unsigned_index
-        self._sweep = sor_sweep
         self.A = A
         self.sweep = sweep
         self.omega = float(omega)
@@ -155,7 +154,7 @@ class HybridGaussSeidel:
         if zero_guess:
             first, last = ((self._starts, self._lo_end) if forward
                            else (self._up_start, self._ends))
-            self._sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
+            sor_sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
             return
         A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
         if self._moffd.rows.size:
@@ -164,7 +163,7 @@ class HybridGaussSeidel:
             b = rhs
         else:
             A.halo.finish()
-        self._sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
+        sor_sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
                     False)
 
     def smooth(self, b, x, zero_guess=False):
