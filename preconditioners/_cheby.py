@@ -18,9 +18,10 @@ class ChebyshevKernel:
     """``degree`` steps of the Chebyshev iteration for ``D^-1 A x = D^-1 b`` on
     the interval ``[lower, upper]`` (Saad, *Iterative Methods*, Alg. 12.1).
 
-    Work vectors are allocated once here; :meth:`run` allocates nothing and
-    performs ``degree`` (or ``degree - 1`` from a zero guess) matvecs, no
-    inner products. Collective among neighbours (the matvecs).
+    Work vectors are allocated once here (not collective); :meth:`run`
+    allocates nothing and performs ``degree`` (or ``degree - 1`` from a zero
+    guess) matvecs, no inner products: it is collective among neighbouring
+    ranks.
     """
 
     def __init__(self, A, dinv: np.ndarray, lower: float, upper: float, degree: int):

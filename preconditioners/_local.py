@@ -26,7 +26,8 @@ LOCAL_SOLVERS = Registry("local solver")
 
 
 class PivotError(ValueError):
-    """A zero or non-finite pivot in a local factorisation."""
+    """A zero or non-finite pivot in a local factorisation (raised on one rank,
+    not collective: the callers agree on it across ranks)."""
 
 
 def _check_pivots(diag: np.ndarray, what: str) -> None:
@@ -61,7 +62,7 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     The IKJ variant (Saad, *Iterative Methods for Sparse Linear Systems*,
     2nd ed., Algorithm 10.4): row ``i`` is eliminated by the earlier rows
     ``k`` in its pattern, and updates fall only on positions already in row
-    ``i``. The loop is compiled (:func:`._kernels.ilu0_factor`).
+    ``i``. The loop is compiled (:func:`._kernels.ilu0_factor`). Not collective.
 
     Raises
     ------

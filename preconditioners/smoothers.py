@@ -13,7 +13,6 @@ vectors, no inner products. Each class checks its options in
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from dmsolve import CompressedRows, Registry
 from dmsolve.validate import check_choice, check_int, check_real

@@ -224,8 +224,8 @@ def test_bad_options_raise_everywhere():
 
 
 def test_local_solver_options_are_checked_and_completed():
-    assert check_local_solver("ILUT", {"drop_tol": 1e-3}) == ("ilut",
-                                                             {"drop_tol": 1e-3, "fill_factor": 10.0})
+    ilut = ("ilut", {"drop_tol": 1e-3, "fill_factor": 10.0})
+    assert check_local_solver("ILUT", {"drop_tol": 1e-3}) == ilut
     assert check_local_solver("lu", None) == ("lu", {})
     with pytest.raises(TypeError, match="drop_tol"):
         check_local_solver("ilu0", {"drop_tol": 1e-3})

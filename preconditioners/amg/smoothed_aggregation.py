@@ -33,7 +33,8 @@ __all__ = ["SmoothedAggregation", "Level"]
 
 class Level:
     """One level of the hierarchy: its operator ``A``, the prolongator ``P`` to
-    it from the next level, the smoothers and preallocated work vectors."""
+    it from the next level, the smoothers and preallocated work vectors.
+    Construction is not collective (allocation only)."""
 
     def __init__(self, A: DistCSR, P: DistCSR, presmoother, postsmoother):
         self.A, self.P = A, P
@@ -139,8 +140,8 @@ class SmoothedAggregation(Preconditioner):
     Raises
     ------
     ValueError, TypeError
-        On every rank, for bad options (``theta`` or ``omega`` given both as a
-        keyword and in a descriptor included) or a matrix that is not square.
+        On every rank, for a bad option (``theta`` or ``omega`` given both as
+        a keyword and in a descriptor is one) or a matrix that is not square.
 
     Notes
     -----
