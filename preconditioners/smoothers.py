@@ -1,5 +1,5 @@
 """Relaxation on one level, by name: ``jacobi``, ``l1-jacobi``, ``chebyshev``
-(all independent of the rank count) and hybrid ``gauss_seidel``/``sor``
+(all independent of the rank count) and hybrid ``gauss-seidel``, alias ``sor``
 (Gauss-Seidel on each rank's block, Jacobi across ranks).
 
 A smoother is built once per level (``make_smoother((name, options), A)``)
