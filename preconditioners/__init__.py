@@ -1,7 +1,10 @@
 """Preconditioners for dmsolve, built by name through a registry:
 ``preconditioners.make("amg", A)`` or ``make(("asm", {"overlap": 2}), A)``.
 
-Names: ``none``, ``jacobi``, ``bjacobi``, ``asm``, ``cheby``, ``amg``.
+Names (:func:`available` lists them): ``none`` and ``jacobi`` (:mod:`._jacobi`),
+``bjacobi`` and ``asm`` (:mod:`._schwarz`), ``cheby`` (:mod:`._cheby`), ``amg``
+(the :mod:`.amg` package, relaxation from :mod:`.smoothers`) and ``gemslr``
+(:class:`GeMSLR`).
 """
 
 from dmsolve import Preconditioner

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmsolve import agree
-
 from dmsolve import Preconditioner
+from dmsolve.validate import agreed, check_int, check_real
+
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
 from ._registry import register
@@ -18,9 +18,10 @@ class ChebyshevKernel:
     """``degree`` steps of the Chebyshev iteration for ``D^-1 A x = D^-1 b`` on
     the interval ``[lower, upper]`` (Saad, *Iterative Methods*, Alg. 12.1).
 
-    Work vectors are allocated once here; :meth:`run` allocates nothing and
-    performs ``degree`` (or ``degree - 1`` from a zero guess) matvecs, no
-    inner products. Collective among neighbours (the matvecs).
+    Work vectors are allocated once here (not collective); :meth:`run`
+    allocates nothing and performs ``degree`` (or ``degree - 1`` from a zero
+    guess) matvecs, no inner products: it is collective among neighbouring
+    ranks.
     """
 
     def __init__(self, A, dinv: np.ndarray, lower: float, upper: float, degree: int):
@@ -35,7 +36,8 @@ class ChebyshevKernel:
         self._r = np.zeros(A.row_layout.local_size)
 
     def run(self, b: np.ndarray, x: np.ndarray, zero_guess: bool) -> None:
-        """Improve ``x`` in place towards ``A x = b``."""
+        """Improve ``x`` in place towards ``A x = b`` (``x`` taken as 0 with
+        ``zero_guess``). Collective among neighbouring ranks (the matvecs)."""
         A, dinv, d, r = self.A, self.dinv, self._d, self._r
         theta, delta = self.theta, self.delta
         Ad = self._yv.local
@@ -75,16 +77,22 @@ class Chebyshev(Preconditioner):
     ----------
     A : DistCSR
         Symmetric positive definite.
-    degree : int
+    degree : int >= 1
         Matvecs per application (plus one scaling).
-    lower, upper : float, optional
-        Eigenvalue bounds of ``D^-1 A``; estimated when omitted.
-    ratio : float, optional
+    lower, upper : float > 0, optional
+        Eigenvalue bounds of ``D^-1 A``, ``lower < upper``; estimated when omitted.
+    ratio : float > 1, optional
         If given, ``lower = upper / ratio`` (a smoother's interval).
-    steps : int
+    steps : int >= 1
         Lanczos steps for the estimates.
-    safety : float
-        Factor on the largest Ritz value.
+    safety : float >= 1
+        Factor on the largest Ritz value (which lies below the largest eigenvalue).
+
+    Raises
+    ------
+    ValueError, TypeError
+        On every rank, for a bad option, a zero or non-finite diagonal entry,
+        or estimates that do not give ``0 < lower < upper``.
 
     Notes
     -----
@@ -98,25 +106,28 @@ class Chebyshev(Preconditioner):
                  upper: float | None = None, ratio: float | None = None,
                  steps: int = 12, safety: float = 1.1):
         super().__init__(A)
-        exc = None
-        if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
-            exc = ValueError("cheby: degree must be a positive integer, got %r" % (degree,))
-        agree(A.comm, exc)
+        with agreed(self.comm):
+            degree = check_int("degree", degree, low=1)
+            lower = check_real("lower", lower, low=0.0, low_open=True, allow_none=True)
+            upper = check_real("upper", upper, low=0.0, low_open=True, allow_none=True)
+            ratio = check_real("ratio", ratio, low=1.0, low_open=True, allow_none=True)
+            steps = check_int("steps", steps, low=1)
+            safety = check_real("safety", safety, low=1.0)
         dinv = checked_inverse_diagonal(A, "cheby")
         lo, hi = lower, upper
         if lo is None or hi is None:
             emin, emax = lanczos_extremes(A, np.abs(dinv), steps)
             hi = safety * emax if hi is None else hi
             lo = (hi / ratio if ratio else max(emin, hi * 1e-4)) if lo is None else lo
-        exc = None
-        if not (0 < lo < hi) or not np.isfinite(hi):
-            exc = ValueError("cheby: need 0 < lower < upper, got [%r, %r] (is A "
-                             "positive definite?)" % (lo, hi))
-        agree(A.comm, exc)
+        with agreed(self.comm):
+            if not (0 < lo < hi) or not np.isfinite(hi):
+                raise ValueError("cheby: need 0 < lower < upper, got [%r, %r] (is A "
+                                 "positive definite?)" % (lo, hi))
         self.kernel = ChebyshevKernel(A, dinv, lo, hi, degree)
         self._done()
 
     def _apply(self, r, out):
+        """Collective among neighbouring ranks: :meth:`apply` is."""
         self.kernel.run(r, out, zero_guess=True)
 
     def _describe(self):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import DistCSR, Layout
+from dmsolve import DistCSR
 from dmsolve.bsp import BSP
 
 __all__ = ["fetch_rows", "matmat_local", "matmat", "rows_with_global_columns"]
@@ -97,11 +97,3 @@ def matmat(A: DistCSR, B: DistCSR) -> DistCSR:
     return DistCSR.from_local_rows(matmat_local(A, B), A.row_layout, B.col_layout,
                                    check_finite=False)
 
-
-def gather_to_all(A: DistCSR) -> sp.csr_matrix:
-    """The whole matrix on every rank. Collective on ``A.comm``."""
-    return A.to_scipy()
-
-
-def same_layout(a: Layout, b: Layout) -> bool:
-    return a is b or a == b

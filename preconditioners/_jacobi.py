@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmsolve import agree
-
 from dmsolve import Preconditioner
+from dmsolve.validate import agreed, check_real
+
 from ._registry import register
 
 __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
@@ -23,13 +23,12 @@ def checked_inverse_diagonal(A, who: str = "Jacobi") -> np.ndarray:
         raise TypeError("%s needs an operator with diagonal(), got %s"
                         % (who, type(A).__name__))
     d = np.asarray(diag().local, dtype=np.float64)
-    exc = None
-    bad = np.flatnonzero(~np.isfinite(d) | (d == 0))
-    if bad.size:
-        exc = ValueError("%s: the diagonal of A is zero or not finite at global row %d "
-                         "(%d such rows on this rank)"
-                         % (who, A.row_layout.start + int(bad[0]), bad.size))
-    agree(A.row_layout.comm, exc)
+    with agreed(A.row_layout.comm):
+        bad = np.flatnonzero(~np.isfinite(d) | (d == 0))
+        if bad.size:
+            raise ValueError("%s: the diagonal of A is zero or not finite at global row %d "
+                             "(%d such rows on this rank)"
+                             % (who, A.row_layout.start + int(bad[0]), bad.size))
     with np.errstate(divide="ignore"):
         return 1.0 / d
 
@@ -41,13 +40,14 @@ class Jacobi(Preconditioner):
     ----------
     A : DistCSR
         Any operator providing ``diagonal()`` and ``row_layout``.
-    omega : float, optional
+    omega : float > 0, optional
         Damping (default 1).
 
     Raises
     ------
     ValueError
-        On every rank, if some diagonal entry is zero or not finite.
+        On every rank, if some diagonal entry is zero or not finite, or
+        ``omega`` is not a positive real number.
 
     Notes
     -----
@@ -59,11 +59,13 @@ class Jacobi(Preconditioner):
 
     def __init__(self, A, omega: float = 1.0):
         super().__init__(A)
-        self.omega = float(omega)
+        with agreed(self.comm):
+            self.omega = check_real("omega", omega, low=0.0, low_open=True)
         self.inv_diag = self.omega * checked_inverse_diagonal(A, "Jacobi")
         self._done()
 
     def _apply(self, r, out):
+        """Not collective."""
         np.multiply(r, self.inv_diag, out=out)
 
     def _describe(self):
@@ -74,7 +76,7 @@ class Jacobi(Preconditioner):
 
 
 class Identity(Preconditioner):
-    """``M r = r``. Not collective."""
+    """``M r = r``: no preconditioning. Neither set-up nor :meth:`apply` is collective."""
 
     name = "none"
 
@@ -83,6 +85,7 @@ class Identity(Preconditioner):
         self._done()
 
     def _apply(self, r, out):
+        """Not collective."""
         np.copyto(out, r)
 
 

@@ -9,8 +9,7 @@ allocates nothing per call.
 
 Compiled code is cached on disk (``cache=True``): the first call in a fresh
 checkout compiles (about a second per kernel and signature), later processes
-load it. This module is imported lazily, by the set-up code that needs it, so
-that ``import preconditioners`` does not import numba.
+load it. Importing this module compiles nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +45,8 @@ def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pr
     diagonal first): measured here, 12% faster than one running sum on a 3D
     Poisson matrix and 8% on its 30-entries-per-row coarse level. The order
     of the additions differs from PyAMG's, so results agree to rounding.
+
+    Not collective.
     """
     # (the two loops are written out: numba compiled them markedly slower
     # as a shared helper function)
@@ -83,7 +84,7 @@ def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pr
 def unsigned_index(a: np.ndarray) -> np.ndarray:
     """``a`` (non-negative CSR offsets or column indices) as the unsigned
     integer type of its width: a view, no copy. The kernels take unsigned
-    indices, for which numba emits no negative-index check."""
+    indices, for which numba emits no negative-index check. Not collective."""
     return a.view(np.dtype("u%d" % a.dtype.itemsize))
 
 
@@ -91,7 +92,7 @@ def unsigned_index(a: np.ndarray) -> np.ndarray:
 def aggregate_pass1(indptr, indices, x):  # pragma: no cover
     """Pass 1 of standard aggregation on ``x`` (zeros on entry): each node whose
     neighbours are all free becomes an aggregate with them (ids from 1), a node
-    with no neighbours gets ``-n - 1``. Returns the number of aggregates."""
+    with no neighbours gets ``-n - 1``. Returns the number of aggregates. Not collective."""
     n = x.shape[0]
     nxt = 1
     for i in range(n):
@@ -118,7 +119,7 @@ def aggregate_pass1(indptr, indices, x):  # pragma: no cover
 @njit(cache=True, nogil=True)
 def aggregate_pass3(indptr, indices, x, count):  # pragma: no cover
     """Pass 3: each node still free (0) starts a new aggregate with its free
-    neighbours. Returns the new number of aggregates."""
+    neighbours. Returns the new number of aggregates. Not collective."""
     n = x.shape[0]
     for i in range(n):
         if x[i] != 0:
@@ -138,7 +139,7 @@ def ilu0_factor(indptr, indices, a, dpos):  # pragma: no cover
     ``i``'s diagonal. IKJ variant (Saad, Algorithm 10.4): afterwards the
     strictly lower part holds ``L`` (unit diagonal implied) and the rest
     ``U``. Returns ``(row, missing)``: the first row with no diagonal entry
-    (``missing`` true) or a zero or non-finite pivot, or ``(-1, False)``."""
+    (``missing`` true) or a zero or non-finite pivot, or ``(-1, False)``. Not collective."""
     n = dpos.shape[0]
     one = np.uint64(1)
     pos = np.full(n, -1, dtype=np.int64)
@@ -173,7 +174,7 @@ def ilu0_split(indptr, indices, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv):  # pragm
     """Copy an in-place ILU(0) factor (:func:`ilu0_factor`) into separate
     ``L`` (strictly lower) and ``U`` (strictly upper) CSR arrays, whose row
     pointers ``Lp`` and ``Up`` the caller has filled, and the inverted
-    pivots into ``dinv``. All index arrays unsigned."""
+    pivots into ``dinv``. All index arrays unsigned. Not collective."""
     one = np.uint64(1)
     for i in range(dpos.shape[0]):
         d = dpos[i]
@@ -194,7 +195,7 @@ def ilu0_split(indptr, indices, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv):  # pragm
 def lower_unit_solve(Lp, Li, Lx, b, out):  # pragma: no cover
     """``out = L^-1 b``, ``L`` unit lower triangular stored without its
     diagonal (CSR ``Lp, Li, Lx``; unsigned ``Lp`` and ``Li`` are faster, see
-    :func:`unsigned_index`)."""
+    :func:`unsigned_index`). Not collective."""
     n = b.shape[0]
     for i in range(n):
         s = b[i]
@@ -213,6 +214,8 @@ def upper_solve(Up, Ui, Ux, dinv, out):  # pragma: no cover
     critical path, ``out[i+1]`` computed just before, comes last (the
     forward solve gets that order for free): 1.65 -> 1.28 ms on the ILU(0)
     factor of 3D Poisson 64^3.
+
+    Not collective.
     """
     n = out.shape[0]
     one = np.uint64(1)
@@ -231,7 +234,7 @@ def superlu_solve(perm_r, perm_c, Lp, Li, Lx, Up, Ui, Ux, udiag, b, work, out): 
     """``out = A^-1 b`` from SuperLU's factors ``Pr A Pc = L U`` (CSC, ``L``
     with unit diagonal, ``udiag`` the diagonal of ``U``), through ``work``:
     the two triangular solves scipy's ``SuperLU.solve`` does, without
-    allocating its result."""
+    allocating its result. Not collective."""
     n = b.shape[0]
     for i in range(n):
         work[perm_r[i]] = b[i]

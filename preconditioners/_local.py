@@ -2,7 +2,7 @@
 
 Each local solver is set up once from a scipy CSR matrix and solves
 ``M x = b`` on numpy arrays in place of ``out``. Not collective; the callers
-(block Jacobi, additive Schwarz, smoothers) agree on set-up errors.
+(block Jacobi, additive Schwarz, GeMSLR) agree on set-up errors.
 """
 
 from __future__ import annotations
@@ -11,11 +11,23 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import splu, spilu
 
-__all__ = ["LOCAL_SOLVERS", "local_solver", "ilu0", "PivotError"]
+from dmsolve import Registry
+from dmsolve.validate import check_real
+
+from ._kernels import (ilu0_factor, ilu0_split, lower_unit_solve, superlu_solve,
+                       unsigned_index, upper_solve)
+from ._registry import check_options
+
+__all__ = ["LOCAL_SOLVERS", "local_solver", "check_local_solver", "ilu0", "PivotError"]
+
+#: Local solvers by name: classes ``cls(local_csr, **options)``, each with a
+#: static ``check_options(**options) -> dict``.
+LOCAL_SOLVERS = Registry("local solver")
 
 
 class PivotError(ValueError):
-    """A zero or non-finite pivot in a local factorisation."""
+    """A zero or non-finite pivot in a local factorisation (raised on one rank,
+    not collective: the callers agree on it across ranks)."""
 
 
 def _check_pivots(diag: np.ndarray, what: str) -> None:
@@ -33,7 +45,6 @@ def _ilu0_in_place(A: sp.csr_matrix):
     A = sp.csr_matrix(A, dtype=np.float64, copy=True)
     A.sum_duplicates()
     A.sort_indices()
-    from ._kernels import ilu0_factor, unsigned_index
     ip, ix, a = unsigned_index(A.indptr), unsigned_index(A.indices), A.data
     dpos = np.empty(A.shape[0], dtype=np.uint64)
     bad, missing = ilu0_factor(ip, ix, a, dpos)     # compiled IKJ loop, in place of a
@@ -51,7 +62,7 @@ def ilu0(A: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     The IKJ variant (Saad, *Iterative Methods for Sparse Linear Systems*,
     2nd ed., Algorithm 10.4): row ``i`` is eliminated by the earlier rows
     ``k`` in its pattern, and updates fall only on positions already in row
-    ``i``. The loop is compiled (:func:`._kernels.ilu0_factor`).
+    ``i``. The loop is compiled (:func:`._kernels.ilu0_factor`). Not collective.
 
     Raises
     ------
@@ -80,25 +91,30 @@ def _ilu0_factors(A: sp.csr_matrix):
     Li, Ui = np.empty(int(Lp[-1]), dtype=ix.dtype), np.empty(int(Up[-1]), dtype=ix.dtype)
     Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
     dinv = np.empty(n)
-    from ._kernels import ilu0_split
     ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
     return (Lp, Li, Lx), (Up, Ui, Ux, dinv), a[dpos]
 
 
+@LOCAL_SOLVERS.register("ilu0")
 class ILU0:
     """``M = L U`` from :func:`ilu0`, kept as two CSR factors (``L`` strictly
     lower, ``U`` strictly upper plus its inverted pivots); solves by two
     compiled triangular sweeps, in place of ``out`` (no allocation per
-    solve)."""
+    solve). No options; not collective."""
 
     name = "ilu0"
+
+    @staticmethod
+    def check_options() -> dict:
+        """No options. Not collective."""
+        return {}
 
     def __init__(self, A: sp.csr_matrix):
         self._lower, self._upper, pivots = _ilu0_factors(A)
         self.nnz = int(self._lower[1].size + self._upper[1].size + pivots.size)
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
-        from ._kernels import lower_unit_solve, upper_solve
+        """``out = M^-1 b``. Not collective."""
         if b.shape[0]:
             lower_unit_solve(*self._lower, b, out)
             upper_solve(*self._upper, out)
@@ -119,16 +135,23 @@ class _SuperLU:
         self._work = np.zeros(L.shape[0])
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
+        """``out = M^-1 b``. Not collective."""
         if self._factors is None:
             return
-        from ._kernels import superlu_solve
         superlu_solve(*self._factors, b, self._work, out)
 
 
+@LOCAL_SOLVERS.register("lu")
 class LU(_SuperLU):
-    """Complete LU (SuperLU, COLAMD ordering, partial pivoting)."""
+    """Complete LU (SuperLU, COLAMD ordering, partial pivoting). No options;
+    not collective."""
 
     name = "lu"
+
+    @staticmethod
+    def check_options() -> dict:
+        """No options. Not collective."""
+        return {}
 
     def __init__(self, A: sp.csr_matrix):
         self._factors = None
@@ -142,26 +165,44 @@ class LU(_SuperLU):
         self._keep(lu, "LU")
 
 
+@LOCAL_SOLVERS.register("ilut")
 class ILUT(_SuperLU):
-    """Threshold ILU (SuperLU's ILUTP): ``drop_tol``, ``fill_factor``."""
+    """Threshold ILU (SuperLU's ILUTP): ``drop_tol`` in ``[0, 1]`` (default
+    1e-4) and ``fill_factor >= 1`` (default 10), as scipy's ``spilu``. Not
+    collective."""
 
     name = "ilut"
 
-    def __init__(self, A: sp.csr_matrix, drop_tol: float = 1e-4, fill_factor: float = 10.0):
+    @staticmethod
+    def check_options(drop_tol: float = 1e-4, fill_factor: float = 10.0) -> dict:
+        """The options, checked, defaults filled in. Not collective."""
+        return {"drop_tol": check_real("drop_tol", drop_tol, low=0.0, high=1.0),
+                "fill_factor": check_real("fill_factor", fill_factor, low=1.0)}
+
+    def __init__(self, A: sp.csr_matrix, **options):
+        o = self.check_options(**options)
         self._factors = None
         self.nnz = 0
         if A.shape[0] == 0:
             return
         try:
-            lu = spilu(sp.csc_matrix(A, dtype=np.float64), drop_tol=drop_tol,
-                       fill_factor=fill_factor)
+            lu = spilu(sp.csc_matrix(A, dtype=np.float64), **o)
         except RuntimeError as e:
             raise PivotError("ILUT: %s" % e) from None
         self._keep(lu, "ILUT")
 
 
-#: local solvers by name, each ``cls(local_csr, **options)``
-LOCAL_SOLVERS = {"ilu0": ILU0, "ilut": ILUT, "lu": LU}
+def check_local_solver(name: str, options: dict | None = None) -> tuple[str, dict]:
+    """The local solver ``name`` and its ``options`` (a dict or None), checked:
+    ``(canonical name, options with defaults)``. Not collective.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an unknown name, options that are not a dict, an unknown option or
+        a bad option value.
+    """
+    return check_options(LOCAL_SOLVERS, (name, options))
 
 
 def local_solver(name: str, A: sp.csr_matrix, **options):
@@ -170,12 +211,12 @@ def local_solver(name: str, A: sp.csr_matrix, **options):
     Raises
     ------
     ValueError
-        Unknown name (:class:`PivotError`, a ``ValueError``, for a bad pivot).
+        Unknown name or bad option (:class:`PivotError`, a ``ValueError``, for
+        a bad pivot).
+    TypeError
+        Unknown option.
     """
-    cls = LOCAL_SOLVERS.get(str(name).lower())
-    if cls is None:
-        raise ValueError("unknown local solver sub=%r; choose from %s"
-                         % (name, ", ".join(sorted(LOCAL_SOLVERS))))
+    name, options = check_local_solver(name, options)
     if A.shape[0] and not np.all(np.isfinite(A.data)):
         raise PivotError("%s: the local matrix has non-finite entries" % name)
-    return cls(A, **options)
+    return LOCAL_SOLVERS[name](A, **options)

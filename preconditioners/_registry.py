@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dmsolve import PRECONDITIONERS
+from dmsolve import PRECONDITIONERS, Registry
 
-__all__ = ["register", "make", "available"]
+__all__ = ["register", "make", "available", "check_options"]
 
 
 def register(name: str, factory: Callable | None = None, **kwargs):
@@ -52,3 +52,21 @@ def make(name, A, **options):
     _, factory, opts = PRECONDITIONERS.resolve(name)
     opts.update(options)
     return factory(A, **opts)
+
+
+def check_options(registry: Registry, desc) -> tuple[str, dict]:
+    """``name`` or ``(name, options)`` -> ``(canonical name, checked options)``
+    for a registry of classes with a static ``check_options(**options) -> dict``
+    (the smoothers, the local solvers): the door that checks a descriptor
+    before anything is built, every default filled in. Not collective.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an unknown name, an unknown option or a bad option value.
+    """
+    name, cls, opts = registry.resolve(desc)
+    try:
+        return name, cls.check_options(**opts)
+    except TypeError as e:
+        raise TypeError("%s %r: %s" % (registry.kind, name, e)) from None

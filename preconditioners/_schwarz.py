@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import DistCSR, agree
+from dmsolve import DistCSR, Preconditioner
 from dmsolve.bsp import NeighborExchange
+from dmsolve.validate import agreed, check_bool, check_int
 
-from dmsolve import Preconditioner
 from ._dist import fetch_rows, rows_with_global_columns
-from ._local import local_solver
+from ._local import check_local_solver, local_solver
 from ._registry import register
 
 __all__ = ["BlockJacobi", "AdditiveSchwarz"]
@@ -25,12 +25,13 @@ def _check_square(A, who: str) -> None:
 
 
 def _factor(who: str, sub: str, M: sp.csr_matrix, comm, sub_options: dict):
-    exc, solver = None, None
-    try:
-        solver = local_solver(sub, M, **sub_options)
-    except (ValueError, TypeError) as e:
-        exc = type(e)("%s(sub=%r): %s" % (who, sub, e))
-    agree(comm, exc)
+    """The local solver ``sub`` of ``M``; a bad pivot on some rank is raised on
+    every rank. Collective on ``comm``."""
+    with agreed(comm):
+        try:
+            solver = local_solver(sub, M, **sub_options)
+        except (ValueError, TypeError) as e:
+            raise type(e)("%s(sub=%r): %s" % (who, sub, e)) from None
     return solver
 
 
@@ -42,7 +43,7 @@ class BlockJacobi(Preconditioner):
     A : DistCSR
         Square, rows and columns distributed alike.
     sub : {"ilu0", "ilut", "lu"}
-        The local factorisation (:mod:`preconditioners._local`).
+        The local factorisation (:data:`preconditioners._local.LOCAL_SOLVERS`).
     sub_options : dict, optional
         Passed to the local solver (``drop_tol``, ``fill_factor`` for ILUT).
 
@@ -50,7 +51,9 @@ class BlockJacobi(Preconditioner):
     ------
     ValueError
         On every rank, when a pivot of some rank's factorisation is zero or
-        not finite, or ``sub`` is unknown.
+        not finite, or for a bad option (``sub`` unknown included).
+    TypeError
+        On every rank, for an option of the wrong type or an unknown one.
 
     Notes
     -----
@@ -62,12 +65,14 @@ class BlockJacobi(Preconditioner):
 
     def __init__(self, A, sub: str = "ilu0", sub_options: dict | None = None):
         super().__init__(A)
-        _check_square(A, "bjacobi")
-        self.sub = sub
-        self.solver = _factor("bjacobi", sub, A.diag, A.comm, dict(sub_options or {}))
+        with agreed(self.comm):
+            _check_square(A, "bjacobi")
+            self.sub, sub_options = check_local_solver(sub, sub_options)
+        self.solver = _factor("bjacobi", self.sub, A.diag, A.comm, sub_options)
         self._done()
 
     def _apply(self, r, out):
+        """The local solve. Not collective."""
         self.solver.solve(r, out)
 
     def _describe(self):
@@ -103,6 +108,8 @@ class AdditiveSchwarz(Preconditioner):
     ------
     ValueError
         On every rank, for a zero or non-finite pivot, or a bad option.
+    TypeError
+        On every rank, for an option of the wrong type or an unknown one.
 
     Notes
     -----
@@ -121,15 +128,11 @@ class AdditiveSchwarz(Preconditioner):
     def __init__(self, A, overlap: int = 1, sub: str = "ilu0",
                  sub_options: dict | None = None, restricted: bool = True):
         super().__init__(A)
-        _check_square(A, "asm")
-        self.restricted = bool(restricted)
-        exc = None
-        if isinstance(overlap, bool) or not isinstance(overlap, (int, np.integer)) \
-                or overlap < 0:
-            exc = ValueError("asm: overlap must be a non-negative integer, got %r" % (overlap,))
-        agree(A.comm, exc)
-        self.overlap = int(overlap)
-        self.sub = sub
+        with agreed(self.comm):
+            _check_square(A, "asm")
+            self.overlap = check_int("overlap", overlap, low=0)
+            self.sub, sub_options = check_local_solver(sub, sub_options)
+            self.restricted = check_bool("restricted", restricted)
         lay = A.row_layout
         start, stop = lay.owned_range
         rows = rows_with_global_columns(A) if self.overlap else None
@@ -158,7 +161,7 @@ class AdditiveSchwarz(Preconditioner):
                                         np.arange(below + n, ids.size, dtype=np.int64)))
         M = _restrict(A, ext_rows, ids, below, n)
         self.local_rows_overlapped = ids.size
-        self.solver = _factor("asm", sub, M, A.comm, dict(sub_options or {}))
+        self.solver = _factor("asm", self.sub, M, A.comm, sub_options)
         self.halo = NeighborExchange.from_ghosts(lay, ext)
         self._back = None if self.restricted else self.halo.reverse()
         self._ext_sol = np.zeros(ext.size)
@@ -167,6 +170,7 @@ class AdditiveSchwarz(Preconditioner):
         self._done()
 
     def _apply(self, r, out):
+        """Collective among neighbouring ranks: :meth:`apply` is."""
         self.halo.start(r)
         self._rhs[self._owned_pos] = r
         self._rhs[self._ext_pos] = self.halo.finish()

@@ -1,26 +1,31 @@
 """Relaxation on one level, by name: ``jacobi``, ``l1-jacobi``, ``chebyshev``
-(all independent of the rank count) and hybrid ``gauss_seidel``/``sor``
+(all independent of the rank count) and hybrid ``gauss-seidel``, alias ``sor``
 (Gauss-Seidel on each rank's block, Jacobi across ranks).
 
-A smoother is built once per level (``make_smoother(name, A, **options)``)
+A smoother is built once per level (``make_smoother((name, options), A)``)
 and then called as ``smoother.smooth(b, x, zero_guess)`` on this rank's numpy
 slices: collective among neighbours (halo exchanges), no allocation of
-vectors, no inner products.
+vectors, no inner products. Each class checks its options in
+``check_options`` (a static method with the defaults), so that
+:func:`check_smoother` can check a descriptor before any level exists.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from dmsolve import CompressedRows, Registry
+from dmsolve.validate import check_choice, check_int, check_real
 
 from ._cheby import ChebyshevKernel
 from ._eigen import lanczos_extremes
+from ._kernels import sor_sweep, unsigned_index
+from ._registry import check_options
 
-__all__ = ["SMOOTHERS", "make_smoother", "register_smoother"]
+__all__ = ["SMOOTHERS", "make_smoother", "check_smoother", "register_smoother"]
 
-#: Smoother classes ``cls(A, **options)`` by name.
+#: Smoother classes ``cls(A, **options)`` by name; each has a static
+#: ``check_options(**options) -> dict``.
 SMOOTHERS = Registry("smoother")
 
 
@@ -29,10 +34,23 @@ def register_smoother(name: str, *, aliases: tuple[str, ...] = ()):
     return SMOOTHERS.register(name, aliases=aliases)
 
 
+def check_smoother(desc) -> tuple[str, dict]:
+    """``name`` or ``(name, options)`` -> ``(canonical name, checked options)``,
+    every default filled in (:func:`._registry.check_options`). Not collective.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an unknown name, an unknown option or a bad option value.
+    """
+    return check_options(SMOOTHERS, desc)
+
+
 def make_smoother(desc, A):
-    """Build a smoother from ``name`` or ``(name, options)``. Collective on ``A.comm``."""
-    _, cls, opts = SMOOTHERS.resolve(desc)
-    return cls(A, **opts)
+    """Build a smoother from ``name`` or ``(name, options)``. Collective on ``A.comm``
+    (set-up exchanges and, for some smoothers, eigenvalue estimates)."""
+    name, opts = check_smoother(desc)
+    return SMOOTHERS[name](A, **opts)
 
 
 def _safe_inverse(d: np.ndarray) -> np.ndarray:
@@ -55,21 +73,35 @@ class _Residual:
 
 @register_smoother("jacobi")
 class JacobiSmoother(_Residual):
-    """Damped Jacobi ``x += omega D^-1 (b - A x)``; ``omega`` defaults to
-    ``4/3 / rho(D^-1 A)`` from a short Lanczos estimate (collective at set-up)."""
+    """Damped Jacobi ``x += omega D^-1 (b - A x)``.
 
-    def __init__(self, A, omega: float | None = None, iterations: int = 1):
+    Options: ``omega > 0``, by default ``4/3 / rho(D^-1 A)`` from a short
+    Lanczos estimate; ``iterations >= 1`` sweeps (default 1). Set-up is
+    collective on ``A.comm``; :meth:`smooth` among neighbours (halo exchanges).
+    """
+
+    @staticmethod
+    def check_options(omega: float | None = None, iterations: int = 1) -> dict:
+        """The options, checked, defaults filled in. Not collective."""
+        return {"omega": check_real("omega", omega, low=0.0, low_open=True, allow_none=True),
+                "iterations": check_int("iterations", iterations, low=1)}
+
+    def __init__(self, A, **options):
+        o = self.check_options(**options)
         super().__init__(A)
         self.dinv = _safe_inverse(A.diagonal().local)
+        omega = o["omega"]
         if omega is None:
             _, rho = lanczos_extremes(A, np.abs(self.dinv), 10)
             omega = (4.0 / 3.0) / (1.1 * rho) if rho > 0 else 1.0
         self.omega = float(omega)
         self.scaled = self.omega * self.dinv
-        self.iterations = int(iterations)
+        self.iterations = o["iterations"]
         self._r = np.zeros(A.row_layout.local_size)
 
     def smooth(self, b, x, zero_guess=False):
+        """Improve ``x`` towards ``A x = b`` (``x`` taken as 0 with ``zero_guess``).
+        Collective among neighbours (halo exchanges)."""
         for it in range(self.iterations):
             if zero_guess and it == 0:
                 np.multiply(self.scaled, b, out=x)
@@ -83,29 +115,53 @@ class JacobiSmoother(_Residual):
 class L1JacobiSmoother(JacobiSmoother):
     """l1-Jacobi: ``x += D_l1^-1 (b - A x)`` with ``D_l1 = sum_j |a_ij|`` over the
     whole row, convergent for any SPD ``A`` with no eigenvalue estimate
-    (Baker, Falgout, Kolev & Yang 2011)."""
+    (Baker, Falgout, Kolev & Yang 2011).
 
-    def __init__(self, A, iterations: int = 1):
+    Option: ``iterations >= 1`` (default 1). Set-up is not collective;
+    :meth:`smooth` is collective among neighbours (halo exchanges).
+    """
+
+    @staticmethod
+    def check_options(iterations: int = 1) -> dict:
+        """The options, checked, defaults filled in. Not collective."""
+        return {"iterations": check_int("iterations", iterations, low=1)}
+
+    def __init__(self, A, **options):
+        o = self.check_options(**options)
         _Residual.__init__(self, A)
         self.omega = 1.0
         self.dinv = _safe_inverse(A.row_sums(absolute=True).local)
         self.scaled = self.dinv
-        self.iterations = int(iterations)
+        self.iterations = o["iterations"]
         self._r = np.zeros(A.row_layout.local_size)
 
 
 @register_smoother("chebyshev")
 class ChebyshevSmoother:
     """Chebyshev polynomial of ``D^-1 A`` on ``[rho/ratio, 1.1 rho]``, ``degree``
-    matvecs per sweep and no inner products."""
+    matvecs per sweep and no inner products.
 
-    def __init__(self, A, degree: int = 2, ratio: float = 30.0):
+    Options: ``degree >= 1`` (default 2), ``ratio > 1`` (default 30). Set-up is
+    collective on ``A.comm`` (a Lanczos estimate of ``rho``); :meth:`smooth` is
+    collective among neighbours (the matvecs).
+    """
+
+    @staticmethod
+    def check_options(degree: int = 2, ratio: float = 30.0) -> dict:
+        """The options, checked, defaults filled in. Not collective."""
+        return {"degree": check_int("degree", degree, low=1),
+                "ratio": check_real("ratio", ratio, low=1.0, low_open=True)}
+
+    def __init__(self, A, **options):
+        o = self.check_options(**options)
         dinv = _safe_inverse(A.diagonal().local)
         _, rho = lanczos_extremes(A, np.abs(dinv), 10)
         hi = 1.1 * rho if rho > 0 else 1.0
-        self.kernel = ChebyshevKernel(A, dinv, hi / ratio, hi, degree)
+        self.kernel = ChebyshevKernel(A, dinv, hi / o["ratio"], hi, o["degree"])
 
     def smooth(self, b, x, zero_guess=False):
+        """Improve ``x`` towards ``A x = b`` (``x`` taken as 0 with ``zero_guess``).
+        Collective among neighbours (the matvecs)."""
         self.kernel.run(b, x, zero_guess)
 
 
@@ -119,17 +175,26 @@ class HybridGaussSeidel:
     the sweeps are compiled loops (:func:`._kernels.sor_sweep`, like PyAMG's
     ``gauss_seidel``) on the local rows, with no factorisation at set-up and
     no allocation when applied.
+
+    Options: ``sweep`` (default ``symmetric``), ``omega`` in ``(0, 2)``
+    (default 1, Gauss-Seidel), ``iterations >= 1`` (default 1). Set-up is not
+    collective; :meth:`smooth` is collective among neighbours.
     """
 
-    def __init__(self, A, sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1):
-        if sweep not in ("forward", "backward", "symmetric"):
-            raise ValueError("sweep must be forward, backward or symmetric, got %r" % (sweep,))
-        from ._kernels import sor_sweep, unsigned_index
-        self._sweep = sor_sweep
+    @staticmethod
+    def check_options(sweep: str = "symmetric", omega: float = 1.0, iterations: int = 1) -> dict:
+        """The options, checked, defaults filled in. Not collective."""
+        return {"sweep": check_choice("sweep", sweep, ("forward", "backward", "symmetric")),
+                "omega": check_real("omega", omega, low=0.0, high=2.0, low_open=True,
+                                    high_open=True),
+                "iterations": check_int("iterations", iterations, low=1)}
+
+    def __init__(self, A, **options):
+        o = self.check_options(**options)
         self.A = A
-        self.sweep = sweep
-        self.omega = float(omega)
-        self.iterations = int(iterations)
+        self.sweep = o["sweep"]
+        self.omega = o["omega"]
+        self.iterations = o["iterations"]
         D = A.diag
         D.sort_indices()
         diag = D.diagonal()
@@ -155,7 +220,7 @@ class HybridGaussSeidel:
         if zero_guess:
             first, last = ((self._starts, self._lo_end) if forward
                            else (self._up_start, self._ends))
-            self._sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
+            sor_sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
             return
         A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
         if self._moffd.rows.size:
@@ -164,10 +229,12 @@ class HybridGaussSeidel:
             b = rhs
         else:
             A.halo.finish()
-        self._sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
+        sor_sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
                     False)
 
     def smooth(self, b, x, zero_guess=False):
+        """Improve ``x`` towards ``A x = b`` (``x`` taken as 0 with ``zero_guess``).
+        Collective among neighbours (one halo exchange per half sweep)."""
         for it in range(self.iterations):
             z = zero_guess and it == 0
             if self.sweep in ("forward", "symmetric"):

@@ -16,12 +16,12 @@ import preconditioners
 from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.krylov import cg
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
-from preconditioners.aggregate import standard_aggregation
-from preconditioners.coarse import coarse_layout
-from preconditioners.galerkin import galerkin_product
-from preconditioners.smooth import smooth_prolongator
-from preconditioners.strength import symmetric_strength
-from preconditioners.tentative import fit_candidates, tentative_prolongator
+from preconditioners.amg.aggregate import standard_aggregation
+from preconditioners.amg.coarse import coarse_layout
+from preconditioners.amg.galerkin import galerkin_product
+from preconditioners.amg.smooth import smooth_prolongator
+from preconditioners.amg.strength import symmetric_strength
+from preconditioners.amg.tentative import fit_candidates, tentative_prolongator
 
 COMM = MPI.COMM_WORLD
 
@@ -190,6 +190,65 @@ def test_rank_independent_smoothers_give_rank_independent_cycle_on_one_level_blo
     serial = _serial_iterations("poisson2d-48", presmoother=smoother, postsmoother=smoother)
     assert_collective(COMM, abs(info.iterations - serial) <= 2,
                       "%d ranks %d vs serial %d" % (COMM.size, info.iterations, serial))
+
+
+# -- options: PyAMG's descriptor form and the keyword shorthands ---------------------------
+
+def _prolongators(M):
+    return [L.P.to_scipy().toarray() for L in M.levels]
+
+
+def test_descriptor_form_gives_the_keyword_form_hierarchy():
+    A = gallery.anisotropic_diffusion(32, COMM, epsilon=0.01)
+    kw, info_kw = _amg_solve(A, theta=0.08, omega=1.2, max_coarse=20)
+    desc, info_desc = _amg_solve(A, strength=("symmetric", {"theta": 0.08}),
+                                 smooth=("jacobi", {"omega": 1.2}), max_coarse=20)
+    d_kw, d_desc = kw.describe(), desc.describe()
+    assert_collective(COMM, d_kw["levels"] == d_desc["levels"],
+                      "levels %s vs %s" % (d_kw["levels"], d_desc["levels"]))
+    assert_collective(COMM, d_kw["options"] == d_desc["options"]
+                      and d_kw["options"]["strength"] == ("symmetric", {"theta": 0.08})
+                      and d_kw["options"]["smooth"] == ("jacobi", {"omega": 1.2}),
+                      "options %s vs %s" % (d_kw["options"], d_desc["options"]))
+    assert_collective(COMM, info_kw.iterations == info_desc.iterations,
+                      "%d vs %d iterations" % (info_kw.iterations, info_desc.iterations))
+    assert_allclose_collective(info_desc.residual_norms, info_kw.residual_norms, rtol=0)
+    P_kw, P_desc = _prolongators(kw), _prolongators(desc)
+    for a, b in zip(P_kw, P_desc):
+        assert_allclose_collective(b, a, rtol=0)
+    # and both forms take effect: theta changes the levels, omega the prolongator
+    default = preconditioners.make("amg", A, max_coarse=20)
+    assert_collective(COMM, default.describe()["levels"] != d_kw["levels"],
+                      "theta=0.08 gave the default hierarchy")
+    P_theta = _prolongators(preconditioners.make("amg", A, theta=0.08, max_coarse=20))
+    assert_collective(COMM, not np.allclose(P_theta[0], P_kw[0]),
+                      "omega=1.2 gave the default prolongator")
+
+
+def test_default_options_are_recorded_in_descriptor_form():
+    A = gallery.poisson2d(20, COMM)
+    opts = preconditioners.make("amg", A, presmoother="sor", cycle="w").describe()["options"]
+    want = {"strength": ("symmetric", {"theta": 0.0}),
+            "smooth": ("jacobi", {"omega": 4.0 / 3.0}),
+            "aggregate": "standard",
+            "presmoother": ("gauss-seidel", {"sweep": "symmetric", "omega": 1.0,
+                                             "iterations": 1}),
+            "postsmoother": ("gauss-seidel", {"sweep": "symmetric", "omega": 1.0,
+                                              "iterations": 1}),
+            "cycle": "W", "max_levels": 10, "max_coarse": 300, "min_rows_per_rank": 2000}
+    assert_collective(COMM, opts == want, "options %s" % (opts,))
+
+
+def test_unsmoothed_aggregation_keeps_the_tentative_prolongator():
+    A = gallery.poisson2d(40, COMM)
+    M, info = _amg_solve(A, smooth="none", max_coarse=20, min_rows_per_rank=1)
+    _, _, _, T, _ = _hierarchy_pieces(A)
+    assert_allclose_collective(M.levels[0].P.to_scipy().toarray(), T.to_scipy().toarray(),
+                               rtol=0)
+    _, smoothed = _amg_solve(A, max_coarse=20, min_rows_per_rank=1)
+    assert_collective(COMM, info.converged and info.iterations > smoothed.iterations,
+                      "unsmoothed %d vs smoothed %d iterations (%s)"
+                      % (info.iterations, smoothed.iterations, info.reason))
 
 
 # -- the targets of issue 4 ------------------------------------------------------------------

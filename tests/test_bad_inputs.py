@@ -107,6 +107,11 @@ def _pc_failing_on_last_rank(r):
     return r.copy()
 
 
+def _make(name, **options):
+    """A case's call: build the preconditioner ``name`` for the shared matrix."""
+    return lambda e: preconditioners.make(name, e.A, **options)
+
+
 # -- the cases: (id, exception type, message pattern, call) ---------------------------
 
 CASES = [
@@ -269,6 +274,48 @@ CASES = [
      lambda e: preconditioners.make("amg", e.A, smoother_name="x")),
     ("amg-on-a-numpy-array", TypeError, "DistCSR",
      lambda e: preconditioners.make("amg", np.eye(3))),
+    # preconditioner options through the one validation door (issue 13): before
+    # it, each of these was accepted silently or raised another error
+    ("amg-theta-nan", ValueError, "theta", _make("amg", theta=float("nan"))),
+    ("amg-theta-above-one", ValueError, "theta", _make("amg", theta=1.5)),
+    ("amg-omega-negative", ValueError, "omega", _make("amg", omega=-5)),
+    ("amg-max-levels-zero", ValueError, "max_levels", _make("amg", max_levels=0)),
+    ("amg-max-coarse-zero", ValueError, "max_coarse", _make("amg", max_coarse=0)),
+    ("amg-max-levels-not-an-integer", TypeError, "max_levels", _make("amg", max_levels=2.5)),
+    ("amg-min-rows-per-rank-negative", ValueError, "min_rows_per_rank",
+     _make("amg", min_rows_per_rank=-1)),
+    ("amg-theta-as-keyword-and-in-strength", ValueError, "twice",
+     _make("amg", theta=0.1, strength=("symmetric", {"theta": 0.2}))),
+    ("amg-omega-as-keyword-and-in-smooth", ValueError, "twice",
+     _make("amg", omega=1.0, smooth=("jacobi", {"omega": 1.2}))),
+    ("amg-strength-theta-nan", ValueError, "theta",
+     _make("amg", strength=("symmetric", {"theta": float("nan")}))),
+    ("amg-unknown-strength-measure", ValueError, "unknown strength measure",
+     _make("amg", strength="classical")),
+    ("amg-unknown-prolongator-smoother", ValueError, "unknown prolongator smoother",
+     _make("amg", smooth="energy")),
+    ("amg-strength-unknown-option", TypeError, "thta",
+     _make("amg", strength=("symmetric", {"thta": 0.1}))),
+    ("amg-unsmoothed-with-omega", TypeError, "none", _make("amg", smooth="none", omega=1.0)),
+    ("amg-gauss-seidel-unknown-sweep", ValueError, "sweep",
+     _make("amg", postsmoother=("gauss-seidel", {"sweep": "sideways"}))),
+    ("amg-sor-omega-two", ValueError, "omega", _make("amg", presmoother=("sor", {"omega": 2.0}))),
+    ("amg-jacobi-smoother-iterations-zero", ValueError, "iterations",
+     _make("amg", presmoother=("jacobi", {"iterations": 0}))),
+    ("amg-chebyshev-smoother-ratio-one", ValueError, "ratio",
+     _make("amg", presmoother=("chebyshev", {"ratio": 1.0}))),
+    ("jacobi-omega-zero", ValueError, "omega", _make("jacobi", omega=0.0)),
+    ("jacobi-omega-nan", ValueError, "omega", _make("jacobi", omega=float("nan"))),
+    ("bjacobi-sub-options-not-a-dict", TypeError, "dict",
+     _make("bjacobi", sub="ilut", sub_options=3)),
+    ("bjacobi-ilut-negative-drop-tol", ValueError, "drop_tol",
+     _make("bjacobi", sub="ilut", sub_options={"drop_tol": -1.0})),
+    ("asm-ilut-fill-factor-below-one", ValueError, "fill_factor",
+     _make("asm", sub="ilut", sub_options={"fill_factor": 0.5})),
+    ("asm-restricted-not-a-bool", TypeError, "restricted", _make("asm", restricted="no")),
+    ("cheby-ratio-below-one", ValueError, "ratio", _make("cheby", ratio=0.5)),
+    ("cheby-steps-zero", ValueError, "steps", _make("cheby", steps=0)),
+    ("cheby-safety-below-one", ValueError, "safety", _make("cheby", safety=0.5)),
     ("gallery-size-zero", ValueError, "positive", lambda e: gallery.poisson2d(0, e.comm)),
     ("gallery-rhs-unknown-kind", ValueError, "kind", lambda e: gallery.rhs(e.A, "zeros")),
     ("gallery-rhs-negative-seed", ValueError, "seed",

@@ -9,7 +9,7 @@ import dmsolve.gallery as gallery
 import preconditioners
 from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import cg, gmres, solve
-from preconditioners._local import ILU0, ilu0
+from preconditioners._local import ILU0, check_local_solver, ilu0
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
 
 COMM = MPI.COMM_WORLD
@@ -221,6 +221,24 @@ def test_bad_options_raise_everywhere():
     assert_raises_collective(COMM, ValueError, preconditioners.make, "bjacobi", A, sub="qr")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "asm", A, overlap=-1)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "cheby", A, degree=0)
+
+
+def test_local_solver_options_are_checked_and_completed():
+    ilut = ("ilut", {"drop_tol": 1e-3, "fill_factor": 10.0})
+    assert check_local_solver("ILUT", {"drop_tol": 1e-3}) == ilut
+    assert check_local_solver("lu", None) == ("lu", {})
+    with pytest.raises(TypeError, match="drop_tol"):
+        check_local_solver("ilu0", {"drop_tol": 1e-3})
+    with pytest.raises(ValueError, match="unknown local solver 'qr'; available: ilu0, ilut, lu"):
+        check_local_solver("qr")
+
+
+def test_ilut_options_reach_the_factorisation():
+    A = gallery.poisson2d(24, COMM)
+    loose = preconditioners.make("bjacobi", A, sub="ilut", sub_options={"drop_tol": 0.5})
+    tight = preconditioners.make("bjacobi", A, sub="ilut", sub_options={"drop_tol": 0.0})
+    nnz = COMM.allreduce(loose.solver.nnz), COMM.allreduce(tight.solver.nnz)
+    assert_collective(COMM, nnz[0] < nnz[1], "factor nonzeros %d (0.5) vs %d (0.0)" % nnz)
 
 
 # -- apply allocates nothing -----------------------------------------------------------

@@ -11,6 +11,8 @@ import scipy.sparse as sp
 
 from dmsolve import Registry
 
+from .._kernels import aggregate_pass1, aggregate_pass3
+
 __all__ = ["standard_aggregation", "AGGREGATIONS"]
 
 
@@ -39,7 +41,6 @@ def standard_aggregation(S: sp.csr_matrix) -> tuple[np.ndarray, int]:
     n = S.shape[0]
     if n == 0:
         return np.zeros(0, dtype=np.int64), 0
-    from ._kernels import aggregate_pass1, aggregate_pass3
     ip, ix = S.indptr, S.indices
     isolated = -n - 1
     # pass 1 is sequential (each choice depends on the ones before): a compiled loop

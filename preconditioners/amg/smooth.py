@@ -3,6 +3,7 @@
 ``A_F`` is ``A`` with its weak couplings (strength ``theta``) removed and
 lumped onto the diagonal, so that ``A_F`` keeps ``A``'s row sums and the
 smoothing still reproduces the near null space (Vanek, Mandel & Brezina 1996).
+By name (:data:`PROLONGATOR_SMOOTHERS`): ``"jacobi"``, or ``"none"`` (``P = T``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,20 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import DistCSR
+from dmsolve import DistCSR, Registry
+from dmsolve.validate import check_real
 
-from ._dist import matmat_local, rows_with_global_columns
-from ._eigen import lanczos_extremes
+from .._dist import matmat_local, rows_with_global_columns
+from .._eigen import lanczos_extremes
 from .strength import is_strong
 
-__all__ = ["filtered_matrix", "smooth_prolongator"]
+__all__ = ["PROLONGATOR_SMOOTHERS", "JacobiProlongation", "NoProlongationSmoothing",
+           "filtered_matrix", "smooth_prolongator"]
+
+#: Prolongator smoothers by name, as PyAMG's ``smooth=("jacobi", {"omega": 4/3})``:
+#: classes ``cls(**options)`` (the constructor checks the options) whose instances
+#: are called as ``smoother(A, T, theta) -> (P, rho)``.
+PROLONGATOR_SMOOTHERS = Registry("prolongator smoother")
 
 
 def filtered_matrix(A: DistCSR, theta: float) -> DistCSR:
@@ -75,3 +83,43 @@ def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
     if F is not A:
         F.free()
     return DistCSR.from_local_rows(P_loc, A.row_layout, T.col_layout, check_finite=False), rho
+
+
+@PROLONGATOR_SMOOTHERS.register("jacobi")
+class JacobiProlongation:
+    """One Jacobi step on the tentative prolongator (:func:`smooth_prolongator`).
+
+    ``omega > 0`` (default 4/3, as PyAMG) is divided by the estimate of
+    ``rho(D^-1 A_F)``. Construction checks it and is not collective.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``omega`` is not a positive real number.
+    """
+
+    def __init__(self, omega: float = 4.0 / 3.0):
+        self.omega = check_real("omega", omega, low=0.0, low_open=True)
+
+    def __call__(self, A: DistCSR, T: DistCSR, theta: float) -> tuple[DistCSR, float]:
+        """``(P, rho)`` for the level ``A``; weak couplings (``theta``) are
+        filtered out first. Collective on ``A.comm``."""
+        return smooth_prolongator(A, T, omega=self.omega, theta=theta)
+
+    def options(self) -> dict:
+        """The options, as a descriptor's dict. Not collective."""
+        return {"omega": self.omega}
+
+
+@PROLONGATOR_SMOOTHERS.register("none")
+class NoProlongationSmoothing:
+    """No smoothing: ``P = T``, unsmoothed aggregation (PyAMG's ``smooth=None``).
+    Takes no options; not collective."""
+
+    def __call__(self, A: DistCSR, T: DistCSR, theta: float) -> tuple[DistCSR, float]:
+        """``(T, 0.0)``: the tentative prolongator itself. Not collective."""
+        return T, 0.0
+
+    def options(self) -> dict:
+        """No options. Not collective."""
+        return {}

@@ -80,6 +80,8 @@ class CoarseSolver:
         self.nnz = int(np.count_nonzero(S))
 
     def solve(self, b: np.ndarray, x: np.ndarray) -> None:
+        """``x = A^+ b`` on this rank's rows (local arrays). Collective on
+        ``A.comm`` (one ``Allgatherv`` of ``b``)."""
         self.layout.comm.Allgatherv([b, MPI.DOUBLE],
                                     [self._b, (self._counts, self._displs), MPI.DOUBLE])
         np.dot(self._rows, self._b, out=x)

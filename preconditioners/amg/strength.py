@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["symmetric_strength", "is_strong"]
+from dmsolve import Registry
+from dmsolve.validate import check_real
+
+__all__ = ["STRENGTH", "SymmetricStrength", "symmetric_strength", "is_strong"]
+
+#: Strength measures by name, as PyAMG's ``strength=("symmetric", {"theta": 0.08})``:
+#: classes ``cls(**options)`` (the constructor checks the options) whose instances
+#: are called as ``measure(A)`` and carry the threshold ``theta``.
+STRENGTH = Registry("strength measure")
 
 
 def is_strong(rows, cols, vals, diag_row, diag_col, theta: float) -> np.ndarray:
@@ -43,3 +51,30 @@ def symmetric_strength(A, theta: float = 0.0) -> sp.csr_matrix:
     S = sp.csr_matrix((np.abs(D.data[keep]), (D.row[keep], D.col[keep])), shape=D.shape)
     S.sort_indices()
     return S
+
+
+@STRENGTH.register("symmetric")
+class SymmetricStrength:
+    """The symmetric measure of :func:`symmetric_strength` with threshold ``theta``.
+
+    ``theta`` in ``[0, 1]`` (default 0: every nonzero coupling is strong) also
+    tells the prolongator smoothing which couplings to filter out
+    (:func:`.smooth.filtered_matrix`). Construction checks it and is not
+    collective.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If ``theta`` is not a real number in ``[0, 1]``.
+    """
+
+    def __init__(self, theta: float = 0.0):
+        self.theta = check_real("theta", theta, low=0.0, high=1.0)
+
+    def __call__(self, A) -> sp.csr_matrix:
+        """The strength graph of this rank's diagonal block of ``A``. Not collective."""
+        return symmetric_strength(A, self.theta)
+
+    def options(self) -> dict:
+        """The options, as a descriptor's dict. Not collective."""
+        return {"theta": self.theta}

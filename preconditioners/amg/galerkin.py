@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from dmsolve import DistCSR
 from dmsolve.bsp import BSP
 
-from ._dist import matmat_local
+from .._dist import matmat_local
 
 __all__ = ["galerkin_product"]
 

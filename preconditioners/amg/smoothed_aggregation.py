@@ -5,7 +5,7 @@ The set-up reads like the algorithm, one module per stage::
     strength -> aggregate -> tentative -> smooth -> galerkin -> coarse
 
 and the solve phase is a V- or W-cycle (:mod:`.cycle`) with the smoothers of
-:mod:`.smoothers`.
+:mod:`preconditioners.smoothers`.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, agree
+from dmsolve import DistCSR, DistVector, Preconditioner, Registry
+from dmsolve.validate import agreed, check_choice, check_int
 
-from dmsolve import Preconditioner
-from ._registry import register
+from .._registry import register
+from ..smoothers import check_smoother, make_smoother
 from .aggregate import AGGREGATIONS
 from .coarse import CoarseSolver, coarse_layout, redistribute_rows
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_product
-from .smooth import smooth_prolongator
-from .smoothers import SMOOTHERS, make_smoother
-from .strength import symmetric_strength
+from .smooth import PROLONGATOR_SMOOTHERS
+from .strength import STRENGTH
 from .tentative import tentative_prolongator
 
 __all__ = ["SmoothedAggregation", "Level"]
@@ -33,7 +33,8 @@ __all__ = ["SmoothedAggregation", "Level"]
 
 class Level:
     """One level of the hierarchy: its operator ``A``, the prolongator ``P`` to
-    it from the next level, the smoothers and preallocated work vectors."""
+    it from the next level, the smoothers and preallocated work vectors.
+    Construction is not collective (allocation only)."""
 
     def __init__(self, A: DistCSR, P: DistCSR, presmoother, postsmoother):
         self.A, self.P = A, P
@@ -45,7 +46,8 @@ class Level:
 
     def residual(self, b: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
         """``out = b - A x`` on this level; ``x`` and ``out`` are local arrays,
-        wrapped (not copied) as vectors of the level's layout."""
+        wrapped (not copied) as vectors of the level's layout. Collective among
+        neighbouring ranks (the matvec's halo exchange)."""
         lay = self.A.row_layout
         y = DistVector(lay, out)
         assert y.local is out, "out must be a contiguous float64 array"
@@ -75,6 +77,30 @@ def _candidates(A, B) -> np.ndarray:
     return B
 
 
+def _stage(registry: Registry, desc, keyword: str, value):
+    """The stage object ``cls(**options)`` for the descriptor ``desc``, with
+    ``keyword=value`` (a shorthand argument, when not None) among its options.
+    Not collective.
+
+    Raises
+    ------
+    ValueError
+        If ``keyword`` is given both ways, or an option value is bad.
+    TypeError
+        If the stage does not take one of the options.
+    """
+    name, cls, opts = registry.resolve(desc)
+    if value is not None:
+        if keyword in opts:
+            raise ValueError("%s given twice, as %s=%r and in %s %r; give it once"
+                             % (keyword, keyword, value, registry.kind, desc))
+        opts[keyword] = value
+    try:
+        return name, cls(**opts)
+    except TypeError as e:
+        raise TypeError("%s %r: %s" % (registry.kind, name, e)) from None
+
+
 class SmoothedAggregation(Preconditioner):
     """Distributed smoothed-aggregation AMG, applied as one cycle per call.
 
@@ -85,34 +111,43 @@ class SmoothedAggregation(Preconditioner):
     B : None, DistVector, list of DistVector or array (local rows x k)
         Near null space; constants by default (e.g. rigid body modes for
         elasticity).
-    theta : float
-        Symmetric strength threshold (:func:`.strength.symmetric_strength`);
-        weak couplings are also filtered out of the prolongator smoothing.
+    theta : float in [0, 1], optional
+        Shorthand for ``strength=("symmetric", {"theta": theta})``; default 0.
     aggregate : str
         Aggregation method (``"standard"``).
-    omega : float
-        Prolongator smoothing weight, divided by ``rho(D^-1 A)``.
+    omega : float > 0, optional
+        Shorthand for ``smooth=("jacobi", {"omega": omega})``; default 4/3.
     presmoother, postsmoother : str or (str, dict)
-        From :data:`.smoothers.SMOOTHERS`; default symmetric hybrid
+        From :data:`preconditioners.smoothers.SMOOTHERS`; default symmetric hybrid
         Gauss-Seidel, as PyAMG.
     cycle : {"V", "W"}
-    max_levels : int
-    max_coarse : int
+    max_levels : int >= 1
+        Levels in all, the coarsest included (1: a dense solve on ``A``).
+    max_coarse : int >= 1
         Coarsening stops at or below this many unknowns; the coarsest level is
         solved redundantly on every rank with a dense (pseudo-)inverse.
-    min_rows_per_rank : int
+    min_rows_per_rank : int >= 0
         Levels with fewer unknowns per rank are gathered onto fewer ranks.
+    strength : str or (str, dict)
+        Strength measure from :data:`.strength.STRENGTH`, as PyAMG's
+        ``("symmetric", {"theta": 0.08})``; its threshold also filters weak
+        couplings out of the prolongator smoothing.
+    smooth : str or (str, dict)
+        Prolongator smoother from :data:`.smooth.PROLONGATOR_SMOOTHERS`:
+        ``("jacobi", {"omega": 4/3})`` (the weight is divided by
+        ``rho(D^-1 A)``) or ``"none"`` (unsmoothed aggregation).
 
     Raises
     ------
     ValueError, TypeError
-        On every rank, for bad options or a matrix that is not square.
+        On every rank, for a bad option (``theta`` or ``omega`` given both as
+        a keyword and in a descriptor is one) or a matrix that is not square.
 
     Notes
     -----
-    Set-up is collective on ``A.comm``. :meth:`apply` is collective (halo
-    exchanges on every level, one ``Allgatherv`` at the coarsest) and
-    allocates no vectors.
+    Set-up is collective on ``A.comm``. :meth:`apply` is collective on
+    ``A.comm`` (halo exchanges on every level, one ``Allgatherv`` at the
+    coarsest) and allocates no vectors.
 
     References
     ----------
@@ -123,32 +158,34 @@ class SmoothedAggregation(Preconditioner):
 
     name = "amg"
 
-    def __init__(self, A, B=None, theta: float = 0.0, aggregate: str = "standard",
-                 omega: float = 4.0 / 3.0,
+    def __init__(self, A, B=None, theta: float | None = None, aggregate: str = "standard",
+                 omega: float | None = None,
                  presmoother=("gauss-seidel", {"sweep": "symmetric"}),
                  postsmoother=("gauss-seidel", {"sweep": "symmetric"}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000):
+                 min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi"):
         super().__init__(A)
-        comm = A.comm
-        exc = None
-        try:
+        comm = self.comm
+        with agreed(comm):
             if not isinstance(A, DistCSR):
                 raise TypeError("amg needs a DistCSR, got %s" % type(A).__name__)
             if A.row_layout != A.col_layout:
                 raise ValueError("amg needs a square matrix with rows and columns "
                                  "distributed alike, got %d x %d" % A.shape)
-            CYCLES.canonical(cycle)
-            AGGREGATIONS.canonical(aggregate)
-            for sm in (presmoother, postsmoother):
-                SMOOTHERS.resolve(sm)
+            strength_name, self.strength = _stage(STRENGTH, strength, "theta", theta)
+            smooth_name, self.smooth = _stage(PROLONGATOR_SMOOTHERS, smooth, "omega", omega)
+            aggregate = check_choice("aggregate", aggregate, AGGREGATIONS)
+            presmoother = check_smoother(presmoother)
+            postsmoother = check_smoother(postsmoother)
+            cycle = check_choice("cycle", cycle, CYCLES)
+            max_levels = check_int("max_levels", max_levels, low=1)
+            max_coarse = check_int("max_coarse", max_coarse, low=1)
+            min_rows_per_rank = check_int("min_rows_per_rank", min_rows_per_rank, low=0)
             Bl = _candidates(A, B)
-        except (TypeError, ValueError) as e:
-            exc, Bl = e, None
-        agree(comm, exc)
-        self.options = dict(theta=theta, aggregate=aggregate, omega=omega,
+        self.options = dict(strength=(strength_name, self.strength.options()),
+                            smooth=(smooth_name, self.smooth.options()), aggregate=aggregate,
                             presmoother=presmoother, postsmoother=postsmoother,
-                            cycle=cycle, max_levels=max_levels, max_coarse=max_coarse,
+                            cycle=cycle.upper(), max_levels=max_levels, max_coarse=max_coarse,
                             min_rows_per_rank=min_rows_per_rank)
         self.gamma = CYCLES[cycle]
         self.levels: list[Level] = []
@@ -160,7 +197,7 @@ class SmoothedAggregation(Preconditioner):
         self._level_info = []
         while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
             t = time.perf_counter()
-            S = symmetric_strength(Ak, theta)
+            S = self.strength(Ak)
             t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
             agg, count = aggregate_fn(S)
             k = Bl.shape[1]
@@ -172,8 +209,9 @@ class SmoothedAggregation(Preconditioner):
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = smooth_prolongator(Ak, T, omega=omega, theta=theta)
-            T.free()
+            P, rho = self.smooth(Ak, T, self.strength.theta)
+            if P is not T:
+                T.free()
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
             Ac = galerkin_product(Ak, P)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
@@ -192,7 +230,7 @@ class SmoothedAggregation(Preconditioner):
 
     # -- application -------------------------------------------------------------
     def _apply(self, r, out):
-        """One cycle from a zero guess. Collective on ``comm``."""
+        """One cycle from a zero guess. Collective on ``comm``: :meth:`apply` is."""
         run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
 
     # -- summary -----------------------------------------------------------------
