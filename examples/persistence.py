@@ -75,8 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=32, help="grid points per axis")
     p.add_argument("--bumps", type=int, default=8, help="number of Gaussian bumps and dips")
     p.add_argument("--noise", type=float, default=0.2, help="noise amplitude")
-    p.add_argument("--min-persistence", type=float, default=0.25)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-persistence", type=float, default=0.25,
+                   help="keep the pairs that persist longer than this")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bumps and the noise")
     p.add_argument("--out", default=os.path.join("out", "persistence"),
                    help="output prefix: PREFIX.png, PREFIX.csv, PREFIX.vtu")
     return p.parse_args(argv)

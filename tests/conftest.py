@@ -1,5 +1,9 @@
 """Shared pytest set-up: every test is collective on COMM_WORLD and runs at
-any number of ranks (the suite runs serially and under mpiexec -n 2, 3, 4)."""
+any number of ranks (the suite runs serially and under mpiexec -n 2, 3, 4),
+except those marked ``pytest.mark.mpi(min_size=N)``, which run from N ranks up.
+
+Fixtures: ``comm`` (COMM_WORLD) and ``shared_tmp_path`` (one directory for all
+ranks). Collective helpers for the tests themselves are in mpitest.py."""
 
 import os
 import shutil

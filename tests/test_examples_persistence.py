@@ -23,12 +23,10 @@ def test_persistence_example_writes_plot_csv_vtu(shared_tmp_path):
     finite = sum(r["kept"] for r in report.values())
     assert_collective(COMM, report[0]["kept"] >= 1 and report[2]["kept"] >= 1, str(report))
     assert_collective(COMM, report[0]["nonzero"] > 5 * report[0]["kept"], "noise pairs")
-    rows = npts = png = None
-    if COMM.rank == 0:
-        rows = len(np.atleast_1d(np.genfromtxt(prefix + ".csv", delimiter=",", names=True)))
-        npts = len(meshio.read(prefix + ".vtu").points)
-        png = os.path.getsize(prefix + ".png")
-    rows, npts, png = COMM.bcast((rows, npts, png), root=0)
+    COMM.Barrier()                  # rank 0 has written the files; every rank reads them
+    rows = len(np.atleast_1d(np.genfromtxt(prefix + ".csv", delimiter=",", names=True)))
+    npts = len(meshio.read(prefix + ".vtu").points)
+    png = os.path.getsize(prefix + ".png")
     assert_equal_collective(rows, kept)
     assert_equal_collective(npts, kept + finite)
     assert_collective(COMM, png > 10000, "no plot written")
