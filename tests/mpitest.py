@@ -77,6 +77,26 @@ def run_mpi_job(comm, nprocs: int, args, *, cwd=None, timeout: float = 120):
     return comm.bcast(result, root=0)
 
 
+def on_rank0(comm, func, *args, **kwargs):
+    """Run ``func(*args, **kwargs)`` on rank 0 only; return its result on every
+    rank. Collective on ``comm``.
+
+    The other ranks wait idle meanwhile. An exception on rank 0 fails every
+    rank (AssertionError naming it) instead of leaving the others waiting.
+    """
+    result = error = None
+    if comm.rank == 0:
+        try:
+            result = func(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - reported to every rank
+            error = "on rank 0: %s: %s" % (type(e).__name__, e)
+    wait_idle(comm)
+    result, error = comm.bcast((result, error), root=0)
+    if error is not None:
+        raise AssertionError(error)
+    return result
+
+
 def assert_collective(comm, ok: bool, message: str = "assertion failed") -> None:
     """Fail on every rank if ``ok`` is false on any rank."""
     _agree_or_fail(comm, None if ok else message)

@@ -19,7 +19,7 @@ from dmsolve import checkpoint as ck
 from dmsolve.checkpoint import CheckpointError, Checkpointer
 from dmsolve.krylov import METHODS, cg, register_method
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
-                     assert_equal_collective, assert_raises_collective, wait_idle)
+                     assert_equal_collective, assert_raises_collective, on_rank0, wait_idle)
 
 N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
 
@@ -266,17 +266,6 @@ def written(comm, shared_tmp_path):
     return A, b, path
 
 
-def _on_rank0(comm, func):
-    exc = None
-    if comm.rank == 0:
-        try:
-            func()
-        except Exception as e:  # noqa: BLE001
-            exc = e
-    comm.Barrier()
-    assert_collective(comm, exc is None, repr(exc))
-
-
 def _edit_rank_file(path, how):
     man = ck.read_manifest(path)
     f = os.path.join(path, man["files"][-1]["name"])
@@ -331,7 +320,7 @@ EDITS = [
 @pytest.mark.parametrize("edit, how, match", [e[1:] for e in EDITS], ids=[e[0] for e in EDITS])
 def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, match):
     A, b, path = written
-    _on_rank0(comm, lambda: edit(path, how))
+    on_rank0(comm, lambda: edit(path, how))
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", "jacobi",
                              rtol=1e-10, resume=path, match=match)
     assert_raises_collective(comm, CheckpointError, ck.load, path, comm, match=match)
@@ -407,7 +396,7 @@ def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_p
 def test_unwritable_checkpoint_directory(comm, shared_tmp_path):
     A, b = _problem(comm)
     path = str(shared_tmp_path / "file")
-    _on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
+    on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
     assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
                              checkpoint_every=5, match="checkpoint directory")
 
@@ -422,9 +411,9 @@ def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, shared_
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     # a stale rank file of an earlier run on 7 ranks
-    _on_rank0(comm, lambda: (os.makedirs(path),
-                             open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
-                                  "wb").close()))
+    on_rank0(comm, lambda: (os.makedirs(path),
+                            open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
+                                 "wb").close()))
     solve(A, b, "cg", maxiter=12, checkpoint=path, checkpoint_every=10)
     man = ck.read_manifest(path)
     names = comm.bcast(sorted(os.listdir(path)) if comm.rank == 0 else None, root=0)

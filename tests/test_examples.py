@@ -56,7 +56,7 @@ def test_usage_line_runs(comm, shared_tmp_path, ranks, name, argv):
         comm, ranks, ["-m", "mpi4py", EXAMPLES / (name + ".py"), *argv, *small],
         cwd=shared_tmp_path, timeout=240)
     checks = Checks(comm)
-    checks.add(code == 0, "exit code 0", "exit %r after %.1f s" % (code, seconds))
+    checks.add(code == 0, "exits with status 0", "exit %r after %.1f s" % (code, seconds))
     checks.add(re.search(expected, out), "output has %r" % expected, out[-3000:])
     checks.assert_all()
 

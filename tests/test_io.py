@@ -11,25 +11,13 @@ from mpi4py import MPI
 from dmsolve import DistVector, Layout, block_ranges, gallery, io
 from dmsolve._matrix import DistCSR
 from mpitest import (assert_collective, assert_equal_collective,
-                     assert_raises_collective)
+                     assert_raises_collective, on_rank0)
 
 COMM = MPI.COMM_WORLD
 
 
-def on_root(fn, *args, **kwargs):
-    """Run ``fn`` on rank 0 only (serial scipy writes) and wait for it."""
-    exc = None
-    if COMM.rank == 0:
-        try:
-            fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - reported to every rank
-            exc = e
-    msg = COMM.bcast(None if exc is None else repr(exc), root=0)
-    assert msg is None, msg
-
-
 def write_text(path, text):
-    on_root(lambda: open(path, "w").write(text))
+    on_rank0(COMM, lambda: open(path, "w").write(text))
 
 
 def assert_exact(A, B):
@@ -74,7 +62,7 @@ def test_read_scipy_written_files(shared_tmp_path):
              "pattern.mtx": (M, {"field": "pattern"})}
     for fname, (mat, opts) in cases.items():
         path = os.path.join(shared_tmp_path, fname)
-        on_root(scipy.io.mmwrite, path, mat, **opts)
+        on_rank0(COMM, scipy.io.mmwrite, path, mat, **opts)
         A = io.read_matrix(path, COMM).to_scipy()
         ref = sp.csr_matrix(scipy.io.mmread(path))
         if opts.get("field") == "integer":
@@ -111,7 +99,7 @@ def test_compressed_file(shared_tmp_path):
         scipy.io.mmwrite(raw, S, symmetry="symmetric")
         with open(raw, "rb") as f, gzip.open(path, "wb") as g:
             g.write(f.read())
-    on_root(write)
+    on_rank0(COMM, write)
     assert_exact(io.read_matrix(path, COMM).to_scipy(), S)
 
 
