@@ -39,8 +39,8 @@ EDGES, LABELS = 1, 2      # message tags
 BLOCK = 4096              # vertices per random block: the graph is the same at any rank count
 
 
-def parse_args(args=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-n", "--vertices", type=int, default=None,
                    help="number of vertices (random graph: 100000; with --edges: max id + 1)")
     p.add_argument("-k", "--components", type=int, default=10,
@@ -54,7 +54,7 @@ def parse_args(args=None) -> argparse.Namespace:
     p.add_argument("--probe", action="store_true",
                    help="measure g and l and print the BSP prediction W + g*H + l*S")
     p.add_argument("--quiet", action="store_true", help="print nothing")
-    return p.parse_args(args)
+    return p.parse_args(argv)
 
 
 def random_edges(n: int, k: int, extra: int, seed: int, start: int, stop: int) -> np.ndarray:
@@ -156,10 +156,10 @@ def check_with_scipy(comm, n, edges, labels) -> bool:
     return comm.bcast(ok, root=0)
 
 
-def main(comm: MPI.Comm, args=None) -> dict:
-    """Run the example; ``args`` is an argv list (``None``: the command line).
+def main(comm: MPI.Comm, argv=None) -> dict:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
     Collective on ``comm``. Returns this rank's share of the result."""
-    opts = parse_args(args)
+    opts = parse_args(argv)
     if opts.edges:
         edges = read_edges(opts.edges, comm)
         # every rank read the same file, so every rank reaches the same verdict

@@ -23,8 +23,8 @@ import dmsolve
 import dmsolve.gallery
 
 
-def parse_args(args=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=96, help="grid points per side")
     p.add_argument("--dim", type=int, choices=(2, 3), default=2)
     p.add_argument("--diffusion", type=float, default=0.01, help="nu > 0")
@@ -36,13 +36,13 @@ def parse_args(args=None) -> argparse.Namespace:
     p.add_argument("--maxiter", type=int, default=5000)
     p.add_argument("--monitor", action="store_true", help="print every residual norm")
     p.add_argument("--quiet", action="store_true", help="print nothing")
-    return p.parse_args(args)
+    return p.parse_args(argv)
 
 
-def main(comm: MPI.Comm, args=None) -> dict:
-    """Run the example; ``args`` is an argv list (``None``: the command line).
+def main(comm: MPI.Comm, argv=None) -> dict:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
     Collective on ``comm``. Returns ``{method: SolveInfo}``."""
-    args = parse_args(args)
+    args = parse_args(argv)
     A = dmsolve.gallery.convection_diffusion(args.n, comm, dim=args.dim,
                                              diffusion=args.diffusion)
     b = dmsolve.gallery.rhs(A, "ones")

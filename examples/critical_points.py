@@ -1,6 +1,8 @@
 """Critical points of a synthetic 3D scalar field, written to VTU for ParaView.
 
-    mpiexec -n 4 python examples/critical_points.py --n 32 --out critical_points.vtu
+Run it with
+
+    mpiexec -n 4 python -m mpi4py examples/critical_points.py --n 32 --out critical_points.vtu
 
 A sum of Gaussian bumps and dips on an n x n x n grid with TTK's implicit
 Freudenthal triangulation. Every rank owns a slab of z-planes; the global
@@ -35,13 +37,19 @@ def synthetic_field(grid: Grid, bumps: int, seed: int) -> DistVector:
     return DistVector(lay, f)
 
 
-def main(comm, argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=32, help="grid points per axis")
-    parser.add_argument("--bumps", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="critical_points.vtu")
-    args = parser.parse_args(argv)
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=32, help="grid points per axis")
+    p.add_argument("--bumps", type=int, default=8, help="number of Gaussian bumps and dips")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="critical_points.vtu", help="VTU file to write")
+    return p.parse_args(argv)
+
+
+def main(comm: MPI.Comm, argv=None) -> dict:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
+    Collective on ``comm``. Returns the number of vertices of each critical type."""
+    args = parse_args(argv)
 
     grid = Grid((args.n, args.n, args.n), comm)
     field = synthetic_field(grid, args.bumps, args.seed)
@@ -60,9 +68,10 @@ def main(comm, argv=None) -> dict:
 if __name__ == "__main__":
     main(MPI.COMM_WORLD)
 
-# Things to try:
-# - open the VTU in ParaView, threshold CriticalType < 5 and glyph the points;
-# - raise --bumps: saddles multiply between nearby extrema;
-# - compare the counts at -n 1 and -n 4: they are identical (rank-independent order);
-# - check Morse's relation: minima - 1-saddles + 2-saddles - maxima = 1 (the box's
+# Things to try
+# -------------
+# - Open the VTU in ParaView, threshold CriticalType < 5 and glyph the points.
+# - Raise ``--bumps``: saddles multiply between nearby extrema.
+# - Compare the counts at ``-n 1`` and ``-n 4``: they are identical (rank-independent order).
+# - Check Morse's relation: minima - 1-saddles + 2-saddles - maxima = 1 (the box's
 #   Euler characteristic) when no vertex is degenerate.

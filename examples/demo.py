@@ -1,8 +1,8 @@
 """dmsolve in one page: what each layer does, checked against serial references.
 
-Run it with
+Run it with (this is what `make demo` runs)
 
-    mpiexec -n 2 python -m mpi4py examples/demo.py        (what `make demo` runs)
+    mpiexec -n 2 python -m mpi4py examples/demo.py
 
 Each section builds something distributed, prints a few lines on rank 0, and
 checks itself against numpy/scipy on the gathered data: the distributed
@@ -32,10 +32,10 @@ from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.partition import metis_partition, partition_quality
 
 
-def parse_args(args=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=24, help="3D grid points per side")
-    return p.parse_args(args)
+    return p.parse_args(argv)
 
 
 def say(comm, *lines) -> None:
@@ -222,9 +222,10 @@ def interop(comm, tmpdir):
     say(comm, "[7] Checkpoint/restart and PETSc:", *lines)
 
 
-def main(comm: MPI.Comm, args=None) -> None:
-    """Run every section. Collective on ``comm``."""
-    opts = parse_args(args)
+def main(comm: MPI.Comm, argv=None) -> None:
+    """Run every section; ``argv`` is an argv list (``None``: the command line).
+    Collective on ``comm``."""
+    opts = parse_args(argv)
     t0 = time.perf_counter()
     say(comm, "dmsolve %s demo on %d ranks" % (dmsolve.__version__, comm.size))
     A = distributed_data(comm, opts.n)
@@ -246,7 +247,11 @@ def main(comm: MPI.Comm, args=None) -> None:
 if __name__ == "__main__":
     main(MPI.COMM_WORLD)
 
-# Things to try:
-#   mpiexec -n 4 python -m mpi4py examples/demo.py --n 40
-#   python -m dmsolve solve --problem poisson3d --n 48 --pc amg --monitor
-#   mpiexec -n 3 python -m mpi4py examples/bsp_components.py
+# Things to try
+# -------------
+# - ``mpiexec -n 4 python -m mpi4py examples/demo.py --n 40``: a larger grid on
+#   more ranks; every check still passes and the iteration counts barely move.
+# - ``python -m dmsolve solve --problem poisson3d --n 48 --pc amg --monitor``:
+#   the command line behind the Krylov and AMG sections.
+# - ``mpiexec -n 3 python -m mpi4py examples/bsp_components.py``: the BSP
+#   section's connected components on a graph of 100000 vertices.

@@ -1,7 +1,9 @@
 """Hodge decomposition of an edge flow on a triangle mesh with holes, plotted.
 
-    mpiexec -n 4 python examples/hodge.py --n 24 --out hodge.png
-    mpiexec -n 4 python examples/hodge.py --partition metis
+Run it with
+
+    mpiexec -n 4 python -m mpi4py examples/hodge.py --n 24 --out hodge.png
+    mpiexec -n 4 python -m mpi4py examples/hodge.py --partition metis
 
 The mesh is a triangulated square with two holes (beta_1 = 2). A flow made
 of a gradient, a rotation and random noise is split into
@@ -40,13 +42,19 @@ def holey_square(n: int):
     return points[used], tris.reshape(-1, 3)
 
 
-def main(comm, argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=24, help="grid points per side")
-    parser.add_argument("--pc", default="amg", help="preconditioner: amg or jacobi")
-    parser.add_argument("--partition", default="block", help="block, metis or rcb")
-    parser.add_argument("--out", default="hodge.png")
-    args = parser.parse_args(argv)
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=24, help="grid points per side")
+    p.add_argument("--pc", default="amg", help="preconditioner: amg or jacobi")
+    p.add_argument("--partition", default="block", help="block, metis or rcb")
+    p.add_argument("--out", default="hodge.png", help="PNG file to write")
+    return p.parse_args(argv)
+
+
+def main(comm: MPI.Comm, argv=None) -> dict:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
+    Collective on ``comm``. Returns the Betti numbers and the energies."""
+    args = parse_args(argv)
 
     points, tris = holey_square(args.n)
     # each rank passes a share of the triangles; the complex is their union
@@ -96,8 +104,9 @@ def main(comm, argv=None) -> dict:
 if __name__ == "__main__":
     main(MPI.COMM_WORLD)
 
-# Things to try:
-# - drop the noise: the harmonic part then comes only from the flow around the holes;
-# - --pc jacobi: more CG iterations (hd.infos), the same decomposition;
-# - --partition metis or rcb: other owners, the same energies;
-# - fill the holes (no holes list): beta_1 = 0 and the harmonic energy vanishes.
+# Things to try
+# -------------
+# - Drop the noise: the harmonic part then comes only from the flow around the holes.
+# - ``--pc jacobi``: more CG iterations (hd.infos), the same decomposition.
+# - ``--partition metis`` or ``rcb``: other owners, the same energies.
+# - Fill the holes (no holes list): beta_1 = 0 and the harmonic energy vanishes.

@@ -1,5 +1,7 @@
 """Persistence diagram of a noisy 3D field: plot, simplification report, VTU.
 
+Run it with
+
     mpiexec -n 2 python -m mpi4py examples/persistence.py --n 32 --noise 0.2 --out out/persistence
 
 A few Gaussian bumps and dips plus uniform noise on an n x n x n grid (TTK's
@@ -68,16 +70,23 @@ def plot(diagram, path, title):
     plt.close(fig)
 
 
-def main(comm, argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=32, help="grid points per axis")
-    parser.add_argument("--bumps", type=int, default=8)
-    parser.add_argument("--noise", type=float, default=0.2, help="noise amplitude")
-    parser.add_argument("--min-persistence", type=float, default=0.25)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join("out", "persistence"),
-                        help="output prefix: PREFIX.png, PREFIX.csv, PREFIX.vtu")
-    args = parser.parse_args(argv)
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=32, help="grid points per axis")
+    p.add_argument("--bumps", type=int, default=8, help="number of Gaussian bumps and dips")
+    p.add_argument("--noise", type=float, default=0.2, help="noise amplitude")
+    p.add_argument("--min-persistence", type=float, default=0.25,
+                   help="keep the pairs that persist longer than this")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bumps and the noise")
+    p.add_argument("--out", default=os.path.join("out", "persistence"),
+                   help="output prefix: PREFIX.png, PREFIX.csv, PREFIX.vtu")
+    return p.parse_args(argv)
+
+
+def main(comm: MPI.Comm, argv=None) -> dict:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
+    Collective on ``comm``. Returns the report, the diagram and the seconds taken."""
+    args = parse_args(argv)
 
     if comm.rank == 0 and os.path.dirname(args.out):
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -101,8 +110,9 @@ def main(comm, argv=None) -> dict:
 if __name__ == "__main__":
     main(MPI.COMM_WORLD)
 
-# Things to try:
-# - raise --noise: the pairs near the diagonal multiply, the kept ones barely move;
-# - --min-persistence 0: every nonzero pair is kept (compare the counts in the report);
-# - open OUT.vtu in ParaView, glyph the points and colour by CriticalType or Persistence;
-# - run at -n 1 and -n 4: the CSV files are identical (ties broken by vertex id).
+# Things to try
+# -------------
+# - Raise ``--noise``: the pairs near the diagonal multiply, the kept ones barely move.
+# - ``--min-persistence 0``: every nonzero pair is kept (compare the counts in the report).
+# - Open OUT.vtu in ParaView, glyph the points and colour by CriticalType or Persistence.
+# - Run at ``-n 1`` and ``-n 4``: the CSV files are identical (ties broken by vertex id).

@@ -23,8 +23,8 @@ import dmsolve
 import dmsolve.gallery
 
 
-def parse_args(args=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=128, help="grid points per side")
     p.add_argument("--dim", type=int, choices=(2, 3), default=2)
     p.add_argument("--method", default="cg", help="cg, pipecg, minres, gmres, ...")
@@ -33,13 +33,13 @@ def parse_args(args=None) -> argparse.Namespace:
     p.add_argument("--maxiter", type=int, default=None)
     p.add_argument("--monitor", action="store_true", help="print every residual norm")
     p.add_argument("--quiet", action="store_true", help="print nothing")
-    return p.parse_args(args)
+    return p.parse_args(argv)
 
 
-def main(comm: MPI.Comm, args=None) -> dmsolve.SolveInfo:
-    """Run the example; ``args`` is an argv list (``None``: the command line).
+def main(comm: MPI.Comm, argv=None) -> dmsolve.SolveInfo:
+    """Run the example; ``argv`` is an argv list (``None``: the command line).
     Collective on ``comm``. Returns the solver's report."""
-    args = parse_args(args)
+    args = parse_args(argv)
     make = dmsolve.gallery.poisson2d if args.dim == 2 else dmsolve.gallery.poisson3d
     A = make(args.n, comm)                       # each rank builds its own rows
     b = dmsolve.gallery.rhs(A, "ones")

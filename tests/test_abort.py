@@ -3,14 +3,9 @@ rank's traceback printed once) instead of leaving the other ranks waiting in
 a collective: under ``python -m mpi4py`` and for the ``python -m dmsolve``
 command line. Each case runs a small child job under ``mpiexec -n 2``."""
 
-import os
-import subprocess
-import sys
-import time
-
 import pytest
 
-from mpitest import assert_collective, wait_idle
+from mpitest import assert_collective, run_mpi_job
 
 # the child job must end well before this (it hangs forever if abort fails)
 TIMEOUT = 90
@@ -19,29 +14,10 @@ TIMEOUT = 90
 def _run_job(comm, tmp_path, code: str, *python_args):
     """Run ``code`` as a script under ``mpiexec -n 2 python ARGS script`` on
     rank 0; return (returncode, stdout + stderr, seconds) on every rank."""
-    result = None
+    script = tmp_path / "job.py"
     if comm.rank == 0:
-        script = tmp_path / "job.py"
         script.write_text(code)
-        # drop the launcher's variables so the child starts its own MPI world
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
-        env["PYTHONPATH"] = os.pathsep.join(
-            [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
-            + [p for p in [env.get("PYTHONPATH")] if p])
-        mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-        t0 = time.monotonic()
-        try:
-            proc = subprocess.run([mpiexec, "-n", "2", sys.executable, *python_args,
-                                   str(script)], capture_output=True, text=True,
-                                  timeout=TIMEOUT, env=env)
-            result = (proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0)
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"") + (e.stderr or b"")
-            result = (None, out.decode(errors="replace") if isinstance(out, bytes) else out,
-                      TIMEOUT)
-    wait_idle(comm)
-    return comm.bcast(result, root=0)
+    return run_mpi_job(comm, 2, [*python_args, script], timeout=TIMEOUT)
 
 
 def _check(comm, result, message):

@@ -15,7 +15,8 @@ import dmsolve.gallery as gallery
 import preconditioners
 from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.krylov import cg
-from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
+from mpitest import (assert_allclose_collective, assert_collective, assert_raises_collective,
+                     on_rank0)
 from preconditioners.amg.aggregate import standard_aggregation
 from preconditioners.amg.coarse import coarse_layout
 from preconditioners.amg.galerkin import galerkin_product
@@ -43,11 +44,11 @@ def _amg_solve(A, **options):
 
 def _serial_iterations(name, **options):
     """CG + amg iterations on COMM_SELF (computed on rank 0, broadcast)."""
-    it = None
-    if COMM.rank == 0:
+    def serial():
         _, info = _amg_solve(_problem(name, MPI.COMM_SELF), **options)
-        it = info.iterations
-    return COMM.bcast(it, root=0)
+        return info.iterations
+
+    return on_rank0(COMM, serial)
 
 
 # -- the stages against serial references -------------------------------------------------

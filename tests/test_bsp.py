@@ -15,8 +15,8 @@ from mpi4py import MPI
 from dmsolve import Layout
 from dmsolve.bsp import (BSP, COMBINERS, BSPParams, Ledger, NeighborExchange,
                          estimate_distinct_fraction, probe, reduce_by_key)
-from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
-                     assert_raises_collective, same_on_all_ranks)
+from mpitest import (Checks, assert_allclose_collective, assert_collective,
+                     assert_equal_collective, assert_raises_collective, same_on_all_ranks)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,20 +58,26 @@ def test_send_sync_delivers_per_source_and_tag():
         ctx.send(0, np.array([-1], dtype=np.int32), tag=2**30 - 1)     # largest tag
     inbox = ctx.sync("deliver")
     expected_tags = [0, 7] + ([2**30 - 1] if rank == 0 else [])
-    ok = inbox.tags() == expected_tags
-    ok &= inbox.sources(0) == list(range(size)) and inbox.sources(7) == list(range(size))
-    ok &= [s for s, _ in inbox.messages(0)] == list(range(size))
+    checks = Checks(COMM)
+    checks.add(inbox.tags() == expected_tags, "tags", inbox.tags())
+    checks.add(inbox.sources(0) == list(range(size)) and inbox.sources(7) == list(range(size)),
+               "sources of tags 0 and 7")
+    checks.add([s for s, _ in inbox.messages(0)] == list(range(size)), "messages in source order")
     for s in range(size):
         got0 = inbox.from_source(s, 0)
         got7 = inbox.from_source(s, 7)
-        ok &= len(got0) == 1 and np.array_equal(got0[0], [s, rank, 0])
-        ok &= len(got7) == 1 and got7[0].dtype == np.float64 and got7[0][0] == 100.0 * s + rank
+        checks.add(len(got0) == 1 and np.array_equal(got0[0], [s, rank, 0]),
+                   "tag 0 from %d" % s, got0)
+        checks.add(len(got7) == 1 and got7[0].dtype == np.float64
+                   and got7[0][0] == 100.0 * s + rank, "tag 7 from %d" % s, got7)
     if rank == 0:
         big = inbox.from_source(size - 1, 2**30 - 1)
-        ok &= len(big) == 1 and big[0].dtype == np.int32 and big[0][0] == -1
-    ok &= inbox.from_source(0, 3) == [] and inbox.sources(3) == []
-    ok &= inbox.global_messages == 2 * size * size + 1
-    assert_collective(COMM, ok, "wrong delivery: %r" % inbox.messages(0))
+        checks.add(len(big) == 1 and big[0].dtype == np.int32 and big[0][0] == -1,
+                   "largest tag", big)
+    checks.add(inbox.from_source(0, 3) == [] and inbox.sources(3) == [], "no tag 3")
+    checks.add(inbox.global_messages == 2 * size * size + 1, "global message count",
+               inbox.global_messages)
+    checks.assert_all()
     cat, src = inbox.concat_with_sources(0)
     # 1-D messages concatenate along axis 0: one source entry per element
     assert_equal_collective(src, np.repeat(np.arange(size), 3))
@@ -103,10 +109,12 @@ def test_typed_payloads_roundtrip(dtype):
         ctx.send(dest, p, tag=3)
     got = ctx.sync().from_source(src, 3)
     want = payloads(src)
-    ok = len(got) == len(want)
-    for g, w in zip(got, want):
-        ok &= g.dtype == np.dtype(dtype) and g.shape == w.shape and np.array_equal(g, w)
-    assert_collective(COMM, ok, "payloads changed in transit: %r" % (got,))
+    checks = Checks(COMM)
+    checks.add(len(got) == len(want), "number of payloads", len(got))
+    for i, (g, w) in enumerate(zip(got, want)):
+        checks.add(g.dtype == np.dtype(dtype) and g.shape == w.shape and np.array_equal(g, w),
+                   "payload %d unchanged in transit" % i, g)
+    checks.assert_all()
 
 
 def test_non_native_byte_order_payload():
@@ -129,14 +137,15 @@ def test_several_messages_per_destination_keep_send_order():
         for d in range(size):
             ctx.send(d, np.full(i + 1, 10 * rank + i, dtype=np.int16), tag=i % 2)
     inbox = ctx.sync()
-    ok = True
+    checks = Checks(COMM)
     for s in range(size):
         for tag in (0, 1):
             got = inbox.from_source(s, tag)
             want = [np.full(i + 1, 10 * s + i) for i in range(6) if i % 2 == tag]
-            ok &= len(got) == len(want) and all(np.array_equal(g, w)
-                                                for g, w in zip(got, want))
-    assert_collective(COMM, ok, "messages to one destination reordered")
+            checks.add(len(got) == len(want) and all(np.array_equal(g, w)
+                                                     for g, w in zip(got, want)),
+                       "messages from %d with tag %d in send order" % (s, tag), got)
+    checks.assert_all()
 
 
 def test_send_rows_routes_rows_in_order():
@@ -151,26 +160,29 @@ def test_send_rows_routes_rows_in_order():
     ctx.send_rows(np.zeros(0, dtype=np.int64), np.zeros((0, 3)), tag=4)   # sends nothing
     inbox = ctx.sync()
     all_rows = COMM.allgather(rows)
-    ok = True
+    checks = Checks(COMM)
     for s in range(size):
         got = inbox.from_source(s, 4)
         want = all_rows[s][all_rows[s][:, 2] == rank]
         if want.shape[0] == 0:
-            ok &= got == []
+            checks.add(got == [], "no rows from %d" % s, got)
         else:  # one message per destination, rows in their given order
-            ok &= len(got) == 1 and np.array_equal(got[0], want)
-    assert_collective(COMM, ok, "send_rows misrouted or reordered rows")
+            checks.add(len(got) == 1 and np.array_equal(got[0], want),
+                       "rows from %d in order" % s, got)
+    checks.assert_all()
 
 
 def test_empty_superstep_costs_one_alltoall():
     comm = counting_comm()
     ctx = BSP(comm)
     inbox = ctx.sync("empty")
-    ok = comm.calls == ["Alltoall"] and inbox.global_messages == 0 and inbox.tags() == []
-    ok &= not inbox.any_active and inbox.aggregates == {}
+    checks = Checks(COMM)
+    checks.add(comm.calls == ["Alltoall"], "one Alltoall", comm.calls)
+    checks.add(inbox.global_messages == 0 and inbox.tags() == [], "no messages")
+    checks.add(not inbox.any_active and inbox.aggregates == {}, "no votes, no aggregates")
     empty = inbox.concat(5, dtype=np.int32, shape=(2,))
-    ok &= empty.shape == (0, 2) and empty.dtype == np.int32
-    assert_collective(COMM, ok, "empty superstep: calls %s" % comm.calls)
+    checks.add(empty.shape == (0, 2) and empty.dtype == np.int32, "empty concat", empty)
+    checks.assert_all()
     # one rank sends one message: every rank joins the single Alltoallv
     comm.calls.clear()
     if comm.rank == comm.size - 1:
@@ -212,12 +224,16 @@ def test_aggregators_mixed_dtypes_in_one_sync():
         "allzero": size == 1,
         "anyvec": np.array([True, False]),
     }
-    ok = sorted(agg) == sorted(expected) and comm.calls == ["Alltoall", "Alltoallv"]
+    checks = Checks(COMM)
+    checks.add(sorted(agg) == sorted(expected), "aggregate names", sorted(agg))
+    checks.add(comm.calls == ["Alltoall", "Alltoallv"], "calls", comm.calls)
     for k, v in expected.items():
-        ok &= k in agg and np.shape(agg[k]) == np.shape(v) and np.array_equal(agg[k], v)
-    ok &= agg["vmin"].dtype == np.int32 and agg["f32"].dtype == np.float32
-    ok &= agg["anyodd"].dtype == np.bool_
-    assert_collective(COMM, ok, "aggregates %r, calls %s" % (agg, comm.calls))
+        checks.add(k in agg and np.shape(agg[k]) == np.shape(v) and np.array_equal(agg[k], v),
+                   "aggregate %s" % k, agg.get(k))
+    checks.add(agg["vmin"].dtype == np.int32 and agg["f32"].dtype == np.float32,
+               "vmin int32, f32 float32")
+    checks.add(agg["anyodd"].dtype == np.bool_, "anyodd bool")
+    checks.assert_all()
     assert same_on_all_ranks(COMM, {k: np.asarray(v).tolist() for k, v in agg.items()})
     assert_equal_collective(inbox.concat(), np.arange(2))
 
@@ -293,11 +309,13 @@ def test_send_keyed_combiners_match_serial_reduce(op, width):
         ctx.send_keyed(5, keys, values, layout, op=op, combine=combine)
         results[combine] = ctx.sync().reduced(5, op, value_shape=values.shape[1:],
                                               dtype=values.dtype)
-    ok = True
+    checks = Checks(COMM)
     for combine, (k, v) in results.items():
-        ok &= np.array_equal(k, mine) and v.shape == (len(mine),) + values.shape[1:]
-        ok &= np.array_equal(v, np.array([ref[x] for x in mine]).reshape(v.shape))
-    assert_collective(COMM, ok, "combiner %s disagrees with the serial reduce" % op)
+        checks.add(np.array_equal(k, mine) and v.shape == (len(mine),) + values.shape[1:],
+                   "combine=%s: keys" % combine, k)
+        checks.add(np.array_equal(v, np.array([ref[x] for x in mine]).reshape(v.shape)),
+                   "combine=%s: values equal the serial %s" % (combine, op), v)
+    checks.assert_all()
 
 
 def test_send_keyed_callable_owner_and_empty_rank():
@@ -334,11 +352,13 @@ def test_send_keyed_auto_follows_documented_skip_rule():
     sent = {(name, c): payload_bytes(ctx, k, vals[:k.size], c, layout)
             for name, k in (("dup", dup_keys), ("distinct", distinct))
             for c in (True, False, "auto")}
-    ok = sent["dup", "auto"] == sent["dup", True]
-    ok &= sent["distinct", "auto"] == sent["distinct", False]
+    checks = Checks(COMM)
+    checks.add(sent["dup", "auto"] == sent["dup", True], "auto combines duplicates", sent)
+    checks.add(sent["distinct", "auto"] == sent["distinct", False],
+               "auto skips distinct keys", sent)
     if size > 1:
-        ok &= sent["dup", True] < sent["dup", False]
-    assert_collective(COMM, ok, "auto combine ignored the skip rule: %r" % sent)
+        checks.add(sent["dup", True] < sent["dup", False], "combining sends less", sent)
+    checks.assert_all()
 
 
 def test_estimate_distinct_fraction_accuracy():
@@ -496,38 +516,32 @@ def test_bsp_requires_a_communicator():
 
 # -- debug mode ----------------------------------------------------------------------
 
+@pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_a_different_label():
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM, debug=True)
     ctx.sync("setup")                                  # all agree
     ctx.send(rank, np.ones(1))
-    label = "relax" if rank != size - 1 or size == 1 else "restrict"
-    if size == 1:
-        assert_collective(COMM, ctx.sync(label).global_messages == 1, "debug sync failed")
-    else:
-        assert_raises_collective(COMM, RuntimeError, ctx.sync, label,
-                                 match="disagree on the superstep sequence")
+    label = "relax" if rank != size - 1 else "restrict"
+    assert_raises_collective(COMM, RuntimeError, ctx.sync, label,
+                             match="disagree on the superstep sequence")
 
 
+@pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_a_skipped_superstep():
     ctx = BSP(COMM, debug=True)
     if COMM.rank == 0:
         ctx.step += 1                                  # as if rank 0 synced once more
-    if COMM.size == 1:
-        assert_collective(COMM, ctx.sync().global_messages == 0, "debug sync failed")
-    else:
-        assert_raises_collective(COMM, RuntimeError, ctx.sync, match="at step 1")
+    assert_raises_collective(COMM, RuntimeError, ctx.sync, match="at step 1")
 
 
+@pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_mismatched_aggregators():
     # Without debug, ranks registering different aggregators is erroneous MPI
     # (the header Alltoall sizes differ); debug mode catches it first.
     ctx = BSP(COMM, debug=True)
     ctx.aggregate("x", "sum", np.zeros(2 if COMM.rank == 0 else 3))
-    if COMM.size == 1:
-        assert_equal_collective(ctx.sync().aggregates["x"], np.zeros(2))
-    else:
-        assert_raises_collective(COMM, RuntimeError, ctx.sync, match="aggregators")
+    assert_raises_collective(COMM, RuntimeError, ctx.sync, match="aggregators")
 
 
 # -- neighbour exchange --------------------------------------------------------------
@@ -646,15 +660,17 @@ def test_ledger_counts_supersteps_and_h_relation():
             nrecv[d] += 1
     h = max(sent.max(), recv.max())
     s = ctx.ledger.summary()
-    ok = s["supersteps"] == 3 and s["h"] == h
-    ok &= [row[0] for row in s["steps"]] == ["first", "middle", "step 2"]
-    ok &= [row[3] for row in s["steps"]] == [0, h, 0]
-    ok &= s["steps"][1][4] == max(len(plan(r)) for r in range(size))
+    checks = Checks(COMM)
+    checks.add(s["supersteps"] == 3 and s["h"] == h, "3 supersteps, h = %d" % h, s)
+    checks.add([row[0] for row in s["steps"]] == ["first", "middle", "step 2"], "labels", s)
+    checks.add([row[3] for row in s["steps"]] == [0, h, 0], "h per step", s)
+    checks.add(s["steps"][1][4] == max(len(plan(r)) for r in range(size)), "messages", s)
     row = ctx.ledger.steps[1][1]              # this rank's raw record
-    ok &= row[2] == sent[rank] and row[3] == recv[rank]
-    ok &= row[4] == len(plan(rank)) and row[5] == nrecv[rank]
-    ok &= s["work"] >= 0 and s["comm_seconds"] >= 0
-    assert_collective(COMM, ok, "ledger %r, expected h %d" % (s, h))
+    checks.add(row[2] == sent[rank] and row[3] == recv[rank], "bytes sent and received", row)
+    checks.add(row[4] == len(plan(rank)) and row[5] == nrecv[rank],
+               "messages sent and received", row)
+    checks.add(s["work"] >= 0 and s["comm_seconds"] >= 0, "times >= 0", s)
+    checks.assert_all()
     table = ctx.ledger.table(params=BSPParams(g=1e-9, l=1e-5, ranks=size))
     assert_collective(COMM, "3 supersteps" in table and "middle" in table
                       and "W + g*H + l*S" in table, table)
@@ -665,14 +681,17 @@ def test_ledger_counts_supersteps_and_h_relation():
 
 def test_probe_returns_finite_non_negative_parameters():
     params = probe(COMM, sizes=(0, 1 << 10, 1 << 14), repeats=3)
-    ok = math.isfinite(params.g) and math.isfinite(params.l)
-    ok &= params.g >= 0 and params.l >= 0 and params.ranks == COMM.size
-    assert_collective(COMM, ok, repr(params))
+    checks = Checks(COMM)
+    checks.add(math.isfinite(params.g) and math.isfinite(params.l), "finite g and l", params)
+    checks.add(params.g >= 0 and params.l >= 0, "g, l >= 0", params)
+    checks.add(params.ranks == COMM.size, "ranks", params)
+    checks.assert_all()
     assert same_on_all_ranks(COMM, (params.g, params.l))
     assert_allclose_collective(params.predict(1.0, 1000, 10),
                                1.0 + 1000 * params.g + 10 * params.l)
 
 
+@pytest.mark.mpi(min_size=2)
 def test_mismatched_aggregators_raise_everywhere_without_debug():
     # one rank registers an extra aggregator: the fixed-width header lets every
     # rank see the mismatch and raise instead of hanging in the Alltoall
@@ -684,10 +703,7 @@ def test_mismatched_aggregators_raise_everywhere_without_debug():
             ctx.aggregate("extra", "max", 2.0)
         ctx.sync("mismatch")
 
-    if COMM.size == 1:
-        step()  # one rank always agrees with itself
-    else:
-        assert_raises_collective(COMM, RuntimeError, step, match="aggregators")
+    assert_raises_collective(COMM, RuntimeError, step, match="aggregators")
     # the context is usable afterwards
     ctx.aggregate("n", "sum", 1)
     assert_collective(COMM, ctx.sync().aggregates["n"] == COMM.size)
@@ -723,8 +739,12 @@ def test_from_ghosts_rejects_bad_ghost_lists_everywhere():
     owned_by_me = np.array([layout.start]) if last else empty
     assert_raises_collective(COMM, ValueError, NeighborExchange.from_ghosts, layout,
                              owned_by_me, match="other ranks")
-    if COMM.size > 1:
-        others = [i for i in range(20) if not layout.is_local(i)]
-        unsorted = np.array(others[:2][::-1]) if COMM.rank == 0 else empty
-        assert_raises_collective(COMM, ValueError, NeighborExchange.from_ghosts, layout,
-                                 unsorted, match="sorted")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_from_ghosts_rejects_unsorted_ghosts_everywhere():
+    layout = Layout.block(20, COMM)
+    others = [i for i in range(20) if not layout.is_local(i)]
+    unsorted = np.array(others[:2][::-1]) if COMM.rank == 0 else np.zeros(0, dtype=np.int64)
+    assert_raises_collective(COMM, ValueError, NeighborExchange.from_ghosts, layout,
+                             unsorted, match="sorted")

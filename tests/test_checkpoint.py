@@ -18,16 +18,10 @@ from dmsolve import DistVector, gallery, solve
 from dmsolve import checkpoint as ck
 from dmsolve.checkpoint import CheckpointError, Checkpointer
 from dmsolve.krylov import METHODS, cg, register_method
-from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
-                     assert_raises_collective, wait_idle)
+from mpitest import (Checks, assert_allclose_collective, assert_collective,
+                     assert_equal_collective, assert_raises_collective, on_rank0, wait_idle)
 
 N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
-
-
-def _shared_dir(comm, tmp_path, name):
-    """A directory every rank sees: rank 0's temporary path."""
-    path = comm.bcast(str(tmp_path / name) if comm.rank == 0 else None, root=0)
-    return path
 
 
 def _problem(comm, method="cg", n=N):
@@ -55,9 +49,9 @@ METHOD_CASES = [
 @pytest.mark.parametrize("method, pc, kw", METHOD_CASES,
                          ids=["%s-%s%s" % (m, p or "none", "-" + "-".join(k) if k else "")
                               for m, p, k in METHOD_CASES])
-def test_resume_same_ranks_is_the_uninterrupted_run(comm, tmp_path, method, pc, kw):
+def test_resume_same_ranks_is_the_uninterrupted_run(comm, shared_tmp_path, method, pc, kw):
     A, b = _problem(comm, method)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     x0, i0 = solve(A, b, method, pc, rtol=1e-10, **kw)
     assert_collective(comm, i0.converged and i0.iterations > 20, str(i0))
     stop = i0.iterations // 2 + 3
@@ -80,11 +74,11 @@ def test_resume_same_ranks_is_the_uninterrupted_run(comm, tmp_path, method, pc, 
                                atol=1e-6 * np.abs(xref).max())
 
 
-def test_resume_after_a_crash_mid_solve(comm, tmp_path):
+def test_resume_after_a_crash_mid_solve(comm, shared_tmp_path):
     # a failure at iteration 33 (the job "dies"); the checkpoint of
     # iteration 30 survives and the resumed solve ends like an uninterrupted one
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     x0, i0 = solve(A, b, "cg", rtol=1e-10)
     calls = [0]
 
@@ -103,9 +97,9 @@ def test_resume_after_a_crash_mid_solve(comm, tmp_path):
     assert_allclose_collective(x2.local, x0.local, comm, rtol=0, atol=0)
 
 
-def test_manifest_and_files_describe_the_state(comm, tmp_path):
+def test_manifest_and_files_describe_the_state(comm, shared_tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     seen = []
     solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=24, checkpoint=path, checkpoint_every=7,
           callback=lambda xk: seen.append(xk.gather()) if len(seen) < 21 else None)
@@ -143,11 +137,11 @@ def _resume_elsewhere(sub, paths, n=N):
     return out
 
 
-def test_resume_on_another_rank_count(comm, tmp_path):
+def test_resume_on_another_rank_count(comm, shared_tmp_path):
     A, b = _problem(comm)
     paths, full = [], {}
     for pc in (None, "bjacobi"):
-        path = _shared_dir(comm, tmp_path, "ck-%s" % pc)
+        path = str(shared_tmp_path / ("ck-%s" % pc))
         full[pc] = solve(A, b, "cg", pc, rtol=1e-10)[1].iterations
         solve(A, b, "cg", pc, rtol=1e-10, maxiter=30, checkpoint=path, checkpoint_every=10)
         paths.append((pc, path))
@@ -155,8 +149,8 @@ def test_resume_on_another_rank_count(comm, tmp_path):
     tol = 1e-7 * np.abs(xref).max()
     if comm.size == 1:
         # resume on 2 ranks in a child MPI job
-        script = tmp_path / "resume.py"
-        result = tmp_path / "result.json"
+        script = shared_tmp_path / "resume.py"
+        result = shared_tmp_path / "result.json"
         script.write_text(textwrap.dedent("""
             import sys, json
             sys.path.insert(0, %r)
@@ -197,11 +191,11 @@ def test_resume_on_another_rank_count(comm, tmp_path):
             assert_collective(comm, rep["restarted"] and it > 20, str(rep))
 
 
-def test_resume_on_a_different_layout_same_ranks(comm, tmp_path):
+def test_resume_on_a_different_layout_same_ranks(comm, shared_tmp_path):
     # written on a nonzero-balanced layout, resumed on the block layout
     from dmsolve import DistCSR, Layout
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     n = A.shape[0]
     w = np.ones(n)
     w[: n // 3] = 5.0
@@ -218,9 +212,9 @@ def test_resume_on_a_different_layout_same_ranks(comm, tmp_path):
 
 # -- atomicity -------------------------------------------------------------------------
 
-def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch):
+def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monkeypatch):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     real = ck._write_atomic
 
     def dies_writing_the_second_manifest(fpath, data):
@@ -242,9 +236,9 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch)
     assert_allclose_collective(x.local, x0.local, comm, rtol=0, atol=0)
 
 
-def test_failed_first_write_leaves_no_valid_checkpoint(comm, tmp_path, monkeypatch):
+def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, monkeypatch):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     real = ck._write_atomic
 
     def fails_on_last_rank(fpath, data):
@@ -265,22 +259,11 @@ def test_failed_first_write_leaves_no_valid_checkpoint(comm, tmp_path, monkeypat
 # -- refusals --------------------------------------------------------------------------
 
 @pytest.fixture
-def written(comm, tmp_path):
+def written(comm, shared_tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=12, checkpoint=path, checkpoint_every=10)
     return A, b, path
-
-
-def _on_rank0(comm, func):
-    exc = None
-    if comm.rank == 0:
-        try:
-            func()
-        except Exception as e:  # noqa: BLE001
-            exc = e
-    comm.Barrier()
-    assert_collective(comm, exc is None, repr(exc))
 
 
 def _edit_rank_file(path, how):
@@ -337,7 +320,7 @@ EDITS = [
 @pytest.mark.parametrize("edit, how, match", [e[1:] for e in EDITS], ids=[e[0] for e in EDITS])
 def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, match):
     A, b, path = written
-    _on_rank0(comm, lambda: edit(path, how))
+    on_rank0(comm, lambda: edit(path, how))
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", "jacobi",
                              rtol=1e-10, resume=path, match=match)
     assert_raises_collective(comm, CheckpointError, ck.load, path, comm, match=match)
@@ -364,9 +347,9 @@ def test_mismatched_checkpoint_is_refused(comm, written, make, method, pc, kw, m
                              resume=path, match=match, **kw)
 
 
-def test_minres_shift_must_match(comm, tmp_path):
+def test_minres_shift_must_match(comm, shared_tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     solve(A, b, "minres", shift=0.1, maxiter=12, checkpoint=path, checkpoint_every=10)
     assert_raises_collective(comm, CheckpointError, solve, A, b, "minres", shift=0.2,
                              resume=path, match="shift")
@@ -410,10 +393,10 @@ def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_p
     assert_raises_collective(comm, ValueError, Checkpointer, match="needs a path")
 
 
-def test_unwritable_checkpoint_directory(comm, tmp_path):
+def test_unwritable_checkpoint_directory(comm, shared_tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "file")
-    _on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
+    path = str(shared_tmp_path / "file")
+    on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
     assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
                              checkpoint_every=5, match="checkpoint directory")
 
@@ -424,13 +407,13 @@ def test_no_checkpoint_no_report(comm):
     assert_collective(comm, "checkpoint" not in info.extra)
 
 
-def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, tmp_path):
+def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, shared_tmp_path):
     A, b = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     # a stale rank file of an earlier run on 7 ranks
-    _on_rank0(comm, lambda: (os.makedirs(path),
-                             open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
-                                  "wb").close()))
+    on_rank0(comm, lambda: (os.makedirs(path),
+                            open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
+                                 "wb").close()))
     solve(A, b, "cg", maxiter=12, checkpoint=path, checkpoint_every=10)
     man = ck.read_manifest(path)
     names = comm.bcast(sorted(os.listdir(path)) if comm.rank == 0 else None, root=0)
@@ -444,17 +427,17 @@ def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, tmp_pat
     assert_collective(comm, ck.read_manifest(path)["iteration"] > 10)
 
 
-def test_zero_rhs_with_checkpoint(comm, tmp_path):
+def test_zero_rhs_with_checkpoint(comm, shared_tmp_path):
     A, _ = _problem(comm)
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     b = DistVector.zeros(A.row_layout)
     x, info = solve(A, b, "cg", checkpoint=path, checkpoint_every=1)
     assert_collective(comm, info.iterations == 0 and x.norm() == 0.0)
 
 
-def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
+def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
     from dmsolve.cli import main
-    path = _shared_dir(comm, tmp_path, "ck")
+    path = str(shared_tmp_path / "ck")
     base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
     code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
                 comm)
@@ -463,12 +446,13 @@ def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
     out2 = capsys.readouterr().out
     code3 = main(base, comm)
     out3 = capsys.readouterr().out
-    assert_collective(comm, (code, code2, code3) == (1, 0, 0), "%s %s %s" % (code, code2, code3))
-    if comm.rank == 0:
-        assert "checkpoints: 2 written" in out1, out1
-        assert "resumed from iteration 20" in out2, out2
-        iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
-        assert iters[0] == iters[1], (out2, out3)
+    with Checks(comm) as checks:
+        checks.add((code, code2, code3) == (1, 0, 0), "exit codes 1, 0, 0", (code, code2, code3))
+        if comm.rank == 0:
+            checks.add("checkpoints: 2 written" in out1, "checkpoints written", out1)
+            checks.add("resumed from iteration 20" in out2, "resumed", out2)
+            iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
+            checks.add(iters[0] == iters[1], "resumed iterations = uninterrupted", (out2, out3))
     code4 = main(base + ["--checkpoint-every", "3"], comm)
     err = capsys.readouterr().err
     assert_collective(comm, code4 == 1 and ("needs checkpoint=" in err or comm.rank > 0), err)

@@ -10,11 +10,7 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR, DistVector, io
 from dmsolve.cli import main
-from mpitest import assert_collective, wait_idle
-
-
-def _shared_path(comm, tmp_path, name):
-    return comm.bcast(str(tmp_path / name) if comm.rank == 0 else None, root=0)
+from mpitest import Checks, assert_collective, child_env, wait_idle
 
 
 def _run(comm, capsys, argv, expected: int = 0) -> str:
@@ -51,11 +47,11 @@ def test_solve_monitor_prints_petsc_lines_on_rank_0(comm, capsys):
                       in out, out)
 
 
-def test_solve_matrix_file_and_rhs(comm, capsys, tmp_path):
+def test_solve_matrix_file_and_rhs(comm, capsys, shared_tmp_path):
     n = 30
     A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], (n, n), format="csr")
-    path = _shared_path(comm, tmp_path, "A.mtx")
-    rhs = _shared_path(comm, tmp_path, "b.mtx")
+    path = str(shared_tmp_path / "A.mtx")
+    rhs = str(shared_tmp_path / "b.mtx")
     dA = DistCSR.from_global(A, comm)
     io.write_matrix(path, dA)
     io.write_vector(rhs, DistVector.from_global(np.arange(n, dtype=float), dA.row_layout))
@@ -64,8 +60,8 @@ def test_solve_matrix_file_and_rhs(comm, capsys, tmp_path):
     assert_collective(comm, "CONVERGED" in out and "rows 30" in out, out)
 
 
-def test_plot_is_written(comm, capsys, tmp_path):
-    png = _shared_path(comm, tmp_path, "conv.png")
+def test_plot_is_written(comm, capsys, shared_tmp_path):
+    png = str(shared_tmp_path / "conv.png")
     code = main(["solve", "--problem", "poisson2d", "--n", "10", "--plot", png], comm)
     capsys.readouterr()
     comm.Barrier()
@@ -97,12 +93,9 @@ def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, te
 def test_module_entry_point_runs(comm):
     # `python -m dmsolve` in a fresh single process (its own MPI world)
     if comm.rank == 0:
-        # drop the launcher's variables so the child starts its own MPI world
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
         proc = subprocess.run([sys.executable, "-m", "dmsolve", "solve", "--problem",
                                "poisson1d", "--n", "40"], capture_output=True, text=True,
-                              timeout=120, env=env)
+                              timeout=120, env=child_env())
         ok = proc.returncode == 0 and "CONVERGED_RTOL" in proc.stdout
     else:
         ok = True

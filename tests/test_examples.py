@@ -1,39 +1,103 @@
-"""The examples run in the suite, so their usage lines never go stale."""
+"""The examples run in the suite, so their usage lines never go stale.
 
-import importlib.util
+Every ``mpiexec -n N python -m mpi4py examples/NAME.py ...`` line of an
+example's docstring runs as written, from rank 0 in a child MPI job while the
+other ranks wait idle, with small sizes appended (argparse keeps the last
+value) so that the suite stays cheap.
+"""
+
+import ast
 import re
-from pathlib import Path
 
-from mpitest import assert_collective
+import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from mpitest import EXAMPLES, Checks, load_example, run_mpi_job
+
+pytestmark = pytest.mark.timeout(300)
+
+USAGE = re.compile(r"^ *mpiexec -n (\d+) python -m mpi4py examples/(\w+)\.py(.*)$", re.M)
+NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py"))
+
+# Per example: arguments appended to each usage line (small sizes) and a line
+# its output must contain. A new example needs an entry here.
+SMALL = {
+    "bsp_components": (["-n", "3000"], r"components: 10 "),
+    "convdiff_solve": (["--n", "16"], r"\| bicgstab \| \d+ \| CONVERGED_RTOL \|"),
+    "critical_points": (["--n", "10"], r"wrote critical_points\.vtu"),
+    "demo": (["--n", "8"], r"done in \d"),
+    "hodge": (["--n", "10"], r"betti numbers \[1, 2, 0\]"),
+    "persistence": (["--n", "10"], r"wrote out/persistence\.png"),
+    "poisson_solve": (["--n", "16"], r"CONVERGED_RTOL after \d+ iterations"),
+}
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location("example_" + name, EXAMPLES / (name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def docstring(name):
+    return ast.get_docstring(ast.parse((EXAMPLES / (name + ".py")).read_text())) or ""
+
+
+def usage_lines():
+    """(id, ranks, name, argv) of every usage line of every example."""
+    cases = []
+    for name in NAMES:
+        for i, m in enumerate(USAGE.finditer(docstring(name))):
+            cases.append(("%s-%d" % (name, i + 1), int(m.group(1)), m.group(2),
+                          m.group(3).split()))
+    return cases
+
+
+USAGE_LINES = usage_lines()
+
+
+@pytest.mark.parametrize("ranks, name, argv", [case[1:] for case in USAGE_LINES],
+                         ids=[case[0] for case in USAGE_LINES])
+def test_usage_line_runs(comm, shared_tmp_path, ranks, name, argv):
+    small, expected = SMALL[name]
+    code, out, seconds = run_mpi_job(
+        comm, ranks, ["-m", "mpi4py", EXAMPLES / (name + ".py"), *argv, *small],
+        cwd=shared_tmp_path, timeout=240)
+    checks = Checks(comm)
+    checks.add(code == 0, "exits with status 0", "exit %r after %.1f s" % (code, seconds))
+    checks.add(re.search(expected, out), "output has %r" % expected, out[-3000:])
+    checks.assert_all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_follows_house_style(comm, name):
+    text = (EXAMPLES / (name + ".py")).read_text()
+    checks = Checks(comm)
+    checks.add(any(m.group(2) == name for m in USAGE.finditer(docstring(name))),
+               "usage line 'mpiexec -n N python -m mpi4py examples/%s.py' in the docstring"
+               % name)
+    checks.add("def parse_args(argv=None) -> argparse.Namespace:" in text, "parse_args(argv)")
+    checks.add("def main(comm: MPI.Comm, argv=None)" in text, "main(comm, argv)")
+    checks.add('if __name__ == "__main__":\n    main(MPI.COMM_WORLD)\n' in text, "__main__")
+    checks.add("# Things to try\n# -------------\n" in text, "closing 'Things to try' note")
+    checks.add(name in SMALL, "small arguments and expected output in SMALL")
+    checks.assert_all()
 
 
 def test_demo_runs_and_checks_itself(comm, capsys):
-    load("demo").main(comm, ["--n", "10"])
-    out = capsys.readouterr().out
-    if comm.rank == 0:
-        assert "max relative error" in out
+    load_example("demo").main(comm, ["--n", "10"])
+    out = comm.bcast(capsys.readouterr().out, root=0)      # rank 0 prints
+    with Checks(comm) as checks:
+        checks.add("max relative error" in out, "max relative error printed")
         err = float(out.split("max relative error ")[1].split()[0])
-        assert err < 1e-14
-        assert "duplicates: True" in out and "equal to scipy.csgraph: True" in out
-        assert "[6] Topology" in out and "done in" in out
+        checks.add(err < 1e-14, "max relative error < 1e-14", err)
+        checks.add("duplicates: True" in out, "duplicates: True")
+        checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
+        checks.add("[6] Topology" in out and "done in" in out, "every section ran")
         # the low-rank correction beats ILU(0) and the plain multilevel LDU (indefinite case)
         its = [int(line.split()[-3]) for line in out.splitlines() if "FGMRES +" in line]
-        assert len(its) == 3 and 2 * its[2] < min(its[0], its[1]), its
-        assert "essential classes 1 0 0 0" in out
+        checks.add(len(its) == 3 and 2 * its[2] < min(its[0], its[1]),
+                   "low rank halves the FGMRES iterations", its)
+        checks.add("essential classes 1 0 0 0" in out, "essential classes 1 0 0 0")
         energies = out.split("energies gradient ")[1].split()
         g, c, h, f = (float(energies[i]) for i in (0, 3, 6, 9))
-        assert abs(g + c + h - f) <= 1e-2 * f and h > 0    # 3-digit print; one hole: harmonic
-        assert "Betti [1, 1, 0]" in out
+        # 3-digit print; one hole: harmonic
+        checks.add(abs(g + c + h - f) <= 1e-2 * f, "energies add up", (g, c, h, f))
+        checks.add(h > 0, "harmonic energy > 0", h)
+        checks.add("Betti [1, 1, 0]" in out, "Betti [1, 1, 0]")
         m = re.search(r"resumed: (\d+) iterations in all \(uninterrupted (\d+)\), "
                       r"max \|x - x_full\| (\S+)", out)
-        assert m and m.group(1) == m.group(2) and float(m.group(3)) < 1e-12, out
-    assert_collective(comm, True)
+        checks.add(m and m.group(1) == m.group(2) and float(m.group(3)) < 1e-12,
+                   "resumed run is the uninterrupted run", m and m.group(0))

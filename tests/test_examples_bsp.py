@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import pathlib
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,19 +9,11 @@ from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components
 
 from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
-                     same_on_all_ranks)
+                     load_example, same_on_all_ranks)
 
 pytestmark = pytest.mark.timeout(120)
 
 COMM = MPI.COMM_WORLD
-PATH = pathlib.Path(__file__).resolve().parents[1] / "examples" / "bsp_components.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("bsp_components", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def scipy_labels(n, edges):
@@ -59,7 +47,7 @@ RANDOM_CASES = {
 @pytest.mark.parametrize("case", sorted(RANDOM_CASES))
 def test_random_graph_components(case):
     n, k, extra = RANDOM_CASES[case]
-    example = load_example()
+    example = load_example("bsp_components")
     args = ["-n", str(n), "-k", str(k), "--extra", str(extra), "--seed", "3", "--quiet"]
     result = example.main(COMM, args)
     labels = check_against_scipy(result, n)
@@ -73,15 +61,13 @@ def test_random_graph_components(case):
                             np.sort(np.concatenate(COMM.allgather(result["edges"])), axis=0))
 
 
-def test_edge_list_file(tmp_path):
-    path = None
+def test_edge_list_file(shared_tmp_path):
+    path = shared_tmp_path / "graph.txt"
     if COMM.rank == 0:
-        path = os.path.join(tmp_path, "graph.txt")
-        with open(path, "w") as f:
-            f.write("# a comment\n0 1\n1 2\n5 6\n9 9\n3 8\n8 2\n12 11\n")
-    path = COMM.bcast(path, root=0)
-    example = load_example()
-    result = example.main(COMM, ["--edges", path, "-n", "15", "--quiet"])
+        path.write_text("# a comment\n0 1\n1 2\n5 6\n9 9\n3 8\n8 2\n12 11\n")
+    COMM.Barrier()
+    example = load_example("bsp_components")
+    result = example.main(COMM, ["--edges", str(path), "-n", "15", "--quiet"])
     labels = check_against_scipy(result, 15)
     # {0,1,2,3,8}, {5,6}, {11,12}; 4, 7, 9, 10, 13, 14 alone
     assert_equal_collective(labels, [0, 0, 0, 0, 4, 5, 5, 7, 0, 9, 10, 11, 11, 13, 14])
@@ -89,20 +75,11 @@ def test_edge_list_file(tmp_path):
                       "checked %r" % result["checked"])
 
 
-def test_edge_list_with_negative_id_raises_on_every_rank(tmp_path):
-    path = None
+def test_edge_list_with_negative_id_raises_on_every_rank(shared_tmp_path):
+    path = shared_tmp_path / "bad.txt"
     if COMM.rank == 0:
-        path = os.path.join(tmp_path, "bad.txt")
-        with open(path, "w") as f:
-            f.write("0 1\n" * 5 + "2 -3\n")
-    path = COMM.bcast(path, root=0)
-    example = load_example()
+        path.write_text("0 1\n" * 5 + "2 -3\n")
+    COMM.Barrier()
+    example = load_example("bsp_components")
     assert_raises_collective(COMM, ValueError, example.main, COMM,
-                             ["--edges", path, "--quiet"], match="non-negative")
-
-
-def test_example_follows_house_style():
-    text = PATH.read_text()
-    doc = load_example().__doc__
-    assert "mpiexec -n 4 python -m mpi4py examples/bsp_components.py" in doc
-    assert "# Things to try" in text and "def main(comm" in text and "argparse" in text
+                             ["--edges", str(path), "--quiet"], match="non-negative")

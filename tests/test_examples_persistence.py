@@ -1,33 +1,21 @@
 """The persistence example runs at any rank count: plot, CSV and VTU written,
 the report's counts match the files and a serial run of the same field."""
 
-import importlib.util
 import os
-import tempfile
 
+import meshio
 import numpy as np
 from mpi4py import MPI
 
-from mpitest import assert_collective, assert_equal_collective
+from mpitest import assert_collective, assert_equal_collective, load_example
+from topology import Grid, persistence_diagram
 
 COMM = MPI.COMM_WORLD
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "examples",
-                                                                      name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_persistence_example_writes_plot_csv_vtu():
-    import meshio
-    from topology import Grid, persistence_diagram
-    tmp = tempfile.mkdtemp() if COMM.rank == 0 else None
-    prefix = os.path.join(COMM.bcast(tmp, root=0), "pd")
-    ex = load("persistence")
+def test_persistence_example_writes_plot_csv_vtu(shared_tmp_path):
+    prefix = str(shared_tmp_path / "pd")
+    ex = load_example("persistence")
     argv = ["--n", "14", "--noise", "0.3", "--min-persistence", "0.2", "--out", prefix]
     res = ex.main(COMM, argv)
     report = res["report"]
@@ -35,12 +23,10 @@ def test_persistence_example_writes_plot_csv_vtu():
     finite = sum(r["kept"] for r in report.values())
     assert_collective(COMM, report[0]["kept"] >= 1 and report[2]["kept"] >= 1, str(report))
     assert_collective(COMM, report[0]["nonzero"] > 5 * report[0]["kept"], "noise pairs")
-    rows = npts = png = None
-    if COMM.rank == 0:
-        rows = len(np.atleast_1d(np.genfromtxt(prefix + ".csv", delimiter=",", names=True)))
-        npts = len(meshio.read(prefix + ".vtu").points)
-        png = os.path.getsize(prefix + ".png")
-    rows, npts, png = COMM.bcast((rows, npts, png), root=0)
+    COMM.Barrier()                  # rank 0 has written the files; every rank reads them
+    rows = len(np.atleast_1d(np.genfromtxt(prefix + ".csv", delimiter=",", names=True)))
+    npts = len(meshio.read(prefix + ".vtu").points)
+    png = os.path.getsize(prefix + ".png")
     assert_equal_collective(rows, kept)
     assert_equal_collective(npts, kept + finite)
     assert_collective(COMM, png > 10000, "no plot written")

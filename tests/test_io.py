@@ -10,31 +10,13 @@ from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector, Layout, block_ranges, gallery, io
 from mpitest import (assert_collective, assert_equal_collective,
-                     assert_raises_collective)
+                     assert_raises_collective, on_rank0)
 
 COMM = MPI.COMM_WORLD
 
 
-@pytest.fixture
-def shared_dir(tmp_path):
-    """rank 0's tmp_path on every rank, so all ranks use the same files."""
-    return COMM.bcast(str(tmp_path), root=0)
-
-
-def on_root(fn, *args, **kwargs):
-    """Run ``fn`` on rank 0 only (serial scipy writes) and wait for it."""
-    exc = None
-    if COMM.rank == 0:
-        try:
-            fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 - reported to every rank
-            exc = e
-    msg = COMM.bcast(None if exc is None else repr(exc), root=0)
-    assert msg is None, msg
-
-
 def write_text(path, text):
-    on_root(lambda: open(path, "w").write(text))
+    on_rank0(COMM, lambda: open(path, "w").write(text))
 
 
 def assert_exact(A, B):
@@ -50,8 +32,8 @@ def assert_exact(A, B):
 
 @pytest.mark.parametrize("name, n", [("random_spd", 13), ("convdiff2d", 4),
                                      ("anisotropic2d", 5), ("poisson1d", 7)])
-def test_matrix_round_trip_exact(shared_dir, name, n):
-    path = os.path.join(shared_dir, name + ".mtx")
+def test_matrix_round_trip_exact(shared_tmp_path, name, n):
+    path = os.path.join(shared_tmp_path, name + ".mtx")
     A = gallery.PROBLEMS[name](n, COMM)
     io.write_matrix(path, A, comment="written by dmsolve\nsecond line")
     B = io.read_matrix(path, COMM)
@@ -61,7 +43,7 @@ def test_matrix_round_trip_exact(shared_dir, name, n):
     assert_exact(sp.csr_matrix(scipy.io.mmread(path)), A.to_scipy())
 
 
-def test_read_scipy_written_files(shared_dir):
+def test_read_scipy_written_files(shared_tmp_path):
     rng = np.random.default_rng(0)
     M = sp.random(13, 7, density=0.3, random_state=1, format="csr")  # rectangular
     S = gallery.random_spd(13, MPI.COMM_SELF, density=0.3).to_scipy()
@@ -78,8 +60,8 @@ def test_read_scipy_written_files(shared_dir):
              "int.mtx": (I, {"field": "integer"}), "herm.mtx": (H, {"symmetry": "hermitian"}),
              "pattern.mtx": (M, {"field": "pattern"})}
     for fname, (mat, opts) in cases.items():
-        path = os.path.join(shared_dir, fname)
-        on_root(scipy.io.mmwrite, path, mat, **opts)
+        path = os.path.join(shared_tmp_path, fname)
+        on_rank0(COMM, scipy.io.mmwrite, path, mat, **opts)
         A = io.read_matrix(path, COMM).to_scipy()
         ref = sp.csr_matrix(scipy.io.mmread(path))
         if opts.get("field") == "integer":
@@ -89,8 +71,8 @@ def test_read_scipy_written_files(shared_dir):
             assert_equal_collective(A.toarray(), (M.toarray() != 0).astype(float))
 
 
-def test_read_with_layout_and_empty_rank(shared_dir):
-    path = os.path.join(shared_dir, "m.mtx")
+def test_read_with_layout_and_empty_rank(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "m.mtx")
     A = gallery.poisson2d(4, COMM)
     io.write_matrix(path, A)
     # the last rank owns nothing, rank 0 the rest
@@ -112,23 +94,23 @@ def test_read_with_layout_and_empty_rank(shared_dir):
     assert_exact(B.to_scipy(), A.to_scipy())
 
 
-def test_compressed_file(shared_dir):
-    path = os.path.join(shared_dir, "sym.mtx.gz")
+def test_compressed_file(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "sym.mtx.gz")
     S = gallery.random_spd(13, MPI.COMM_SELF, density=0.3).to_scipy()
 
     def write():
         import gzip
-        raw = os.path.join(shared_dir, "plain.mtx")
+        raw = os.path.join(shared_tmp_path, "plain.mtx")
         scipy.io.mmwrite(raw, S, symmetry="symmetric")
         with open(raw, "rb") as f, gzip.open(path, "wb") as g:
             g.write(f.read())
-    on_root(write)
+    on_rank0(COMM, write)
     assert_exact(io.read_matrix(path, COMM).to_scipy(), S)
 
 
 @pytest.mark.parametrize("n", [1, 7, 13])
-def test_vector_round_trip_exact(shared_dir, n):
-    path = os.path.join(shared_dir, "x%d.mtx" % n)
+def test_vector_round_trip_exact(shared_tmp_path, n):
+    path = os.path.join(shared_tmp_path, "x%d.mtx" % n)
     A = gallery.poisson1d(n, COMM)
     x = gallery.rhs(A, kind="random", seed=4)
     x.local *= 1e-7  # awkward values still round-trip with %.17g
@@ -138,11 +120,11 @@ def test_vector_round_trip_exact(shared_dir, n):
     assert_equal_collective(np.asarray(scipy.io.mmread(path)).ravel(), x.gather())
 
 
-def test_vector_integer_and_complex(shared_dir):
+def test_vector_integer_and_complex(shared_tmp_path):
     layout = Layout.block(7, COMM)
     idx = np.arange(layout.start, layout.stop)
     for name, local in (("i.mtx", idx * 3 - 5), ("c.mtx", idx * (0.5 - 1.25j))):
-        path = os.path.join(shared_dir, name)
+        path = os.path.join(shared_tmp_path, name)
         x = DistVector(layout, local)
         io.write_vector(path, x)
         y = io.read_vector(path, COMM, layout=layout)
@@ -150,8 +132,8 @@ def test_vector_integer_and_complex(shared_dir):
         assert_collective(COMM, y.dtype == x.dtype, "%s != %s" % (y.dtype, x.dtype))
 
 
-def test_read_vector_from_coordinate_file(shared_dir):
-    path = os.path.join(shared_dir, "sparsevec.mtx")
+def test_read_vector_from_coordinate_file(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "sparsevec.mtx")
     write_text(path, "%%MatrixMarket matrix coordinate real general\n"
                      "% a sparse vector\n9 1 3\n2 1 1.5\n9 1 -2\n5 1 4\n")
     x = io.read_vector(path, COMM).gather()
@@ -160,8 +142,8 @@ def test_read_vector_from_coordinate_file(shared_dir):
     assert_equal_collective(x, ref)
 
 
-def test_complex_matrix_round_trip(shared_dir):
-    path = os.path.join(shared_dir, "z.mtx")
+def test_complex_matrix_round_trip(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "z.mtx")
     Z = (sp.random(7, 7, density=0.4, random_state=5) * (1 - 3j)).tocsr()
     A = DistCSR.from_global(Z, COMM)
     io.write_matrix(path, A)
@@ -182,34 +164,34 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("fname", sorted(MALFORMED))
-def test_malformed_file_raises_value_error_everywhere(shared_dir, fname):
-    path = os.path.join(shared_dir, fname)
+def test_malformed_file_raises_value_error_everywhere(shared_tmp_path, fname):
+    path = os.path.join(shared_tmp_path, fname)
     write_text(path, MALFORMED[fname])
     assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM)
 
 
-def test_missing_file_raises_os_error_everywhere(shared_dir):
-    path = os.path.join(shared_dir, "does-not-exist.mtx")
+def test_missing_file_raises_os_error_everywhere(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "does-not-exist.mtx")
     assert_raises_collective(COMM, OSError, io.read_matrix, path, COMM)
     assert_raises_collective(COMM, OSError, io.read_vector, path, COMM)
 
 
-def test_unwritable_path_raises_os_error_everywhere(shared_dir):
+def test_unwritable_path_raises_os_error_everywhere(shared_tmp_path):
     A = gallery.poisson1d(5, COMM)
-    path = os.path.join(shared_dir, "no", "such", "dir", "a.mtx")
+    path = os.path.join(shared_tmp_path, "no", "such", "dir", "a.mtx")
     assert_raises_collective(COMM, OSError, io.write_matrix, path, A)
 
 
-def test_wrong_layout_or_shape_raises(shared_dir):
-    path = os.path.join(shared_dir, "p.mtx")
+def test_wrong_layout_or_shape_raises(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "p.mtx")
     io.write_matrix(path, gallery.poisson2d(3, COMM))
     assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM,
                              layout=Layout.block(8, COMM))
     assert_raises_collective(COMM, ValueError, io.read_vector, path, COMM)
 
 
-def test_mminfo_everywhere(shared_dir):
-    path = os.path.join(shared_dir, "info.mtx")
+def test_mminfo_everywhere(shared_tmp_path):
+    path = os.path.join(shared_tmp_path, "info.mtx")
     io.write_matrix(path, gallery.poisson1d(7, COMM))
     info = io.mminfo(path, COMM)
     assert_collective(COMM, info == {"format": "coordinate", "field": "real",

@@ -200,32 +200,35 @@ def test_from_coo_non_finite_values(comm):
 def test_from_coo_mismatched_lengths_and_shapes(comm):
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0, 1]),
                              np.array([0]), np.ones(2), (10, 10), comm)
-    shape = (10, 11) if comm.rank == 0 and comm.size > 1 else (10, 10)
-    if comm.size > 1:
-        assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0]),
-                                 np.array([0]), np.ones(1), shape, comm, match="shapes")
     assert_raises_collective(comm, TypeError, DistCSR.from_coo, np.array([0]), np.array([0]),
                              np.ones(1), (10.0, 10), comm)
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0]), np.array([0]),
                              np.ones(1), (10, 10), comm, mode="replace")
 
 
+@pytest.mark.mpi(min_size=2)
+def test_from_coo_shapes_differ_between_ranks(comm):
+    shape = (10, 11) if comm.rank == 0 else (10, 10)
+    assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0]),
+                             np.array([0]), np.ones(1), shape, comm, match="shapes")
+
+
 def test_from_global_bad_input(comm):
     assert_raises_collective(comm, TypeError, DistCSR.from_global, [[1, 2]], comm)
-    A = sp.identity(5 if comm.rank == 0 or comm.size == 1 else 6, format="csr")
-    if comm.size > 1:
-        assert_raises_collective(comm, ValueError, DistCSR.from_global, A, comm)
     assert_raises_collective(comm, ValueError, DistCSR.from_global, sp.identity(5), comm,
                              layout=Layout.block(6, comm))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_from_global_matrices_differ_between_ranks(comm):
+    A = sp.identity(5 if comm.rank == 0 else 6, format="csr")
+    assert_raises_collective(comm, ValueError, DistCSR.from_global, A, comm)
 
 
 def test_from_local_rows_bad_input(comm):
     lay = Layout.block(8, comm)
     local = sp.csr_matrix((lay.local_size + (1 if comm.rank == 0 else 0), 8))
     assert_raises_collective(comm, ValueError, DistCSR.from_local_rows, local, lay)
-    local = sp.csr_matrix((lay.local_size, 9 if comm.rank == comm.size - 1 else 8))
-    if comm.size > 1:
-        assert_raises_collective(comm, ValueError, DistCSR.from_local_rows, local, lay)
     data = sp.identity(8, format="csr")[lay.start:lay.stop] * np.inf
     if lay.local_size == 0:
         data = sp.csr_matrix((0, 8))
@@ -234,16 +237,27 @@ def test_from_local_rows_bad_input(comm):
                                  match="finite")
 
 
+@pytest.mark.mpi(min_size=2)
+def test_from_local_rows_column_counts_differ_between_ranks(comm):
+    lay = Layout.block(8, comm)
+    local = sp.csr_matrix((lay.local_size, 9 if comm.rank == comm.size - 1 else 8))
+    assert_raises_collective(comm, ValueError, DistCSR.from_local_rows, local, lay)
+
+
 def test_matvec_wrong_vectors(comm):
     A = DistCSR.from_global(random_matrix(7, 11, seed=1), comm)
     x_wrong = DistVector.zeros(Layout.block(7, comm))
     assert_raises_collective(comm, ValueError, A.matvec, x_wrong, match="layout")
     assert_raises_collective(comm, TypeError, A.matvec, np.zeros(11))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_matvec_vector_on_a_reordered_communicator(comm):
+    A = DistCSR.from_global(random_matrix(7, 11, seed=1), comm)
     sub = comm.Split(0, comm.size - 1 - comm.rank)
     try:
-        if comm.size > 1:
-            x_other = DistVector.zeros(Layout.block(11, sub))
-            assert_raises_collective(comm, ValueError, A.matvec, x_other)
+        x_other = DistVector.zeros(Layout.block(11, sub))
+        assert_raises_collective(comm, ValueError, A.matvec, x_other)
     finally:
         sub.Free()
 

@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, gallery, partition as part
-from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
-                     assert_raises_collective, same_on_all_ranks)
+from mpitest import (Checks, assert_allclose_collective, assert_collective,
+                     assert_equal_collective, assert_raises_collective, same_on_all_ranks)
 
 COMM = MPI.COMM_WORLD
 
@@ -46,11 +46,12 @@ def test_numbering_is_contiguous_permutation(name):
     assert_equal_collective(np.sort(new_index), np.arange(n))
     # part q occupies new_layout's range q, in the old order
     ranges = p.new_layout.ranges
-    ok = True
+    checks = Checks(COMM)
     for q in range(COMM.size):
         members = np.flatnonzero(owner == q)
-        ok &= np.array_equal(new_index[members], np.arange(ranges[q], ranges[q + 1]))
-    assert_collective(COMM, ok, "parts are not contiguous and order-preserving")
+        checks.add(np.array_equal(new_index[members], np.arange(ranges[q], ranges[q + 1])),
+                   "part %d contiguous and order-preserving" % q, new_index[members])
+    checks.assert_all()
     assert_equal_collective(p.part_sizes, np.bincount(owner, minlength=COMM.size))
 
 

@@ -10,7 +10,8 @@ import pytest
 from mpi4py import MPI
 from scipy.spatial import Delaunay
 
-from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+                     on_rank0)
 from test_topology_ref import faces, grid_cells
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
 from topology._complex import owned_global_ids
@@ -198,11 +199,11 @@ def test_critical_cells_do_not_depend_on_ranks():
     G = discrete_gradient(Grid(shape, COMM), values)
     cells = [G.critical_cells(d) for d in range(4)]
     # the serial gradient of the same field, on one rank, is the reference
-    ref = None
-    if COMM.rank == 0:
+    def serial():
         Gs = discrete_gradient(Grid(shape, MPI.COMM_SELF), values)
-        ref = [Gs.critical_cells(d) for d in range(4)]
-    ref = COMM.bcast(ref, root=0)
+        return [Gs.critical_cells(d) for d in range(4)]
+
+    ref = on_rank0(COMM, serial)
     for d in range(4):
         assert_equal_collective(cells[d], ref[d], err_msg="critical %d-cells" % d)
     assert_collective(COMM, sum(c.shape[0] for c in cells) > 20, "too easy a case")

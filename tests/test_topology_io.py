@@ -1,13 +1,12 @@
 """meshio and .npy I/O: round trips, TTK array names, collective errors."""
 
 import os
-import tempfile
 
 import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector
-from mpitest import assert_equal_collective, assert_raises_collective
+from mpitest import assert_equal_collective, assert_raises_collective, on_rank0
 from test_topology_ref import reference_types
 from topology import Grid, critical_points
 from topology.io import read_image, read_mesh, write_vtu
@@ -15,14 +14,9 @@ from topology.io import read_image, read_mesh, write_vtu
 COMM = MPI.COMM_WORLD
 
 
-def shared_tmpdir():
-    path = tempfile.mkdtemp() if COMM.rank == 0 else None
-    return COMM.bcast(path, root=0)
-
-
-def test_mesh_round_trip_and_image():
+def test_mesh_round_trip_and_image(shared_tmp_path):
     from scipy.spatial import Delaunay
-    d = shared_tmpdir()
+    d = shared_tmp_path
     pts = np.random.default_rng(0).random((30, 2))
     tris = Delaunay(pts).simplices
     if COMM.rank == 0:
@@ -50,8 +44,8 @@ def test_mesh_round_trip_and_image():
     assert_equal_collective(a[0], b[0])
 
 
-def test_unreadable_files_raise_on_every_rank():
-    d = shared_tmpdir()
+def test_unreadable_files_raise_on_every_rank(shared_tmp_path):
+    d = shared_tmp_path
     if COMM.rank == 0:
         with open(os.path.join(d, "junk.vtu"), "w") as fh:
             fh.write("not a mesh")
@@ -61,9 +55,9 @@ def test_unreadable_files_raise_on_every_rank():
     assert_raises_collective(COMM, OSError, read_image, os.path.join(d, "none.npy"), COMM)
 
 
-def test_partitioned_mesh_writes_fields_in_global_id_order():
+def test_partitioned_mesh_writes_fields_in_global_id_order(shared_tmp_path):
     from scipy.spatial import Delaunay
-    d = shared_tmpdir()
+    d = shared_tmp_path
     pts = np.random.default_rng(5).random((40, 2))
     tris = Delaunay(pts).simplices
     if COMM.rank == 0:
@@ -81,12 +75,8 @@ def test_partitioned_mesh_writes_fields_in_global_id_order():
         out = os.path.join(d, "out-%s.vtu" % partition)
         write_vtu(out, cx, point_data={"CriticalType": cp.types, "f": fld},
                   cell_data={"id": cells})
-        got = None
-        if COMM.rank == 0:
-            import meshio
-            m = meshio.read(out)
-            got = (m.point_data["CriticalType"], m.point_data["f"], m.cell_data["id"][0])
-        got = COMM.bcast(got, root=0)
+        m = on_rank0(COMM, lambda: meshio.read(out))      # meshio is imported on rank 0
+        got = (m.point_data["CriticalType"], m.point_data["f"], m.cell_data["id"][0])
         assert_equal_collective(got[0], reference_types(tris, fld, 40))
         assert_equal_collective(got[1], fld)
         assert_equal_collective(got[2], ids)

@@ -3,7 +3,6 @@ gudhi's SimplexTree built on exactly our triangulations (tests/gudhi_ref.py),
 on grids and meshes, with ties, at any rank count."""
 
 import os
-import tempfile
 import warnings
 
 import numpy as np
@@ -13,7 +12,8 @@ from scipy.spatial import Delaunay
 
 import gudhi_ref
 from dmsolve import DistVector
-from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+                     on_rank0)
 from topology import (Grid, SimplicialComplex, critical_points, merge_tree,
                       persistence_diagram)
 
@@ -258,26 +258,18 @@ def test_critical_counts_and_euler(case):
 
 
 # -- output -------------------------------------------------------------------------------------
-def shared_tmpdir():
-    path = tempfile.mkdtemp() if COMM.rank == 0 else None
-    return COMM.bcast(path, root=0)
-
-
-def test_csv_and_vtu_round_trip():
+def test_csv_and_vtu_round_trip(shared_tmp_path):
     import meshio
     g, f = make_grid((11, 9, 6), "smooth")
     dg = persistence_diagram(g, f, min_persistence=0.1)
-    tmp = shared_tmpdir()
+    tmp = shared_tmp_path
     csv, vtu = os.path.join(tmp, "d.csv"), os.path.join(tmp, "d.vtu")
     dg.write_csv(csv)
     dg.write_vtu(vtu, g)
-    table = types = npts = None
-    if COMM.rank == 0:
-        table = np.genfromtxt(csv, delimiter=",", names=True)
-        mesh = meshio.read(vtu)
-        npts = len(mesh.points)
-        types = {k: np.asarray(v) for k, v in mesh.point_data.items()}
-    table, types, npts = COMM.bcast((table, types, npts), root=0)
+    table = on_rank0(COMM, np.genfromtxt, csv, delimiter=",", names=True)
+    mesh = on_rank0(COMM, meshio.read, vtu)
+    npts = len(mesh.points)
+    types = {k: np.asarray(v) for k, v in mesh.point_data.items()}
     p = dg.pairs
     fin = np.isfinite(p["death"])
     assert_equal_collective(np.atleast_1d(table["dimension"]).astype(int), p["dim"])
