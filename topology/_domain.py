@@ -105,8 +105,10 @@ class Domain(Protocol):
         """``(lower, upper, on_boundary, lower_on_boundary, upper_on_boundary)``
         of each owned vertex under a ghosted vertex order: the numbers of
         connected components of its lower and upper link and, in 3D, whether
-        it and any lower/upper link vertex lie on the boundary (None below
-        3D). Not collective."""
+        it lies on the boundary and whether any lower/upper link vertex does
+        (None below 3D; the last two need only be right for boundary vertices
+        with one lower and one upper component, the only ones they
+        reclassify). Collective among neighbouring ranks on a 3D complex."""
 
     def vertex_coordinates(self, gids: np.ndarray) -> np.ndarray:
         """Coordinates of vertices given by global id, shape (n, 3) float64.
@@ -127,7 +129,9 @@ class Domain(Protocol):
 
     def mesh(self, root: int = 0):
         """``(points (n, 3), cell type, cells)`` of the whole triangulation
-        in meshio's terms on ``root``, None elsewhere. Collective on ``comm``."""
+        in meshio's terms on ``root``, None elsewhere. Collective on ``comm``
+        for a complex (it gathers the top simplices); a grid makes it on
+        ``root`` alone."""
 
 
 def check_domain(domain, name: str = "domain") -> None:
