@@ -253,6 +253,7 @@ class SimplicialComplex:
         """False: a complex's homology is not known in advance."""
         return False
 
+    # -- numbering (not collective) ---------------------------------------------------------
     def layout_to_global(self, index: np.ndarray) -> np.ndarray:
         """Global vertex ids of vertex layout indices (any shape; the same
         array when not :attr:`renumbered`). Not collective."""
@@ -265,6 +266,7 @@ class SimplicialComplex:
         gids = np.asarray(gids)
         return gids if self._perm is None or gids.size == 0 else self._perm[gids]
 
+    # -- layouts and summary (not collective) --------------------------------------------------
     def simplex_layout(self, k: int) -> Layout:
         """Layout of the k-simplices (k-cochains are DistVectors on it). Not collective."""
         if k not in self._layouts:
