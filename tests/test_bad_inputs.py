@@ -346,6 +346,42 @@ CASES = [
      lambda e: solve(e.A, e.b, callback=_raise_on(WORLD.size - 1, KeyError("gone")))),
     ("monitor-raises-on-rank-0", ZeroDivisionError, "monitor",
      lambda e: solve(e.A, e.b, "gmres", monitor=_raise_on(0, ZeroDivisionError("monitor")))),
+    # topology entry points validated through dmsolve.validate
+    ("critical-points-on-a-numpy-array", TypeError, "Grid or SimplicialComplex",
+     lambda e: topology.critical_points(np.zeros((4, 4)), np.ones(16))),
+    ("components-threshold-a-string", TypeError, "threshold",
+     lambda e: topology.connected_components(e.grid, np.ones(16), threshold="low")),
+    ("components-sublevel-not-a-bool", TypeError, "sublevel",
+     lambda e: topology.connected_components(e.grid, np.ones(16), 0.5, sublevel=1)),
+    ("components-max-steps-zero", ValueError, "max_steps",
+     lambda e: topology.connected_components(e.grid, max_steps=0)),
+    ("global-order-of-a-numpy-array", TypeError, "DistVector",
+     lambda e: topology.global_order(np.ones(16))),
+    ("global-order-oversample-zero", ValueError, "oversample",
+     lambda e: topology.global_order(e.grid.vertex_values(np.ones(16)), oversample=0)),
+    ("global-order-ids-wrong-length-on-last-rank", ValueError, "ids",
+     lambda e: topology.global_order(e.grid.vertex_values(np.ones(16)), ids=np.arange(
+         e.grid.local_num_vertices + (e.rank == e.size - 1)))),
+    ("global-order-nan-values", ValueError, "finite",
+     lambda e: topology.global_order(DistVector(e.grid.vertex_layout, np.full(
+         e.grid.local_num_vertices, np.nan)))),
+    ("hodge-laplacian-of-a-grid", TypeError, "SimplicialComplex",
+     lambda e: topology.hodge_laplacian(e.grid, 0)),
+    ("hodge-laplacian-unknown-part", ValueError, "part",
+     lambda e: topology.hodge_laplacian(topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm),
+                                        0, "sideways")),
+    ("hodge-decomposition-rtol-nan", ValueError, "rtol",
+     lambda e: topology.hodge_decomposition(
+         topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm), np.ones(3), rtol=np.nan)),
+    ("hodge-decomposition-orient-not-a-bool", TypeError, "orient",
+     lambda e: topology.hodge_decomposition(
+         topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm), np.ones(3), orient="yes")),
+    ("complex-partition-not-a-string", TypeError, "partition",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm, partition=None)),
+    ("topology-read-mesh-unknown-partition", ValueError, "unknown partition",
+     lambda e: tio.read_mesh(os.path.join(e.dir, "none.vtu"), e.comm, partition="nope")),
+    ("topology-write-vtu-point-data-a-list", TypeError, "point_data",
+     lambda e: tio.write_vtu(os.path.join(e.dir, "x.vtu"), e.grid, point_data=[np.ones(16)])),
 ]
 
 # at one rank COMM_SELF is congruent with COMM_WORLD: those calls are valid there

@@ -11,12 +11,18 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components as _cc
 
-from dmsolve import DistCSR, DistVector, Layout, agree
+from dmsolve import DistCSR, DistVector, Layout, Registry, agree
 from dmsolve.bsp import BSP, NeighborExchange
+from dmsolve.partition import metis_partition, rcb
+from dmsolve.validate import agreed, check_choice
 
-from ._grid import as_vertex_vector
+# owned_global_ids and ghosted_global_ids are imported from here by the analyses
+from ._domain import ghosted_global_ids, owned_global_ids  # noqa: F401
+from ._grid import _points3, as_vertex_vector
 
 __all__ = ["SimplicialComplex", "PARTITIONS"]
 
@@ -40,7 +46,8 @@ class SimplicialComplex:
         the vertices are ``0 .. n-1``; otherwise ``0 .. max id``. Every id in
         that range is a vertex (an unused one is an isolated vertex).
     partition : {"block", "metis", "rcb"}
-        How vertices are distributed (a key of :data:`PARTITIONS`):
+        How vertices are distributed (a name in :data:`PARTITIONS`; case
+        and ``-``/``_`` do not matter):
         contiguous blocks of ids (default), a METIS k-way partition of the
         vertex graph (``dmsolve.partition.metis_partition``; the graph is
         gathered to rank 0), or recursive coordinate bisection of
@@ -52,7 +59,8 @@ class SimplicialComplex:
         On every rank, if any rank passes a vertex id out of range, a
         degenerate simplex (a repeated vertex), a simplex listed twice in its
         own input, a simplex of dimension above 3, non-finite points, an
-        unknown partition, or ``"rcb"`` without points.
+        unknown partition (``ValueError``; ``TypeError`` if not a string), or
+        ``"rcb"`` without points.
 
     Notes
     -----
@@ -93,20 +101,15 @@ class SimplicialComplex:
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         self.comm = comm
-        exc = None
         tops: dict[int, np.ndarray] = {}
         pts = None
-        try:
-            if not isinstance(partition, str) or partition not in PARTITIONS:
-                raise ValueError("partition must be one of %s, got %r"
-                                 % (sorted(PARTITIONS), partition))
+        with agreed(comm):
+            partition = check_choice("partition", partition, PARTITIONS)
             pts = _check_points(points)
             if partition == "rcb" and pts is None:
                 raise ValueError("partition='rcb' bisects coordinates: give points")
             tops = _check_simplices(simplices, None if pts is None else pts.shape[0])
-        except (TypeError, ValueError) as e:
-            exc = e
-        agree(comm, exc)
+        #: the canonical name of the vertex partitioner
         self.partition = partition
         shapes = comm.allgather(None if pts is None else pts.shape)
         exc = None
@@ -221,8 +224,49 @@ class SimplicialComplex:
     # -- properties (never communicate) ----------------------------------------------
     @property
     def global_num_vertices(self) -> int:
+        """Number of vertices over all ranks (:attr:`num_vertices`)."""
         return self.num_vertices
 
+    @property
+    def local_num_vertices(self) -> int:
+        """Number of vertices this rank owns."""
+        return self.vertex_layout.local_size
+
+    @property
+    def renumbered(self) -> bool:
+        """Whether global vertex ids differ from the layout indices (under
+        ``"metis"`` or ``"rcb"``; see the class Notes)."""
+        return self._gid_of is not None
+
+    @property
+    def halo(self) -> NeighborExchange:
+        """The ghost-vertex exchange plan (float64 entries)."""
+        return self._halo
+
+    @property
+    def stencil(self) -> None:
+        """None: the simplices are stored explicitly (see :class:`Domain`)."""
+        return None
+
+    @property
+    def is_ball(self) -> bool:
+        """False: a complex's homology is not known in advance."""
+        return False
+
+    # -- numbering (not collective) ---------------------------------------------------------
+    def layout_to_global(self, index: np.ndarray) -> np.ndarray:
+        """Global vertex ids of vertex layout indices (any shape; the same
+        array when not :attr:`renumbered`). Not collective."""
+        index = np.asarray(index)
+        return index if self._gid_of is None or index.size == 0 else self._gid_of[index]
+
+    def global_to_layout(self, gids: np.ndarray) -> np.ndarray:
+        """Vertex layout indices of global vertex ids (any shape; the same
+        array when not :attr:`renumbered`). Not collective."""
+        gids = np.asarray(gids)
+        return gids if self._perm is None or gids.size == 0 else self._perm[gids]
+
+    # -- layouts and summary (not collective) --------------------------------------------------
     def simplex_layout(self, k: int) -> Layout:
         """Layout of the k-simplices (k-cochains are DistVectors on it). Not collective."""
         if k not in self._layouts:
@@ -318,7 +362,8 @@ class SimplicialComplex:
         return self._own_pos
 
     def local_simplex_positions(self, k: int) -> np.ndarray:
-        """Local k-simplices with vertices as positions in :meth:`ghosted_ids`."""
+        """Local k-simplices with vertices as positions in :meth:`ghosted_ids`.
+        Not collective."""
         rows, _ = self.local_simplices(k)
         return np.searchsorted(self._ids, rows)
 
@@ -381,25 +426,97 @@ class SimplicialComplex:
         out[ends - self.vertex_layout.start] = True
         return out
 
+    def link_components(self, ghosted_order: np.ndarray):
+        """Lower/upper link component counts of the owned vertices, from one
+        connected-components pass over the link graphs of all of them at
+        once; in 3D also the boundary flags TTK's classification needs (see
+        :class:`Domain`). Collective among neighbouring ranks in 3D (one
+        ghost exchange of boundary flags), else not collective.
+        """
+        order = ghosted_order
+        n_loc = order.size
+        own_pos = self.owned_positions()
+        n_own = own_pos.size
+        is_own = np.zeros(n_loc, dtype=bool)
+        is_own[own_pos] = True
+        E = self.local_simplex_positions(1)
+        T = self.local_simplex_positions(2) if self.dimension >= 2 else np.zeros((0, 3), np.int64)
+        # half-edges v -> u out of owned vertices v: the link vertices of v
+        src = np.concatenate((E[:, 0], E[:, 1]))
+        dst = np.concatenate((E[:, 1], E[:, 0]))
+        keep = is_own[src]
+        src, dst = src[keep], dst[keep]
+        key = src * n_loc + dst
+        o = np.argsort(key)
+        src, dst, key = src[o], dst[o], key[o]
+        # link edges u - w of v, one per triangle (v, u, w) with v owned
+        a, b = [], []
+        for i in range(3):
+            v, u, w = T[:, i], T[:, (i + 1) % 3], T[:, (i + 2) % 3]
+            m = is_own[v]
+            a.append(np.searchsorted(key, v[m] * n_loc + u[m]))
+            b.append(np.searchsorted(key, v[m] * n_loc + w[m]))
+        a = np.concatenate(a) if a else np.zeros(0, np.int64)
+        b = np.concatenate(b) if b else np.zeros(0, np.int64)
+        is_lower = order[dst] < order[src]
+        same = is_lower[a] == is_lower[b]   # lower-lower or upper-upper link edges
+        nh = src.size
+        g = sp.coo_matrix((np.ones(int(same.sum())), (a[same], b[same])), shape=(nh, nh))
+        ncomp, label = _cc(g, directed=False)
+        # every component lies in one vertex's link and on one side
+        first = np.full(ncomp, -1, dtype=np.int64)
+        first[label[::-1]] = np.arange(nh - 1, -1, -1)
+        comp_src = src[first]
+        comp_lower = is_lower[first]
+        rank_of = np.full(n_loc, -1, dtype=np.int64)
+        rank_of[own_pos] = np.arange(n_own)
+        L = np.bincount(rank_of[comp_src[comp_lower]], minlength=n_own)
+        U = np.bincount(rank_of[comp_src[~comp_lower]], minlength=n_own)
+        if self.dimension < 3:
+            return L, U, None, None, None
+        onb_own = self.owned_boundary_vertices()
+        onb = self.ghosted(onb_own.astype(np.int64)).astype(bool)
+        lb = np.zeros(n_loc, dtype=bool)
+        ub = np.zeros(n_loc, dtype=bool)
+        np.logical_or.at(lb, src, is_lower & onb[dst])
+        np.logical_or.at(ub, src, ~is_lower & onb[dst])
+        return L, U, onb_own, lb[own_pos], ub[own_pos]
 
-def owned_global_ids(domain) -> np.ndarray | None:
-    """Global ids of the owned vertices of a grid or complex when they differ
-    from the layout indices (a complex partitioned by METIS or RCB), else
-    None. Not collective."""
-    if getattr(domain, "_gid_of", None) is None:
-        return None
-    return domain.owned_global_ids(0)
+    def vertex_coordinates(self, gids) -> np.ndarray:
+        """:attr:`points` of vertices given by global id, padded or cut to
+        shape (n, 3); without points, ``(id, 0, 0)``. Not collective."""
+        gids = np.asarray(gids, dtype=np.int64)
+        if self.points is not None:
+            return _points3(self.points[gids])
+        return _points3(gids.astype(np.float64).reshape(-1, 1))
+
+    def mesh(self, root: int = 0):
+        """``(points, cell type, cells)`` of the top simplices on ``root``,
+        None elsewhere: points as given (a third zero coordinate added to 2D
+        points; zeros without points), cells as global vertex ids.
+        Collective on ``comm`` (gathers the top simplices to every rank).
+        """
+        d = self.dimension
+        cells = self.simplices(d)
+        if self.comm.Get_rank() != root:
+            return None
+        kind = {1: "line", 2: "triangle", 3: "tetra"}[d]
+        points = self.points
+        if points is None:
+            points = np.zeros((self.num_vertices, 3))
+        elif points.shape[1] == 2:
+            points = np.column_stack((points, np.zeros(len(points))))
+        return points, kind, cells
 
 
-def ghosted_global_ids(domain) -> np.ndarray:
-    """Global ids of the owned and ghost vertices, aligned with
-    ``domain.ghosted_ids()``. Not collective."""
-    if getattr(domain, "_gid_of", None) is None:
-        return domain.ghosted_ids()
-    return domain.global_ids(0)
+#: Vertex partitioners by name, ``partitioner(tops, points, n, comm)``: each
+#: returns a ``dmsolve.partition.Partition`` of the block vertex layout, or
+#: None to keep the blocks. Its own registry, not ``dmsolve.partition``'s
+#: (those partition matrices; these take the top simplices and points).
+PARTITIONS = Registry("partition")
 
 
-# -- partitioners: (tops, points, n, comm) -> dmsolve Partition of the block layout, or None
+@PARTITIONS.register("block")
 def _block_partition(tops, pts, n, comm):
     return None
 
@@ -416,20 +533,15 @@ def _vertex_graph(tops, n, comm) -> DistCSR:
     return DistCSR.from_coo(h, t, np.ones(h.size), (n, n), comm, mode="insert")
 
 
+@PARTITIONS.register("metis")
 def _metis_partition(tops, pts, n, comm):
-    from dmsolve.partition import metis_partition
     return metis_partition(_vertex_graph(tops, n, comm))
 
 
+@PARTITIONS.register("rcb")
 def _rcb_partition(tops, pts, n, comm):
-    from dmsolve.partition import rcb
     lay = Layout.block(n, comm)
     return rcb(pts[lay.start:lay.stop], comm)
-
-
-#: Vertex partitioners by name: each returns a ``dmsolve.partition.Partition``
-#: of the block vertex layout (None keeps the blocks).
-PARTITIONS = {"block": _block_partition, "metis": _metis_partition, "rcb": _rcb_partition}
 
 
 # -- helpers ------------------------------------------------------------------------------------

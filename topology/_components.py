@@ -15,6 +15,9 @@ from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
 from dmsolve.bsp import BSP
+from dmsolve.validate import agreed, check_bool, check_int, check_real
+
+from ._domain import check_domain, ghosted_global_ids
 
 __all__ = ["connected_components"]
 
@@ -37,32 +40,42 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     sublevel : bool
     max_steps : int, optional
         Bound on the merging supersteps (default: unbounded; it always halts).
+        Reaching it raises ``RuntimeError`` on every rank.
 
     Returns
     -------
     DistVector of int64 on ``domain.vertex_layout``: the component label of
     each vertex (its smallest vertex id), -1 for vertices outside the level set.
 
+    Raises
+    ------
+    ValueError
+        On every rank, if ``values`` are given without ``threshold`` (or vice
+        versa), ``values`` or ``threshold`` are not finite, or ``max_steps``
+        is below 1.
+    TypeError
+        If ``domain`` is not a Grid or SimplicialComplex; on every rank, if
+        ``threshold`` is not a real number, ``sublevel`` not a bool or
+        ``max_steps`` not an integer.
+
     Notes
     -----
     Collective on ``domain.comm``. The labels do not depend on the number of
-    ranks. Raises the same ``ValueError`` on every rank if ``values`` are
-    given without ``threshold`` (or vice versa) or are not finite.
+    ranks.
 
     References
     ----------
     .. [1] G. Malewicz et al., "Pregel: a system for large-scale graph
        processing", SIGMOD 2010 (vertex-centric min-label propagation).
     """
-    from dmsolve import agree
+    check_domain(domain)
     comm = domain.comm
-    exc = None
-    if (values is None) != (threshold is None):
-        exc = ValueError("give both values and threshold for a level set, or neither")
-    elif threshold is not None and not np.isfinite(float(threshold)):
-        exc = ValueError("threshold must be finite, got %r" % (threshold,))
-    agree(comm, exc)
-    from ._complex import ghosted_global_ids
+    with agreed(comm):
+        if (values is None) != (threshold is None):
+            raise ValueError("give both values and threshold for a level set, or neither")
+        threshold = check_real("threshold", threshold, allow_none=True)
+        sublevel = check_bool("sublevel", sublevel)
+        max_steps = check_int("max_steps", max_steps, low=1, allow_none=True)
     layout = domain.vertex_layout
     ids = domain.ghosted_ids()          # layout indices: where messages go
     gids = ghosted_global_ids(domain)   # global ids: what labels are made of
@@ -85,7 +98,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     label = comp_min[comp]
     # who shares what: ghosts are owned elsewhere; owned vertices ghosted by
     # the send side of the domain's halo plan
-    halo = domain._halo
+    halo = domain.halo
     ghost_mask = np.ones(n_loc, dtype=bool)
     ghost_mask[own_pos] = False
     ghost_pos = np.flatnonzero(ghost_mask)

@@ -67,7 +67,7 @@ class Stars:
 
     def __init__(self, domain, ghosted_order: np.ndarray):
         self.domain = domain
-        if isinstance(domain, Grid):
+        if domain.stencil is not None:
             self._grid(domain, ghosted_order)
         else:
             self._complex(domain, ghosted_order)

@@ -14,8 +14,9 @@ import numbers
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistVector, Layout, agree
+from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange
+from dmsolve.validate import agreed
 
 __all__ = ["Grid", "freudenthal_cells", "link_structure", "component_table"]
 
@@ -128,17 +129,13 @@ class Grid:
     def __init__(self, shape, comm: MPI.Comm):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
-        exc = None
-        try:
+        with agreed(comm):
             shape = tuple(shape)
             if len(shape) not in (2, 3) or not all(
                     isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
                 raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
             if min(shape) < 2:
                 raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
-        except (TypeError, ValueError) as e:
-            exc = e
-        agree(comm, exc)
         self.comm = comm
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
@@ -169,11 +166,33 @@ class Grid:
     # -- properties (never communicate) ----------------------------------------------
     @property
     def global_num_vertices(self) -> int:
+        """Number of vertices, ``prod(shape)``."""
         return int(np.prod(self.shape))
 
     @property
     def local_num_vertices(self) -> int:
+        """Number of vertices this rank owns (its planes)."""
         return self.vertex_layout.local_size
+
+    @property
+    def renumbered(self) -> bool:
+        """False: a vertex's layout index is its global id."""
+        return False
+
+    @property
+    def halo(self) -> NeighborExchange:
+        """The ghost-plane exchange plan (int64 entries)."""
+        return self._halo
+
+    @property
+    def stencil(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, link_edges)`` of every vertex star: :func:`link_structure`."""
+        return link_structure(self.dimension)
+
+    @property
+    def is_ball(self) -> bool:
+        """True: a grid triangulates a box, a ball with no homology above degree 0."""
+        return True
 
     def __repr__(self) -> str:
         return "Grid(shape=%s, planes %d:%d of %d)" % (self.shape, *self.owned_planes,
@@ -264,6 +283,138 @@ class Grid:
         n = np.array(self.shape)
         return np.any((c == 0) | (c == n - 1), axis=-1)
 
+    def owned_boundary_vertices(self) -> np.ndarray:
+        """Whether each owned vertex lies on the grid's boundary. Not collective."""
+        return self.boundary_mask(np.arange(self.vertex_layout.start, self.vertex_layout.stop))
+
+    # -- numbering: layout index = global id --------------------------------------------
+    def global_ids(self, k: int = 0) -> np.ndarray:
+        """Global ids of the owned and ghost vertices: :meth:`ghosted_ids`
+        (a grid has vertex ids only, ``k = 0``). Not collective."""
+        _vertices_only(k)
+        return self.ghosted_ids()
+
+    def owned_global_ids(self, k: int = 0) -> np.ndarray:
+        """Global ids of the owned vertices, ascending (``k = 0``). Not collective."""
+        _vertices_only(k)
+        return np.arange(self.vertex_layout.start, self.vertex_layout.stop, dtype=np.int64)
+
+    def layout_to_global(self, index: np.ndarray) -> np.ndarray:
+        """The identity: layout indices are global ids. Not collective."""
+        return index
+
+    def global_to_layout(self, gids: np.ndarray) -> np.ndarray:
+        """The identity: global ids are layout indices. Not collective."""
+        return gids
+
+    def vertex_coordinates(self, gids) -> np.ndarray:
+        """Grid coordinates of global ids as float64 points, shape (n, 3)
+        (``z = 0`` in 2D). Not collective."""
+        return _points3(self.coordinates(gids).astype(np.float64))
+
+    # -- link components: table look-up over neighbour masks -------------------------------
+    def link_components(self, ghosted_order: np.ndarray):
+        """Lower/upper link component counts of the owned vertices, from
+        :func:`component_table` over the masks of lower and upper neighbours;
+        in 3D also the boundary flags TTK's classification needs (see
+        :class:`Domain`). Not collective: the ghost planes complete every
+        owned star.
+        """
+        dim = self.dimension
+        g0, g1 = self.ghosted_planes
+        p0, p1 = self.owned_planes
+        n_own = self.local_num_vertices
+        if n_own == 0:
+            none = np.zeros(0, dtype=np.int64)
+            return none, none, None, None, None
+        dims = (g1 - g0,) + tuple(self.shape[:-1][::-1])       # numpy (z, y, x) order
+        # pad by one with -1 ("no vertex") so that every offset is a plain slice
+        P = np.full(tuple(d + 2 for d in dims), -1, dtype=np.int64)
+        P[tuple(slice(1, d + 1) for d in dims)] = ghosted_order.reshape(dims)
+        region = [(1 + p0 - g0, 1 + p1 - g0)] + [(1, d + 1) for d in dims[1:]]
+        C = P[tuple(slice(a, b) for a, b in region)]
+        offsets, _ = link_structure(dim)
+        lower = np.zeros(C.shape, dtype=np.uint16)
+        upper = np.zeros(C.shape, dtype=np.uint16)
+        tmp = np.empty(C.shape, dtype=bool)
+        for j, off in enumerate(offsets):
+            S = P[tuple(slice(a + o, b + o) for (a, b), o in zip(region, off[::-1]))]
+            bit = np.uint16(1 << j)
+            np.greater(S, C, out=tmp)
+            upper[tmp] |= bit
+            np.less(S, C, out=tmp)
+            tmp &= S >= 0
+            lower[tmp] |= bit
+        table = component_table(dim)
+        L = table[lower.ravel()]
+        U = table[upper.ravel()]
+        if dim < 3:
+            return L, U, None, None, None
+        ids = np.arange(self.vertex_layout.start, self.vertex_layout.stop, dtype=np.int64)
+        # boundary of the owned slab from one mask per axis (no coordinates)
+        z = np.arange(p0, p1)
+        onb = np.zeros(C.shape, dtype=bool)
+        onb |= ((z == 0) | (z == self.shape[2] - 1))[:, None, None]
+        onb[:, [0, -1], :] = True
+        onb[:, :, [0, -1]] = True
+        onb = onb.ravel()
+        cand = np.flatnonzero(onb & (L == 1) & (U == 1))
+        lb = np.zeros(n_own, dtype=bool)
+        ub = np.zeros(n_own, dtype=bool)
+        if cand.size:
+            local = np.unravel_index(cand, C.shape)
+            at = np.ravel_multi_index(tuple(c + a for c, (a, _) in zip(local, region)), P.shape)
+            centre = P.ravel()[at]
+            coords = self.coordinates(ids[cand])
+            n = np.array(self.shape)
+            for off in offsets:
+                shift = int(np.ravel_multi_index(tuple(np.array(off[::-1]) + 1), P.shape)) - \
+                    int(np.ravel_multi_index((1,) * dim, P.shape))
+                nb = P.ravel()[at + shift]
+                nc = coords + off
+                nb_b = np.any((nc == 0) | (nc == n - 1), axis=1)
+                lb[cand] |= (nb >= 0) & (nb < centre) & nb_b
+                ub[cand] |= (nb > centre) & nb_b
+        return L, U, onb, lb, ub
+
+    # -- global views and output ----------------------------------------------------------
+    def gather_global(self, vector: DistVector, k: int = 0, root: int | None = None):
+        """``vector.gather(root)``: a grid's layouts are in global-id order
+        (``k`` is not used). Collective on ``comm``."""
+        return vector.gather(root)
+
+    def mesh(self, root: int = 0):
+        """``(points, cell type, cells)`` of the Freudenthal triangulation of
+        the whole grid, generated on ``root`` for output only (None
+        elsewhere). Not collective."""
+        if self.comm.Get_rank() != root:
+            return None
+        points = self.vertex_coordinates(np.arange(self.global_num_vertices))
+        kind = "triangle" if self.dimension == 2 else "tetra"
+        return points, kind, _grid_cells(self.shape)
+
+
+def _vertices_only(k) -> None:
+    if k != 0:
+        raise ValueError("a Grid numbers its vertices only (k = 0), got k=%r" % (k,))
+
+
+def _points3(c: np.ndarray) -> np.ndarray:
+    """Points padded with zero columns (or cut) to three coordinates."""
+    if c.shape[1] < 3:
+        c = np.column_stack((c, np.zeros((c.shape[0], 3 - c.shape[1]))))
+    return np.ascontiguousarray(c[:, :3])
+
+
+def _grid_cells(shape) -> np.ndarray:
+    """Vertex ids of every Freudenthal top cell of a grid of ``shape``."""
+    cells = freudenthal_cells(len(shape))
+    strides = np.cumprod((1,) + tuple(shape[:-1]))
+    origins = np.stack(np.meshgrid(*[np.arange(n - 1) for n in shape], indexing="ij"),
+                       -1).reshape(-1, len(shape))
+    ids = (origins[:, None, None, :] + cells[None]) @ strides
+    return ids.reshape(-1, cells.shape[1]).astype(np.int64)
+
 
 def as_vertex_vector(values, layout: Layout, name: str = "values",
                      grid_shape=None, dtype=np.float64) -> DistVector:
@@ -271,9 +422,8 @@ def as_vertex_vector(values, layout: Layout, name: str = "values",
 
     Collective on ``layout.comm``; the same error on every rank.
     """
-    exc = None
     out = None
-    try:
+    with agreed(layout.comm):
         if isinstance(values, DistVector):
             if values.layout != layout:
                 raise ValueError("%s is a DistVector of global size %d on another layout; "
@@ -298,7 +448,4 @@ def as_vertex_vector(values, layout: Layout, name: str = "values",
         if local.dtype.kind == "f" and not np.all(np.isfinite(local)):
             raise ValueError("%s must be finite (found NaN or inf)" % name)
         out = DistVector(layout, local)
-    except (TypeError, ValueError) as e:
-        exc = e
-    agree(layout.comm, exc)
     return out

@@ -12,10 +12,16 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components as _cc
 
-from dmsolve import DistCSR, DistVector, agree
+import preconditioners
+from dmsolve import DistCSR, DistVector
+from dmsolve.bsp import BSP
+from dmsolve.krylov import cg
+from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
-from ._complex import _search_rows
+from ._complex import SimplicialComplex, _search_rows
+from ._components import connected_components
 
 __all__ = ["boundary_matrix", "hodge_laplacian", "hodge_decomposition",
            "HodgeDecomposition", "betti_numbers", "coherent_orientation_signs"]
@@ -43,10 +49,9 @@ def _incidence(cx, k, cache: dict | None = None):
     frows, _ = cx.local_simplices(k - 1)
     # orientation by sorted *global* vertex ids: the removed vertex's place in
     # the globally sorted tuple (its place in ``rows`` under a block partition)
-    gid_of = getattr(cx, "_gid_of", None)
     place = None
-    if gid_of is not None:
-        U = gid_of[rows]
+    if cx.renumbered:
+        U = cx.layout_to_global(rows)
         place = (U[:, None, :] < U[:, :, None]).sum(axis=2)
     fp, sp_, sg = [], [], []
     for i in range(k + 1):
@@ -68,8 +73,17 @@ def boundary_matrix(cx, k: int) -> DistCSR:
     and columns on ``cx.simplex_layout(k)``; entry ``(f, s)`` is
     ``(-1)**i`` when ``f`` is ``s`` without its i-th (sorted) vertex.
     Collective on ``cx.comm`` (one BSP superstep of assembly).
+
+    Raises
+    ------
+    TypeError
+        If ``cx`` is not a SimplicialComplex.
+    ValueError
+        On every rank, if ``k`` is not an integer >= 1.
     """
-    _check_k(cx, k, low=1)
+    _check_complex(cx)
+    with agreed(cx.comm):
+        _check_k(k, low=1)
     return _boundary(cx, k)
 
 
@@ -100,10 +114,20 @@ def hodge_laplacian(cx, k: int, part: str = "full") -> DistCSR:
     up part from its owned (k+1)-simplices, the down part from its owned
     (k-1)-simplices, whose cofaces all lie in its closed stars. Collective on
     ``cx.comm`` (one BSP superstep of assembly).
+
+    Raises
+    ------
+    TypeError
+        If ``cx`` is not a SimplicialComplex; on every rank, if ``part`` is
+        not a string.
+    ValueError
+        On every rank, if ``k`` is not an integer >= 0 or ``part`` is not
+        one of the three.
     """
-    _check_k(cx, k, low=0)
-    if part not in ("full", "up", "down"):
-        raise ValueError("part must be 'full', 'up' or 'down', got %r" % (part,))
+    _check_complex(cx)
+    with agreed(cx.comm):
+        _check_k(k, low=0)
+        part = check_choice("part", part, ("full", "up", "down"))
     return _laplacian(cx, k, part)
 
 
@@ -155,7 +179,8 @@ class HodgeDecomposition:
 
     Notes
     -----
-    The vectors are indexed by layout index: on a complex partitioned by
+    Not collective to construct (:func:`hodge_decomposition` builds it). The
+    vectors are indexed by layout index: on a complex partitioned by
     METIS or RCB, ``cx.gather_global(hd.gradient, 1)`` gives them in global
     edge-id order (``.gather()`` does under the default block partition).
     """
@@ -206,8 +231,10 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
         orthogonality and energy sums far inside 1e-8 relative (1e-13 on
         the benchmark's 3M-edge grid) and ``||L_1 h|| <= 1e-7 ||f||``.
     pc : str or (name, options) or None
-        A preconditioner name for ``preconditioners.make`` ("amg", "jacobi").
+        A preconditioner name for ``preconditioners.make`` ("amg", "jacobi",
+        ...; see ``dmsolve.PRECONDITIONERS``).
     maxiter : int, optional
+        Iteration limit of each CG solve (default ``10 n``).
     max_nullspace : int
         Largest number of component indicator vectors projected out of the
         gradient solve (beyond it, CG relies on consistency alone).
@@ -218,10 +245,21 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
     -------
     HodgeDecomposition
 
+    Raises
+    ------
+    TypeError
+        If ``cx`` is not a SimplicialComplex; on every rank, if ``rtol``,
+        ``maxiter``, ``max_nullspace`` or ``orient`` has the wrong type.
+    ValueError
+        On every rank, if ``rtol`` is negative or not finite, or ``maxiter``
+        or ``max_nullspace`` is negative; ``flow`` as for
+        :meth:`SimplicialComplex.cochain`.
+    dmsolve.krylov.ConvergenceError
+        On every rank, if a solve does not converge.
+
     Notes
     -----
-    Collective on ``cx.comm``. Raises ``dmsolve.krylov.ConvergenceError`` on
-    every rank if a solve does not converge.
+    Collective on ``cx.comm``.
 
     References
     ----------
@@ -229,9 +267,12 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
        over simplicial complexes", IEEE TSP 68, 2020.
     .. [2] L.-H. Lim, "Hodge Laplacians on graphs", SIAM Review 62(3), 2020.
     """
-    from dmsolve.krylov import cg
-
-    from ._components import connected_components
+    _check_complex(cx)
+    with agreed(cx.comm):
+        rtol = check_real("rtol", rtol, low=0.0)
+        maxiter = check_int("maxiter", maxiter, low=0, allow_none=True)
+        max_nullspace = check_int("max_nullspace", max_nullspace, low=0)
+        orient = check_bool("orient", orient)
     f = cx.cochain(flow, 1)
     inc: dict = {}     # local incidence arrays, computed once
     B1 = _boundary(cx, 1, cache=inc)
@@ -274,14 +315,15 @@ def betti_numbers(cx) -> list[int]:
     equal the rational Betti numbers whenever the integral homology has no
     2-torsion, e.g. for every complex embedded in R^3.
 
-    Collective on ``cx.comm``.
+    Collective on ``cx.comm``. Raises ``TypeError`` if ``cx`` is not a
+    SimplicialComplex.
 
     References
     ----------
     .. [1] A. Zomorodian and G. Carlsson, "Computing persistent homology",
        Discrete Comput. Geom. 33, 2005 (column reduction).
     """
-    from ._components import connected_components
+    _check_complex(cx)
     labels = connected_components(cx)
     mine = np.count_nonzero(labels.local == cx.owned_global_ids(0))
     beta0 = int(cx.comm.allreduce(mine, op=MPI.SUM))
@@ -292,7 +334,6 @@ def betti_numbers(cx) -> list[int]:
         r = _rank_gf2(B) if cx.comm.Get_rank() == 0 else None
         ranks[k] = int(cx.comm.bcast(r, root=0))
     return [n[k] - ranks[k] - ranks[k + 1] for k in range(cx.dimension + 1)]
-
 
 
 def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
@@ -325,9 +366,7 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     is a private dict for the local incidence arrays, shared with the other
     assembly steps of :func:`hodge_decomposition`. Collective on ``cx.comm``.
     """
-    from dmsolve.bsp import BSP
-    from scipy.sparse.csgraph import connected_components as _cc
-
+    _check_complex(cx)
     comm = cx.comm
     rows, gids = cx.local_simplices(2)
     nt = rows.shape[0]
@@ -396,8 +435,16 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     out[asked] = answer        # the owner's sign, so both copies agree
     return out.astype(np.float64)
 
+
 # -- helpers ---------------------------------------------------------------------------------
-def _check_k(cx, k, low):
+def _check_complex(cx) -> None:
+    if not isinstance(cx, SimplicialComplex):
+        raise TypeError("cx must be a topology SimplicialComplex (Hodge theory needs "
+                        "explicit simplices), got %s" % type(cx).__name__)
+
+
+def _check_k(k, low) -> None:
+    # ValueError also for a k of the wrong type, as always here
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < low:
         raise ValueError("k must be an integer >= %d, got %r" % (low, k))
 
@@ -436,7 +483,6 @@ def _component_nullspace(cx, labels: DistVector, limit: int) -> list[DistVector]
 def _make_pc(pc, A):
     if pc is None:
         return None
-    import preconditioners
     return preconditioners.make(pc, A)
 
 

@@ -70,7 +70,7 @@ def sweep(domain, key_owned: np.ndarray, *, apex: bool = False, tree: bool = Fal
     of its merge tree. Collective on ``domain.comm``.
     """
     comm = domain.comm
-    if isinstance(domain, Grid):
+    if domain.stencil is not None:
         st = _GridSweep(domain, key_owned, apex)
     else:
         st = _ComplexSweep(domain, key_owned, apex)

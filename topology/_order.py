@@ -10,6 +10,7 @@ import numpy as np
 
 from dmsolve import DistVector
 from dmsolve.bsp import BSP
+from dmsolve.validate import agreed, check_int
 
 __all__ = ["global_order"]
 
@@ -39,6 +40,15 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     DistVector of int64 on ``values.layout``: ``order[i]`` is the number of
     vertices ``j`` with ``(values[j], id[j]) < (values[i], id[i])``.
 
+    Raises
+    ------
+    TypeError
+        If ``values`` is not a DistVector; on every rank, if ``ids`` are not
+        integers or ``oversample`` is not an integer.
+    ValueError
+        On every rank, if ``values`` are not finite, ``ids`` do not have one
+        entry per local value, or ``oversample`` is below 1.
+
     Notes
     -----
     Collective on ``values.comm``: one ``allgather`` of samples and two BSP
@@ -54,18 +64,31 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     .. [2] H. Edelsbrunner and E. P. Muecke, "Simulation of simplicity",
        ACM Trans. Graph. 9(1), 1990.
     """
+    if not isinstance(values, DistVector):
+        raise TypeError("values must be a DistVector, got %s" % type(values).__name__)
     layout = values.layout
     comm = layout.comm
+    with agreed(comm):
+        oversample = check_int("oversample", oversample, low=1)
+        v = np.ascontiguousarray(values.local, dtype=np.float64)
+        if not np.all(np.isfinite(v)):
+            raise ValueError("values must be finite (found NaN or inf)")
+        if ids is not None:
+            ids = np.asarray(ids)
+            if ids.dtype.kind not in "iu":
+                raise TypeError("ids must be integers, got dtype %s" % ids.dtype)
+            if ids.shape != v.shape:
+                raise ValueError("ids has shape %s; expected one global id per local "
+                                 "value, (%d,)" % (ids.shape, v.size))
     size = comm.Get_size()
     start = layout.start
-    v = np.ascontiguousarray(values.local, dtype=np.float64)
     n = v.size
     if ids is None:
         # a stable sort keeps ids ascending among equal values: (value, id) order
         perm = np.argsort(v, kind="stable")
         gid = None
     else:
-        gid = np.asarray(ids, dtype=np.int64)
+        gid = ids.astype(np.int64, copy=False)
         perm = np.lexsort((gid, v))
     out = np.empty(n, dtype=np.int64)
     if size == 1:

@@ -19,7 +19,6 @@ from mpi4py import MPI
 from dmsolve import DistVector, agree
 
 from ._complex import owned_global_ids
-from ._grid import Grid
 from ._mergetree import APEX, lookup, sweep
 from ._order import global_order
 
@@ -157,7 +156,7 @@ class PersistenceDiagram:
             "Scalar": np.concatenate((p["birth"], p["death"][fin])),
             "ttkVertexScalarField": vid.astype(np.int64),
         }
-        points = _coordinates(domain, vid)
+        points = domain.vertex_coordinates(vid)
         exc = None
         if self.comm.Get_rank() == 0:
             try:
@@ -166,18 +165,6 @@ class PersistenceDiagram:
             except (OSError, ValueError) as e:
                 exc = OSError("cannot write %s: %s" % (path, e))
         agree(self.comm, exc)
-
-
-def _coordinates(domain, vid) -> np.ndarray:
-    if isinstance(domain, Grid):
-        c = domain.coordinates(vid).astype(np.float64)
-    elif domain.points is not None:
-        c = domain.points[vid]
-    else:
-        c = np.column_stack((vid.astype(np.float64), np.zeros((vid.size, 2))))
-    if c.shape[1] < 3:
-        c = np.column_stack((c, np.zeros((c.shape[0], 3 - c.shape[1]))))
-    return np.ascontiguousarray(c[:, :3])
 
 
 def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> PersistenceDiagram:
@@ -266,7 +253,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     agree(comm, exc)
     vec = domain.vertex_values(values)
     d = domain.dimension
-    if not isinstance(domain, Grid):
+    if not domain.is_ball:
         _check_manifold(domain)
     gids = owned_global_ids(domain)
     order = global_order(vec, ids=gids)
@@ -307,7 +294,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
         else:
             parts.extend(d1)
     raw = _stack(parts)
-    if not isinstance(domain, Grid):
+    if not domain.is_ball:
         if d == 3 and d1 is None:
             missing.append("essential D2 of a tetrahedral mesh (needs D1)")
         else:

@@ -3,13 +3,16 @@ VTU output (array names as TTK writes them), numpy ``.npy`` for images."""
 
 from __future__ import annotations
 
+import meshio
 import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree
+from dmsolve.validate import agreed, check_choice
 
-from ._complex import SimplicialComplex
-from ._grid import Grid, freudenthal_cells
+from ._complex import PARTITIONS, SimplicialComplex
+from ._domain import check_domain
+from ._grid import Grid
 
 __all__ = ["read_mesh", "read_image", "write_vtu", "CRITICAL_TYPE"]
 
@@ -26,13 +29,17 @@ def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialCo
     :class:`SimplicialComplex` ("block", "metis" or "rcb": the mesh has
     points). Collective on ``comm``; a file meshio
     cannot read, or one without line/triangle/tetra cells, raises the same
-    ``OSError``/``ValueError`` on every rank.
+    ``OSError``/``ValueError`` on every rank, and so does an unknown
+    ``partition`` (before the file is read).
     """
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+    with agreed(comm):
+        partition = check_choice("partition", partition, PARTITIONS)
     exc = None
     data = None
     if comm.Get_rank() == 0:
         try:
-            import meshio
             try:
                 mesh = meshio.read(path)
             except (Exception, SystemExit) as e:  # noqa: BLE001 - meshio may even sys.exit
@@ -56,8 +63,11 @@ def read_image(path, comm: MPI.Comm) -> tuple[Grid, DistVector]:
 
     The array's numpy shape is ``(ny, nx)`` or ``(nz, ny, nx)`` (C order is
     vertex id order). Every rank memory-maps the file and keeps its slab.
-    Collective on ``comm``.
+    Collective on ``comm``; a file numpy cannot load, or an array of another
+    dimension, raises the same ``OSError``/``ValueError`` on every rank.
     """
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
     exc = None
     arr = None
     try:
@@ -81,53 +91,38 @@ def write_vtu(path, domain, point_data: dict | None = None,
 
     Values may be DistVectors (gathered to rank 0, in global-id order) or
     global arrays. For a :class:`Grid` the Freudenthal cells are generated
-    on rank 0 for the file only. Collective on ``domain.comm``.
+    on rank 0 for the file only. Collective on ``domain.comm``; a file that
+    cannot be written raises the same ``OSError`` on every rank.
+
+    Raises
+    ------
+    TypeError
+        If ``domain`` is not a Grid or SimplicialComplex, or ``point_data``
+        or ``cell_data`` is not a dict (on every rank).
     """
-    import meshio
+    check_domain(domain)
     comm = domain.comm
-    top = getattr(domain, "dimension", 0)
+    with agreed(comm):
+        for name, data in (("point_data", point_data), ("cell_data", cell_data)):
+            if data is not None and not isinstance(data, dict):
+                raise TypeError("%s must be a dict of name -> values, got %s"
+                                % (name, type(data).__name__))
+    top = domain.dimension
 
     def gathered(v, k):
         if not isinstance(v, DistVector):
             return np.asarray(v)
-        if isinstance(domain, SimplicialComplex):
-            return domain.gather_global(v, k, root=0)
-        return v.gather(root=0)
+        return domain.gather_global(v, k, root=0)
     pd = {k: gathered(v, 0) for k, v in (point_data or {}).items()}
     cd = {k: gathered(v, top) for k, v in (cell_data or {}).items()}
-    if isinstance(domain, Grid):
-        cells = None
-        if comm.Get_rank() == 0:
-            cells = _grid_cells(domain.shape)
-        kind = "triangle" if domain.dimension == 2 else "tetra"
-        points = None
-        if comm.Get_rank() == 0:
-            c = domain.coordinates(np.arange(domain.global_num_vertices)).astype(np.float64)
-            points = c if c.shape[1] == 3 else np.column_stack((c, np.zeros(len(c))))
-    else:
-        d = domain.dimension
-        cells = domain.simplices(d)
-        kind = {1: "line", 2: "triangle", 3: "tetra"}[d]
-        points = domain.points
-        if points is None:
-            points = np.zeros((domain.num_vertices, 3))
-        elif points.shape[1] == 2:
-            points = np.column_stack((points, np.zeros(len(points))))
+    mesh = domain.mesh(root=0)
     exc = None
     if comm.Get_rank() == 0:
+        points, kind, cells = mesh
         try:
-            mesh = meshio.Mesh(points, [(kind, cells)], point_data=pd,
-                               cell_data={k: [v] for k, v in cd.items()})
-            mesh.write(str(path), file_format="vtu")
+            meshio.Mesh(points, [(kind, cells)], point_data=pd,
+                        cell_data={k: [v] for k, v in cd.items()}).write(str(path),
+                                                                         file_format="vtu")
         except (OSError, ValueError) as e:
             exc = OSError("cannot write %s: %s" % (path, e))
     agree(comm, exc)
-
-
-def _grid_cells(shape) -> np.ndarray:
-    cells = freudenthal_cells(len(shape))
-    strides = np.cumprod((1,) + tuple(shape[:-1]))
-    origins = np.stack(np.meshgrid(*[np.arange(n - 1) for n in shape], indexing="ij"),
-                       -1).reshape(-1, len(shape))
-    ids = (origins[:, None, None, :] + cells[None]) @ strides
-    return ids.reshape(-1, cells.shape[1]).astype(np.int64)

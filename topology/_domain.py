@@ -1,0 +1,156 @@
+"""The questions every topology domain answers: :class:`Grid` and
+:class:`SimplicialComplex` both satisfy :class:`Domain`, and the analyses ask
+them only through it, never by testing which class they hold."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from mpi4py import MPI
+
+from dmsolve import DistVector, Layout
+from dmsolve.bsp import NeighborExchange
+
+__all__ = ["Domain", "check_domain", "owned_global_ids", "ghosted_global_ids"]
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """A distributed triangulated domain with a vertex field on it.
+
+    Vertices are owned by ranks in contiguous blocks of *layout indices*
+    (:attr:`vertex_layout`); every rank also holds one layer of ghost
+    vertices, so the closed star of each owned vertex is complete locally.
+    *Global vertex ids* are rank-independent; they equal the layout indices
+    unless :attr:`renumbered` (a complex partitioned by METIS or RCB).
+
+    Attributes
+    ----------
+    comm : MPI.Comm
+    dimension : int
+        The largest simplex dimension (2 or 3 for a grid).
+    vertex_layout : dmsolve.Layout
+        Vertex fields are DistVectors on it.
+
+    Notes
+    -----
+    Properties never communicate. Each method's docstring in :class:`Grid`
+    and :class:`SimplicialComplex` says whether it is collective; the
+    protocol's own summary lines say the same.
+    """
+
+    comm: MPI.Comm
+    dimension: int
+    vertex_layout: Layout
+
+    # -- properties (never communicate) --------------------------------------------
+    @property
+    def global_num_vertices(self) -> int:
+        """Number of vertices over all ranks."""
+
+    @property
+    def local_num_vertices(self) -> int:
+        """Number of vertices this rank owns."""
+
+    @property
+    def renumbered(self) -> bool:
+        """Whether global vertex ids differ from the vertex layout indices."""
+
+    @property
+    def halo(self) -> NeighborExchange:
+        """The ghost-vertex exchange plan: its send side says which owned
+        vertices each neighbouring rank ghosts (positions in the owned block)."""
+
+    @property
+    def stencil(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(offsets, link_edges)`` when every vertex star is the same fixed
+        stencil of an implicit triangulation (see :func:`link_structure`), or
+        None when the simplices are stored explicitly."""
+
+    @property
+    def is_ball(self) -> bool:
+        """True when the domain is known to be a triangulated d-ball (a
+        manifold with boundary, no homology above degree 0), as a grid is."""
+
+    # -- vertex numbering (not collective) --------------------------------------------
+    def ghosted_ids(self) -> np.ndarray:
+        """Layout indices of the owned and ghost vertices, ascending. Not collective."""
+
+    def owned_positions(self) -> np.ndarray:
+        """Positions of the owned vertices in :meth:`ghosted_ids`. Not collective."""
+
+    def global_ids(self, k: int = 0) -> np.ndarray:
+        """Global ids of the ghosted vertices (``k = 0``), aligned with
+        :meth:`ghosted_ids`. Not collective."""
+
+    def owned_global_ids(self, k: int = 0) -> np.ndarray:
+        """Global ids of the owned vertices (``k = 0``), in layout order. Not collective."""
+
+    def layout_to_global(self, index: np.ndarray) -> np.ndarray:
+        """Global vertex ids of vertex layout indices (any shape). Not collective."""
+
+    def global_to_layout(self, gids: np.ndarray) -> np.ndarray:
+        """Vertex layout indices of global vertex ids (any shape). Not collective."""
+
+    # -- local structure (not collective) ---------------------------------------------
+    def local_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Edges among the ghosted vertices as two arrays of positions in
+        :meth:`ghosted_ids`. Not collective."""
+
+    def owned_boundary_vertices(self) -> np.ndarray:
+        """Whether each owned vertex lies on the domain's boundary. Not collective."""
+
+    def link_components(self, ghosted_order: np.ndarray):
+        """``(lower, upper, on_boundary, lower_on_boundary, upper_on_boundary)``
+        of each owned vertex under a ghosted vertex order: the numbers of
+        connected components of its lower and upper link and, in 3D, whether
+        it lies on the boundary and whether any lower/upper link vertex does
+        (None below 3D; the last two need only be right for boundary vertices
+        with one lower and one upper component, the only ones they
+        reclassify). Collective among neighbouring ranks on a 3D complex."""
+
+    def vertex_coordinates(self, gids: np.ndarray) -> np.ndarray:
+        """Coordinates of vertices given by global id, shape (n, 3) float64.
+        Not collective."""
+
+    # -- fields and output (collective) -----------------------------------------------
+    def vertex_values(self, values, name: str = "values") -> DistVector:
+        """A vertex field as a float64 DistVector on :attr:`vertex_layout`.
+        Collective on ``comm``."""
+
+    def ghosted(self, owned: np.ndarray) -> np.ndarray:
+        """Owned entries plus the ghost vertices', in :meth:`ghosted_ids`
+        order. Collective among neighbouring ranks."""
+
+    def gather_global(self, vector: DistVector, k: int = 0, root: int | None = None):
+        """A DistVector's entries as one array in global-id order, on every
+        rank or on ``root``. Collective on ``comm``."""
+
+    def mesh(self, root: int = 0):
+        """``(points (n, 3), cell type, cells)`` of the whole triangulation
+        in meshio's terms on ``root``, None elsewhere. Collective on ``comm``
+        for a complex (it gathers the top simplices); a grid makes it on
+        ``root`` alone."""
+
+
+def check_domain(domain, name: str = "domain") -> None:
+    """Raise ``TypeError`` unless ``domain`` is a :class:`Domain` (a Grid or a
+    SimplicialComplex). Not collective: every rank passes the same kind of
+    object in SPMD code, so every rank raises alike."""
+    if not isinstance(domain, Domain):
+        raise TypeError("%s must be a topology Grid or SimplicialComplex, got %s"
+                        % (name, type(domain).__name__))
+
+
+def owned_global_ids(domain: Domain) -> np.ndarray | None:
+    """Global ids of the owned vertices when they differ from the layout
+    indices (a complex partitioned by METIS or RCB), else None (the layout
+    indices are the ids, and callers can skip the translation). Not collective."""
+    return domain.owned_global_ids(0) if domain.renumbered else None
+
+
+def ghosted_global_ids(domain: Domain) -> np.ndarray:
+    """Global ids of the owned and ghost vertices, aligned with
+    ``domain.ghosted_ids()``. Not collective."""
+    return domain.global_ids(0)
