@@ -9,7 +9,6 @@ bytes of each matrix, and the peak resident memory per rank.
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
@@ -19,7 +18,7 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from _common import bench_parser, best_time, peak_rss_mb, run, stream_triad_gbs  # noqa: E402
 
 import dmsolve.gallery  # noqa: E402
-from dmsolve import DistCSR, DistVector  # noqa: E402
+from dmsolve import DistCSR  # noqa: E402
 
 
 def matvec_bytes(nnz: int, n: int) -> int:

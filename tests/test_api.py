@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-import dmsolve
 from dmsolve import DistCSR, DistLinearOperator, Preconditioner, gallery
-from dmsolve.bsp import BSP, Inbox, NeighborExchange
+from dmsolve.bsp import BSP, Inbox
 from mpitest import assert_collective, wait_idle
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR, DistVector, io
 from dmsolve.cli import main
-from mpitest import Checks, assert_collective, child_env, wait_idle
+from mpitest import assert_collective, child_env, wait_idle
 
 
 def _run(comm, capsys, argv, expected: int = 0) -> str:
