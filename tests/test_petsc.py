@@ -374,8 +374,8 @@ def test_convert_reason_covers_every_petsc_reason(PETSc):
 
 
 BAD_OPTIONS = [
-    ({"method": "cgs"}, ValueError, "no method 'cgs'"),
-    ({"pc": "ilu"}, ValueError, "no preconditioner 'ilu'"),
+    ({"method": "cgs"}, ValueError, r"unknown Krylov method \(backend='petsc'\) 'cgs'"),
+    ({"pc": "ilu"}, ValueError, r"unknown preconditioner \(backend='petsc'\) 'ilu'.*PC python"),
     ({"pc": ("jacobi", {"omega": 0.7})}, TypeError, "no PETSc mapping"),
     ({"pc": ("asm", {"overlap": -1})}, ValueError, "overlap"),
     ({"pc": ("asm", {"sub": "ilut"})}, ValueError, "sub='ilut'"),

@@ -9,7 +9,6 @@ allocation-free per-iteration methods (``matvec``, ``precondition``,
 from __future__ import annotations
 
 import math
-import numbers
 import time
 
 import numpy as np
@@ -19,10 +18,10 @@ from scipy.linalg.blas import get_blas_funcs
 from .._errors import agree
 from ..checkpoint import Checkpointer
 from .._layout import Layout
-from .._operator import _takes_out, aslinearoperator
+from .._operator import _takes_out
 from .._vector import DistVector
+from ._check import check_system
 from ._info import NORM_TYPES, ConvergedReason, SolveInfo
-from ._monitor import KSPMonitor
 
 __all__ = ["Context", "gemv_sub", "gemv_dot", "axpy", "DEFAULT_DIVTOL", "document"]
 
@@ -78,28 +77,6 @@ def _wrap_pc(M):
         return lambda r, out: M(r)
     raise TypeError("M must have apply(r, out=None) or matvec(x, out=None), or be "
                     "callable, got %s" % type(M).__name__)
-
-
-def _wrap_monitor(monitor):
-    if monitor is None or monitor is False:
-        return None
-    if monitor is True:
-        return KSPMonitor()
-    if not callable(monitor):
-        raise TypeError("monitor must be None, True, a KSPMonitor or a callable "
-                        "monitor(iteration, rnorm), got %s" % type(monitor).__name__)
-    return monitor
-
-
-def _check_tol(name: str, value, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError("%s must be finite and non-negative, got %r" % (name, value))
-    return value
 
 
 class Context:
@@ -167,8 +144,8 @@ class Context:
         self.b = b if b.dtype == self.dtype else DistVector(b.layout, b.local.astype(self.dtype))
 
         self._Q = None
-        if nullspace is not None:
-            self._setup_nullspace(nullspace)
+        if self._nullspace is not None:
+            self._setup_nullspace(self._nullspace)
             if project_rhs:
                 self.b = self.b.copy()
                 self.project(self.b)
@@ -187,34 +164,10 @@ class Context:
         if self.monitor is not None and hasattr(self.monitor, "start"):
             self.guard(self.monitor.start, method, comm)
 
-    # -- door checks (rank-independent facts, agreed anyway) --------------------
+    # -- door checks (rank-independent facts but finiteness, agreed anyway) ------
     def _check(self, A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                divtol, norm_type, norm_types):
         m = self.method
-        self.A = A = aslinearoperator(A)
-        if A.row_layout != A.col_layout:
-            raise ValueError("%s: A must be square with equal row and column layouts "
-                             "(global shape %d x %d)" % (m, A.row_layout.global_size,
-                                                        A.col_layout.global_size))
-        self._check_vector("b", b, A.row_layout)
-        if x0 is not None:
-            self._check_vector("x0", x0, A.col_layout)
-        self.rtol = _check_tol("rtol", rtol)
-        self.atol = _check_tol("atol", atol)
-        self.divtol = _check_tol("divtol", divtol, allow_none=True)
-        n = A.row_layout.global_size
-        if maxiter is None:
-            maxiter = 10 * n
-        if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, numbers.Integral):
-            raise TypeError("maxiter must be an integer or None, got %s"
-                            % type(maxiter).__name__)
-        if maxiter < 0:
-            raise ValueError("maxiter must be non-negative, got %d" % maxiter)
-        self.maxiter = int(maxiter)
-        if callback is not None and not callable(callback):
-            raise TypeError("callback must be callable or None")
-        self._callback = callback
-        self.monitor = _wrap_monitor(monitor)
         self._pc = _wrap_pc(M)
         if norm_type not in norm_types:
             raise ValueError("%s: norm_type must be one of %s, got %r"
@@ -222,34 +175,16 @@ class Context:
         if self._pc is None and norm_type in ("preconditioned", "natural"):
             norm_type = "unpreconditioned"   # all three coincide without M
         self.norm_type = norm_type
-        if nullspace is not None:
-            vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
-            if not vecs:
-                raise ValueError("nullspace must hold at least one vector")
-            for i, v in enumerate(vecs):
-                self._check_vector("nullspace[%d]" % i, v, A.col_layout)
-        # finiteness is the only rank-dependent fact here
-        for name, v in (("b", b), ("x0", x0)):
-            if v is not None and not np.all(np.isfinite(v.local)):
-                raise ValueError("%s has NaN or infinite entries" % name)
-
-    def _check_vector(self, name, v, layout):
-        if not isinstance(v, DistVector):
-            raise TypeError("%s must be a DistVector, got %s" % (name, type(v).__name__))
-        if v.layout != layout:
-            if not v.layout.same_comm(layout):
-                raise ValueError("%s: %s lives on another communicator than A"
-                                 % (self.method, name))
-            raise ValueError("%s: %s has global size %d but A's layout has %d (or the "
-                             "ownership ranges differ)" % (self.method, name,
-                                                           v.global_size, layout.global_size))
-        if v.dtype.kind not in "fiu":
-            raise TypeError("%s has dtype %s; the Krylov methods support real vectors"
-                            % (name, v.dtype))
+        # the same door as solve(..., backend="petsc"); its last check is the
+        # only rank-dependent one (finiteness)
+        s = check_system(m, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
+                         callback=callback, monitor=monitor, nullspace=nullspace)
+        self.A, self.rtol, self.atol, self.divtol = s.A, s.rtol, s.atol, s.divtol
+        self.maxiter, self._callback, self.monitor = s.maxiter, s.callback, s.monitor
+        self._nullspace = s.nullspace
 
     # -- null space ----------------------------------------------------------------
-    def _setup_nullspace(self, nullspace):
-        vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
+    def _setup_nullspace(self, vecs: list[DistVector]):
         k = len(vecs)
         if self._send.size < k + 2:
             self.reserve(k + 1)

@@ -5,7 +5,7 @@ cycles)."""
 from __future__ import annotations
 
 from ._common import DEFAULT_DIVTOL, Context, document
-from ._gmres import arnoldi_solve, check_options
+from ._gmres import arnoldi_solve, check_gmres_options
 
 __all__ = ["fgmres"]
 
@@ -52,7 +52,7 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 9.6.
     """
-    check_options(restart, orthog)
+    check_gmres_options(restart, orthog)
     ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
