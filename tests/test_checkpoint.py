@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from dmsolve import DistVector, gallery, solve
 from dmsolve import checkpoint as ck
+from dmsolve.checkpoint import _format as ckfmt  # fault injection into the writes
 from dmsolve.checkpoint import CheckpointError, Checkpointer
 from dmsolve.krylov import METHODS, cg, register_method
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
@@ -143,6 +144,16 @@ def _resume_elsewhere(sub, paths, n=N):
     return out
 
 
+def _child_env() -> dict:
+    """The environment of a child MPI job: no launcher variables of this job, and
+    this checkout's dmsolve first on the path (not whichever one is installed)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def test_resume_on_another_rank_count(comm, tmp_path):
     A, b = _problem(comm)
     paths, full = [], {}
@@ -168,8 +179,7 @@ def test_resume_on_another_rank_count(comm, tmp_path):
                     json.dump([[pc, x.tolist(), it, conv, rep]
                                for pc, (x, it, conv, rep) in out.items()], f)
         """ % (os.path.dirname(__file__), paths, str(result))))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env = _child_env()
         mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
         proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)],
                               capture_output=True, text=True, timeout=120, env=env)
@@ -221,7 +231,7 @@ def test_resume_on_a_different_layout_same_ranks(comm, tmp_path):
 def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch):
     A, b = _problem(comm)
     path = _shared_dir(comm, tmp_path, "ck")
-    real = ck._write_atomic
+    real = ckfmt.write_atomic
 
     def dies_writing_the_second_manifest(fpath, data):
         if fpath.endswith(ck.MANIFEST) and os.path.exists(fpath):
@@ -230,10 +240,10 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch)
             raise OSError("No space left on device")
         real(fpath, data)
 
-    monkeypatch.setattr(ck, "_write_atomic", dies_writing_the_second_manifest)
+    monkeypatch.setattr(ckfmt, "write_atomic", dies_writing_the_second_manifest)
     assert_raises_collective(comm, OSError, solve, A, b, "cg", rtol=1e-10,
                              checkpoint=path, checkpoint_every=10, match="manifest")
-    monkeypatch.setattr(ck, "_write_atomic", real)
+    monkeypatch.setattr(ckfmt, "write_atomic", real)
     man = ck.read_manifest(path)
     assert_equal_collective(man["iteration"], 10, comm)
     x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
@@ -245,7 +255,7 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, tmp_path, monkeypatch)
 def test_failed_first_write_leaves_no_valid_checkpoint(comm, tmp_path, monkeypatch):
     A, b = _problem(comm)
     path = _shared_dir(comm, tmp_path, "ck")
-    real = ck._write_atomic
+    real = ckfmt.write_atomic
 
     def fails_on_last_rank(fpath, data):
         if comm.rank == comm.size - 1 and not fpath.endswith(ck.MANIFEST):
@@ -254,10 +264,10 @@ def test_failed_first_write_leaves_no_valid_checkpoint(comm, tmp_path, monkeypat
             raise OSError("I/O error")
         real(fpath, data)
 
-    monkeypatch.setattr(ck, "_write_atomic", fails_on_last_rank)
+    monkeypatch.setattr(ckfmt, "write_atomic", fails_on_last_rank)
     assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
                              checkpoint_every=5, match="rank-%05d" % (comm.size - 1))
-    monkeypatch.setattr(ck, "_write_atomic", real)
+    monkeypatch.setattr(ckfmt, "write_atomic", real)
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", resume=path,
                              match="manifest.json is missing")
 
@@ -314,7 +324,7 @@ def _edit_manifest(path, how):
         import hashlib
         doc = json.loads(text)
         doc["manifest"]["iteration"] = 5
-        doc["sha256"] = hashlib.sha256(ck._canonical(doc["manifest"])).hexdigest()
+        doc["sha256"] = hashlib.sha256(ckfmt.canonical(doc["manifest"])).hexdigest()
         text = json.dumps(doc)
     elif how == "not-json-object":
         text = "[1, 2, 3]"
@@ -497,8 +507,7 @@ def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
             solve(A, b, "cg", rtol=0.0, atol=0.0, divtol=None, maxiter=10**7,
                   checkpoint=path, checkpoint_every=1, resume=resume)
         """))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env = _child_env()
         rng = np.random.default_rng(0)
         A = gallery.poisson2d(120, MPI.COMM_SELF)
         b = gallery.rhs(A, "random", seed=5)
