@@ -236,7 +236,7 @@ class Context:
 
     @property
     def send(self) -> np.ndarray:
-        """The buffer whose first ``k`` entries :meth:`reduce` sums."""
+        """The buffer whose first ``k`` entries :meth:`reduce` sums (no communication)."""
         return self._send
 
     # -- reductions --------------------------------------------------------------------
@@ -261,7 +261,9 @@ class Context:
                                     [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
 
     def wait(self, request, k: int, recv: np.ndarray) -> np.ndarray:
-        """Complete :meth:`ireduce`; raise everywhere on a user-code error."""
+        """Complete :meth:`ireduce`; raise everywhere on a user-code error.
+
+        Collective (completes the collective :meth:`ireduce` started)."""
         request.Wait()
         if recv[k]:
             self._raise()
@@ -273,9 +275,26 @@ class Context:
         # agree() raised unless the flag lied; never continue silently
         raise RuntimeError("a rank reported an error it did not hold")  # pragma: no cover
 
+    def residual(self, r: DistVector, work: DistVector, shift: float = 0.0) -> DistVector:
+        """``r = b - (A - shift I) x`` into ``r``, with ``work`` for the product;
+        ``r = b`` while ``x`` is the zero initial guess.
+
+        Collective (one matvec) unless ``x`` is the zero initial guess.
+        """
+        if self.x0_is_zero:
+            np.copyto(r.local, self.b.local)
+        else:
+            self.matvec(self.x, work)
+            if shift:
+                axpy(-shift, self.x.local, work.local)
+            np.subtract(self.b.local, work.local, out=r.local)
+        return r
+
     # -- user code, guarded --------------------------------------------------------
     def guard(self, func, *args):
-        """Call user code; remember its exception for the next reduction."""
+        """Call user code; remember its exception for the next reduction.
+
+        Not collective itself (collective exactly when ``func`` is)."""
         try:
             return func(*args)
         except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
@@ -310,18 +329,21 @@ class Context:
         return out
 
     def callback(self, x: DistVector) -> None:
-        """Call the user's callback with the current iterate."""
+        """Call the user's callback with the current iterate, guarded.
+
+        Not collective itself (collective exactly when the callback is)."""
         if self._callback is not None:
             self.callbacks += 1
             self.guard(self._callback, x)
 
     @property
     def has_callback(self) -> bool:
+        """Whether the user gave a callback (no communication)."""
         return self._callback is not None
 
     # -- stopping test -----------------------------------------------------------------
     def begin(self) -> None:
-        """Mark the start of the iterations (for the timings)."""
+        """Mark the start of the iterations (for the timings). Not collective."""
         self._t_begin = time.perf_counter()
 
     def reference_norm(self, work: DistVector) -> None:
@@ -335,6 +357,7 @@ class Context:
         self.bnorm = math.sqrt(abs(self.reduce(1)[0]))
 
     def tolerance(self) -> float:
+        """``max(rtol*||b||, atol)``, the right side of the stopping test. Not collective."""
         return max(self.rtol * self.bnorm, self.atol)
 
     def test(self, it: int, rnorm: float) -> ConvergedReason | None:
@@ -361,13 +384,17 @@ class Context:
         return None
 
     def converged_reason(self) -> ConvergedReason:
-        """Which converged reason applies to an early exit at a tiny residual."""
+        """Which converged reason applies to an early exit at a tiny residual.
+
+        Not collective."""
         return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
             else ConvergedReason.ATOL
 
     # -- the end -------------------------------------------------------------------------
     def zero_rhs(self):
-        """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does)."""
+        """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does).
+
+        Collective (through :meth:`finish`)."""
         self.x.fill(0.0)
         self.bnorm = 0.0 if self.bnorm is None else self.bnorm
         self.begin()
@@ -437,7 +464,7 @@ COMMON_PARAMETERS = """\
         Stop with ``DIVTOL`` when ``||r|| >= divtol * ||r0||`` (default
         ``1e4`` as PETSc; None disables the test).
     checkpoint : dmsolve.checkpoint.Checkpointer, optional
-        Write checkpoints and/or resume from one (see :mod:`dmsolve.checkpoint`;
+        Write checkpoints and/or resume from one (see docs/checkpoint.md;
         :func:`dmsolve.solve` builds it from ``checkpoint=``,
         ``checkpoint_every=`` and ``resume=``). Off by default."""
 
@@ -473,11 +500,27 @@ COMMON_NOTES = """\
     residual norm stops with ``NANORINF``."""
 
 
+# The Returns, Raises and Notes sections every method shares; the method's own
+# notes follow COMMON_SECTIONS in its docstring.
+COMMON_SECTIONS = """\
+    Returns
+    -------
+%s
+
+    Raises
+    ------
+%s
+
+    Notes
+    -----
+%s""" % (COMMON_RETURNS, COMMON_RAISES, COMMON_NOTES)
+
+
 def document(func):
-    """Fill the shared numpydoc sections into ``func.__doc__``."""
+    """Fill the shared numpydoc sections into ``func.__doc__``: the line
+    ``COMMON_PARAMETERS`` in Parameters, and ``COMMON_SECTIONS`` (Returns,
+    Raises and the first paragraph of Notes). Not collective."""
     func.__doc__ = (func.__doc__
                     .replace("    COMMON_PARAMETERS", COMMON_PARAMETERS)
-                    .replace("    COMMON_RETURNS", COMMON_RETURNS)
-                    .replace("    COMMON_RAISES", COMMON_RAISES)
-                    .replace("    COMMON_NOTES", COMMON_NOTES))
+                    .replace("    COMMON_SECTIONS", COMMON_SECTIONS))
     return func

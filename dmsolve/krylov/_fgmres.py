@@ -31,17 +31,7 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     orthog : {"cgs", "cgs2", "mgs"}, optional
         As in :func:`gmres`.
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Right preconditioning only, as in PETSc's ``KSPFGMRES``.
 

@@ -51,17 +51,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         modified Gram-Schmidt (``j + 2`` reductions at inner iteration
         ``j``).
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     The ``callback`` receives the current iterate, which GMRES does not
     otherwise form: with a callback every iteration solves the small

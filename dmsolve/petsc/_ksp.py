@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 
-from .._errors import agree
 from .._matrix import DistCSR
 from .._registry import Registry
 from .._vector import DistVector
