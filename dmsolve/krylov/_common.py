@@ -83,8 +83,9 @@ class Context:
     """The state of one Krylov solve that every method shares.
 
     Collective on the operator's communicator: the constructor performs the
-    checks at the door (agreed across ranks), orthonormalises the null space
-    and computes ``||b||``.
+    checks at the door (agreed across ranks: :func:`check_system`, then the
+    method's own ``check()`` if given), orthonormalises the null space and
+    computes ``||b||``.
 
     Errors raised by user code on some ranks only (the operator's
     ``matvec``, the preconditioner, the callback, the monitor) are caught
@@ -98,7 +99,7 @@ class Context:
     def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
                  nullspace, monitor, divtol, norm_type, raise_on_failure,
                  project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
-                 checkpoint=None):
+                 checkpoint=None, check=None):
         t0 = time.perf_counter()
         self.method = method
         comm = None
@@ -114,6 +115,8 @@ class Context:
         self.reductions = 0
         exc = None
         try:
+            if check is not None:
+                check()         # the method's own options, agreed with the rest
             self._check(A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                         divtol, norm_type, norm_types)
             if checkpoint is not None and not isinstance(checkpoint, Checkpointer):

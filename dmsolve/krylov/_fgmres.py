@@ -42,9 +42,9 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 9.6.
     """
-    check_gmres_options(restart, orthog)
     ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
-                  project_rhs=False, checkpoint=checkpoint)
+                  project_rhs=False, checkpoint=checkpoint,
+                  check=lambda: check_gmres_options(restart, orthog))
     return arnoldi_solve(ctx, restart, orthog, left=False, flexible=True)

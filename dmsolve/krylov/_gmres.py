@@ -75,13 +75,13 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
        "Reorthogonalization and stable algorithms for updating the
        Gram-Schmidt QR factorization", Math. Comp. 30(136), 1976.
     """
-    check_gmres_options(restart, orthog, side)
     left = side == "left" and M is not None and not (isinstance(M, str) and M == "none")
     ctx = Context("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="preconditioned" if left else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=False,
-                  checkpoint=checkpoint)
+                  checkpoint=checkpoint,
+                  check=lambda: check_gmres_options(restart, orthog, side))
     return arnoldi_solve(ctx, restart, orthog, left=left, flexible=False)
 
 

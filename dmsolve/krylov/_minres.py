@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..validate import check_real
 from ._common import DEFAULT_DIVTOL, Context, axpy, document
 from ._info import ConvergedReason
 
@@ -53,7 +54,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="natural" if M is not None else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=True,
-                  checkpoint=checkpoint)
+                  checkpoint=checkpoint, check=lambda: check_real("shift", shift))
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     shift = float(shift)
