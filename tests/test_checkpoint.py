@@ -3,21 +3,26 @@ the uninterrupted run's answer and iteration count, on the same or another
 number of ranks; torn, corrupt and mismatched checkpoints are refused on every
 rank."""
 
+import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from dmsolve import DistVector, gallery, solve
+from dmsolve import DistCSR, DistVector, Layout, gallery, solve
 from dmsolve import checkpoint as ck
 from dmsolve.checkpoint import _format as ckfmt  # fault injection into the writes
 from dmsolve.checkpoint import CheckpointError, Checkpointer
+from dmsolve.cli import main
 from dmsolve.krylov import METHODS, cg, register_method
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, wait_idle)
@@ -40,7 +45,6 @@ def _problem(comm, method="cg", n=N):
 
 
 def _reference(A, b, shift=0.0):
-    import scipy.sparse as sp
     S = A.to_scipy().tocsc()
     return spla.spsolve(S - shift * sp.identity(S.shape[0], format="csc"), b.gather())
 
@@ -209,7 +213,6 @@ def test_resume_on_another_rank_count(comm, tmp_path):
 
 def test_resume_on_a_different_layout_same_ranks(comm, tmp_path):
     # written on a nonzero-balanced layout, resumed on the block layout
-    from dmsolve import DistCSR, Layout
     A, b = _problem(comm)
     path = _shared_dir(comm, tmp_path, "ck")
     n = A.shape[0]
@@ -321,7 +324,6 @@ def _edit_manifest(path, how):
         text = json.dumps(doc)
     elif how == "resigned-edit":
         # an edit with a recomputed manifest checksum: the rank files disagree
-        import hashlib
         doc = json.loads(text)
         doc["manifest"]["iteration"] = 5
         doc["sha256"] = hashlib.sha256(ckfmt.canonical(doc["manifest"])).hexdigest()
@@ -383,7 +385,6 @@ def test_minres_shift_must_match(comm, tmp_path):
 
 
 def test_load_on_a_layout_of_another_size_is_refused(comm, written):
-    from dmsolve import Layout
     _, _, path = written
     assert_raises_collective(comm, CheckpointError, ck.load, path, comm,
                              Layout.block(N * N + 1, comm), match="global size")
@@ -463,7 +464,6 @@ def test_zero_rhs_with_checkpoint(comm, tmp_path):
 
 
 def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
-    from dmsolve.cli import main
     path = _shared_dir(comm, tmp_path, "ck")
     base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
     code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
@@ -489,8 +489,6 @@ def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
     # (SIGKILL) at arbitrary moments, mostly in the middle of writes; after
     # each kill the directory holds a complete, verified checkpoint whose
     # state is coherent (r is the residual of x)
-    import signal
-    import time
     ok, why = True, ""
     if comm.rank == 0:
         path = str(tmp_path / "ck")

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def PETSc():
-    from petsc4py import PETSc
+    from petsc4py import PETSc      # here: the optional extra, imported once it is known present
     return PETSc
 
 
