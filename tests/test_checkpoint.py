@@ -474,11 +474,17 @@ def test_cli_checkpoint_and_resume(comm, tmp_path, capsys):
     code3 = main(base, comm)
     out3 = capsys.readouterr().out
     assert_collective(comm, (code, code2, code3) == (1, 0, 0), "%s %s %s" % (code, code2, code3))
+    # rank 0 prints; its checks are agreed, so a failure cannot leave the
+    # other ranks waiting in the next main()
+    ok = True
     if comm.rank == 0:
-        assert "checkpoints: 2 written" in out1, out1
-        assert "resumed from iteration 20" in out2, out2
-        iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
-        assert iters[0] == iters[1], (out2, out3)
+        try:
+            iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
+        except (IndexError, ValueError):     # no iteration count printed
+            iters = [None, -1]
+        ok = ("checkpoints: 2 written" in out1 and "resumed from iteration 20" in out2
+              and iters[0] == iters[1])
+    assert_collective(comm, ok, "%s\n%s\n%s" % (out1, out2, out3))
     code4 = main(base + ["--checkpoint-every", "3"], comm)
     err = capsys.readouterr().err
     assert_collective(comm, code4 == 1 and ("needs checkpoint=" in err or comm.rank > 0), err)
