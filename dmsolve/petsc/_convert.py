@@ -1,8 +1,5 @@
-"""Conversion between dmsolve and PETSc objects on the same communicator and
-ownership ranges: matrices (exactly preallocated AIJ), vectors, shell operators.
-
-petsc4py is imported here on first use (:func:`petsc`), never at import time.
-"""
+"""Conversion between dmsolve and PETSc objects on the same communicator and ownership
+ranges (exactly preallocated AIJ, vectors, shells); petsc4py is imported on first use."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``dmsolve.solve(..., backend="petsc")``: PETSc's KSP and PC under our names.
-
-Our method and preconditioner names map to PETSc's types (:data:`KSP_TYPES`,
-:data:`PC_TYPES`) and our options to options database entries; the inputs
-go through the same door as our own methods (:func:`dmsolve.krylov.check_system`).
-"""
+"""``dmsolve.solve(..., backend="petsc")``: PETSc's KSP and PC under our names and
+options, behind the same input checks as our methods (:func:`dmsolve.krylov.check_system`)."""
 
 from __future__ import annotations
 
