@@ -41,3 +41,9 @@ __all__ += ["gallery", "io", "partition", "validate"]
 from . import checkpoint
 
 __all__ += ["checkpoint"]
+
+# after krylov: it registers the "petsc" backend of solve(); petsc4py itself
+# stays unimported until first use
+from . import petsc
+
+__all__ += ["petsc"]

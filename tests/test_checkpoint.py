@@ -3,23 +3,30 @@ the uninterrupted run's answer and iteration count, on the same or another
 number of ranks; torn, corrupt and mismatched checkpoints are refused on every
 rank."""
 
+import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from dmsolve import DistVector, gallery, solve
+from dmsolve import DistCSR, DistVector, Layout, gallery, solve
 from dmsolve import checkpoint as ck
+from dmsolve.checkpoint import _format as ckfmt  # fault injection into the writes
 from dmsolve.checkpoint import CheckpointError, Checkpointer
+from dmsolve.cli import main
 from dmsolve.krylov import METHODS, cg, register_method
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
-                     assert_equal_collective, assert_raises_collective, on_rank0, wait_idle)
+                     assert_equal_collective, assert_raises_collective, child_env, on_rank0,
+                     wait_idle)
 
 N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
 
@@ -33,7 +40,6 @@ def _problem(comm, method="cg", n=N):
 
 
 def _reference(A, b, shift=0.0):
-    import scipy.sparse as sp
     S = A.to_scipy().tocsc()
     return spla.spsolve(S - shift * sp.identity(S.shape[0], format="csc"), b.gather())
 
@@ -162,8 +168,7 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
                     json.dump([[pc, x.tolist(), it, conv, rep]
                                for pc, (x, it, conv, rep) in out.items()], f)
         """ % (os.path.dirname(__file__), paths, str(result))))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env = child_env()
         mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
         proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)],
                               capture_output=True, text=True, timeout=120, env=env)
@@ -193,7 +198,6 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
 
 def test_resume_on_a_different_layout_same_ranks(comm, shared_tmp_path):
     # written on a nonzero-balanced layout, resumed on the block layout
-    from dmsolve import DistCSR, Layout
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     n = A.shape[0]
@@ -215,7 +219,7 @@ def test_resume_on_a_different_layout_same_ranks(comm, shared_tmp_path):
 def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monkeypatch):
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
-    real = ck._write_atomic
+    real = ckfmt.write_atomic
 
     def dies_writing_the_second_manifest(fpath, data):
         if fpath.endswith(ck.MANIFEST) and os.path.exists(fpath):
@@ -224,10 +228,10 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monke
             raise OSError("No space left on device")
         real(fpath, data)
 
-    monkeypatch.setattr(ck, "_write_atomic", dies_writing_the_second_manifest)
+    monkeypatch.setattr(ckfmt, "write_atomic", dies_writing_the_second_manifest)
     assert_raises_collective(comm, OSError, solve, A, b, "cg", rtol=1e-10,
                              checkpoint=path, checkpoint_every=10, match="manifest")
-    monkeypatch.setattr(ck, "_write_atomic", real)
+    monkeypatch.setattr(ckfmt, "write_atomic", real)
     man = ck.read_manifest(path)
     assert_equal_collective(man["iteration"], 10, comm)
     x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
@@ -239,7 +243,7 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monke
 def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, monkeypatch):
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
-    real = ck._write_atomic
+    real = ckfmt.write_atomic
 
     def fails_on_last_rank(fpath, data):
         if comm.rank == comm.size - 1 and not fpath.endswith(ck.MANIFEST):
@@ -248,10 +252,10 @@ def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, mo
             raise OSError("I/O error")
         real(fpath, data)
 
-    monkeypatch.setattr(ck, "_write_atomic", fails_on_last_rank)
+    monkeypatch.setattr(ckfmt, "write_atomic", fails_on_last_rank)
     assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
                              checkpoint_every=5, match="rank-%05d" % (comm.size - 1))
-    monkeypatch.setattr(ck, "_write_atomic", real)
+    monkeypatch.setattr(ckfmt, "write_atomic", real)
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", resume=path,
                              match="manifest.json is missing")
 
@@ -294,10 +298,9 @@ def _edit_manifest(path, how):
         text = json.dumps(doc)
     elif how == "resigned-edit":
         # an edit with a recomputed manifest checksum: the rank files disagree
-        import hashlib
         doc = json.loads(text)
         doc["manifest"]["iteration"] = 5
-        doc["sha256"] = hashlib.sha256(ck._canonical(doc["manifest"])).hexdigest()
+        doc["sha256"] = hashlib.sha256(ckfmt.canonical(doc["manifest"])).hexdigest()
         text = json.dumps(doc)
     elif how == "not-json-object":
         text = "[1, 2, 3]"
@@ -356,7 +359,6 @@ def test_minres_shift_must_match(comm, shared_tmp_path):
 
 
 def test_load_on_a_layout_of_another_size_is_refused(comm, written):
-    from dmsolve import Layout
     _, _, path = written
     assert_raises_collective(comm, CheckpointError, ck.load, path, comm,
                              Layout.block(N * N + 1, comm), match="global size")
@@ -436,7 +438,6 @@ def test_zero_rhs_with_checkpoint(comm, shared_tmp_path):
 
 
 def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
-    from dmsolve.cli import main
     path = str(shared_tmp_path / "ck")
     base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
     code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
@@ -463,8 +464,6 @@ def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
     # (SIGKILL) at arbitrary moments, mostly in the middle of writes; after
     # each kill the directory holds a complete, verified checkpoint whose
     # state is coherent (r is the residual of x)
-    import signal
-    import time
     ok, why = True, ""
     if comm.rank == 0:
         path = str(tmp_path / "ck")
@@ -481,8 +480,7 @@ def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
             solve(A, b, "cg", rtol=0.0, atol=0.0, divtol=None, maxiter=10**7,
                   checkpoint=path, checkpoint_every=1, resume=resume)
         """))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        env = child_env()
         rng = np.random.default_rng(0)
         A = gallery.poisson2d(120, MPI.COMM_SELF)
         b = gallery.rhs(A, "random", seed=5)

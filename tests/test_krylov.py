@@ -16,7 +16,8 @@ import dmsolve
 import preconditioners
 from dmsolve import (ConvergedReason, ConvergenceError, DistCSR, DistLinearOperator,
                      DistVector, KSPMonitor, Layout, SolveInfo)
-from dmsolve.krylov import available_methods
+from dmsolve.krylov import (BACKENDS, CheckedSystem, KSPMonitor, available_methods,
+                            check_gmres_options, check_system)
 from mpitest import (assert_allclose_collective, assert_collective,
                      assert_raises_collective, same_on_all_ranks)
 
@@ -439,6 +440,51 @@ def test_door_checks(method):
         assert_raises_collective(COMM, ValueError, f, A, DistVector(lay), match="ranges")
 
 
+def test_check_system_is_the_door_of_every_method():
+    A, b = distribute("poisson2d")
+    n = A.shape[0]
+    s = check_system("cg", A, b, rtol=0.5, atol=0, maxiter=None, divtol=None, monitor=True,
+                     nullspace=b)
+    assert_collective(COMM, isinstance(s, CheckedSystem) and s.A is A and s.maxiter == 10 * n
+                      and s.rtol == 0.5 and isinstance(s.atol, float) and s.divtol is None
+                      and isinstance(s.monitor, KSPMonitor) and s.nullspace == [b], str(s))
+    s = check_system("cg", A, b, rtol=1e-5, atol=0.0, maxiter=7, divtol=1e4, monitor=False)
+    assert_collective(COMM, s.monitor is None and s.nullspace is None and s.maxiter == 7)
+    # each refusal is the same exception and message as the method's own (which
+    # agrees it across ranks, and then says where it was raised)
+    bad = [{"rtol": float("nan")}, {"atol": -1.0}, {"divtol": "big"}, {"maxiter": -3},
+           {"callback": 3}, {"monitor": "loud"}, {"nullspace": []}]
+    base = {"rtol": 1e-5, "atol": 0.0, "maxiter": None, "divtol": 1e4}
+    for kw in bad:
+        try:
+            check_system("cg", A, b, **{**base, **kw})
+        except (TypeError, ValueError) as e:
+            door = e
+        else:
+            door = None
+        mine = assert_raises_collective(COMM, type(door), dmsolve.cg, A, b, **kw)
+        text = re.sub(r" \[raised on ranks? [\d,]+\]$", "", str(mine))
+        assert_collective(COMM, text == str(door), "%s: %r vs %r" % (kw, mine, door))
+
+
+def test_check_gmres_options_is_public():
+    check_gmres_options(5, "mgs", "left")
+    for args in [(0, "cgs"), (5, "householder"), (5, "cgs", "middle")]:
+        assert_raises_collective(COMM, ValueError, check_gmres_options, *args)
+
+
+def test_backends_registry():
+    A, b = distribute("poisson2d")
+    assert_collective(COMM, BACKENDS.names() == ["dmsolve", "petsc"], str(BACKENDS))
+    # one rule for names, one error wording (the Registry's)
+    _, info = dmsolve.solve(A, b, "cg", rtol=1e-8, backend="DMSolve")
+    assert_collective(COMM, info.converged and "backend" not in info.extra)
+    assert_raises_collective(COMM, ValueError, dmsolve.solve, A, b, backend="trilinos",
+                             match=r"^unknown backend 'trilinos'; available: dmsolve, petsc$")
+    assert_raises_collective(COMM, TypeError, dmsolve.solve, A, b, backend=None,
+                             match="backend name must be a string")
+
+
 def test_gmres_options_checked():
     A, b = distribute("convdiff")
     assert_raises_collective(COMM, ValueError, dmsolve.gmres, A, b, restart=0)
@@ -583,6 +629,14 @@ def test_solve_info_fields():
     _, info = dmsolve.gmres(A, b, M=preconditioners.make("jacobi", A),
                             side="right")
     assert_collective(COMM, info.norm_type == "unpreconditioned")
+
+
+def test_minres_shift_checked_at_the_door():
+    A, b = distribute("poisson2d")
+    assert_raises_collective(COMM, ValueError, dmsolve.minres, A, b, shift=float("nan"),
+                             match="shift must be a finite real number")
+    assert_raises_collective(COMM, TypeError, dmsolve.minres, A, b, shift="0.5",
+                             match="shift must be a real number")
 
 
 def test_minres_shift_matches_scipy():

@@ -1,6 +1,8 @@
 """petsc4py interoperability: matrices and vectors both ways, our preconditioners inside
 PETSc's KSP as PC python, and ``solve(..., backend="petsc")``, at any rank count."""
 
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -18,14 +20,15 @@ from dmsolve import ConvergedReason, ConvergenceError, DistCSR, DistVector, Layo
 from dmsolve import petsc as dp  # noqa: E402
 from dmsolve.krylov import solve  # noqa: E402
 from mpitest import (assert_allclose_collective, assert_collective,  # noqa: E402
-                     assert_equal_collective, assert_raises_collective)
+                     assert_equal_collective, assert_raises_collective, wait_idle)
 
 COMM = MPI.COMM_WORLD
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
 def PETSc():
-    from petsc4py import PETSc
+    from petsc4py import PETSc      # here: the optional extra, imported once it is known present
     return PETSc
 
 
@@ -374,12 +377,16 @@ def test_convert_reason_covers_every_petsc_reason(PETSc):
 
 
 BAD_OPTIONS = [
-    ({"method": "cgs"}, ValueError, "no method 'cgs'"),
-    ({"pc": "ilu"}, ValueError, "no preconditioner 'ilu'"),
+    ({"method": "cgs"}, ValueError, r"unknown Krylov method \(backend='petsc'\) 'cgs'"),
+    ({"pc": "ilu"}, ValueError, r"unknown preconditioner \(backend='petsc'\) 'ilu'.*PC python"),
     ({"pc": ("jacobi", {"omega": 0.7})}, TypeError, "no PETSc mapping"),
     ({"pc": ("asm", {"overlap": -1})}, ValueError, "overlap"),
     ({"pc": ("asm", {"sub": "ilut"})}, ValueError, "sub='ilut'"),
     ({"pc": ("amg", {"smoother": "x"})}, TypeError, "smoother"),
+    ({"pc": ("amg", {"theta": float("nan")})}, ValueError, "amg: theta"),
+    ({"pc": ("amg", {"max_levels": 0})}, ValueError, "amg: max_levels must be a positive"),
+    ({"pc": ("amg", {"max_coarse": 2.5})}, TypeError, "amg: max_coarse"),
+    ({"pc": ("asm", {"overlap": 1.5})}, TypeError, "overlap"),
     ({"restart": 20}, TypeError, "restart= is an option of gmres"),
     ({"side": "right"}, TypeError, "side= is an option of gmres"),
     ({"method": "gmres", "side": "up"}, ValueError, "side"),
@@ -409,14 +416,80 @@ def test_option_mapping_errors_on_every_rank(kw, exc, match):
     assert_raises_collective(COMM, exc, solve, A, b, method, match=match, **kw)
 
 
+def _last_rank_nan(b):
+    b = b.copy()
+    if COMM.rank == COMM.size - 1:
+        b.local[-1] = np.nan
+    return b
+
+
+# the same refusal, in the same words, from both backends: one door (check_system)
+SAME_DOOR = {
+    "rtol-nan": ("cg", {"rtol": float("nan")}, ValueError),
+    "atol-negative": ("cg", {"atol": -1e-3}, ValueError),
+    "divtol-string": ("cg", {"divtol": "1e4"}, TypeError),
+    "maxiter-negative": ("cg", {"maxiter": -1}, ValueError),
+    "maxiter-float": ("bicgstab", {"maxiter": 2.5}, TypeError),
+    "callback-not-callable": ("cg", {"callback": 3}, TypeError),
+    "monitor-not-callable": ("minres", {"monitor": "loud"}, TypeError),
+    "nullspace-empty": ("cg", {"nullspace": []}, ValueError),
+    "x0-wrong-size": ("cg", {"x0": "other"}, ValueError),
+    "b-nan-on-last-rank": ("cg", {"b": "nan"}, ValueError),
+    "gmres-restart-zero": ("gmres", {"restart": 0}, ValueError),
+    "gmres-side": ("gmres", {"side": "middle"}, ValueError),
+    "fgmres-orthog": ("fgmres", {"orthog": "householder"}, ValueError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_DOOR))
+def test_petsc_backend_refuses_like_our_methods(case):
+    A = gallery.poisson2d(7, COMM)
+    b = gallery.rhs(A)
+    method, kw, exc = SAME_DOOR[case]
+    kw = dict(kw)
+    if kw.get("x0") == "other":
+        kw["x0"] = gallery.rhs(gallery.poisson2d(6, COMM))
+    if kw.pop("b", None) == "nan":
+        b = _last_rank_nan(b)
+    ours = assert_raises_collective(COMM, exc, solve, A, b, method, **kw)
+    theirs = assert_raises_collective(COMM, exc, solve, A, b, method, backend="petsc", **kw)
+    assert_collective(COMM, str(ours) == str(theirs), "%r vs %r" % (str(ours), str(theirs)))
+
+
+def test_petsc_names_follow_the_registry_rule(PETSc):
+    A = gallery.poisson2d(9, COMM)
+    b = gallery.rhs(A)
+    _, info = solve(A, b, "BiCGStab", pc="Jacobi", rtol=1e-8, backend="PETSc")
+    assert_collective(COMM, info.converged and info.method == "bicgstab"
+                      and info.extra["ksp_type"] == "bcgs" and info.extra["pc"] == "jacobi",
+                      str(info.extra))
+    assert_collective(COMM, dp.KSP_TYPES["PipeCG"] == "pipecg"
+                      and dp.PC_TYPES["AMG"] == "gamg"
+                      and sorted(dp.PC_TYPES) == ["amg", "asm", "bjacobi", "jacobi", "none"])
+
+
+def test_import_dmsolve_leaves_petsc4py_unimported(comm):
+    # the "petsc" backend is registered by `import dmsolve`, petsc4py is not imported
+    ok, why = True, ""
+    if comm.rank == 0:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
+        code = ("import sys, dmsolve; "
+                "assert 'petsc' in dmsolve.krylov.BACKENDS, 'petsc not registered'; "
+                "assert 'petsc4py' not in sys.modules, 'petsc4py imported'")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120, env=env, cwd=ROOT)
+        ok, why = proc.returncode == 0, proc.stderr
+    wait_idle(comm)
+    assert_collective(comm, ok, "child: " + why)
+
+
 def test_layout_and_value_errors_on_every_rank():
     A = gallery.poisson2d(7, COMM)
     b = gallery.rhs(gallery.poisson2d(6, COMM))
     assert_raises_collective(COMM, ValueError, solve, A, b, backend="petsc",
                              match="global size 36")
-    b = gallery.rhs(A)
-    if COMM.rank == COMM.size - 1:
-        b.local[-1] = np.nan
+    b = _last_rank_nan(gallery.rhs(A))
     assert_raises_collective(COMM, ValueError, solve, A, b, backend="petsc", match="NaN")
     op = dmsolve.DistLinearOperator(A.row_layout, A.col_layout, A.matvec)
     x, info = solve(op, gallery.rhs(A), "cg", rtol=1e-8, backend="petsc")  # shell matrix

@@ -26,17 +26,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
     ----------
     COMMON_PARAMETERS
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Three reductions per iteration (``r0^T v``; ``t^T s``, ``t^T t`` and
     ``||s||`` fused; ``||r||`` and ``r0^T r`` fused). ``rho = 0`` or
@@ -56,7 +46,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
                   project_rhs=False, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    x, b, send = ctx.x, ctx.b, ctx.send
+    x, send = ctx.x, ctx.send
     r, rhat, p, v, s, t = (ctx.vector() for _ in range(6))
     phat = p if ctx.trivial_pc else ctx.vector()
     shat = s if ctx.trivial_pc else ctx.vector()
@@ -74,11 +64,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         if state is not None:
             it = start = state.iteration
             ctx.norms.pop()         # re-measured below from the restored x
-        if ctx.x0_is_zero:
-            np.copyto(r.local, b.local)
-        else:
-            ctx.matvec(x, t)
-            np.subtract(b.local, t.local, out=r.local)
+        ctx.residual(r, t)
         np.copyto(rhat.local, r.local)
         send[0] = np.dot(r.local, r.local)
         rho = float(ctx.reduce(1)[0])

@@ -30,17 +30,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         default for CG) or ``sqrt(r^T M r)``; ``||b||`` is measured in the
         same norm.
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Two reductions per iteration: ``p^T A p``, then ``r^T z`` fused with
     the residual norm in one ``Allreduce``. A non-positive ``p^T A p``
@@ -69,7 +59,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                   project_rhs=True, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    x, b, send = ctx.x, ctx.b, ctx.send
+    x, send = ctx.x, ctx.send
     r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
     z = r if ctx.trivial_pc else ctx.vector()
     # the second number of the fused reduction: which norm is tested
@@ -85,17 +75,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         it = 0 if state is None else state.iteration
         if state is not None:
             ctx.norms.pop()         # re-measured below from the restored x
-        if ctx.x0_is_zero:
-            np.copyto(r.local, b.local)
-        else:
-            ctx.matvec(x, q)
-            np.subtract(b.local, q.local, out=r.local)
-        if z is not r:
-            ctx.precondition(r, z)
-        send[0] = np.dot(r.local, z.local)
-        send[1] = np.dot(n1.local, n2.local)
-        red = ctx.reduce(2)
-        rz, nsq = float(red[0]), float(red[1])
+        ctx.residual(r, q)
+        rz, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
         if ctx.x0_is_zero and ctx.bnorm is None:
             ctx.bnorm = math.sqrt(abs(nsq))
         ctx.reference_norm(q)
@@ -116,12 +97,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         alpha = rz / pq
         axpy(alpha, p.local, x.local)
         axpy(-alpha, q.local, r.local)
-        if z is not r:
-            ctx.precondition(r, z)
-        send[0] = np.dot(r.local, z.local)
-        send[1] = np.dot(n1.local, n2.local)
-        red = ctx.reduce(2)
-        rz_new, nsq = float(red[0]), float(red[1])
+        rz_new, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
         it += 1
         # a negative r^T M r is a sign of an indefinite M unless r is already
         # at rounding level (then its sign is noise and the solve converged)
@@ -142,3 +118,14 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         if ck is not None and ck.due(it):
             ck.save(ctx, it, {"x": x, "r": r, "p": p}, rz=rz)
     return ctx.finish(reason, it)
+
+
+def _precondition_and_reduce(ctx, r, z, n1, n2) -> tuple[float, float]:
+    """``z = M r``, then ``(r^T z, n1^T n2)`` in one fused reduction. Collective."""
+    if z is not r:
+        ctx.precondition(r, z)
+    send = ctx.send
+    send[0] = np.dot(r.local, z.local)
+    send[1] = np.dot(n1.local, n2.local)
+    red = ctx.reduce(2)
+    return float(red[0]), float(red[1])

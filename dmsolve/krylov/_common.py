@@ -9,7 +9,6 @@ allocation-free per-iteration methods (``matvec``, ``precondition``,
 from __future__ import annotations
 
 import math
-import numbers
 import time
 
 import numpy as np
@@ -19,10 +18,10 @@ from scipy.linalg.blas import get_blas_funcs
 from .._errors import agree
 from ..checkpoint import Checkpointer
 from .._layout import Layout
-from .._operator import _takes_out, aslinearoperator
+from .._operator import _takes_out
 from .._vector import DistVector
+from ._check import check_system
 from ._info import NORM_TYPES, ConvergedReason, SolveInfo
-from ._monitor import KSPMonitor
 
 __all__ = ["Context", "gemv_sub", "gemv_dot", "axpy", "DEFAULT_DIVTOL", "document"]
 
@@ -80,34 +79,13 @@ def _wrap_pc(M):
                     "callable, got %s" % type(M).__name__)
 
 
-def _wrap_monitor(monitor):
-    if monitor is None or monitor is False:
-        return None
-    if monitor is True:
-        return KSPMonitor()
-    if not callable(monitor):
-        raise TypeError("monitor must be None, True, a KSPMonitor or a callable "
-                        "monitor(iteration, rnorm), got %s" % type(monitor).__name__)
-    return monitor
-
-
-def _check_tol(name: str, value, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError("%s must be a real number, got %s" % (name, type(value).__name__))
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError("%s must be finite and non-negative, got %r" % (name, value))
-    return value
-
-
 class Context:
     """The state of one Krylov solve that every method shares.
 
     Collective on the operator's communicator: the constructor performs the
-    checks at the door (agreed across ranks), orthonormalises the null space
-    and computes ``||b||``.
+    checks at the door (agreed across ranks: :func:`check_system`, then the
+    method's own ``check()`` if given), orthonormalises the null space and
+    computes ``||b||``.
 
     Errors raised by user code on some ranks only (the operator's
     ``matvec``, the preconditioner, the callback, the monitor) are caught
@@ -121,7 +99,7 @@ class Context:
     def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
                  nullspace, monitor, divtol, norm_type, raise_on_failure,
                  project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
-                 checkpoint=None):
+                 checkpoint=None, check=None):
         t0 = time.perf_counter()
         self.method = method
         comm = None
@@ -137,6 +115,8 @@ class Context:
         self.reductions = 0
         exc = None
         try:
+            if check is not None:
+                check()         # the method's own options, agreed with the rest
             self._check(A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                         divtol, norm_type, norm_types)
             if checkpoint is not None and not isinstance(checkpoint, Checkpointer):
@@ -167,8 +147,8 @@ class Context:
         self.b = b if b.dtype == self.dtype else DistVector(b.layout, b.local.astype(self.dtype))
 
         self._Q = None
-        if nullspace is not None:
-            self._setup_nullspace(nullspace)
+        if self._nullspace is not None:
+            self._setup_nullspace(self._nullspace)
             if project_rhs:
                 self.b = self.b.copy()
                 self.project(self.b)
@@ -187,34 +167,10 @@ class Context:
         if self.monitor is not None and hasattr(self.monitor, "start"):
             self.guard(self.monitor.start, method, comm)
 
-    # -- door checks (rank-independent facts, agreed anyway) --------------------
+    # -- door checks (rank-independent facts but finiteness, agreed anyway) ------
     def _check(self, A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                divtol, norm_type, norm_types):
         m = self.method
-        self.A = A = aslinearoperator(A)
-        if A.row_layout != A.col_layout:
-            raise ValueError("%s: A must be square with equal row and column layouts "
-                             "(global shape %d x %d)" % (m, A.row_layout.global_size,
-                                                        A.col_layout.global_size))
-        self._check_vector("b", b, A.row_layout)
-        if x0 is not None:
-            self._check_vector("x0", x0, A.col_layout)
-        self.rtol = _check_tol("rtol", rtol)
-        self.atol = _check_tol("atol", atol)
-        self.divtol = _check_tol("divtol", divtol, allow_none=True)
-        n = A.row_layout.global_size
-        if maxiter is None:
-            maxiter = 10 * n
-        if isinstance(maxiter, (bool, np.bool_)) or not isinstance(maxiter, numbers.Integral):
-            raise TypeError("maxiter must be an integer or None, got %s"
-                            % type(maxiter).__name__)
-        if maxiter < 0:
-            raise ValueError("maxiter must be non-negative, got %d" % maxiter)
-        self.maxiter = int(maxiter)
-        if callback is not None and not callable(callback):
-            raise TypeError("callback must be callable or None")
-        self._callback = callback
-        self.monitor = _wrap_monitor(monitor)
         self._pc = _wrap_pc(M)
         if norm_type not in norm_types:
             raise ValueError("%s: norm_type must be one of %s, got %r"
@@ -222,34 +178,16 @@ class Context:
         if self._pc is None and norm_type in ("preconditioned", "natural"):
             norm_type = "unpreconditioned"   # all three coincide without M
         self.norm_type = norm_type
-        if nullspace is not None:
-            vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
-            if not vecs:
-                raise ValueError("nullspace must hold at least one vector")
-            for i, v in enumerate(vecs):
-                self._check_vector("nullspace[%d]" % i, v, A.col_layout)
-        # finiteness is the only rank-dependent fact here
-        for name, v in (("b", b), ("x0", x0)):
-            if v is not None and not np.all(np.isfinite(v.local)):
-                raise ValueError("%s has NaN or infinite entries" % name)
-
-    def _check_vector(self, name, v, layout):
-        if not isinstance(v, DistVector):
-            raise TypeError("%s must be a DistVector, got %s" % (name, type(v).__name__))
-        if v.layout != layout:
-            if not v.layout.same_comm(layout):
-                raise ValueError("%s: %s lives on another communicator than A"
-                                 % (self.method, name))
-            raise ValueError("%s: %s has global size %d but A's layout has %d (or the "
-                             "ownership ranges differ)" % (self.method, name,
-                                                           v.global_size, layout.global_size))
-        if v.dtype.kind not in "fiu":
-            raise TypeError("%s has dtype %s; the Krylov methods support real vectors"
-                            % (name, v.dtype))
+        # the same door as solve(..., backend="petsc"); its last check is the
+        # only rank-dependent one (finiteness)
+        s = check_system(m, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
+                         callback=callback, monitor=monitor, nullspace=nullspace)
+        self.A, self.rtol, self.atol, self.divtol = s.A, s.rtol, s.atol, s.divtol
+        self.maxiter, self._callback, self.monitor = s.maxiter, s.callback, s.monitor
+        self._nullspace = s.nullspace
 
     # -- null space ----------------------------------------------------------------
-    def _setup_nullspace(self, nullspace):
-        vecs = [nullspace] if isinstance(nullspace, DistVector) else list(nullspace)
+    def _setup_nullspace(self, vecs: list[DistVector]):
         k = len(vecs)
         if self._send.size < k + 2:
             self.reserve(k + 1)
@@ -301,7 +239,7 @@ class Context:
 
     @property
     def send(self) -> np.ndarray:
-        """The buffer whose first ``k`` entries :meth:`reduce` sums."""
+        """The buffer whose first ``k`` entries :meth:`reduce` sums (no communication)."""
         return self._send
 
     # -- reductions --------------------------------------------------------------------
@@ -326,7 +264,9 @@ class Context:
                                     [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
 
     def wait(self, request, k: int, recv: np.ndarray) -> np.ndarray:
-        """Complete :meth:`ireduce`; raise everywhere on a user-code error."""
+        """Complete :meth:`ireduce`; raise everywhere on a user-code error.
+
+        Collective (completes the collective :meth:`ireduce` started)."""
         request.Wait()
         if recv[k]:
             self._raise()
@@ -338,9 +278,26 @@ class Context:
         # agree() raised unless the flag lied; never continue silently
         raise RuntimeError("a rank reported an error it did not hold")  # pragma: no cover
 
+    def residual(self, r: DistVector, work: DistVector, shift: float = 0.0) -> DistVector:
+        """``r = b - (A - shift I) x`` into ``r``, with ``work`` for the product;
+        ``r = b`` while ``x`` is the zero initial guess.
+
+        Collective (one matvec) unless ``x`` is the zero initial guess.
+        """
+        if self.x0_is_zero:
+            np.copyto(r.local, self.b.local)
+        else:
+            self.matvec(self.x, work)
+            if shift:
+                axpy(-shift, self.x.local, work.local)
+            np.subtract(self.b.local, work.local, out=r.local)
+        return r
+
     # -- user code, guarded --------------------------------------------------------
     def guard(self, func, *args):
-        """Call user code; remember its exception for the next reduction."""
+        """Call user code; remember its exception for the next reduction.
+
+        Not collective itself (collective exactly when ``func`` is)."""
         try:
             return func(*args)
         except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
@@ -375,18 +332,21 @@ class Context:
         return out
 
     def callback(self, x: DistVector) -> None:
-        """Call the user's callback with the current iterate."""
+        """Call the user's callback with the current iterate, guarded.
+
+        Not collective itself (collective exactly when the callback is)."""
         if self._callback is not None:
             self.callbacks += 1
             self.guard(self._callback, x)
 
     @property
     def has_callback(self) -> bool:
+        """Whether the user gave a callback (no communication)."""
         return self._callback is not None
 
     # -- stopping test -----------------------------------------------------------------
     def begin(self) -> None:
-        """Mark the start of the iterations (for the timings)."""
+        """Mark the start of the iterations (for the timings). Not collective."""
         self._t_begin = time.perf_counter()
 
     def reference_norm(self, work: DistVector) -> None:
@@ -400,6 +360,7 @@ class Context:
         self.bnorm = math.sqrt(abs(self.reduce(1)[0]))
 
     def tolerance(self) -> float:
+        """``max(rtol*||b||, atol)``, the right side of the stopping test. Not collective."""
         return max(self.rtol * self.bnorm, self.atol)
 
     def test(self, it: int, rnorm: float) -> ConvergedReason | None:
@@ -426,13 +387,17 @@ class Context:
         return None
 
     def converged_reason(self) -> ConvergedReason:
-        """Which converged reason applies to an early exit at a tiny residual."""
+        """Which converged reason applies to an early exit at a tiny residual.
+
+        Not collective."""
         return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
             else ConvergedReason.ATOL
 
     # -- the end -------------------------------------------------------------------------
     def zero_rhs(self):
-        """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does)."""
+        """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does).
+
+        Collective (through :meth:`finish`)."""
         self.x.fill(0.0)
         self.bnorm = 0.0 if self.bnorm is None else self.bnorm
         self.begin()
@@ -502,7 +467,7 @@ COMMON_PARAMETERS = """\
         Stop with ``DIVTOL`` when ``||r|| >= divtol * ||r0||`` (default
         ``1e4`` as PETSc; None disables the test).
     checkpoint : dmsolve.checkpoint.Checkpointer, optional
-        Write checkpoints and/or resume from one (see :mod:`dmsolve.checkpoint`;
+        Write checkpoints and/or resume from one (see docs/checkpoint.md;
         :func:`dmsolve.solve` builds it from ``checkpoint=``,
         ``checkpoint_every=`` and ``resume=``). Off by default."""
 
@@ -538,11 +503,27 @@ COMMON_NOTES = """\
     residual norm stops with ``NANORINF``."""
 
 
+# The Returns, Raises and Notes sections every method shares; the method's own
+# notes follow COMMON_SECTIONS in its docstring.
+COMMON_SECTIONS = """\
+    Returns
+    -------
+%s
+
+    Raises
+    ------
+%s
+
+    Notes
+    -----
+%s""" % (COMMON_RETURNS, COMMON_RAISES, COMMON_NOTES)
+
+
 def document(func):
-    """Fill the shared numpydoc sections into ``func.__doc__``."""
+    """Fill the shared numpydoc sections into ``func.__doc__``: the line
+    ``COMMON_PARAMETERS`` in Parameters, and ``COMMON_SECTIONS`` (Returns,
+    Raises and the first paragraph of Notes). Not collective."""
     func.__doc__ = (func.__doc__
                     .replace("    COMMON_PARAMETERS", COMMON_PARAMETERS)
-                    .replace("    COMMON_RETURNS", COMMON_RETURNS)
-                    .replace("    COMMON_RAISES", COMMON_RAISES)
-                    .replace("    COMMON_NOTES", COMMON_NOTES))
+                    .replace("    COMMON_SECTIONS", COMMON_SECTIONS))
     return func

@@ -5,7 +5,7 @@ cycles)."""
 from __future__ import annotations
 
 from ._common import DEFAULT_DIVTOL, Context, document
-from ._gmres import arnoldi_solve, check_options
+from ._gmres import arnoldi_solve, check_gmres_options
 
 __all__ = ["fgmres"]
 
@@ -31,17 +31,7 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     orthog : {"cgs", "cgs2", "mgs"}, optional
         As in :func:`gmres`.
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Right preconditioning only, as in PETSc's ``KSPFGMRES``.
 
@@ -52,9 +42,9 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 9.6.
     """
-    check_options(restart, orthog)
     ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
-                  project_rhs=False, checkpoint=checkpoint)
+                  project_rhs=False, checkpoint=checkpoint,
+                  check=lambda: check_gmres_options(restart, orthog))
     return arnoldi_solve(ctx, restart, orthog, left=False, flexible=True)

@@ -12,7 +12,7 @@ from .._vector import DistVector
 from ._common import DEFAULT_DIVTOL, Context, axpy, document, gemv_dot, gemv_sub
 from ._info import ConvergedReason
 
-__all__ = ["gmres"]
+__all__ = ["gmres", "check_gmres_options"]
 
 #: ``h[j+1, j] <= HAPPY * ||A v_j||`` means the Krylov space is invariant.
 HAPPY = 1e-14
@@ -51,17 +51,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
         modified Gram-Schmidt (``j + 2`` reductions at inner iteration
         ``j``).
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     The ``callback`` receives the current iterate, which GMRES does not
     otherwise form: with a callback every iteration solves the small
@@ -85,20 +75,30 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
        "Reorthogonalization and stable algorithms for updating the
        Gram-Schmidt QR factorization", Math. Comp. 30(136), 1976.
     """
-    if side not in ("left", "right"):
-        raise ValueError("side must be 'left' or 'right', got %r" % (side,))
-    check_options(restart, orthog)
     left = side == "left" and M is not None and not (isinstance(M, str) and M == "none")
     ctx = Context("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="preconditioned" if left else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=False,
-                  checkpoint=checkpoint)
+                  checkpoint=checkpoint,
+                  check=lambda: check_gmres_options(restart, orthog, side))
     return arnoldi_solve(ctx, restart, orthog, left=left, flexible=False)
 
 
-def check_options(restart, orthog) -> None:
-    """Validate ``restart`` and ``orthog`` (rank-independent). Not collective."""
+def check_gmres_options(restart, orthog, side: str = "right") -> None:
+    """Check the options of :func:`gmres` and :func:`fgmres` (rank-independent).
+
+    Shared with ``solve(..., backend="petsc")``. Not collective.
+
+    Raises
+    ------
+    ValueError
+        ``restart`` is not a positive integer, ``orthog`` not one of
+        ``"cgs"``, ``"cgs2"``, ``"mgs"``, or ``side`` not ``"left"`` or
+        ``"right"``.
+    """
+    if side not in ("left", "right"):
+        raise ValueError("side must be 'left' or 'right', got %r" % (side,))
     if isinstance(restart, (bool, np.bool_)) or not isinstance(restart, (int, np.integer)) \
             or restart < 1:
         raise ValueError("restart must be a positive integer, got %r" % (restart,))

@@ -18,7 +18,7 @@ class ConvergedReason(enum.Enum):
     """Why a Krylov solve stopped, named after PETSc's ``KSPConvergedReason``.
 
     The value of each member is PETSc's name (``"CONVERGED_RTOL"``, ...), the
-    string a :class:`~dmsolve.krylov.KSPMonitor` prints.
+    string a :class:`~dmsolve.krylov.KSPMonitor` prints. Not collective.
     """
 
     RTOL = "CONVERGED_RTOL"
@@ -47,7 +47,8 @@ class ConvergenceError(RuntimeError):
 
     Raised by :meth:`SolveInfo.check` (and by the solvers when called with
     ``raise_on_failure=True``) on every rank, since every rank holds the same
-    :class:`SolveInfo`. The report is in :attr:`info`.
+    :class:`SolveInfo`. The report is in :attr:`info`. Constructing it is not
+    collective.
     """
 
     def __init__(self, info: "SolveInfo"):
@@ -91,6 +92,10 @@ class SolveInfo:
     reductions : int
         Number of global reductions (``Allreduce``/``Iallreduce``, including
         the set-up and the final error agreement) the solve performed.
+
+    Notes
+    -----
+    Not collective: a plain record, and none of its methods communicates.
     """
 
     converged: bool

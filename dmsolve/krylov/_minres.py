@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..validate import check_real
 from ._common import DEFAULT_DIVTOL, Context, axpy, document
 from ._info import ConvergedReason
 
@@ -33,17 +34,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     shift : float, optional
         Solve with ``A - shift I`` instead of ``A``.
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Two reductions per iteration (``v^T A v`` and the next Lanczos
     ``beta``). A negative ``r^T M r`` stops with ``INDEFINITE_PC``. With
@@ -63,11 +54,11 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="natural" if M is not None else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=True,
-                  checkpoint=checkpoint)
+                  checkpoint=checkpoint, check=lambda: check_real("shift", shift))
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     shift = float(shift)
-    x, b, send = ctx.x, ctx.b, ctx.send
+    x, send = ctx.x, ctx.send
     r1, r2, y, v, w, w1, w2 = (ctx.vector() for _ in range(7))
     ck = ctx.checkpoint
     state = None if ck is None else ck.resume(
@@ -83,12 +74,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     if state is not None:
         ctx.norms.pop()             # re-measured below from the restored x
 
-    if ctx.x0_is_zero:
-        np.copyto(r1.local, b.local)
-    else:
-        ctx.matvec(x, y)
-        axpy(-shift, x.local, y.local)
-        np.subtract(b.local, y.local, out=r1.local)
+    ctx.residual(r1, y, shift)
     ctx.precondition(r1, y)
     send[0] = np.dot(r1.local, y.local)
     beta1 = float(ctx.reduce(1)[0])

@@ -32,17 +32,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     norm_type : {"unpreconditioned", "preconditioned", "natural"}, optional
         As in :func:`cg`: ``||r||``, ``||M r||`` or ``sqrt(r^T M r)``.
 
-    Returns
-    -------
-    COMMON_RETURNS
-
-    Raises
-    ------
-    COMMON_RAISES
-
-    Notes
-    -----
-    COMMON_NOTES
+    COMMON_SECTIONS
 
     Exactly one global reduction per iteration without ``nullspace`` (each
     null-space removal adds one blocking reduction). The residual is
@@ -66,7 +56,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   project_rhs=True, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    x, b = ctx.x, ctx.b
+    x = ctx.x
     r, u, w, m, n = (ctx.vector() for _ in range(5))
     z, q, s, p = (ctx.vector() for _ in range(4))
     # the reduction in flight has its own buffers, so nothing touches them
@@ -87,11 +77,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     else:
         if state is not None:
             it = start = state.iteration
-        if ctx.x0_is_zero:
-            np.copyto(r.local, b.local)
-        else:
-            ctx.matvec(x, n)
-            np.subtract(b.local, n.local, out=r.local)
+        ctx.residual(r, n)
         ctx.precondition(r, u)
         ctx.matvec(u, w)
         if not ctx.x0_is_zero:

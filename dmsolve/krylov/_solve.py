@@ -1,4 +1,4 @@
-"""One entry point: Krylov methods and preconditioners looked up by name."""
+"""One entry point: Krylov methods, preconditioners and backends looked up by name."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ from ._pipecg import pipecg
 
 __all__ = ["solve", "register_method", "available_methods", "METHODS", "BACKENDS"]
 
-#: Who runs :func:`solve`: our Krylov methods, or PETSc's KSP through petsc4py.
-BACKENDS = ("dmsolve", "petsc")
+#: Who runs :func:`solve`, by name: ``"dmsolve"`` (our Krylov methods) and
+#: ``"petsc"`` (PETSc's KSP; :mod:`dmsolve.petsc` registers it when imported,
+#: as ``dmsolve`` itself does). A backend is ``run(A, b, method, pc, **options)``
+#: returning ``(x, info)``.
+BACKENDS = Registry("backend")
 
 #: Krylov methods by name; :func:`register_method` adds more.
 METHODS = Registry("Krylov method")
@@ -79,9 +82,10 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
         ``k`` iterations and ``resume=DIR`` continues from one, on any
         number of ranks (see :mod:`dmsolve.checkpoint`; ``info.extra
         ["checkpoint"]`` reports writes and timings).
-    backend : {"dmsolve", "petsc"}, keyword-only
-        ``"petsc"`` runs PETSc's KSP and PC through petsc4py under these
-        names (see :func:`dmsolve.petsc.ksp_solve`; needs ``make petsc``).
+    backend : str, keyword-only
+        One of :data:`BACKENDS`: ``"dmsolve"`` (default), or ``"petsc"``,
+        which runs PETSc's KSP and PC through petsc4py under these names (see
+        :func:`dmsolve.petsc.ksp_solve`; needs ``make petsc``).
 
     Returns
     -------
@@ -91,23 +95,22 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
     Raises
     ------
     ValueError
-        Unknown method or preconditioner name (on every rank: the check
-        uses no rank-dependent fact), or as the method raises.
+        Unknown backend, method or preconditioner name (on every rank: the
+        check uses no rank-dependent fact), or as the method raises.
     TypeError
-        ``M`` given in ``options`` together with ``pc``, or as the method
-        raises.
+        A name that is not a string, ``M`` given in ``options`` together
+        with ``pc``, or as the method raises.
 
     Notes
     -----
     Collective on ``A.comm``.
     """
-    if not isinstance(backend, str):
-        raise TypeError("backend must be a string, got %s" % type(backend).__name__)
-    if backend.lower() not in BACKENDS:
-        raise ValueError("unknown backend %r; available: %s" % (backend, ", ".join(BACKENDS)))
-    if backend.lower() == "petsc":
-        from ..petsc import ksp_solve       # lazily: petsc4py is the optional [petsc] extra
-        return ksp_solve(A, b, method, pc, **options)
+    return BACKENDS[backend](A, b, method, pc, **options)
+
+
+@BACKENDS.register("dmsolve")
+def _run(A, b, method, pc, **options):
+    """The ``"dmsolve"`` backend of :func:`solve`: our Krylov methods. Collective."""
     if not isinstance(method, str):
         raise TypeError("method must be a string, got %s" % type(method).__name__)
     func = METHODS[method]
