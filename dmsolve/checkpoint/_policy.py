@@ -54,7 +54,7 @@ class ResumeState:
 
     ``exact`` is true when the full Krylov state was restored (the method
     continues its recurrence); false when only ``x`` was (the method
-    restarts its recurrence from ``x``).
+    restarts its recurrence from ``x``). A plain record: not collective.
     """
 
     iteration: int
