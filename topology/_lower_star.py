@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from . import _heap as heap
 from ._star_tables import GRID, nbr_pos, tet_nb, tri_nb
 
 __all__ = ["lower_star_gradient", "NOT_LOWER", "CRITICAL", "TO_VERTEX", "DOWN"]
@@ -22,39 +23,17 @@ DOWN = 16384        #: code DOWN + j: paired with facet slot j (else up: coface 
 
 @njit(cache=True, inline="always")
 def _hpush(H, n, v):  # pragma: no cover
-    """Push ``v`` on the int64 min-heap ``H[:n]`` (capacity is the caller's)."""
-    c = n
-    H[c] = v
-    while c > 0:
-        p = (c - 1) >> 1
-        if H[c] < H[p]:
-            H[c], H[p] = H[p], H[c]
-            c = p
-        else:
-            break
+    """Push ``v`` on the heap ``H[:n]`` of one-column rows (capacity is the caller's)."""
+    H[n, 0] = v
+    heap.sift_up(H, n)
     return n + 1
 
 
 @njit(cache=True, inline="always")
 def _hpop(H, n):  # pragma: no cover
     """Pop the minimum of ``H[:n]``; returns ``(value, new size)``."""
-    top = H[0]
-    n -= 1
-    H[0] = H[n]
-    c = 0
-    while True:
-        l = 2 * c + 1
-        if l >= n:
-            break
-        m = l
-        if l + 1 < n and H[l + 1] < H[l]:
-            m = l + 1
-        if H[m] < H[c]:
-            H[c], H[m] = H[m], H[c]
-            c = m
-        else:
-            break
-    return top, n
+    n = heap.pop(H, n)
+    return H[n, 0], n
 
 
 @njit(cache=True)
@@ -102,8 +81,8 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     tcof = np.empty((mt, max(mq, 1)), np.int64)  # lower tets on each lower triangle
     ntcof = np.empty(mt, np.int64)
     cap = 2 * me + 4 * mt + 6 * mq + 16
-    H0 = np.empty(cap, np.int64)
-    H1 = np.empty(cap, np.int64)
+    H0 = np.empty((cap, 1), np.int64)
+    H1 = np.empty((cap, 1), np.int64)
     for i in range(n):
         ox = O[P[i]]
         e0, t0, q0 = eptr[i], tptr[i], qptr[i]

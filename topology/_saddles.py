@@ -45,6 +45,11 @@ class MorsePersistence:
         traversal; seconds per stage (``gradient_s``, ``paths_s``,
         ``union_find_s``, ``walls_s``, ``reduce_s``), slowest rank not
         agreed (rank-local clocks).
+
+    Notes
+    -----
+    The same on every rank; building it is collective (see
+    :func:`persistence_pairs_all`), reading it is not.
     """
 
     def __init__(self, pairs, essential, stats):

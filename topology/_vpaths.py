@@ -13,6 +13,7 @@ from numba import njit
 
 from dmsolve.bsp import BSP
 
+from . import _heap as heap
 from ._lower_star import CRITICAL, DOWN
 from ._star_tables import edge_slot, nbr_pos, tet_cofacets, tet_slot, tri_nb
 
@@ -92,20 +93,16 @@ def descend_vertices(st, vp, qry, pos):  # pragma: no cover
     nx = 0
     for k in range(m):
         p = pos[k]
-        while True:
+        i = own[p]
+        while i >= 0 and vp[i] >= 0:
+            p = nbr_pos(mode, P, doff, eptr, enb, i, vp[i])
             i = own[p]
-            if i < 0:
-                xq[nx] = qry[k]
-                xg[nx] = lix[p]
-                nx += 1
-                break
-            c = vp[i]
-            if c < 0:
-                rq[nr] = qry[k]
-                rg[nr] = lix[p]
-                nr += 1
-                break
-            p = nbr_pos(mode, P, doff, eptr, enb, i, c)
+        if i < 0:           # the path goes on in another rank's star
+            xq[nx], xg[nx] = qry[k], lix[p]
+            nx += 1
+        else:               # a critical vertex: the minimum
+            rq[nr], rg[nr] = qry[k], lix[p]
+            nr += 1
     return rq[:nr], rg[:nr], xq[:nx], xg[:nx]
 
 
@@ -218,57 +215,15 @@ def triangle_cofacets(st, qry, ii, slot):  # pragma: no cover
     return sq[:ns], sp[:ns], ss[:ns], oq[:no], xr[:nx]
 
 
-# -- a small binary min-heap on rows (k1, k2, k3, payload) --------------------------------------
-@njit(cache=True, inline="always")
-def _less(H, a, b):  # pragma: no cover
-    for c in range(3):
-        if H[a, c] != H[b, c]:
-            return H[a, c] < H[b, c]
-    return False
-
-
 @njit(cache=True)
 def _heap_push(H, n, k1, k2, k3, v):  # pragma: no cover
     """Push a row on the heap ``H[:n]``, growing ``H`` when full; returns
     ``(H, new size)``."""
     if n == H.shape[0]:
-        G = np.empty((2 * n + 16, 4), dtype=np.int64)
-        G[:n] = H[:n]
-        H = G
+        H = _grow(H, n)
     H[n, 0], H[n, 1], H[n, 2], H[n, 3] = k1, k2, k3, v
-    c = n
-    while c > 0:
-        p = (c - 1) // 2
-        if _less(H, c, p):
-            for k in range(4):
-                H[c, k], H[p, k] = H[p, k], H[c, k]
-            c = p
-        else:
-            break
+    heap.sift_up(H, n)
     return H, n + 1
-
-
-@njit(cache=True)
-def _heap_pop(H, n):  # pragma: no cover
-    """Remove the top row (copied to row ``n - 1``); returns the new size."""
-    n -= 1
-    for k in range(4):
-        H[0, k], H[n, k] = H[n, k], H[0, k]
-    c = 0
-    while True:
-        l = 2 * c + 1
-        if l >= n:
-            break
-        m = l
-        if l + 1 < n and _less(H, l + 1, l):
-            m = l + 1
-        if _less(H, m, c):
-            for k in range(4):
-                H[c, k], H[m, k] = H[m, k], H[c, k]
-            c = m
-        else:
-            break
-    return n
 
 
 @njit(cache=True)
@@ -306,7 +261,7 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
     xr = np.empty((max(m, 16), 2), np.int64)
     nr = 0
     nx = 0
-    H = np.empty((64, 4), np.int64)
+    H = np.empty((64, 4), np.int64)      # rows (-vertex order, -pairing step, pos, slot)
     add_p = np.empty(2, np.int64)       # the edges (position, slot) added to the chain next
     add_j = np.empty(2, np.int64)
     k = 0
@@ -321,11 +276,11 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
                 k += 1
             elif n > 0:
                 # expand its latest edge, unless its copies cancel
-                n = _heap_pop(H, n)
+                n = heap.pop(H, n)
                 k1, k2, p, j = H[n, 0], H[n, 1], H[n, 2], H[n, 3]
                 par = 1
                 while n > 0 and H[0, 0] == k1 and H[0, 1] == k2:
-                    n = _heap_pop(H, n)
+                    n = heap.pop(H, n)
                     par ^= 1
                 if par == 0:
                     continue
