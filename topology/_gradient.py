@@ -16,8 +16,7 @@ import itertools
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistVector
-from dmsolve._errors import raise_collective
+from dmsolve import DistVector, agree
 
 from ._complex import ghosted_global_ids, owned_global_ids
 from ._grid import Grid, freudenthal_cells, link_structure
@@ -367,12 +366,13 @@ def discrete_gradient(domain, values) -> DiscreteGradient:
 def gradient_from_order(domain, order: DistVector) -> DiscreteGradient:
     """:func:`discrete_gradient` from a global order already computed
     (``global_order(vec, ids=owned_global_ids(domain))`` for a result that
-    does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange)."""
+    does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange
+    and one agreed check)."""
     ghosted = domain.ghosted(np.ascontiguousarray(order.local, dtype=np.int64))
     S = Stars(domain, ghosted)
     # the kernel packs a star slot in 10 bits (grids: 14 / 36 / 24 slots)
-    raise_collective(domain.comm, max(S.emax, S.tmax, S.qmax) >= 1024, ValueError,
-                     "a vertex star has more than 1023 edges, triangles or tetrahedra")
+    agree(domain.comm, ValueError("a vertex star has more than 1023 edges, triangles or "
+                                  "tetrahedra") if max(S.emax, S.tmax, S.qmax) >= 1024 else None)
     n = S.n_owned
     vp = np.empty(n, np.int16)
     ep = np.empty(int(S.eptr[-1]), np.int16)
