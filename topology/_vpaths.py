@@ -55,7 +55,9 @@ def follow_paths(comm, layout, advance, arrive, items, exits, *, tag: int, label
     Notes
     -----
     Collective on ``comm``: one :meth:`dmsolve.bsp.BSP.run`, one superstep
-    per rank boundary the longest path crosses, plus one.
+    per rank boundary the longest path crosses, plus one. An exception in
+    ``advance`` or ``arrive`` on one rank is raised on every rank at the end
+    of that superstep.
     """
     width = exits.shape[1]
     done = []
