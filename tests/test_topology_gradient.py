@@ -10,12 +10,14 @@ import pytest
 from mpi4py import MPI
 from scipy.spatial import Delaunay
 
+from dmsolve import Layout
 from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
                      on_rank0)
 from test_topology_ref import faces, grid_cells
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
 from topology._complex import owned_global_ids
 from topology._saddles import persistence_pairs_all, saddle_saddle_pairs
+from topology._vpaths import follow_paths
 
 COMM = MPI.COMM_WORLD
 
@@ -338,3 +340,67 @@ def test_gradient_and_pairs_do_not_depend_on_partition(name):
             pairs, essential = saddle_saddle_pairs(cx, order)
             assert_equal_collective(pairs, res0.pairs[1], err_msg=part)
             assert_equal_collective(essential, res0.essential[1], err_msg=part)
+
+
+@pytest.mark.parametrize("part", ["block", "rcb"])
+def test_star_tables_name_vertices_by_layout_index_and_global_id(part):
+    """``Stars.layout_index`` holds the owned vertices' layout indices (what
+    messages between ranks use) and ``Stars.global_id`` their global ids
+    (what results report), which differ under RCB."""
+    tops, pts = PARTITION_MESHES["tet"]()
+    cx = SimplicialComplex(tops[COMM.rank::COMM.size], COMM, pts, partition=part)
+    S = discrete_gradient(cx, np.arange(pts.shape[0], dtype=np.float64)).stars
+    lay = cx.vertex_layout
+    own = np.arange(lay.start, lay.stop)
+    ids = owned_global_ids(cx)          # None: the global ids are the layout indices
+    assert_equal_collective(S.layout_index[S.P], own)
+    assert_equal_collective(S.global_id[S.P], own if ids is None else ids)
+
+
+def _hops():
+    """Paths (query, hops left) that hop to the next rank until their hop
+    count is spent: ``(advance, arrive)`` for :func:`follow_paths`."""
+
+    def advance(q, hops):
+        last = hops == 0
+        nxt = (COMM.rank + 1) % COMM.size
+        out = np.column_stack((q[~last], np.full(int((~last).sum()), nxt), hops[~last] - 1))
+        return q[last], out.astype(np.int64)
+
+    def arrive(rows):
+        return rows[:, 0].copy(), rows[:, 2].copy()
+
+    return advance, arrive
+
+
+def test_follow_paths_hands_paths_from_rank_to_rank():
+    """A path that crosses ``h`` rank boundaries ends ``h`` supersteps later,
+    plus the last (silent) one; exit rows given up front start on their owner."""
+    layout = Layout.block(COMM.size, COMM)          # vertex r is rank r's
+    advance, arrive = _hops()
+    h = 2 * COMM.size + 1
+    items = (np.array([COMM.rank], np.int64), np.array([h], np.int64))
+    # and one more path per rank, handed straight to the next rank
+    exits = np.array([[100 + COMM.rank, (COMM.rank + 1) % COMM.size, 0]], np.int64)
+    done, steps = follow_paths(COMM, layout, advance, arrive, items, exits, tag=5, label="hops")
+    done = np.sort(np.concatenate(done))
+    prev = (COMM.rank - 1) % COMM.size
+    assert_equal_collective(steps, h + 1)
+    assert_equal_collective(done, np.sort([(COMM.rank - h) % COMM.size, 100 + prev]))
+
+
+def test_follow_paths_error_on_one_rank_raises_on_every_rank():
+    """An exception while following paths on one rank is raised on all, in
+    the same superstep: no rank is left waiting."""
+    layout = Layout.block(COMM.size, COMM)
+    advance, arrive = _hops()
+
+    def failing(q, hops):
+        if COMM.rank == COMM.size - 1 and hops.size and hops.min() == 1:
+            raise ValueError("broken path")
+        return advance(q, hops)
+
+    items = (np.array([COMM.rank], np.int64), np.array([3], np.int64))
+    assert_raises_collective(COMM, ValueError, follow_paths, COMM, layout, failing, arrive,
+                             items, np.zeros((0, 3), np.int64), tag=5, label="hops",
+                             match="broken path")

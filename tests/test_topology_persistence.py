@@ -5,6 +5,8 @@ on grids and meshes, with ties, at any rank count."""
 import os
 import warnings
 
+import gudhi
+import meshio
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -16,6 +18,7 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
                      on_rank0)
 from topology import (Grid, SimplicialComplex, critical_points, merge_tree,
                       persistence_diagram)
+from topology._union_find import roots, union_find
 
 COMM = MPI.COMM_WORLD
 
@@ -145,7 +148,6 @@ def test_distvector_input_and_rank_independence():
     """The same raw pairs from a DistVector, from the global array and from a
     serial run on COMM_SELF: the diagrams at every rank count are identical
     (bottleneck distance 0)."""
-    import gudhi
     shape = (9, 8, 7)
     g, f = make_grid(shape, "ties")
     lay = g.vertex_layout
@@ -202,7 +204,6 @@ def test_merge_trees(case):
 # -- threshold and report ------------------------------------------------------------------------
 @pytest.mark.parametrize("threshold", [0.0, 0.05, 0.3])
 def test_min_persistence_report(threshold):
-    import gudhi
     g, f = make_grid((9, 10, 8), "random")
     dg = persistence_diagram(g, f, min_persistence=threshold)
     st = gudhi_ref.lower_star_tree(gudhi_ref.grid_simplices(g.shape), f)
@@ -259,7 +260,6 @@ def test_critical_counts_and_euler(case):
 
 # -- output -------------------------------------------------------------------------------------
 def test_csv_and_vtu_round_trip(shared_tmp_path):
-    import meshio
     g, f = make_grid((11, 9, 6), "smooth")
     dg = persistence_diagram(g, f, min_persistence=0.1)
     tmp = shared_tmp_path
@@ -376,3 +376,34 @@ def test_dual_paths_that_leave_through_the_grid_boundary():
     f = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
     dg = persistence_diagram(g, f)
     assert_same_as_gudhi(dg, reference(g, f), 3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_union_find_is_the_elder_rule(seed):
+    """The one union-find kernel against a plain set-merging elder rule: per
+    edge the younger component's eldest node dies into the elder's, and the
+    final roots are each component's eldest node."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    age = rng.permutation(n).astype(np.int64) - 7
+    a, b = rng.integers(0, n, 60), rng.integers(0, n, 60)
+    comp = [{k} for k in range(n)]
+    eldest = lambda c: min(c, key=lambda k: age[k])           # noqa: E731
+    want_dead, want_kept = [], []
+    for x, y in zip(a.tolist(), b.tolist()):
+        cx, cy = comp[x], comp[y]
+        if cx is cy:
+            want_dead.append(-1)
+            want_kept.append(-1)
+            continue
+        ex, ey = eldest(cx), eldest(cy)
+        young, old = (ex, ey) if age[ex] > age[ey] else (ey, ex)
+        want_dead.append(young)
+        want_kept.append(old)
+        merged = cx | cy
+        for k in merged:
+            comp[k] = merged
+    dead, kept, parent = union_find(a, b, age)
+    assert_equal_collective(dead, want_dead)
+    assert_equal_collective(kept, want_kept)
+    assert_equal_collective(roots(parent, np.arange(n)), [eldest(comp[k]) for k in range(n)])

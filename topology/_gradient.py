@@ -16,12 +16,13 @@ import itertools
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistVector
-from dmsolve import raise_collective
+from dmsolve import DistVector, agree
 
 from ._complex import ghosted_global_ids, owned_global_ids
 from ._grid import Grid, freudenthal_cells, link_structure
+from ._lower_star import CRITICAL, DOWN, TO_VERTEX, lower_star_gradient
 from ._order import global_order
+from ._star_tables import COMPLEX, GRID, StarTable
 
 __all__ = ["discrete_gradient", "DiscreteGradient"]
 
@@ -54,15 +55,17 @@ def stencil(dimension: int):
 
 
 class Stars:
-    """Star tables of this rank's owned vertices (see ``_morse_kernels``).
+    """Star tables of this rank's owned vertices (see ``_star_tables``).
 
-    ``mode`` 0: a grid, positions index the ghosted order padded by one
+    ``mode`` ``GRID``: positions index the ghosted order padded by one
     vertex (-1) on every side, so a neighbour is ``position + doff[j]``;
-    mode 1: an explicit complex, positions index :meth:`ghosted_ids` and the
-    stars are CSR lists sorted by vertex id. ``gid`` holds the vertices'
-    layout indices (what messages between ranks name vertices by), ``ugid``
+    ``COMPLEX``: positions index :meth:`ghosted_ids` and the stars are CSR
+    lists sorted by vertex id. ``layout_index`` holds the vertices' layout
+    indices (what messages between ranks name vertices by), ``global_id``
     their global ids (what results report; the same under a block
-    partition). Not collective (built from the ghosted order).
+    partition). Building it is collective on ``domain.comm`` (a complex
+    agrees on its largest star with one ``Allreduce``; a grid communicates
+    nothing); the lookups are not collective.
     """
 
     def __init__(self, domain, ghosted_order: np.ndarray):
@@ -82,20 +85,20 @@ class Stars:
         O = np.full(pdims, -1, dtype=np.int64)
         inner = tuple(slice(1, d + 1) for d in dims)
         O[inner] = order.reshape(dims)
-        gid = np.full(pdims, -1, dtype=np.int64)
-        gid[inner] = grid.ghosted_ids().reshape(dims)
+        lix = np.full(pdims, -1, dtype=np.int64)
+        lix[inner] = grid.ghosted_ids().reshape(dims)
         flat = np.arange(O.size, dtype=np.int64).reshape(pdims)
         owned = (slice(1 + p0 - g0, 1 + p1 - g0),) + inner[1:]
         self.P = np.ascontiguousarray(flat[owned].ravel()) if p1 > p0 else np.zeros(0, np.int64)
         self.O = O.ravel()
-        self.gid = gid.ravel()
-        self.ugid = self.gid
+        self.layout_index = lix.ravel()
+        self.global_id = self.layout_index
         self.own = np.full(O.size, -1, dtype=np.int64)
         self.own[self.P] = np.arange(self.P.size)
         offsets, tris, tets, faces = stencil(dim)
         strides = np.cumprod((1,) + pdims[::-1][:-1])           # x, y[, z] strides
         self.doff = (offsets @ strides).astype(np.int64)
-        self.mode = 0
+        self.mode = GRID
         n = self.P.size
         self.eptr = np.arange(n + 1, dtype=np.int64) * len(offsets)
         self.tptr = np.arange(n + 1, dtype=np.int64) * len(tris)
@@ -109,10 +112,10 @@ class Stars:
     def _complex(self, cx, order: np.ndarray):
         ids = cx.ghosted_ids()
         nloc = ids.size
-        self.mode = 1
+        self.mode = COMPLEX
         self.O = np.ascontiguousarray(order, dtype=np.int64)
-        self.gid = ids
-        self.ugid = ghosted_global_ids(cx)
+        self.layout_index = ids
+        self.global_id = ghosted_global_ids(cx)
         self.P = cx.owned_positions().astype(np.int64)
         self.own = np.full(nloc, -1, dtype=np.int64)
         self.own[self.P] = np.arange(self.P.size)
@@ -171,34 +174,38 @@ class Stars:
         self.emax, self.tmax, self.qmax = (max(int(v), 1) for v in mx)
 
     # -- lookups (not collective)
-    def positions(self, gids) -> np.ndarray:
-        """Positions of global vertex ids that this rank holds."""
-        gids = np.asarray(gids, dtype=np.int64)
-        if self.mode == 1:
-            return np.searchsorted(self.gid, gids)
+    def positions(self, lix) -> np.ndarray:
+        """Positions of vertex layout indices that this rank holds. Not collective."""
+        lix = np.asarray(lix, dtype=np.int64)
+        if self.mode == COMPLEX:
+            return np.searchsorted(self.layout_index, lix)
         grid = self.domain
-        c = grid.coordinates(gids)[..., ::-1].copy()          # numpy order
+        c = grid.coordinates(lix)[..., ::-1].copy()           # numpy order
         c[..., 0] -= self.g0
         c += 1
         return np.ravel_multi_index(tuple(np.moveaxis(c, -1, 0)), self.pdims).astype(np.int64)
 
     def nbr(self, i, j) -> np.ndarray:
-        """Positions of neighbour slots ``j`` of owned vertices ``i``."""
-        if self.mode == 0:
+        """Positions of neighbour slots ``j`` of owned vertices ``i``. Not collective."""
+        if self.mode == GRID:
             return self.P[i] + self.doff[j]
         return self.enb[self.eptr[i] + j]
 
     def tri(self, i, t) -> np.ndarray:
-        """Neighbour slots (k, 2) of triangle slots ``t`` of owned vertices ``i``."""
-        return self.ttab[t] if self.mode == 0 else self.ttab[self.tptr[i] + t]
+        """Neighbour slots (k, 2) of triangle slots ``t`` of owned vertices ``i``.
+        Not collective."""
+        return self.ttab[t] if self.mode == GRID else self.ttab[self.tptr[i] + t]
 
     def tet(self, i, t) -> np.ndarray:
-        return self.qtab[t] if self.mode == 0 else self.qtab[self.qptr[i] + t]
+        """Neighbour slots (k, 3) of tetrahedron slots ``t`` of owned vertices
+        ``i``. Not collective."""
+        return self.qtab[t] if self.mode == GRID else self.qtab[self.qptr[i] + t]
 
-    def args(self):
-        """The arrays the kernels take, in their order."""
-        return (self.mode, self.O, self.P, self.doff, self.eptr, self.enb, self.tptr,
-                self.ttab, self.qptr, self.qtab, self.qface)
+    def table(self) -> StarTable:
+        """The tables as the one record the kernels take (no copies). Not collective."""
+        return StarTable(self.mode, self.O, self.P, self.own, self.layout_index, self.doff,
+                         self.eptr, self.enb, self.tptr, self.ttab, self.qptr, self.qtab,
+                         self.qface)
 
 
 class DiscreteGradient:
@@ -214,7 +221,9 @@ class DiscreteGradient:
     -----
     Each rank holds the pairs of the lower stars of its owned vertices
     (``vp``, ``ep``, ``tp``, ``qp``: one code per star slot, see
-    ``_morse_kernels``). Methods that gather say so.
+    ``_lower_star``). Not collective to construct (use the collective
+    :func:`discrete_gradient`). The ``local_*`` methods are not collective;
+    the others gather and are collective on ``comm``, as each says.
     """
 
     def __init__(self, domain, order: DistVector, stars: Stars, vp, ep, tp, tt, qp):
@@ -254,7 +263,7 @@ class DiscreteGradient:
         """Vertex layout indices (k, d+1) of cells given by owned vertex index
         and slot, the maximum vertex first; global vertex ids if
         ``global_ids``. Not collective."""
-        table = self.stars.ugid if global_ids else self.stars.gid
+        table = self.stars.global_id if global_ids else self.stars.layout_index
         cols = self._cell_positions(d, i, s)
         return np.stack([table[c] for c in cols], axis=1).reshape(-1, d + 1)
 
@@ -267,7 +276,6 @@ class DiscreteGradient:
 
     def local_critical(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """(owned vertex index, star slot) of this rank's critical d-cells. Not collective."""
-        from ._morse_kernels import CRITICAL
         if d == 0:
             i = np.flatnonzero(self.vp == CRITICAL)
             return i, np.zeros_like(i)
@@ -298,7 +306,6 @@ class DiscreteGradient:
         """All gradient pairs (d-cell, (d+1)-cell) as two arrays of sorted
         global vertex-id rows, on every rank. Collective on ``comm``; gathers the
         whole gradient of dimension d: meant for checks on small domains."""
-        from ._morse_kernels import DOWN
         S = self.stars
         codes, ptr = {0: (self.ep, S.eptr), 1: (self.tp, S.tptr), 2: (self.qp, S.qptr)}.get(
             d, (None, None))
@@ -306,7 +313,7 @@ class DiscreteGradient:
             empty = (np.zeros((0, d + 1), np.int64), np.zeros((0, d + 2), np.int64))
             return empty
         i, s = self._slots(codes, ptr, lambda c: c >= DOWN) if d > 0 else \
-            self._slots(codes, ptr, lambda c: c == -3)
+            self._slots(codes, ptr, lambda c: c == TO_VERTEX)
         hi = self.local_cells(d + 1, i, s, global_ids=True)
         if d == 0:
             lo = hi[:, :1]
@@ -360,21 +367,21 @@ def discrete_gradient(domain, values) -> DiscreteGradient:
 def gradient_from_order(domain, order: DistVector) -> DiscreteGradient:
     """:func:`discrete_gradient` from a global order already computed
     (``global_order(vec, ids=owned_global_ids(domain))`` for a result that
-    does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange)."""
-    from ._morse_kernels import lower_star_gradient
+    does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange
+    and one agreed check)."""
     ghosted = domain.ghosted(np.ascontiguousarray(order.local, dtype=np.int64))
     S = Stars(domain, ghosted)
     # the kernel packs a star slot in 10 bits (grids: 14 / 36 / 24 slots)
-    raise_collective(domain.comm, max(S.emax, S.tmax, S.qmax) >= 1024, ValueError,
-                     "a vertex star has more than 1023 edges, triangles or tetrahedra")
+    agree(domain.comm, ValueError("a vertex star has more than 1023 edges, triangles or "
+                                  "tetrahedra") if max(S.emax, S.tmax, S.qmax) >= 1024 else None)
     n = S.n_owned
     vp = np.empty(n, np.int16)
     ep = np.empty(int(S.eptr[-1]), np.int16)
     tp = np.empty(int(S.tptr[-1]), np.int16)
     # tt counts pairing steps within one lower star: at most 38 on a grid
     # (14 edges, 36 triangles, 24 tets), so one byte there
-    tt = np.empty(int(S.tptr[-1]), np.int8 if S.mode == 0 else np.int16)
+    tt = np.empty(int(S.tptr[-1]), np.int8 if S.mode == GRID else np.int16)
     qp = np.empty(int(S.qptr[-1]), np.int16)
     if n:
-        lower_star_gradient(*S.args(), vp, ep, tp, tt, qp)
+        lower_star_gradient(S.table(), vp, ep, tp, tt, qp)
     return DiscreteGradient(domain, order, S, vp, ep, tp, tt, qp)

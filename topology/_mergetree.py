@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-
-try:
-    from numba import njit
-except ImportError:            # the same loops, interpreted (slow, but correct)
-    def njit(*args, **kwargs):
-        return args[0] if args and callable(args[0]) else (lambda f: f)
+from numba import njit
 
 from dmsolve import DistVector, agree
 from dmsolve.bsp import BSP
@@ -26,6 +21,7 @@ from dmsolve.bsp import BSP
 from ._complex import owned_global_ids
 from ._grid import Grid, component_table, link_structure
 from ._order import global_order
+from ._union_find import roots, union_find
 
 __all__ = ["merge_tree", "MergeTree"]
 
@@ -52,6 +48,10 @@ class Sweep:
     arcs : (m, 2) int64
         Merge-tree arcs ``(lower node, upper node)``, roots included when
         ``tops`` were requested.
+
+    Notes
+    -----
+    A plain result: not collective.
     """
 
     def __init__(self, deaths, survivors, arcs):
@@ -302,7 +302,7 @@ def _forest(lo: np.ndarray, hi: np.ndarray):
         o = np.argsort(hi, kind="stable")
         lo, hi = lo[o], hi[o]
     n = int(hi.max()) + 2
-    used = _union_sweep(lo, hi, n, False)[0]
+    used = _union_sweep(lo, hi, n)[0] >= 0
     return lo[used], hi[used]
 
 
@@ -348,15 +348,20 @@ def _elder(lo, hi, labs, tops):
     o = np.argsort(hi, kind="stable")
     lo, hi = lo[o], hi[o]
     n = int(max(hi[-1] if hi.size else -1, labs[-1] if labs.size else -1)) + 2
-    _, born, died, arc_lo, arc_hi, parent, top = _union_sweep(lo, hi, n, True)
-    roots = _roots(parent, labs + 1)
-    survivors = labs[roots == labs + 1]
+    dead, kept, parent = _union_sweep(lo, hi, n)
+    # an edge whose dying root is its own vertex only hangs that vertex
+    # under a component; the others merge two components
+    merge = (dead >= 0) & (dead != hi + 1)
+    born, died = dead[merge] - 1, hi[merge]
+    arc_lo, arc_hi, top = _merge_arcs(dead, kept, hi, n)
+    root = roots(parent, labs + 1)
+    survivors = labs[root == labs + 1]
     deaths = np.column_stack((born, died))
     arcs = np.column_stack((arc_lo, arc_hi))
     if tops is not None and labs.size:
         # the root arc of each component: its last node to its highest vertex
         hi_of = np.full(n, -1, dtype=np.int64)
-        np.maximum.at(hi_of, roots, tops)
+        np.maximum.at(hi_of, root, tops)
         r = survivors + 1
         last = top[r]
         extra = (hi_of[r] != last) & (survivors != APEX)
@@ -364,74 +369,44 @@ def _elder(lo, hi, labs, tops):
     return deaths, survivors, arcs
 
 
-@njit(cache=True)
-def _find(parent, i):
-    r = i
-    while parent[r] != r:
-        r = parent[r]
-    while parent[i] != r:              # path compression
-        nxt = parent[i]
-        parent[i] = r
-        i = nxt
-    return r
-
-
-@njit(cache=True)
-def _roots(parent, nodes):
-    out = np.empty(nodes.size, np.int64)
-    for i in range(nodes.size):
-        out[i] = _find(parent, nodes[i])
-    return out
-
-
-@njit(cache=True)
-def _union_sweep(lo, hi, n, elder):
+def _union_sweep(lo, hi, n):
     """Union-find over edges (label ``lo``, vertex ``hi``) sorted by ``hi``;
     node ``k`` lives at index ``k + 1`` (the outer vertex, key -1, at 0).
 
     The root of a component is its oldest label (smallest key): a vertex
-    first hangs under the component of its first edge, each further edge
-    that reaches another component merges the younger root under the older
-    one, and that younger label dies at the vertex. Returns the edges used
-    (the forest), and with ``elder`` the deaths, the merge-tree arcs, the
-    parent array and the last tree node of each root.
+    first hangs under the component of its first edge (the edge's dying root
+    is the vertex itself), each further edge that reaches another component
+    merges the younger root under the older one, and that younger label
+    dies at the vertex. Returns :func:`union_find`'s ``(dead, kept,
+    parent)``; the edges used (the forest) are those with ``dead >= 0``.
+    Not collective.
     """
-    parent = np.arange(n, dtype=np.int64)
-    attached = np.zeros(n, dtype=np.bool_)
+    return union_find(lo + 1, hi + 1, np.arange(n, dtype=np.int64))
+
+
+@njit(cache=True)
+def _merge_arcs(dead, kept, hi, n):  # pragma: no cover
+    """The merge-tree arcs of a union sweep (:func:`_union_sweep`'s ``dead``
+    and ``kept``): at every merge, from the last tree node of each of the two
+    components to the merging vertex. Returns ``(arc_lo, arc_hi, top)`` in
+    key space, ``top`` the last tree node of each root. Not collective."""
     top = np.arange(n, dtype=np.int64) - 1
-    used = np.zeros(lo.size, dtype=np.bool_)
-    born = np.empty(lo.size, dtype=np.int64)
-    died = np.empty(lo.size, dtype=np.int64)
-    alo = np.empty(2 * lo.size, dtype=np.int64)
-    ahi = np.empty(2 * lo.size, dtype=np.int64)
-    nd = 0
+    alo = np.empty(2 * dead.size, dtype=np.int64)
+    ahi = np.empty(2 * dead.size, dtype=np.int64)
     na = 0
-    for e in range(lo.size):
-        a = _find(parent, lo[e] + 1)
-        s = hi[e] + 1
-        if not attached[s]:
-            attached[s] = True
-            parent[s] = a
-            used[e] = True
+    for e in range(dead.size):
+        b = dead[e]
+        v = hi[e]
+        if b < 0 or b == v + 1:
             continue
-        b = _find(parent, s)
-        if a == b:
-            continue
-        used[e] = True
-        if a > b:
-            a, b = b, a
-        if elder:
-            born[nd] = b - 1
-            died[nd] = s - 1
-            nd += 1
-            for t in (top[a], top[b]):
-                if t != s - 1:
-                    alo[na] = t
-                    ahi[na] = s - 1
-                    na += 1
-            top[a] = s - 1
-        parent[b] = a
-    return used, born[:nd], died[:nd], alo[:na], ahi[:na], parent, top
+        a = kept[e]
+        for t in (top[a], top[b]):
+            if t != v:
+                alo[na] = t
+                ahi[na] = v
+                na += 1
+        top[a] = v
+    return alo[:na], ahi[:na], top
 
 
 # -- key <-> vertex ------------------------------------------------------------------------

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import itertools
 import numbers
-import warnings
 
+import meshio
 import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree
 
-from ._complex import owned_global_ids
+from ._complex import _search_rows, owned_global_ids
 from ._mergetree import APEX, lookup, sweep
 from ._order import global_order
+from ._saddles import saddle_saddle_pairs
 
 __all__ = ["persistence_diagram", "PersistenceDiagram"]
 
@@ -55,8 +56,8 @@ class PersistenceDiagram:
         (death > birth), ``kept`` (persistence above ``min_persistence``) and
         ``essential``.
     missing : list of str
-        Parts that could not be computed (e.g. D1 of 3D data without the
-        saddle module); empty when the diagram is complete.
+        Parts that could not be computed; empty, since every part of a 2D
+        or 3D diagram is (kept for callers that check it).
 
     Notes
     -----
@@ -137,7 +138,6 @@ class PersistenceDiagram:
         ``PairType`` (the dimension), ``Persistence`` (``-1`` for essential
         classes), ``IsFinite``, ``Scalar`` and ``ttkVertexScalarField`` (the
         global vertex id). Written on rank 0; collective on ``comm``."""
-        import meshio
         p = self.pairs
         fin = np.isfinite(p["death"])
         npair = p["dim"].size
@@ -217,8 +217,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
       component the oldest maximum is the essential d-class.
     - D1 of 3D data (saddle-saddle) comes from
       ``_saddles.saddle_saddle_pairs`` (the discrete gradient's critical
-      cells); when that module is missing the 3D D1 is left empty and
-      named in :attr:`PersistenceDiagram.missing`.
+      cells).
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
       characteristic of every vertex's lower star, ``chi(v) = sum_k
@@ -285,24 +284,13 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     parts.append((d - 1, v[:, 1], v[:, 0], g[:, 1], g[:, 0]))
     g, v = take(top_ess.size)
     parts.append(_essential(d, v, g))
-    missing = []
     if d == 3:
-        d1 = _saddle_pairs(domain, vec, order)
-        if d1 is None:
-            missing.append("D1 (saddle-saddle pairs of 3D data): topology._saddles is not "
-                           "available")
-        else:
-            parts.extend(d1)
+        parts.extend(_saddle_pairs(domain, vec, order))
     raw = _stack(parts)
     if not domain.is_ball:
-        if d == 3 and d1 is None:
-            missing.append("essential D2 of a tetrahedral mesh (needs D1)")
-        else:
-            ess = _euler_essential(domain, vec, order, raw)
-            raw = _stack([tuple(raw[k] for k in PersistenceDiagram._FIELDS), ess])
-    if missing:
-        warnings.warn("persistence diagram incomplete: " + "; ".join(missing), stacklevel=2)
-    return PersistenceDiagram(comm, d, raw, min_persistence, missing)
+        ess = _euler_essential(domain, vec, order, raw)
+        raw = _stack([tuple(raw[k] for k in PersistenceDiagram._FIELDS), ess])
+    return PersistenceDiagram(comm, d, raw, min_persistence, [])
 
 
 def _essential(dim, v, g):
@@ -327,11 +315,8 @@ def _stack(parts) -> dict:
 
 
 def _saddle_pairs(domain, vec, order):
-    """D1 of 3D data from the saddle module, or None when it is not there."""
-    try:
-        from ._saddles import saddle_saddle_pairs
-    except ImportError:
-        return None
+    """D1 of 3D data (finite pairs and essential classes) from the Morse
+    complex. Collective on ``domain.comm``."""
     pairs, essential = saddle_saddle_pairs(domain, order)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     essential = np.asarray(essential, dtype=np.int64).ravel()
@@ -368,7 +353,6 @@ def _values_at(vec: DistVector, gids: np.ndarray) -> np.ndarray:
 def _check_manifold(cx) -> None:
     """Every owned (d-1)-simplex has one or two cofaces and every owned vertex
     lies in a d-simplex; the same ValueError on every rank otherwise."""
-    from ._complex import _search_rows
     d = cx.dimension
     exc = None
     tops, _ = cx.local_simplices(d)

@@ -13,9 +13,13 @@ import time
 import numpy as np
 
 from dmsolve import DistVector, agree
-from dmsolve.bsp import BSP
 
+from ._column_reduction import reduce_columns
 from ._gradient import DiscreteGradient, gradient_from_order
+from ._star_tables import locate_edges, locate_tets
+from ._union_find import union_find
+from ._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths,
+                      triangle_cofacets)
 
 __all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
 
@@ -41,6 +45,11 @@ class MorsePersistence:
         traversal; seconds per stage (``gradient_s``, ``paths_s``,
         ``union_find_s``, ``walls_s``, ``reduce_s``), slowest rank not
         agreed (rank-local clocks).
+
+    Notes
+    -----
+    The same on every rank; building it is collective (see
+    :func:`persistence_pairs_all`), reading it is not.
     """
 
     def __init__(self, pairs, essential, stats):
@@ -171,9 +180,9 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     gradient plus one stage, not the gradient plus every stage's results.
     ``G`` is unusable afterwards.
     """
-    from . import _morse_kernels as mk
     comm = G.comm
     S = G.stars
+    st = S.table()
     stats = {} if stats is None else stats
     t0 = time.perf_counter()
     layout = G.domain.vertex_layout
@@ -181,60 +190,44 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     crit = {}
     for d in range(4):
         i, s = G.local_critical(d)
-        top = S.gid[S.P[i]]
+        top = S.layout_index[S.P[i]]
         crit[d] = dict(i=i, s=s, code=top * mult[d] + s, top=top, key=G.local_keys(d, i, s))
-    nav = (S.mode, S.P, S.own, S.gid, S.doff, S.eptr, S.enb)
-
-    def owner(g):
-        return layout.owner(g) if g.size else np.zeros(0, np.int64)
 
     # -- D0: the minima at both ends of every critical edge
     c1 = crit[1]
+
+    def down_vertices(q, pos):
+        rq, rg, xq, xg = descend_vertices(st, G.vp, q, pos)
+        return (rq, rg), np.column_stack((xq, xg))
+
+    def arrive_vertex(rows):
+        return rows[:, 0].copy(), S.positions(rows[:, 1])
+
     q = np.concatenate((c1["code"] * 2, c1["code"] * 2 + 1))
     pos = np.concatenate((S.P[c1["i"]], S.nbr(c1["i"], c1["s"])))
-    d0q, d0m = [], []
-    steps = 0
-    while True:
-        rq, rg, xq, xg = mk.descend_vertices(*nav, G.vp, q, pos)
-        d0q.append(rq)
-        d0m.append(rg)
-        ctx = BSP(comm)
-        ctx.send_rows(owner(xg), np.stack((xq, xg), 1), tag=_TAG_D0)
-        inbox = ctx.sync("morse:minima")
-        steps += 1
-        if inbox.global_messages == 0:
-            break
-        rows = inbox.concat(_TAG_D0, dtype=np.int64, shape=(2,))
-        q, pos = rows[:, 0].copy(), S.positions(rows[:, 1])
-    stats["supersteps_d0"] = steps
+    d0, stats["supersteps_d0"] = follow_paths(comm, layout, down_vertices, arrive_vertex,
+                                              (q, pos), np.zeros((0, 2), np.int64),
+                                              tag=_TAG_D0, label="morse:minima")
     if release:
         G.vp = None
 
     # -- D2 co-boundaries: the critical tets (or outside) above each critical triangle
     c2 = crit[2]
-    args = (S.mode, S.O, S.P, S.own, S.gid, S.doff, S.eptr, S.enb, S.tptr, S.ttab, S.qptr, S.qtab)
-    sq, sp, ss, oq, xr = mk.triangle_cofacets(*args, c2["code"], c2["i"], c2["s"])
-    d2q, d2t = [oq], [np.full(oq.size, -1, np.int64)]
-    steps = 0
-    while True:
-        rq, rc, xq, x4 = mk.ascend_tets(*args, G.qp, S.qmax, sq, sp, ss)
-        d2q.append(rq)
-        d2t.append(rc)
-        out = np.concatenate((xr, np.column_stack((xq, x4)))) if xq.size else xr
-        ctx = BSP(comm)
-        ctx.send_rows(owner(out[:, 1]), out, tag=_TAG_D2)
-        inbox = ctx.sync("morse:maxima")
-        steps += 1
-        if inbox.global_messages == 0:
-            break
-        rows = inbox.concat(_TAG_D2, dtype=np.int64, shape=(5,))
+
+    def up_tets(sq, sp, ss):
+        rq, rc, xq, x4 = ascend_tets(st, G.qp, S.qmax, sq, sp, ss)
+        return (rq, rc), np.column_stack((xq, x4))
+
+    def arrive_tet(rows):
         pos4 = S.positions(rows[:, 1:]).reshape(-1, 4)
-        sq, sp = rows[:, 0].copy(), pos4[:, 0].copy()
-        ss = mk.locate_tets(S.mode, S.P, S.own, S.doff, S.eptr, S.enb, S.qptr, S.qtab, pos4)
-        xr = np.zeros((0, 5), np.int64)
-    stats["supersteps_d2"] = steps
+        return rows[:, 0].copy(), pos4[:, 0].copy(), locate_tets(st, pos4)
+
+    sq, sp, ss, oq, xr = triangle_cofacets(st, c2["code"], c2["i"], c2["s"])
+    d2, stats["supersteps_d2"] = follow_paths(comm, layout, up_tets, arrive_tet, (sq, sp, ss),
+                                              xr, tag=_TAG_D2, label="morse:maxima")
+    d2.insert(0, (oq, np.full(oq.size, -1, np.int64)))
     stats["paths_s"] = time.perf_counter() - t0
-    del sq, sp, ss, oq, xr, rq, rc, xq, x4, out, ctx, inbox
+    del sq, sp, ss, oq, xr
     if release:
         G.tp = G.qp = None
 
@@ -242,9 +235,9 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     t1 = time.perf_counter()
     local = ({d: (crit[d].pop("code") if d != 2 else crit[d]["code"], crit[d].pop("top"),
                   crit[d].pop("key")) for d in range(4)},
-             (np.concatenate(d0q), np.concatenate(d0m)),
-             (np.concatenate(d2q), np.concatenate(d2t)))
-    del d0q, d0m, d2q, d2t, c1, crit[0], crit[1], crit[3]
+             tuple(np.concatenate(col) for col in zip(*d0)),
+             tuple(np.concatenate(col) for col in zip(*d2)))
+    del d0, d2, c1, crit[0], crit[1], crit[3]
     everything = comm.gather(local, root=0)
     del local
     msg = None
@@ -260,7 +253,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         d2 = [np.concatenate([e[2][k] for e in everything]) for k in range(2)]
         del everything
         try:
-            msg = _union_finds(cells, d0, d2, mk)
+            msg = _union_finds(cells, d0, d2)
             del cells, d0, d2
         except Exception as e:          # raised on every rank below, not on rank 0 alone
             msg = e
@@ -280,42 +273,31 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     top = np.where(swap, pb, pa)
     oth = np.where(swap, pa, pb)
     mine = S.own[top] >= 0
-    q = np.concatenate((qq, qq, qq[mine]))
-    pos = np.concatenate((S.P[i], S.P[i], top[mine]))
-    slot = np.concatenate((nb[:, 0], nb[:, 1],
-                           mk.locate_edges(S.mode, S.P, S.own, S.doff, S.eptr, S.enb,
-                                           top[mine], oth[mine])))
-    xr = np.column_stack((qq[~mine], S.gid[top[~mine]], S.gid[oth[~mine]]))
-    d1q, d1e = [], []
-    steps = 0
-    while True:
+
+    def down_edges(q, pos, slot):
         o = np.argsort(q, kind="stable")
-        rq, rc, xq, x2 = mk.descend_edges(S.mode, S.O, S.P, S.own, S.gid, S.doff, S.eptr,
-                                          S.enb, S.tptr, S.ttab, G.ep, G.tt, S.emax,
-                                          q[o], pos[o], slot[o])
-        d1q.append(rq)
-        d1e.append(rc)
-        out = np.concatenate((xr, np.column_stack((xq, x2)))) if xq.size else xr
-        ctx = BSP(comm)
-        ctx.send_rows(owner(out[:, 1]), out, tag=_TAG_D1)
-        inbox = ctx.sync("morse:walls")
-        steps += 1
-        if inbox.global_messages == 0:
-            break
-        rows = inbox.concat(_TAG_D1, dtype=np.int64, shape=(3,))
+        rq, rc, xq, x2 = descend_edges(st, G.ep, G.tt, S.emax, q[o], pos[o], slot[o])
+        return (rq, rc), np.column_stack((xq, x2))
+
+    def arrive_edge(rows):
         p2 = S.positions(rows[:, 1:]).reshape(-1, 2)
-        q, pos = rows[:, 0].copy(), p2[:, 0].copy()
-        slot = mk.locate_edges(S.mode, S.P, S.own, S.doff, S.eptr, S.enb, pos, p2[:, 1])
-        xr = np.zeros((0, 3), np.int64)
-    stats["supersteps_d1"] = steps
+        pos = p2[:, 0].copy()
+        return rows[:, 0].copy(), pos, locate_edges(st, pos, p2[:, 1])
+
+    items = (np.concatenate((qq, qq, qq[mine])),
+             np.concatenate((S.P[i], S.P[i], top[mine])),
+             np.concatenate((nb[:, 0], nb[:, 1], locate_edges(st, top[mine], oth[mine]))))
+    xr = np.column_stack((qq[~mine], S.layout_index[top[~mine]], S.layout_index[oth[~mine]]))
+    d1, stats["supersteps_d1"] = follow_paths(comm, layout, down_edges, arrive_edge, items, xr,
+                                              tag=_TAG_D1, label="morse:walls")
     stats["walls_s"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    gathered = comm.gather((np.concatenate(d1q), np.concatenate(d1e)), root=0)
+    gathered = comm.gather(tuple(np.concatenate(col) for col in zip(*d1)), root=0)
     result = None
     if comm.rank == 0:
         try:
-            result = _reduce_d1(first, gathered, mk, keep_zero)
+            result = _reduce_d1(first, gathered, keep_zero)
         except Exception as e:
             result = e
     result = comm.bcast(result, root=0)
@@ -336,7 +318,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
 
 
 # -- rank 0
-def _union_finds(cells, d0, d2, mk) -> dict:
+def _union_finds(cells, d0, d2) -> dict:
     v_code, v_top, v_key = cells[0]
     e_code, e_top, e_key = cells[1]
     t_code, t_top, t_key = cells[2]
@@ -347,7 +329,7 @@ def _union_finds(cells, d0, d2, mk) -> dict:
     eo = np.argsort(e_code)
     ei = eo[np.searchsorted(e_code[eo], d0[0] // 2)]
     ends[ei, d0[0] % 2] = vo[np.searchsorted(v_top[vo], d0[1])]
-    dead = mk.union_find_deaths(ends[:, 0], ends[:, 1], v_key[:, 0])
+    dead = union_find(ends[:, 0], ends[:, 1], v_key[:, 0])[0]
     kill = dead >= 0
     p0 = np.column_stack((v_top[dead[kill]], e_top[kill]))
     alive = np.ones(v_code.size, bool)
@@ -370,7 +352,7 @@ def _union_finds(cells, d0, d2, mk) -> dict:
     age = np.concatenate((-np.arange(nq, dtype=np.int64), [-(nq + 1)]))
     rev = np.arange(t_code.size)[::-1]
     dead2 = np.full(t_code.size, -1, np.int64)
-    dead2[rev] = mk.union_find_deaths(tends[rev, 0], tends[rev, 1], age)
+    dead2[rev] = union_find(tends[rev, 0], tends[rev, 1], age)[0]
     kill2 = dead2 >= 0
     p2 = np.column_stack((t_top[kill2], q_top[dead2[kill2]]))
     return dict(cells={d: cells[d][:2] for d in (1, 2)},
@@ -379,7 +361,7 @@ def _union_finds(cells, d0, d2, mk) -> dict:
                 p2=p2, walls=np.sort(t_code[~kill2]), wall_mask=~kill2)
 
 
-def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
+def _reduce_d1(first, gathered, keep_zero) -> dict:
     cells = first["cells"]
     e_code, e_top = cells[1]
     t_code, t_top = cells[2]
@@ -406,7 +388,7 @@ def _reduce_d1(first, gathered, mk, keep_zero) -> dict:
     o = np.lexsort((rows, cols))
     rows, cols = rows[o], cols[o]
     ptr = np.concatenate(([0], np.cumsum(np.bincount(cols, minlength=wall_idx.size))))
-    pivot, zero = mk.reduce_columns(ptr.astype(np.int64), rows.astype(np.int64),
+    pivot, zero = reduce_columns(ptr.astype(np.int64), rows.astype(np.int64),
                                     int(positive.sum()))
     pos_edges = np.flatnonzero(positive)
     paired = pivot >= 0
