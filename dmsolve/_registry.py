@@ -41,6 +41,10 @@ def split_descriptor(desc, kind: str = "preconditioner") -> tuple[str, dict]:
     raise TypeError("%s must be a name or a (name, options) pair, got %r" % (kind, desc))
 
 
+# register()'s default for "no object given: return a decorator" (None is a valid object)
+_DECORATE = object()
+
+
 class Registry:
     """A table of objects (classes, factories, functions) by name.
 
@@ -85,7 +89,7 @@ class Registry:
         """The canonical spelling of a name: lower case, ``-`` for ``_``. Not collective."""
         return name.strip().lower().replace("_", "-")
 
-    def register(self, name: str, obj: Any = None, *, aliases: tuple[str, ...] = (),
+    def register(self, name: str, obj: Any = _DECORATE, *, aliases: tuple[str, ...] = (),
                  replace: bool = False):
         """Register ``obj`` under ``name`` (and ``aliases``).
 
@@ -113,12 +117,14 @@ class Registry:
             for k in keys:
                 self._aliases.pop(k, None)
                 self._items.pop(k, None)
+            for a in [a for a, k in self._aliases.items() if k == key]:
+                del self._aliases[a]       # a replaced name keeps only its new aliases
             self._items[key] = o
             for k in keys[1:]:
                 self._aliases[k] = key
             return o
 
-        return add if obj is None else add(obj)
+        return add if obj is _DECORATE else add(obj)
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` and its aliases. Not collective."""

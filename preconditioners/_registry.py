@@ -21,6 +21,8 @@ def register(name: str, factory: Callable | None = None, **kwargs):
     overrides an existing name. Not collective; every rank must register the
     same names (module import does that).
     """
+    if factory is None:
+        return PRECONDITIONERS.register(name, **kwargs)
     return PRECONDITIONERS.register(name, factory, **kwargs)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .._errors import agree
+from .._registry import Registry
 from ._ledger import Ledger
 
 __all__ = ["BSP", "Inbox", "COMBINERS"]
@@ -31,17 +32,15 @@ __all__ = ["BSP", "Inbox", "COMBINERS"]
 # dtypes a message may carry (numeric and bool); object arrays are refused
 _DTYPE_CHARS = "?bBhHiIlLqQefdgFDG"
 
-# combiners: name -> (ufunc for reduceat, identity for empty groups)
-COMBINERS = {
-    "sum": np.add,
-    "min": np.minimum,
-    "max": np.maximum,
-    "prod": np.multiply,
-    "any": np.logical_or,
-    "all": np.logical_and,
-    "first": None,  # keep the first value seen (in source order, then send order)
-    "last": None,   # keep the last value seen
-}
+#: Combiners of ``send_keyed`` by name: the ufunc whose ``reduceat`` combines
+#: the values of equal keys; ``first``/``last`` keep the first/last value seen
+#: (in source order, then send order).
+COMBINERS = Registry("combiner")
+for _name, _ufunc in [("sum", np.add), ("min", np.minimum), ("max", np.maximum),
+                      ("prod", np.multiply), ("any", np.logical_or), ("all", np.logical_and),
+                      ("first", None), ("last", None)]:
+    COMBINERS.register(_name, _ufunc)
+del _name, _ufunc
 _AGG_OPS = ("sum", "min", "max", "any", "all")
 
 # header words: payload bytes, active, error code, step, label hash, messages,
@@ -252,9 +251,10 @@ class BSP:
         collective: the pairs are queued, delivered at the next :meth:`sync`
         (which raises any misuse on every rank).
         """
-        if op not in COMBINERS:
-            self._fail(ValueError("unknown combiner %r; choose from %s"
-                                  % (op, sorted(COMBINERS))))
+        try:
+            op = COMBINERS.canonical(op)
+        except (TypeError, ValueError) as e:
+            self._fail(e)
             return
         keys = np.asarray(keys)
         if keys.dtype.kind not in "iu" or keys.ndim != 1:
@@ -545,6 +545,7 @@ def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str = "sum"):
     Stable: for ``first``/``last``, order among equal keys is the input order.
     Not collective.
     """
+    op = COMBINERS.canonical(op)
     keys = np.asarray(keys, dtype=np.int64)
     if keys.size == 0:
         return keys, values
