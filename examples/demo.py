@@ -10,7 +10,8 @@ matrix and its halo exchange, the BSP superstep layer (assembly and a Pregel
 connected-components run), the Krylov solvers, the preconditioners (AMG on
 Poisson, the multilevel Schur low-rank preconditioner on an indefinite
 problem), the topology of a scalar field (critical points, persistence, merge
-tree, Hodge decomposition), checkpoint/restart and PETSc interoperability.
+tree, Hodge decomposition), checkpoint/restart and PETSc interoperability,
+and the one registry and validation door every name and option goes through.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ import tempfile
 import time
 
 import numpy as np
+import scipy.sparse as sp
 import scipy.sparse.csgraph as csgraph
 from mpi4py import MPI
+from scipy.sparse.linalg import spsolve
 
 import dmsolve
 import dmsolve.gallery as gallery
 import preconditioners
 import topology
-from dmsolve import DistCSR, DistVector, Layout
+from dmsolve import DistCSR, DistVector, Layout, petsc
+from dmsolve.krylov import METHODS
 from dmsolve.partition import metis_partition, partition_quality
+from preconditioners.smoothers import SMOOTHERS
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -72,7 +77,6 @@ def bsp_layer(comm):
     labels, steps = _components(comm, layout, k)
     ids = np.arange(n)
     nxt = np.where((ids + k) < n, ids + k, ids % k)
-    import scipy.sparse as sp
     G = sp.coo_matrix((np.ones(n), (ids, nxt)), shape=(n, n))
     ncomp, ref = csgraph.connected_components(G, directed=False)
     smallest = np.full(ncomp, n)
@@ -118,7 +122,6 @@ def krylov(comm):
     C = gallery.convection_diffusion(48, comm)
     c = gallery.rhs(C, "ones")
     xg, i_gm = dmsolve.gmres(C, c, rtol=1e-8, restart=30, maxiter=2000)
-    from scipy.sparse.linalg import spsolve
     ref = spsolve(C.to_scipy().tocsc(), c.gather())
     err = np.abs(xg.gather() - ref).max() / np.abs(ref).max()
     say(comm, "[3] Krylov: CG on 2D Poisson 64^2: %s in %d iterations" % (
@@ -210,16 +213,39 @@ def interop(comm, tmpdir):
     lines = ["    checkpoint at iteration 20, resumed: %d iterations in all (uninterrupted %d), "
              "max |x - x_full| %.1e" % (rest.iterations, full.iterations,
                                        np.abs(y.gather() - x.gather()).max())]
-    from dmsolve import petsc
     if petsc.petsc4py_available():
+        from petsc4py import PETSc     # the optional [petsc] extra: only when installed
         _, info = dmsolve.solve(A, b, method="cg", pc="jacobi", rtol=1e-10, backend="petsc")
         M = petsc.to_petsc(A)
         lines.append("    PETSc %s: KSPCG+PCJACOBI %d iterations (ours %d); to_petsc -> %s %dx%d"
-                     % (".".join(map(str, petsc._petsc().Sys.getVersion())), info.iterations,
+                     % (".".join(map(str, PETSc.Sys.getVersion())), info.iterations,
                         full.iterations, M.getType(), *M.getSize()))
     else:
         lines.append("    petsc4py not installed (make petsc): PETSc interop skipped")
     say(comm, "[7] Checkpoint/restart and PETSc:", *lines)
+
+
+def names_and_checks(comm, A):
+    b = gallery.rhs(A, "random")
+    # a bad option is refused at the door, with the same error on every rank
+    try:
+        preconditioners.make("amg", A, theta=float("nan"))
+        message = None
+    except ValueError as e:
+        message = str(e)
+    raised = comm.allreduce(int(message is not None))
+    # PyAMG's descriptors and plain keywords build the same hierarchy
+    _, kw = dmsolve.solve(A, b, "cg", pc=("amg", {"theta": 0.08, "omega": 4 / 3}), rtol=1e-8)
+    _, desc = dmsolve.solve(A, b, "cg", rtol=1e-8, pc=(
+        "AMG", {"strength": ("symmetric", {"theta": 0.08}),
+                "smooth": ("jacobi", {"omega": 4 / 3}), "presmoother": "Gauss_Seidel"}))
+    say(comm, "[8] Names and options: one registry each, one rule (case and -/_ ignored):",
+        "    Krylov methods: %s" % ", ".join(METHODS),
+        "    preconditioners: %s; smoothers: %s" % (", ".join(dmsolve.PRECONDITIONERS),
+                                                   ", ".join(SMOOTHERS)),
+        "    make('amg', A, theta=nan) refused on %d of %d ranks: %s" % (raised, comm.size,
+                                                                       message),
+        "    AMG by descriptor %d iterations, by keywords %d" % (desc.iterations, kw.iterations))
 
 
 def main(comm: MPI.Comm, argv=None) -> None:
@@ -241,6 +267,7 @@ def main(comm: MPI.Comm, argv=None) -> None:
         comm.Barrier()
         if comm.rank == 0:
             shutil.rmtree(tmpdir, ignore_errors=True)
+    names_and_checks(comm, A)
     say(comm, "done in %.1f s" % (time.perf_counter() - t0))
 
 

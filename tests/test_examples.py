@@ -97,6 +97,12 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(abs(g + c + h - f) <= 1e-2 * f, "energies add up", (g, c, h, f))
         checks.add(h > 0, "harmonic energy > 0", h)
         checks.add("Betti [1, 1, 0]" in out, "Betti [1, 1, 0]")
+        m8 = re.search(r"refused on (\d+) of (\d+) ranks: theta must be", out)
+        checks.add(m8 and m8.group(1) == m8.group(2) == str(comm.size),
+                   "a bad AMG option refused on every rank", m8 and m8.group(0))
+        m8 = re.search(r"AMG by descriptor (\d+) iterations, by keywords (\d+)", out)
+        checks.add(m8 and m8.group(1) == m8.group(2), "descriptors = keywords",
+                   m8 and m8.group(0))
         m = re.search(r"resumed: (\d+) iterations in all \(uninterrupted (\d+)\), "
                       r"max \|x - x_full\| (\S+)", out)
         checks.add(m and m.group(1) == m.group(2) and float(m.group(3)) < 1e-12,

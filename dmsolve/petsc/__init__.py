@@ -18,7 +18,6 @@ by mpi4py; PETSc uses the same MPI library, the ``mpich`` wheel's).
 
 from ..krylov import BACKENDS
 from ._convert import from_petsc, petsc4py_available, to_petsc, vec_from_petsc, vec_to_petsc
-from ._convert import petsc as _petsc  # noqa: F401 - examples/demo.py reads PETSc's version
 from ._ksp import KSP_TYPES, PC_TYPES, convert_reason, ksp_solve
 from ._pc import PythonPC, as_petsc_pc, petsc_pc
 
