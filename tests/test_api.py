@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from dmsolve import DistCSR, DistLinearOperator, Preconditioner, gallery
 from dmsolve.bsp import BSP, Inbox
-from mpitest import assert_collective, wait_idle
+from mpitest import assert_collective, child_env, on_rank0, wait_idle
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("dmsolve", "preconditioners", "topology")
@@ -319,3 +319,11 @@ def test_mpi_datatype_matches_the_buffer(comm, dtype):
                       "%s: %d bytes" % (dtype, t.Get_size()))
     assert_collective(comm, mpi_datatype(dtype) is t, "not cached")
     assert_collective(comm, t != MPI.DATATYPE_NULL)
+
+
+def test_import_under_python_OO_without_docstrings(comm):
+    # docstring templates (krylov, gallery) must not assume a docstring exists
+    proc = on_rank0(comm, subprocess.run,
+                    [sys.executable, "-OO", "-c", "import dmsolve, preconditioners, topology"],
+                    capture_output=True, text=True, timeout=300, env=child_env(), cwd=str(ROOT))
+    assert_collective(comm, proc.returncode == 0, proc.stderr[-2000:])

@@ -523,6 +523,8 @@ def document(func):
     """Fill the shared numpydoc sections into ``func.__doc__``: the line
     ``COMMON_PARAMETERS`` in Parameters, and ``COMMON_SECTIONS`` (Returns,
     Raises and the first paragraph of Notes). Not collective."""
+    if func.__doc__ is None:          # python -OO strips docstrings
+        return func
     func.__doc__ = (func.__doc__
                     .replace("    COMMON_PARAMETERS", COMMON_PARAMETERS)
                     .replace("    COMMON_SECTIONS", COMMON_SECTIONS))
