@@ -27,11 +27,13 @@ from .krylov import (cg, pipecg, gmres, fgmres, bicgstab, minres, solve, SolveIn
                      ConvergedReason, ConvergenceError, KSPMonitor)
 from ._operator import DistLinearOperator, aslinearoperator
 from ._preconditioner import Preconditioner
+from ._progress import Progress, ProgressPrinter
 
 __all__ += [
     "cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres", "solve", "SolveInfo",
     "ConvergedReason", "ConvergenceError", "KSPMonitor",
     "DistLinearOperator", "aslinearoperator", "Preconditioner",
+    "Progress", "ProgressPrinter",
 ]
 
 from . import gallery, io, partition, validate

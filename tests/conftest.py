@@ -5,6 +5,7 @@ except those marked ``pytest.mark.mpi(min_size=N)``, which run from N ranks up.
 Fixtures: ``comm`` (COMM_WORLD) and ``shared_tmp_path`` (one directory for all
 ranks). Collective helpers for the tests themselves are in mpitest.py."""
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -19,11 +20,14 @@ from mpitest import wait_idle
 def pytest_configure(config):
     # Under mpiexec every rank runs its own pytest; give each rank its own
     # temporary root so that their clean-ups of old directories cannot race.
-    # (PMI_RANK is set by MPICH's launcher; no MPI call is needed here.)
+    # (PMI_RANK is set by MPICH's launcher; no MPI call is needed here.) The
+    # checkout's path is in the name, so suites run at once from two
+    # checkouts (git worktrees) cannot delete each other's directories.
     rank = os.environ.get("PMI_RANK")
     if rank is not None and config.option.basetemp is None:
+        checkout = hashlib.sha1(str(config.rootpath).encode()).hexdigest()[:8]
         config.option.basetemp = os.path.join(
-            tempfile.gettempdir(), "pytest-dmsolve-%d-rank%s" % (os.getuid(), rank))
+            tempfile.gettempdir(), "pytest-dmsolve-%d-%s-rank%s" % (os.getuid(), checkout, rank))
 
 
 def pytest_collection_modifyitems(config, items):
