@@ -31,7 +31,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     (PETSc's default) ``r = M (b - A x)`` and ``||b||`` means ``||M b||``,
     and with ``side="right"`` ``r = b - A x``. Without ``M`` both are the
     unpreconditioned residual. The norms are the Arnoldi estimates
-    ``|g_{j+1}|``; at each restart the true residual is recomputed.
+    ``|g_{j+1}|``; at each restart the true residual is recomputed, and a
+    convergence the estimate claims is confirmed from ``x`` (see Notes).
 
     Parameters
     ----------
@@ -62,8 +63,16 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     without meeting the tolerance, the solve stops with ``BREAKDOWN``. With
     ``nullspace`` the null space is removed from each preconditioned vector
     (for the right-hand side of a nonsymmetric ``A``, remove the null space
-    of ``A^T`` yourself). Checkpoints are written at restart boundaries and
-    hold ``x`` only.
+    of ``A^T`` yourself). With left preconditioning the true residual norm
+    ``||b - A x||`` travels in the reduction of ``||M (b - A x)||`` at each
+    restart, so a convergence met there is confirmed for free. A checkpoint
+    is written every ``checkpoint_every`` iterations: at a restart boundary it
+    holds ``x``; inside a cycle it holds the current iterate ``x + V y`` (one
+    small triangular solve; with right preconditioning one more application
+    of ``M``) as ``x``, and the cycle's state (its start, the basis
+    ``V`` (and ``Z``), the rotated Hessenberg matrix and the rotations) so that
+    a resumed solve on the same layout continues the cycle exactly; elsewhere,
+    or with another ``restart``, it restarts from the saved iterate.
 
     References
     ----------

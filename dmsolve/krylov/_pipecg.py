@@ -39,16 +39,20 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     Exactly one global reduction per iteration without ``nullspace`` (each
     null-space removal adds one blocking reduction). The residual is
     updated by recurrences, so at tight tolerances the true residual can lag
-    the monitored one more than in :func:`cg`, and iteration counts may
-    differ from CG's by one or two. When the recurrence's ``p^T A p`` turns
-    non-positive, ``p^T A p`` is measured directly (one product, one
-    reduction): a non-positive value stops with ``INDEFINITE_MAT``, a
-    positive one means the recurrences lost accuracy, and the residual is
-    replaced: the recurrences restart from ``r = b - A x`` (two products
-    and one preconditioner application; ``info.extra
-    ["residual_replacements"]`` counts them). The test of iteration ``k`` is made with
-    the norm that arrives with its reduction, so the last preconditioner
-    application and product are wasted (as in PETSc's ``KSPPIPECG``).
+    the monitored one more than in :func:`cg` (the confirmation from ``x``
+    at a claimed convergence then restarts the recurrences), and iteration
+    counts may differ from CG's by one or two, more near the attainable
+    accuracy (measured: 256 against CG's 248 on poisson2d n=64 at rtol
+    1e-12; 330-355 against 281 on anisotropic2d n=40). When the
+    recurrence's ``p^T A p`` turns non-positive, ``p^T A p`` is measured
+    directly (one product, one reduction): a non-positive value stops with
+    ``INDEFINITE_MAT``; a positive one means the recurrences lost accuracy
+    on an SPD problem, and the residual is replaced: the recurrences restart
+    from ``r = b - A x`` (two products and one preconditioner application;
+    ``info.extra["residual_replacements"]`` counts them). The test of
+    iteration ``k`` is made with the norm that arrives with its reduction,
+    so the last preconditioner application and product are wasted (as in
+    PETSc's ``KSPPIPECG``).
 
     References
     ----------
@@ -68,7 +72,6 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
                   project_rhs=True, checkpoint=checkpoint, symmetric=True,
                   check_symmetry=check)
-    ctx.replacements = 0
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     x = ctx.x
@@ -89,6 +92,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     # the norm of the next reduction is that of a residual recomputed from x
     # (a restart at an iteration already recorded): retested, not recorded
     fresh = False
+    replacements = 0
     if state is not None and state.exact:
         it = state.iteration
         gamma_old, alpha_old = state.scalars["gamma"], state.scalars["alpha"]
@@ -166,7 +170,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                           else ConvergedReason.BREAKDOWN if red[0] == 0
                           else ConvergedReason.NANORINF)
                 break
-            ctx.replacements += 1
+            replacements += 1
             ctx.matvec(x, n)
             np.subtract(ctx.b.local, n.local, out=r.local)
             _restart(ctx, r, u, w)
@@ -188,7 +192,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         if ck is not None and ck.due(it):
             ck.save(ctx, it, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s,
                               "p": p}, gamma=gamma_old, alpha=alpha_old)
-    return ctx.finish(reason, it, residual_replacements=ctx.replacements)
+    return ctx.finish(reason, it, residual_replacements=replacements)
 
 
 def _restart(ctx, r, u, w) -> None:
