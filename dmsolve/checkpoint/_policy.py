@@ -27,6 +27,18 @@ __all__ = ["Checkpointer", "ResumeState", "describe_pc", "from_options"]
 _FINGERPRINT_RTOL = 1e-9
 
 
+def _kind(name: str) -> str:
+    """A vector name without its trailing index (``"v"`` for ``"v11"``)."""
+    return name.rstrip("0123456789")
+
+
+def _scalar(value):
+    """A saved scalar: a float, or a list of floats (GMRES's cycle state)."""
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [float(t) for t in value]
+    return float(value)
+
+
 def describe_pc(pc) -> str:
     """A string naming a preconditioner argument, stored in checkpoints.
 
@@ -75,8 +87,9 @@ class Checkpointer:
     path : str or os.PathLike, optional
         Directory to write checkpoints into (created if missing).
     every : int, optional
-        Write every ``every`` iterations (GMRES/FGMRES: at the first restart
-        boundary at or after each multiple). Required with ``path``.
+        Write every ``every`` iterations (GMRES/FGMRES too: a checkpoint in
+        the middle of a cycle holds the current iterate and the cycle's
+        state). Required with ``path``.
     resume : str or os.PathLike, optional
         Checkpoint directory to resume from (may equal ``path``).
     pc : str, optional
@@ -207,10 +220,14 @@ class Checkpointer:
             refuse("the right-hand side differs from the one it was written for")
 
     # -- used by the methods ----------------------------------------------------------
-    def resume(self, ctx, vectors: dict, **options) -> ResumeState | None:
+    def resume(self, ctx, vectors: dict, optional=(), **options) -> ResumeState | None:
         """Restore the saved state into ``vectors`` (by name) and the
         history into ``ctx``; None when not resuming.
 
+        ``optional`` names the vectors of ``vectors`` a checkpoint may lack
+        (GMRES's cycle state, saved only mid-cycle); the others it must hold.
+        It may also hold more of the same kind (basis vectors ``v11``, ...,
+        of a longer cycle), which are not restored.
         ``options`` are method options the state depends on (MINRES's
         ``shift``); they are recorded for :meth:`save` and must equal the
         checkpoint's. Not collective (the checks are rank-independent).
@@ -225,11 +242,16 @@ class Checkpointer:
         if saved != self._options:
             raise CheckpointError("cannot resume from %r: it used method options %r, this "
                                   "solve %r" % (self.resume_path, saved, self._options))
-        if self._keep_state and sorted(vectors) != sorted(man["vectors"]):
+        saved, required = set(man["vectors"]), set(vectors) - set(optional)
+        # more optional vectors of one kind (v11 of a longer GMRES cycle) are
+        # allowed and not restored; any other difference is refused
+        kinds = {_kind(n) for n in optional}
+        if self._keep_state and not (required <= saved and all(
+                _kind(n) in kinds for n in saved - set(vectors))):
             raise CheckpointError("cannot resume from %r: it holds vectors %s, %s needs %s"
                                   % (self.resume_path, sorted(man["vectors"]), ctx.method,
-                                     sorted(vectors)))
-        names = list(vectors) if self._keep_state else ["x"]
+                                     sorted(required)))
+        names = sorted(saved & set(vectors)) if self._keep_state else ["x"]
         for k in names:
             np.copyto(vectors[k].local, self._arrays[k])
         self._arrays = None
@@ -277,7 +299,7 @@ class Checkpointer:
             man = {
                 "method": ctx.method, "iteration": int(it), "token": gen,
                 "global_size": lay.global_size, "ranges": [int(t) for t in lay.ranges],
-                "vectors": sorted(vectors), "scalars": {k: float(v) for k, v in scalars.items()},
+                "vectors": sorted(vectors), "scalars": {k: _scalar(v) for k, v in scalars.items()},
                 "options": {"rtol": ctx.rtol, "atol": ctx.atol, "maxiter": ctx.maxiter,
                             "divtol": ctx.divtol, "norm_type": ctx.norm_type,
                             "pc": self._pc, "method_options": self._options,

@@ -69,7 +69,20 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         send[0] = np.dot(r.local, r.local)
         rho = float(ctx.reduce(1)[0])
         reason = ctx.test(it, math.sqrt(rho))
-    while reason is None:
+    while True:
+        if reason is not None:
+            # a claimed convergence is confirmed from x; if the true residual
+            # fails, BiCGStab restarts from r = b - A x (left in r by confirm)
+            reason = ctx.confirm(reason, it, r, t)
+            if reason is not None:
+                break
+            np.copyto(rhat.local, r.local)
+            send[0] = np.dot(r.local, r.local)
+            rho = float(ctx.reduce(1)[0])
+            start = it
+            reason = ctx.retest(math.sqrt(rho))
+            if reason is not None:
+                break
         if rho == 0.0:
             reason = ConvergedReason.BREAKDOWN
             break
@@ -108,7 +121,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             ctx.callback(x)
             if reason is None:
                 reason = ConvergedReason.BREAKDOWN
-            break
+            continue
         omega = ts / tt
         axpy(alpha, phat.local, x.local)
         axpy(omega, shat.local, x.local)

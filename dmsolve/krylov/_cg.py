@@ -15,7 +15,7 @@ __all__ = ["cg"]
 @document
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
        nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-       norm_type="unpreconditioned", checkpoint=None):
+       norm_type="unpreconditioned", checkpoint=None, check=False):
     """Solve ``A x = b`` by the preconditioned conjugate gradient method.
 
     ``A`` must be symmetric positive (semi-)definite and ``M`` symmetric
@@ -29,6 +29,10 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         The norm of the stopping test: ``||r||``, ``||M r||`` (PETSc's
         default for CG) or ``sqrt(r^T M r)``; ``||b||`` is measured in the
         same norm.
+    check : bool, optional
+        Test at set-up that ``A`` and ``M`` are symmetric, as scipy's
+        ``minres(check=True)`` (see :func:`minres`): two products, two
+        preconditioner applications and one reduction. Off by default.
 
     COMMON_SECTIONS
 
@@ -38,6 +42,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     ``INDEFINITE_PC``, instead of returning a wrong answer. With
     ``nullspace``, the component of ``b`` in the null space is removed
     first (``A`` is symmetric, so it is also the null space of ``A^T``).
+    A preconditioner whose ``symmetric`` attribute is False (restricted
+    ``asm``, ``gemslr``) is refused with ValueError.
     A checkpoint holds ``x, r, p`` and ``r^T M r`` (see
     :mod:`dmsolve.checkpoint`).
 
@@ -56,7 +62,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     ctx = Context("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
-                  project_rhs=True, checkpoint=checkpoint)
+                  project_rhs=True, checkpoint=checkpoint, symmetric=True,
+                  check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     x, send = ctx.x, ctx.send
@@ -87,7 +94,21 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         else:
             ctx.norms.append(math.sqrt(abs(nsq)))
         np.copyto(p.local, z.local)
-    while reason is None:
+    while True:
+        if reason is not None:
+            # a claimed convergence is confirmed from x; if the true residual
+            # fails, CG restarts from x with r = b - A x (which confirm left in r)
+            reason = ctx.confirm(reason, it, r, q)
+            if reason is not None:
+                break
+            rz, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
+            if rz < 0 and not math.sqrt(abs(nsq)) <= ctx.tolerance():
+                reason = ConvergedReason.INDEFINITE_PC
+                break
+            reason = ctx.retest(math.sqrt(abs(nsq)))
+            if reason is not None:
+                break
+            np.copyto(p.local, z.local)
         ctx.matvec(p, q)
         send[0] = np.dot(p.local, q.local)
         pq = float(ctx.reduce(1)[0])
@@ -110,7 +131,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         if reason is None and rz_new == 0:
             reason = ConvergedReason.BREAKDOWN   # r != 0 but r^T M r == 0
         if reason is not None:
-            break
+            continue
         beta = rz_new / rz
         rz = rz_new
         p.local *= beta

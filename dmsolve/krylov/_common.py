@@ -20,13 +20,50 @@ from ..checkpoint import Checkpointer
 from .._layout import Layout
 from .._operator import _takes_out
 from .._vector import DistVector
+from ..validate import check_bool
 from ._check import check_system
 from ._info import NORM_TYPES, ConvergedReason, SolveInfo
 
-__all__ = ["Context", "gemv_sub", "gemv_dot", "axpy", "DEFAULT_DIVTOL", "document"]
+__all__ = ["Context", "gemv_sub", "gemv_dot", "axpy", "DEFAULT_DIVTOL", "TRUTH_SLACK",
+           "TRUTH_RESTARTS", "NULLSPACE_RTOL", "SYMMETRY_RTOL", "document"]
 
 #: PETSc's default divergence tolerance, relative to the initial residual norm.
 DEFAULT_DIVTOL = 1e4
+
+#: At a claimed convergence in the preconditioned or natural norm, the true
+#: ``||b - A x||_2`` may exceed ``max(rtol*||b||_2, atol)`` by this factor: the
+#: norms differ by up to the condition number of ``M``. Measured on the gallery
+#: (poisson2d/3d, varpoisson, anisotropic2d, random-spd, convdiff2d/3d,
+#: shifted3d with shifts 0 and 0.2) with cg/pipecg/minres/gmres x jacobi,
+#: bjacobi, asm, cheby, amg, gemslr at rtol 1e-5, 1e-8, 1e-10 on 1 and 3 ranks,
+#: the ratio stayed below 30 but for left-preconditioned GMRES with cheby on
+#: the indefinite shifted3d (up to 652, a polynomial near zero on part of the
+#: spectrum). A singular or inconsistent preconditioner leaves a true relative
+#: residual of O(1), i.e. a ratio of ``1/rtol``.
+TRUTH_SLACK = 1e3
+
+#: How many times a method restarts from its iterate (fresh residual, fresh
+#: recurrence) when the true residual fails the test at a claimed convergence,
+#: before it stops with ``FALSE_CONVERGENCE``.
+TRUTH_RESTARTS = 3
+
+#: A null-space vector ``q`` (orthonormalised) is accepted when
+#: ``||A q|| <= NULLSPACE_RTOL * ||A v|| / ||v||`` for a fixed vector ``v`` of
+#: the global index (PETSc's ``MatNullSpaceTest`` uses ``100 sqrt(eps)``).
+NULLSPACE_RTOL = 100 * math.sqrt(np.finfo(float).eps)
+
+#: ``check=True``: ``|y^T A x - x^T A y| <= SYMMETRY_RTOL * (||A x|| ||y|| +
+#: ||A y|| ||x||)`` (and the same for ``M``) for fixed vectors of the global index.
+SYMMETRY_RTOL = math.sqrt(np.finfo(float).eps)
+
+
+def _index_vectors(layout: Layout, dtype) -> tuple[DistVector, DistVector]:
+    """Two fixed, oscillating vectors of the global index (the same numbers at
+    any rank count), for the checks at set-up. Not collective."""
+    gi = np.arange(layout.start, layout.stop, dtype=np.float64)
+    v = DistVector(layout, np.sin(0.6180339887 * gi + 0.5).astype(dtype))
+    w = DistVector(layout, np.cos(0.4142135623 * gi + 0.2).astype(dtype))
+    return v, w
 
 _BLAS: dict = {}
 
@@ -79,6 +116,22 @@ def _wrap_pc(M):
                     "callable, got %s" % type(M).__name__)
 
 
+def _check_symmetric_pc(method: str, M) -> None:
+    """Refuse a preconditioner that says it is not symmetric for a method that
+    needs one (CG, pipelined CG, MINRES). Not collective (a rank-independent fact)."""
+    if getattr(M, "symmetric", None) is not False:
+        return          # True, or None: unknown (a callable, an operator), taken on trust
+    name = getattr(M, "name", None) or type(M).__name__
+    if name == "asm" and getattr(M, "restricted", False):
+        what = "asm with restricted=True is not"
+        fix = "pc=('asm', {'restricted': False})"
+    else:
+        what = "%s is not (its symmetric attribute is False)" % name
+        fix = "a symmetric preconditioner"
+    raise ValueError("%s needs a symmetric preconditioner; %s: use %s or method='gmres', "
+                     "'fgmres' or 'bicgstab'" % (method, what, fix))
+
+
 class Context:
     """The state of one Krylov solve that every method shares.
 
@@ -99,7 +152,8 @@ class Context:
     def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
                  nullspace, monitor, divtol, norm_type, raise_on_failure,
                  project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
-                 checkpoint=None, check=None):
+                 checkpoint=None, check=None, symmetric: bool = False,
+                 check_symmetry=False):
         t0 = time.perf_counter()
         self.method = method
         comm = None
@@ -119,6 +173,9 @@ class Context:
                 check()         # the method's own options, agreed with the rest
             self._check(A, b, x0, rtol, atol, maxiter, M, callback, nullspace, monitor,
                         divtol, norm_type, norm_types)
+            check_bool("check", check_symmetry)
+            if symmetric:
+                _check_symmetric_pc(method, M)
             if checkpoint is not None and not isinstance(checkpoint, Checkpointer):
                 raise TypeError("checkpoint must be a dmsolve.checkpoint.Checkpointer or "
                                 "None, got %s (solve() takes a path)"
@@ -145,17 +202,31 @@ class Context:
         if x0 is not None:
             np.copyto(self.x.local, x0.local)
         self.b = b if b.dtype == self.dtype else DistVector(b.layout, b.local.astype(self.dtype))
+        # the truth check at claimed convergence (see confirm)
+        self.shift = 0.0                # MINRES solves with A - shift I
+        self.truth_restarts = 0
+        self._truth = None              # (iteration, ||b - A x||) last measured
+        self._restarted_at = None       # iteration of the last truth restart
+        self._truth_work = None
+        self.extra: dict = {}
 
         self._Q = None
+        removed = None
         if self._nullspace is not None:
             self._setup_nullspace(self._nullspace)
             if project_rhs:
                 self.b = self.b.copy()
                 self.project(self.b)
+                removed = float(np.dot(self._c, self._c))   # ||b - P b||^2 (Q orthonormal)
         self.trivial_pc = self._pc is None and self._Q is None
+        if check_symmetry:
+            self._check_symmetry()
 
         self._send[0] = float(np.dot(self.b.local, self.b.local))
         self.b2norm = math.sqrt(self.reduce(1)[0])
+        if removed is not None:
+            whole = math.sqrt(self.b2norm ** 2 + removed)
+            self.extra["nullspace_removed"] = math.sqrt(removed) / whole if whole else 0.0
         self.bnorm = self.b2norm if self.norm_type == "unpreconditioned" else None
         self.rnorm0 = None
         # None when off: the methods then pay one `is None` test per iteration
@@ -211,6 +282,73 @@ class Context:
             q /= norm
         self._Q = Q
         self._c = np.zeros(k, dtype=self.dtype)
+        self._test_nullspace()
+
+    def _test_nullspace(self) -> None:
+        # PETSc's MatNullSpaceTest: ||A q|| of each orthonormal q, relative to
+        # ||A v|| / ||v|| for a fixed v of the global index (a scale of A that
+        # does not depend on the rank count). k + 1 products, one reduction.
+        Q = self._Q
+        k = Q.shape[0]
+        v, _ = _index_vectors(self.layout, self.dtype)
+        av = self.vector()
+        send = self._send
+        self.matvec(v, av)
+        send[0] = float(np.dot(av.local, av.local))
+        send[1] = float(np.dot(v.local, v.local))
+        for i in range(k):
+            self.matvec(DistVector(self.layout, Q[i]), av)
+            send[2 + i] = float(np.dot(av.local, av.local))
+        red = self.reduce(k + 2)
+        scale = math.sqrt(red[0] / red[1]) if red[1] > 0 else 0.0
+        for i in range(k):
+            aq = math.sqrt(red[2 + i])
+            ratio = aq / scale if scale > 0 else (0.0 if aq == 0 else math.inf)
+            if not ratio <= NULLSPACE_RTOL:
+                # reduced values: the same verdict on every rank
+                raise ValueError(
+                    "%s: nullspace vector %d is not in the null space of A: ||A q|| / "
+                    "(||A v|| / ||v||) = %.3e for q the orthonormalised vector and v a "
+                    "fixed vector, above %.1e" % (self.method, i, ratio, NULLSPACE_RTOL))
+
+    # -- symmetry (check=True) -------------------------------------------------------
+    def _check_symmetry(self) -> None:
+        # y^T A x against x^T A y (and the same for M) for fixed vectors of the
+        # global index, as scipy's minres(check=True): two products (and two
+        # preconditioner applications), one reduction
+        x, y = _index_vectors(self.layout, self.dtype)
+        ops = [("A", self.matvec)]
+        if self._pc is not None:
+            ops.append(("M", self._apply_pc))
+        ax, ay = self.vector(), self.vector()
+        self.reserve(6 * len(ops))
+        send = self._send
+        for i, (_, op) in enumerate(ops):
+            op(x, ax)
+            op(y, ay)
+            send[6 * i: 6 * i + 6] = (np.dot(y.local, ax.local), np.dot(x.local, ay.local),
+                                      np.dot(ax.local, ax.local), np.dot(ay.local, ay.local),
+                                      np.dot(x.local, x.local), np.dot(y.local, y.local))
+        red = self.reduce(6 * len(ops))
+        for i, (name, _) in enumerate(ops):
+            yax, xay, axx, ayy, xx, yy = (float(t) for t in red[6 * i: 6 * i + 6])
+            scale = math.sqrt(axx * yy) + math.sqrt(ayy * xx)
+            gap = abs(yax - xay)
+            if not gap <= SYMMETRY_RTOL * scale:
+                raise ValueError(
+                    "%s needs a symmetric %s (check=True): |y^T %s x - x^T %s y| = %.3e "
+                    "is %.3e of ||%s x|| ||y|| + ||%s y|| ||x|| for fixed vectors x, y; "
+                    "use method='gmres', 'fgmres' or 'bicgstab' for a nonsymmetric %s"
+                    % (self.method, "matrix A" if name == "A" else "preconditioner M",
+                       name, name, gap, gap / scale if scale else math.inf, name, name,
+                       "matrix" if name == "A" else "preconditioner"))
+
+    def _apply_pc(self, r: DistVector, out: DistVector) -> DistVector:
+        # M alone (no null-space projection), guarded as precondition() is
+        y = self.guard(self._pc, r, out)
+        if y is not None and y is not out:
+            out.set(y)
+        return out
 
     def project(self, v: DistVector) -> None:
         """Remove the null-space components of ``v`` in place.
@@ -393,6 +531,93 @@ class Context:
         return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
             else ConvergedReason.ATOL
 
+    # -- the truth at claimed convergence ---------------------------------------------
+    def true_residual(self, r: DistVector, work: DistVector) -> float:
+        """``r = b - (A - shift I) x`` from ``x`` (never from a recurrence), and
+        return ``||r||_2``, remembered for ``info.true_residual_norm``.
+
+        Collective: one matvec and one reduction.
+        """
+        self.matvec(self.x, work)
+        if self.shift:
+            axpy(-self.shift, self.x.local, work.local)
+        np.subtract(self.b.local, work.local, out=r.local)
+        self._send[0] = float(np.dot(r.local, r.local))
+        t = math.sqrt(self.reduce(1)[0])
+        self._truth = (len(self.norms), t)
+        return t
+
+    def truth_tolerance(self) -> float:
+        """What ``||b - A x||_2`` must meet at a claimed convergence:
+        ``max(rtol*||b||_2, atol)``, times :data:`TRUTH_SLACK` when the method
+        tests a preconditioned or natural norm. Not collective."""
+        tol = max(self.rtol * self.b2norm, self.atol)
+        return tol if self.norm_type == "unpreconditioned" else TRUTH_SLACK * tol
+
+    def confirm(self, reason, it: int, r: DistVector, work: DistVector | None, *,
+                tnorm: float | None = None, can_restart: bool = True):
+        """Check a claimed convergence against the true residual.
+
+        ``reason`` is what the method's own test returned at iteration ``it``
+        (None or a failure pass through untouched). A converged reason is
+        kept when ``||b - A x||_2 <= truth_tolerance()``. Otherwise the method
+        should restart from ``x``: None is returned and ``r`` holds the fresh
+        residual ``b - A x``, at most :data:`TRUTH_RESTARTS` times and while
+        ``it < maxiter``; after that ``FALSE_CONVERGENCE``. ``tnorm``: the
+        method already holds ``r = b - A x`` and its norm (GMRES at a restart);
+        ``can_restart=False``: ``r`` is already a fresh residual, so a restart
+        would change nothing and a failure is ``FALSE_CONVERGENCE`` at once.
+
+        Collective (one matvec and one reduction, none with ``tnorm``) when
+        ``reason`` claims convergence, else not collective.
+        """
+        if reason is None or not reason.converged:
+            return reason
+        if tnorm is None:
+            t = self.true_residual(r, work)
+        else:
+            t = float(tnorm)
+            self._truth = (len(self.norms), t)
+        if t <= self.truth_tolerance():
+            return reason
+        if not math.isfinite(t):
+            return ConvergedReason.NANORINF
+        if can_restart and self.truth_restarts < TRUTH_RESTARTS and it < self.maxiter:
+            self.truth_restarts += 1
+            self._restarted_at = len(self.norms)
+            return None
+        return ConvergedReason.FALSE_CONVERGENCE
+
+    def retest(self, rnorm: float) -> ConvergedReason | None:
+        """Test the method's norm of a fresh residual computed from ``x``
+        without a new iteration (after a restart): not recorded in
+        ``residual_norms`` (the iteration's norm already is) nor monitored.
+
+        Right after :meth:`confirm` asked for a restart, meeting the test again
+        means the method's norm cannot see the residual that the true norm
+        sees (e.g. a singular preconditioner): ``FALSE_CONVERGENCE``. After
+        another restart (pipelined CG's residual replacement) it is a
+        converged reason, to be confirmed. Not collective.
+        """
+        if not math.isfinite(rnorm):
+            return ConvergedReason.NANORINF
+        if rnorm <= self.tolerance():
+            if self._restarted_at == len(self.norms):
+                return ConvergedReason.FALSE_CONVERGENCE
+            return self.converged_reason()
+        return None
+
+    def _final_truth(self, reason) -> float:
+        # ||b - A x|| of the returned x: the one confirm() measured when x has
+        # not changed since (no iteration recorded since), else measured now
+        if self._truth is not None and self._truth[0] == len(self.norms):
+            return self._truth[1]
+        if reason is ConvergedReason.NANORINF:
+            return float("nan")     # x may hold NaN; the residual says nothing more
+        if self._truth_work is None:
+            self._truth_work = (self.vector(), self.vector())
+        return self.true_residual(*self._truth_work)
+
     # -- the end -------------------------------------------------------------------------
     def zero_rhs(self):
         """``b = 0``: return ``x = 0`` after 0 iterations (as scipy does).
@@ -404,13 +629,18 @@ class Context:
         self.norms.append(0.0)
         if self.monitor is not None:
             self.guard(self.monitor, 0, 0.0)
+        self._truth = (len(self.norms), 0.0)      # b - A 0 = 0 exactly
         return self.finish(ConvergedReason.ATOL, 0)
 
     def finish(self, reason: ConvergedReason, iterations: int, **extra):
-        """Agree on late errors, build the :class:`SolveInfo`, report it.
+        """Measure the true residual unless :meth:`confirm` just did, agree on
+        late errors, build the :class:`SolveInfo`, report it.
 
-        Collective (one reduction). Returns ``(x, info)``.
+        Collective (one reduction, plus one matvec and one reduction for the
+        true residual when it is not known). Returns ``(x, info)``.
         """
+        true_rnorm = self._final_truth(reason)
+        extra = {**self.extra, "truth_restarts": self.truth_restarts, **extra}
         t_end = time.perf_counter()
         begin = getattr(self, "_t_begin", self._setup_end)
         info = SolveInfo(
@@ -419,7 +649,8 @@ class Context:
             method=self.method, rtol=self.rtol, atol=self.atol,
             bnorm=float(self.bnorm) if self.bnorm is not None else float("nan"),
             setup_seconds=self.setup_seconds + (begin - self._setup_end),
-            solve_seconds=t_end - begin, reductions=self.reductions + 1, extra=extra)
+            solve_seconds=t_end - begin, reductions=self.reductions + 1, extra=extra,
+            true_residual_norm=float(true_rnorm))
         if self.checkpoint is not None:
             info.extra["checkpoint"] = self.checkpoint.report()
         if self.monitor is not None and hasattr(self.monitor, "finish"):
@@ -441,7 +672,9 @@ COMMON_PARAMETERS = """\
         Initial guess on ``A.col_layout`` (zeros by default). Never modified.
     rtol, atol : float, keyword-only
         Stopping test ``||r|| <= max(rtol*||b||, atol)`` with ``||.||`` the
-        norm named by ``info.norm_type``. Defaults ``1e-5`` and ``0``.
+        norm named by ``info.norm_type``; a convergence it claims is then
+        confirmed with the true residual (see Notes). Defaults ``1e-5`` and
+        ``0``.
     maxiter : int, optional
         Maximum number of iterations (default ``10 * N``).
     M : preconditioner, optional
@@ -454,9 +687,15 @@ COMMON_PARAMETERS = """\
     nullspace : DistVector or sequence of DistVector, optional
         A basis of the null space of ``A`` for singular consistent systems
         (e.g. the constant vector for a Neumann or graph Laplacian). It is
-        orthonormalised once, and removed from every preconditioned vector
-        (as PETSc's ``MatNullSpaceRemove``), so the iterates stay in the
-        complement of the null space. Each removal is one reduction.
+        orthonormalised once and tested, as PETSc's ``MatNullSpaceTest``:
+        a vector ``q`` with ``||A q|| > NULLSPACE_RTOL * ||A v|| / ||v||``
+        (``v`` a fixed vector of the global index; ``k + 1`` products at
+        set-up) is refused with ValueError. It is removed from every
+        preconditioned vector (as PETSc's ``MatNullSpaceRemove``), so the
+        iterates stay in the complement of the null space. Each removal is
+        one reduction. The methods that remove it from ``b`` report the
+        removed part ``||b - P b|| / ||b||`` in
+        ``info.extra["nullspace_removed"]``.
     monitor : KSPMonitor, True or callable, optional
         ``monitor(iteration, rnorm)`` at every iteration (``True`` for a
         :class:`KSPMonitor` printing on rank 0). Off by default.
@@ -476,8 +715,9 @@ COMMON_RETURNS = """\
         The approximate solution on ``A.col_layout`` (a new vector).
     info : SolveInfo
         Convergence report, the same on every rank: ``converged``, ``reason``,
-        ``iterations``, ``residual_norms``, ``norm_type``, timings and the
-        number of global ``reductions``."""
+        ``iterations``, ``residual_norms``, ``norm_type``,
+        ``true_residual_norm`` (``||b - A x||_2`` of the returned ``x``),
+        timings and the number of global ``reductions``."""
 
 COMMON_RAISES = """\
     TypeError
@@ -500,7 +740,23 @@ COMMON_NOTES = """\
     communication, which must fail before or after communicating.
     ``b = 0`` returns ``x = 0`` after 0 iterations; an ``x0`` that already
     satisfies the test returns after 0 iterations. A NaN or infinite
-    residual norm stops with ``NANORINF``."""
+    residual norm stops with ``NANORINF``.
+
+    At a claimed convergence (in the method's norm: unpreconditioned,
+    preconditioned, natural, or a recurrence or Arnoldi estimate of one) the
+    true residual ``r = b - A x`` is computed once from ``x`` (one product
+    and one reduction). In the unpreconditioned norm it must meet the test
+    itself; in a preconditioned or natural norm, a different norm, it must
+    meet ``||r||_2 <= TRUTH_SLACK * max(rtol*||b||_2, atol)``. If it does
+    not, the method restarts from ``x`` (fresh residual, fresh recurrence;
+    the iteration count and ``residual_norms`` go on), at most
+    ``TRUTH_RESTARTS`` times within ``maxiter``, and then stops with
+    ``FALSE_CONVERGENCE`` (not converged), as it does at once when the
+    fresh residual meets the method's test without the true one doing so
+    (typically a singular or inconsistent preconditioner).
+    ``info.true_residual_norm`` is ``||r||_2`` of the returned ``x``,
+    measured at every exit but ``NANORINF`` (one product and one reduction
+    at the end of a solve that did not claim convergence)."""
 
 
 # The Returns, Raises and Notes sections every method shares; the method's own

@@ -9,6 +9,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._vector import DistVector
+from ..checkpoint import CheckpointError
 from ._common import DEFAULT_DIVTOL, Context, axpy, document, gemv_dot, gemv_sub
 from ._info import ConvergedReason
 
@@ -30,7 +31,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     (PETSc's default) ``r = M (b - A x)`` and ``||b||`` means ``||M b||``,
     and with ``side="right"`` ``r = b - A x``. Without ``M`` both are the
     unpreconditioned residual. The norms are the Arnoldi estimates
-    ``|g_{j+1}|``; at each restart the true residual is recomputed.
+    ``|g_{j+1}|``; at each restart the true residual is recomputed, and a
+    convergence the estimate claims is confirmed from ``x`` (see Notes).
 
     Parameters
     ----------
@@ -61,8 +63,16 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     without meeting the tolerance, the solve stops with ``BREAKDOWN``. With
     ``nullspace`` the null space is removed from each preconditioned vector
     (for the right-hand side of a nonsymmetric ``A``, remove the null space
-    of ``A^T`` yourself). Checkpoints are written at restart boundaries and
-    hold ``x`` only.
+    of ``A^T`` yourself). With left preconditioning the true residual norm
+    ``||b - A x||`` travels in the reduction of ``||M (b - A x)||`` at each
+    restart, so a convergence met there is confirmed for free. A checkpoint
+    is written every ``checkpoint_every`` iterations: at a restart boundary it
+    holds ``x``; inside a cycle it holds the current iterate ``x + V y`` (one
+    small triangular solve; with right preconditioning one more application
+    of ``M``) as ``x``, and the cycle's state (its start, the basis
+    ``V`` (and ``Z``), the rotated Hessenberg matrix and the rotations) so that
+    a resumed solve on the same layout continues the cycle exactly; elsewhere,
+    or with another ``restart``, it restarts from the saved iterate.
 
     References
     ----------
@@ -131,7 +141,14 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
     precond_right = not left and not ctx.trivial_pc and not flexible
     xk = ctx.vector() if ctx.has_callback else None
     ck = ctx.checkpoint
-    state = None if ck is None else ck.resume(ctx, {"x": x})
+    state = None
+    if ck is not None:
+        # xs: the current iterate of a mid-cycle checkpoint (and what a resume
+        # reads as "x"); a mid-cycle checkpoint also holds the cycle's state
+        xs = ctx.vector()
+        names = _cycle_vectors(m, flexible)
+        vecs = dict(zip(names, [x] + Vv + (Zv if flexible else [])))
+        state = ck.resume(ctx, {"x": xs, **vecs}, optional=names)
 
     def update(target: DistVector, k: int) -> None:
         # target += (Z or M V)[:, :k] y with H[:k, :k] y = g[:k]
@@ -196,42 +213,59 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
     it = 0 if state is None else state.iteration
     reason = None
     first = state is None           # a resumed solve continues at a restart
+    j0 = 0                          # the inner step a cycle starts at
+    have_t = False                  # t already holds b - A x (after confirm)
+    if state is not None:
+        j0 = _resume_cycle(ck, state, m, flexible, H, g, cs, sn)
+        if j0 == 0:
+            np.copyto(x.local, xs.local)    # the iterate (at a restart boundary)
     while True:
-        # (preconditioned) residual into V[0]
-        v0 = Vv[0]
-        if first and ctx.x0_is_zero:
-            np.copyto(t.local, b.local)
-        else:
-            ctx.matvec(x, t)
-            np.subtract(b.local, t.local, out=t.local)
-        if left:
-            ctx.precondition(t, v0)
-        else:
-            np.copyto(v0.local, t.local)
-        send[0] = np.dot(v0.local, v0.local)
-        beta = math.sqrt(ctx.reduce(1)[0])
-        if first:
-            if ctx.x0_is_zero and ctx.bnorm is None:
-                ctx.bnorm = beta
-            ctx.reference_norm(t)
-            reason = ctx.test(0, beta)
-            first = False
-        else:
-            if ctx.bnorm is None:       # resumed with another M: ||M b|| anew
-                ctx.reference_norm(t)
-            # report the true residual of the restart instead of the estimate
-            ctx.norms[-1] = beta
-            if not math.isfinite(beta):
-                reason = ConvergedReason.NANORINF
-            elif beta <= ctx.tolerance():
-                reason = ctx.converged_reason()
-        if reason is not None:
-            break
-        v0.local *= 1.0 / beta
-        g.fill(0.0)
-        g[0] = beta
-        k = 0
-        for j in range(m):
+        if j0 == 0:
+            # (preconditioned) residual into V[0]
+            v0 = Vv[0]
+            if have_t:
+                pass
+            elif first and ctx.x0_is_zero:
+                np.copyto(t.local, b.local)
+            else:
+                ctx.matvec(x, t)
+                np.subtract(b.local, t.local, out=t.local)
+            have_t = False
+            if left:
+                ctx.precondition(t, v0)
+            else:
+                np.copyto(v0.local, t.local)
+            send[0] = np.dot(v0.local, v0.local)
+            if left:
+                # ||b - A x|| rides along: the truth of a convergence met here
+                send[1] = np.dot(t.local, t.local)
+            red = ctx.reduce(2 if left else 1)
+            beta = math.sqrt(red[0])
+            tnorm = math.sqrt(red[1]) if left else beta
+            if first:
+                if ctx.x0_is_zero and ctx.bnorm is None:
+                    ctx.bnorm = beta
+                ctx.reference_norm(t2)
+                reason = ctx.test(0, beta)
+                first = False
+            else:
+                if ctx.bnorm is None:       # resumed with another M: ||M b|| anew
+                    ctx.reference_norm(t2)
+                # report the true residual of the restart instead of the estimate
+                ctx.norms[-1] = beta
+                if not math.isfinite(beta):
+                    reason = ConvergedReason.NANORINF
+                elif beta <= ctx.tolerance():
+                    reason = ctx.converged_reason()
+            # the residual was just computed from x: a restart could not help
+            reason = ctx.confirm(reason, it, t, None, tnorm=tnorm, can_restart=False)
+            if reason is not None:
+                break
+            v0.local *= 1.0 / beta
+            g.fill(0.0)
+            g[0] = beta
+        k = j0
+        for j in range(j0, m):
             vj, wv = Vv[j], Vv[j + 1]
             if flexible:
                 ctx.precondition(vj, Zv[j])
@@ -275,9 +309,71 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
                 reason = ConvergedReason.BREAKDOWN
             if reason is not None:
                 break
+            if k < m and ck is not None and ck.due(it):
+                # mid-cycle: the current iterate x + V y (a small triangular
+                # solve), with the cycle's state for an exact continuation
+                np.copyto(xs.local, x.local)
+                update(xs, k)
+                _save_cycle(ctx, ck, it, k, xs, x, Vv, Zv if flexible else None, H, g, cs, sn)
+        j0 = 0
         update(x, k)
         if reason is not None:
-            break
+            # the Arnoldi estimate claimed convergence: confirm it from x; if the
+            # true residual fails, the next cycle starts from t = b - A x
+            reason = ctx.confirm(reason, it, t, t2)
+            if reason is not None:
+                break
+            have_t = True
+            continue
         if ck is not None and ck.due(it):
             ck.save(ctx, it, {"x": x})    # at a restart boundary x is the state
     return ctx.finish(reason, it)
+
+
+def _cycle_vectors(m: int, flexible: bool) -> list[str]:
+    """The names of a mid-cycle checkpoint's optional vectors. Not collective."""
+    return ["x_cycle"] + ["v%d" % i for i in range(m + 1)] + (
+        ["z%d" % i for i in range(m)] if flexible else [])
+
+
+def _save_cycle(ctx, ck, it, k, xs, x, Vv, Zv, H, g, cs, sn) -> None:
+    """Write a mid-cycle checkpoint after inner step ``k``: ``x`` is the
+    current iterate ``xs``, ``x_cycle`` the cycle's start, ``v0 .. vk`` (and
+    ``z0 .. z{k-1}``) the basis, the rotated ``R``, ``g``, ``cs``, ``sn`` its
+    scalars. Collective."""
+    vecs = {"x": xs, "x_cycle": x}
+    vecs.update(("v%d" % i, Vv[i]) for i in range(k + 1))
+    if Zv is not None:
+        vecs.update(("z%d" % i, Zv[i]) for i in range(k))
+    iu = np.triu_indices(k)
+    ck.save(ctx, it, vecs, inner=k, R=H[:k, :k][iu].tolist(), g=g[:k + 1].tolist(),
+            cs=cs[:k].tolist(), sn=sn[:k].tolist())
+
+
+def _resume_cycle(ck, state, m, flexible, H, g, cs, sn) -> int:
+    """Restore a mid-cycle state into ``H, g, cs, sn`` (the vectors are
+    restored by the checkpointer); return the inner step to continue at, 0
+    for a restart from ``x`` (a restart boundary, a restarted resume, or a
+    cycle longer than this solve's ``restart``). Not collective (the manifest
+    is the same on every rank)."""
+    sc = state.scalars
+    k = int(sc.get("inner", 0))
+    if not state.exact or k == 0 or k >= m:
+        return 0
+    try:
+        R = np.asarray(sc["R"], dtype=float)
+        gg = np.asarray(sc["g"], dtype=float)
+        c = np.asarray(sc["cs"], dtype=float)
+        sv = np.asarray(sc["sn"], dtype=float)
+        iu = np.triu_indices(k)
+        if R.shape != (iu[0].size,) or gg.shape != (k + 1,) or c.shape != (k,) \
+                or sv.shape != (k,):
+            raise ValueError
+    except (KeyError, TypeError, ValueError):
+        raise CheckpointError("cannot resume from %r: its GMRES cycle state is malformed"
+                              % (ck.resume_path,)) from None
+    H[:k, :k][iu] = R
+    g[:k + 1] = gg
+    cs[:k] = c
+    sn[:k] = sv
+    return k

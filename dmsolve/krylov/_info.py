@@ -19,6 +19,14 @@ class ConvergedReason(enum.Enum):
 
     The value of each member is PETSc's name (``"CONVERGED_RTOL"``, ...), the
     string a :class:`~dmsolve.krylov.KSPMonitor` prints. Not collective.
+
+    ``FALSE_CONVERGENCE`` (``"DIVERGED_FALSE_CONVERGENCE"``, not converged):
+    the method's own norm (preconditioned, natural, or a recurrence or
+    Arnoldi estimate) met the stopping test, but the true residual
+    ``||b - A x||`` did not, even after the method restarted from its
+    iterate (see ``info.true_residual_norm``). Typically the preconditioner
+    is singular or inconsistent (it maps part of the residual to zero), or
+    the tolerance is below the accuracy the recurrence can attain.
     """
 
     RTOL = "CONVERGED_RTOL"
@@ -30,6 +38,7 @@ class ConvergedReason(enum.Enum):
     INDEFINITE_PC = "DIVERGED_INDEFINITE_PC"
     INDEFINITE_MAT = "DIVERGED_INDEFINITE_MAT"
     NANORINF = "DIVERGED_NANORINF"
+    FALSE_CONVERGENCE = "DIVERGED_FALSE_CONVERGENCE"
 
     @property
     def converged(self) -> bool:
@@ -92,6 +101,22 @@ class SolveInfo:
     reductions : int
         Number of global reductions (``Allreduce``/``Iallreduce``, including
         the set-up and the final error agreement) the solve performed.
+    true_residual_norm : float
+        ``||b - A x||_2`` of the returned ``x``, computed from ``x`` (one
+        product and one reduction) at the end of every solve: at a claimed
+        convergence it decided the verdict, at any other exit it says how far
+        the iterate is. ``b`` is the right-hand side of the system solved
+        (without its null-space part when ``nullspace`` removed it; see
+        ``extra["nullspace_removed"]``). ``0.0`` for ``b = 0``; NaN when not
+        computed: after ``NANORINF``, and from backends that do not
+        compute it (``backend="petsc"``).
+    extra : dict
+        Further reports: ``"checkpoint"``, ``"pc"``, ``"nullspace_removed"``
+        (``||b - P b|| / ||b||``, the part of ``b`` in the null space, for
+        the methods that remove it: a large value means the system was
+        inconsistent and the projected system was solved) and
+        ``"truth_restarts"`` (how many times the method restarted because
+        the true residual failed the test at a claimed convergence).
 
     Notes
     -----
@@ -111,6 +136,7 @@ class SolveInfo:
     solve_seconds: float = 0.0
     reductions: int = 0
     extra: dict = field(default_factory=dict)
+    true_residual_norm: float = float("nan")
 
     @property
     def final_residual_norm(self) -> float:
@@ -135,7 +161,7 @@ class SolveInfo:
 
     def __str__(self) -> str:
         return ("%s: %s in %d iterations, %s residual norm %.3e (||b|| %.3e), "
-                "setup %.3g s, solve %.3g s, %d reductions"
+                "true residual norm %.3e, setup %.3g s, solve %.3g s, %d reductions"
                 % (self.method, self.reason.petsc_name, self.iterations, self.norm_type,
-                   self.final_residual_norm, self.bnorm, self.setup_seconds,
-                   self.solve_seconds, self.reductions))
+                   self.final_residual_norm, self.bnorm, self.true_residual_norm,
+                   self.setup_seconds, self.solve_seconds, self.reductions))

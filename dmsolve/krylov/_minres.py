@@ -18,7 +18,7 @@ _EPS = np.finfo(float).eps
 @document
 def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           shift=0.0, checkpoint=None):
+           shift=0.0, checkpoint=None, check=False):
     """Solve ``(A - shift I) x = b`` by MINRES, for symmetric ``A``.
 
     ``A`` may be indefinite, and singular if the system is consistent; ``M``
@@ -33,11 +33,26 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     COMMON_PARAMETERS
     shift : float, optional
         Solve with ``A - shift I`` instead of ``A``.
+    check : bool, optional
+        Test at set-up that ``A`` (and ``M``) is symmetric, as scipy's
+        ``minres(check=True)``: ``y^T A x`` against ``x^T A y`` for two fixed
+        vectors of the global index (the same verdict at any rank count),
+        within ``SYMMETRY_RTOL``; a nonsymmetric ``A`` or ``M`` raises
+        ValueError on every rank. Costs two products, two preconditioner
+        applications and one reduction. Off by default: MINRES on a
+        nonsymmetric matrix does not converge (it runs to ``maxiter``) or
+        converges to a wrong answer, which the true-residual check at the
+        end then reports as ``FALSE_CONVERGENCE``.
 
     COMMON_SECTIONS
 
     Two reductions per iteration (``v^T A v`` and the next Lanczos
-    ``beta``). A negative ``r^T M r`` stops with ``INDEFINITE_PC``. With
+    ``beta``). A negative ``r^T M r`` stops with ``INDEFINITE_PC``. A
+    Lanczos breakdown (``beta = 0``) with a singular projected matrix, so
+    that the residual cannot be reduced (``b`` in the null space of ``A``,
+    or with a part in it), stops with ``BREAKDOWN``, not ``RTOL``. A
+    preconditioner whose ``symmetric`` attribute is False is refused with
+    ValueError. With
     ``nullspace`` the null-space part of ``b`` is removed first (``A`` is
     symmetric) and the iterates stay orthogonal to the null space, giving the
     minimum-norm solution when ``x0`` is None. A checkpoint holds ``x`` and
@@ -54,10 +69,11 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="natural" if M is not None else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=True,
-                  checkpoint=checkpoint, check=lambda: check_real("shift", shift))
+                  checkpoint=checkpoint, check=lambda: check_real("shift", shift),
+                  symmetric=True, check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    shift = float(shift)
+    shift = ctx.shift = float(shift)
     x, send = ctx.x, ctx.send
     r1, r2, y, v, w, w1, w2 = (ctx.vector() for _ in range(7))
     ck = ctx.checkpoint
@@ -101,7 +117,26 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
     # from iteration ``start + 1`` on
     send = ctx.send
     ck = ctx.checkpoint
-    while reason is None:
+    while True:
+        if reason is not None:
+            # a claimed convergence is confirmed from x; if the true residual
+            # fails, MINRES restarts from r1 = b - (A - shift I) x
+            reason = ctx.confirm(reason, it, r1, y)
+            if reason is not None:
+                break
+            ctx.precondition(r1, y)
+            send[0] = np.dot(r1.local, y.local)
+            beta1 = float(ctx.reduce(1)[0])
+            if beta1 < 0:
+                reason = ConvergedReason.INDEFINITE_PC
+                break
+            beta1 = math.sqrt(beta1)
+            reason = ctx.retest(beta1)
+            if reason is not None:
+                break
+            np.copyto(r2.local, r1.local)
+            oldb, beta, dbar, epsln, phibar, cs, sn = 0.0, beta1, 0.0, 0.0, beta1, -1.0, 0.0
+            start = it
         # Lanczos step: v = y / beta, y = A v - alfa r2/beta - beta r1/oldb
         np.multiply(y.local, 1.0 / beta, out=v.local)
         ctx.matvec(v, y)
@@ -130,7 +165,19 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
         gbar = sn * dbar - cs * alfa
         epsln = sn * beta
         dbar = -cs * beta
-        gamma = max(math.hypot(gbar, beta), _EPS)
+        rho = math.hypot(gbar, beta)
+        if rho == 0.0:
+            # beta = 0 (the Krylov space is invariant) and the projected
+            # tridiagonal matrix is singular: the residual phibar cannot be
+            # reduced further (b has a part in the null space of A, e.g. b
+            # in it). Unless phibar already meets the test, a breakdown, not a
+            # happy one; x stays as it is
+            reason = ctx.test(it, abs(phibar))
+            ctx.callback(x)
+            if reason is None or not reason.converged:
+                reason = ConvergedReason.BREAKDOWN
+            continue
+        gamma = max(rho, _EPS)
         cs, sn = gbar / gamma, beta / gamma
         phi = cs * phibar
         phibar = sn * phibar
