@@ -22,7 +22,10 @@ class Preconditioner:
 
     Subclasses implement ``_apply(r_local, out_local)`` on this rank's numpy
     slices (communicating with neighbours if they must) and fill
-    :meth:`_describe`. The set-up time is recorded by :meth:`_timed_setup`.
+    :meth:`_describe`. The set-up time is recorded by :meth:`_done`.
+    A subclass says whether ``M`` is symmetric by setting ``_symmetric``
+    (a class attribute or, when it depends on the options, in ``__init__``)
+    or by overriding :attr:`symmetric`.
 
     Notes
     -----
@@ -31,6 +34,8 @@ class Preconditioner:
     """
 
     name = "base"
+    #: what :attr:`symmetric` returns: True, False or None (not known)
+    _symmetric: bool | None = None
 
     def __init__(self, A):
         layout = getattr(A, "row_layout", None)
@@ -46,6 +51,20 @@ class Preconditioner:
     @property
     def comm(self):
         return self.layout.comm
+
+    @property
+    def symmetric(self) -> bool | None:
+        """Whether ``M`` is a symmetric operator whenever ``A`` is symmetric.
+
+        ``True``: it is (up to rounding), so CG, pipelined CG and MINRES may
+        use it. ``False``: it is not in general (restricted Schwarz, ILUT,
+        GeMSLR, a multigrid cycle whose postsmoother is not the adjoint of its
+        presmoother), and those methods refuse it. ``None``: not known (the
+        default, e.g. for a user's subclass that does not say). A function of
+        the options only, so the same on every rank and at every rank count.
+        Not collective.
+        """
+        return self._symmetric
 
     def _done(self) -> None:
         """Record the set-up time; subclasses call this at the end of ``__init__``."""

@@ -13,6 +13,10 @@ from ._registry import register
 
 __all__ = ["Chebyshev", "ChebyshevKernel"]
 
+#: The largest degree (and Lanczos step count) taken: each is a matvec per
+#: application (per set-up), and a huge one would only look like a hang.
+_MAX_DEGREE = 1000
+
 
 class ChebyshevKernel:
     """``degree`` steps of the Chebyshev iteration for ``D^-1 A x = D^-1 b`` on
@@ -77,14 +81,14 @@ class Chebyshev(Preconditioner):
     ----------
     A : DistCSR
         Symmetric positive definite.
-    degree : int >= 1
+    degree : int in [1, 1000]
         Matvecs per application (plus one scaling).
     lower, upper : float > 0, optional
         Eigenvalue bounds of ``D^-1 A``, ``lower < upper``; estimated when omitted.
     ratio : float > 1, optional
         If given, ``lower = upper / ratio`` (a smoother's interval).
-    steps : int >= 1
-        Lanczos steps for the estimates.
+    steps : int in [1, 1000]
+        Lanczos steps for the estimates (at most the size of ``A`` are taken).
     safety : float >= 1
         Factor on the largest Ritz value (which lies below the largest eigenvalue).
 
@@ -98,20 +102,22 @@ class Chebyshev(Preconditioner):
     -----
     Set-up is collective on ``A.comm`` (Lanczos reductions, error agreement);
     :meth:`apply` is collective among neighbours (matvecs only).
+    :attr:`symmetric` is True: a polynomial in ``D^-1 A`` times ``D^-1``.
     """
 
     name = "cheby"
+    _symmetric = True  # a polynomial in D^-1 A times D^-1
 
     def __init__(self, A, degree: int = 4, lower: float | None = None,
                  upper: float | None = None, ratio: float | None = None,
                  steps: int = 12, safety: float = 1.1):
         super().__init__(A)
         with agreed(self.comm):
-            degree = check_int("degree", degree, low=1)
+            degree = check_int("degree", degree, low=1, high=_MAX_DEGREE)
             lower = check_real("lower", lower, low=0.0, low_open=True, allow_none=True)
             upper = check_real("upper", upper, low=0.0, low_open=True, allow_none=True)
             ratio = check_real("ratio", ratio, low=1.0, low_open=True, allow_none=True)
-            steps = check_int("steps", steps, low=1)
+            steps = check_int("steps", steps, low=1, high=_MAX_DEGREE)
             safety = check_real("safety", safety, low=1.0)
         dinv = checked_inverse_diagonal(A, "cheby")
         lo, hi = lower, upper

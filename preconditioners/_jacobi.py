@@ -7,6 +7,7 @@ import numpy as np
 from dmsolve import Preconditioner
 from dmsolve.validate import agreed, check_real
 
+from ._diagonal import refuse_rows
 from ._registry import register
 
 __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
@@ -15,20 +16,17 @@ __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
 def checked_inverse_diagonal(A, who: str = "Jacobi") -> np.ndarray:
     """``1 / diag(A)`` on this rank's rows, refusing zero or non-finite entries.
 
-    Collective on ``A.comm``: the check is agreed, so every rank raises the
-    same ``ValueError``.
+    Collective on ``A.comm``: the check is agreed (:func:`._diagonal.refuse_rows`),
+    so every rank raises the same ``ValueError``, naming the number of such
+    rows and the first global row.
     """
     diag = getattr(A, "diagonal", None)
     if not callable(diag):
         raise TypeError("%s needs an operator with diagonal(), got %s"
                         % (who, type(A).__name__))
     d = np.asarray(diag().local, dtype=np.float64)
-    with agreed(A.row_layout.comm):
-        bad = np.flatnonzero(~np.isfinite(d) | (d == 0))
-        if bad.size:
-            raise ValueError("%s: the diagonal of A is zero or not finite at global row %d "
-                             "(%d such rows on this rank)"
-                             % (who, A.row_layout.start + int(bad[0]), bad.size))
+    refuse_rows(A.row_layout, ~np.isfinite(d) | (d == 0),
+                "%s: the diagonal of A is zero or not finite" % who)
     with np.errstate(divide="ignore"):
         return 1.0 / d
 
@@ -53,9 +51,11 @@ class Jacobi(Preconditioner):
     -----
     Construction is collective on ``A.comm`` (one agreement on the checks);
     :meth:`apply` is not collective and allocates nothing with ``out``.
+    :attr:`symmetric` is True (a diagonal).
     """
 
     name = "jacobi"
+    _symmetric = True  # a diagonal
 
     def __init__(self, A, omega: float = 1.0):
         super().__init__(A)
@@ -76,9 +76,11 @@ class Jacobi(Preconditioner):
 
 
 class Identity(Preconditioner):
-    """``M r = r``: no preconditioning. Neither set-up nor :meth:`apply` is collective."""
+    """``M r = r``: no preconditioning. Neither set-up nor :meth:`apply` is
+    collective; :attr:`symmetric` is True."""
 
     name = "none"
+    _symmetric = True  # the identity
 
     def __init__(self, A):
         super().__init__(A)

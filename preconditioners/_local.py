@@ -20,21 +20,87 @@ from ._registry import check_options
 
 __all__ = ["LOCAL_SOLVERS", "local_solver", "check_local_solver", "ilu0", "PivotError"]
 
+_INT32_MAX = float(np.iinfo(np.int32).max)
+
 #: Local solvers by name: classes ``cls(local_csr, **options)``, each with a
 #: static ``check_options(**options) -> dict``.
 LOCAL_SOLVERS = Registry("local solver")
 
 
 class PivotError(ValueError):
-    """A zero or non-finite pivot in a local factorisation (raised on one rank,
-    not collective: the callers agree on it across ranks)."""
+    """A zero or non-finite pivot, or a singular local matrix, in a local
+    factorisation (raised on one rank, not collective: the callers agree on
+    it across ranks).
+
+    Parameters
+    ----------
+    what : str
+        What went wrong, without the place.
+    local_index : int, optional
+        The row (or column) of the local matrix where it went wrong, when
+        known; the message then ends ``at local row i``, and the callers,
+        who know the global numbering, say ``at global row g``
+        (:meth:`at_global`).
+    kind : {"row", "column"}
+    """
+
+    def __init__(self, what: str, local_index: int | None = None, kind: str = "row"):
+        self.what, self.local_index, self.kind = what, local_index, kind
+        super().__init__(self.at("local", local_index))
+
+    def at(self, where: str, index: int | None) -> str:
+        """The message with ``index`` in another numbering (``where``:
+        ``"global"``, ...) in place of the local one. Not collective."""
+        if index is None:
+            return self.what
+        return "%s at %s %s %d" % (self.what, where, self.kind, index)
+
+    def at_global(self, global_index: int | None) -> str:
+        """The message with the global row (or column) in place of the local
+        one. Not collective."""
+        return self.at("global", global_index)
 
 
-def _check_pivots(diag: np.ndarray, what: str) -> None:
+def _check_pivots(diag: np.ndarray, what: str, perm_c: np.ndarray | None = None) -> None:
     bad = np.flatnonzero(~np.isfinite(diag) | (diag == 0))
     if bad.size:
-        raise PivotError("%s: zero or non-finite pivot at local row %d (%d such pivots)"
-                         % (what, int(bad[0]), bad.size))
+        j = int(bad[0])
+        # pivot j of Pr A Pc = L U eliminates column perm_c^-1(j) of A
+        col = j if perm_c is None else int(np.flatnonzero(perm_c == j)[0])
+        raise PivotError("%s: zero or non-finite pivot (%d such pivots)" % (what, bad.size),
+                         col, "row" if perm_c is None else "column")
+
+
+def _check_structure(A: sp.csr_matrix, what: str) -> None:
+    """Refuse a local matrix with an empty row or column: structurally
+    singular, and SuperLU would only say "singular", not where."""
+    nz = A.data != 0
+    rows = np.bincount(np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))[nz],
+                       minlength=A.shape[0])
+    if (rows == 0).any():
+        raise PivotError("%s: the local matrix is singular (a row with no nonzero entry)"
+                         % what, int(np.flatnonzero(rows == 0)[0]))
+    cols = np.bincount(A.indices[nz], minlength=A.shape[1])
+    if (cols == 0).any():
+        raise PivotError("%s: the local matrix is singular (a column with no nonzero entry)"
+                         % what, int(np.flatnonzero(cols == 0)[0]), "column")
+
+
+def _superlu(factor, A: sp.csr_matrix, what: str, **options):
+    """``factor(csc(A), **options)`` (``splu`` or ``spilu``), with SuperLU's
+    errors as :class:`PivotError`: its messages carry C file paths and line
+    numbers ("matrix is singular at line 148 in file .../ilu_dpivotL.c") and
+    never say where the matrix is singular."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    _check_structure(A, what)
+    try:
+        return factor(sp.csc_matrix(A), **options)
+    except RuntimeError as e:      # "Factor is exactly singular", "... is singular at line ..."
+        if "singular" in str(e):
+            raise PivotError("%s: the local matrix is singular (SuperLU found a zero pivot)"
+                             % what) from None
+        raise PivotError("%s: SuperLU failed: %s" % (what, str(e).split(" at line ")[0])) \
+            from None
 
 
 def _ilu0_in_place(A: sp.csr_matrix):
@@ -49,9 +115,9 @@ def _ilu0_in_place(A: sp.csr_matrix):
     dpos = np.empty(A.shape[0], dtype=np.uint64)
     bad, missing = ilu0_factor(ip, ix, a, dpos)     # compiled IKJ loop, in place of a
     if missing:
-        raise PivotError("ILU(0): zero pivot (no diagonal entry) at local row %d" % bad)
+        raise PivotError("ILU(0): zero pivot (no diagonal entry)", int(bad))
     if bad >= 0:
-        raise PivotError("ILU(0): zero or non-finite pivot at local row %d" % bad)
+        raise PivotError("ILU(0): zero or non-finite pivot", int(bad))
     return ip, ix, a, dpos
 
 
@@ -128,7 +194,7 @@ class _SuperLU:
     def _keep(self, lu, what):
         L, U = lu.L.tocsc(), lu.U.tocsc()
         d = U.diagonal()
-        _check_pivots(d, what)
+        _check_pivots(d, what, lu.perm_c)
         self.nnz = L.nnz + U.nnz
         self._factors = (lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64),
                          L.indptr, L.indices, L.data, U.indptr, U.indices, U.data, d)
@@ -158,18 +224,20 @@ class LU(_SuperLU):
         self.nnz = 0
         if A.shape[0] == 0:
             return
-        try:
-            lu = splu(sp.csc_matrix(A, dtype=np.float64))
-        except RuntimeError as e:  # SuperLU: "Factor is exactly singular"
-            raise PivotError("LU: %s" % e) from None
-        self._keep(lu, "LU")
+        self._keep(_superlu(splu, A, "LU"), "LU")
 
 
 @LOCAL_SOLVERS.register("ilut")
 class ILUT(_SuperLU):
     """Threshold ILU (SuperLU's ILUTP): ``drop_tol`` in ``[0, 1]`` (default
     1e-4) and ``fill_factor >= 1`` (default 10), as scipy's ``spilu``. Not
-    collective."""
+    collective.
+
+    ``fill_factor`` bounds ``nnz(L + U) / nnz(A)``; a bound beyond a
+    complete factorisation's ``n (n + 1) / nnz(A)``, or beyond what SuperLU
+    counts in a 32-bit integer (it overflows and reports no memory), is
+    passed as the largest bound that means the same.
+    """
 
     name = "ilut"
 
@@ -185,11 +253,11 @@ class ILUT(_SuperLU):
         self.nnz = 0
         if A.shape[0] == 0:
             return
-        try:
-            lu = spilu(sp.csc_matrix(A, dtype=np.float64), **o)
-        except RuntimeError as e:
-            raise PivotError("ILUT: %s" % e) from None
-        self._keep(lu, "ILUT")
+        nnz = max(int(np.count_nonzero(A.data)), 1)
+        n = A.shape[0]
+        o["fill_factor"] = max(1.0, min(o["fill_factor"], n * (n + 1.0) / nnz,
+                                        0.99 * _INT32_MAX / nnz))
+        self._keep(_superlu(spilu, A, "ILUT", **o), "ILUT")
 
 
 def check_local_solver(name: str, options: dict | None = None) -> tuple[str, dict]:
@@ -212,11 +280,15 @@ def local_solver(name: str, A: sp.csr_matrix, **options):
     ------
     ValueError
         Unknown name or bad option (:class:`PivotError`, a ``ValueError``, for
-        a bad pivot).
+        a bad pivot, a singular local matrix or non-finite entries, with the
+        local row where it is known).
     TypeError
         Unknown option.
     """
     name, options = check_local_solver(name, options)
     if A.shape[0] and not np.all(np.isfinite(A.data)):
-        raise PivotError("%s: the local matrix has non-finite entries" % name)
+        A = sp.csr_matrix(A)
+        bad = np.flatnonzero(~np.isfinite(A.data))[0]
+        row = int(np.searchsorted(A.indptr, bad, side="right") - 1)
+        raise PivotError("%s: the local matrix has non-finite entries" % name, row)
     return LOCAL_SOLVERS[name](A, **options)

@@ -70,5 +70,5 @@ def check_options(registry: Registry, desc) -> tuple[str, dict]:
     name, cls, opts = registry.resolve(desc)
     try:
         return name, cls.check_options(**opts)
-    except TypeError as e:
-        raise TypeError("%s %r: %s" % (registry.kind, name, e)) from None
+    except (TypeError, ValueError) as e:    # the message says whose option it is
+        raise type(e)("%s %r: %s" % (registry.kind, name, e)) from None

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 
 from dmsolve import DistCSR, Preconditioner
 from dmsolve.bsp import NeighborExchange
 from dmsolve.validate import agreed, check_bool, check_int
 
 from ._dist import fetch_rows, rows_with_global_columns
-from ._local import check_local_solver, local_solver
+from ._local import PivotError, check_local_solver, local_solver
 from ._registry import register
 
 __all__ = ["BlockJacobi", "AdditiveSchwarz"]
+
+
+#: Local solvers whose ``M`` is symmetric when the local matrix is: LU (the
+#: exact inverse) and ILU(0) (on a symmetric matrix it is the incomplete
+#: ``L D L^T``; explicitly stored zeros count as entries, so the pattern must
+#: be symmetric). ILUT drops by threshold and pivots, so it is not.
+_SYMMETRIC_SUBS = ("lu", "ilu0")
 
 
 def _check_square(A, who: str) -> None:
@@ -24,12 +32,20 @@ def _check_square(A, who: str) -> None:
                          "alike, got %d x %d" % (who, *A.shape))
 
 
-def _factor(who: str, sub: str, M: sp.csr_matrix, comm, sub_options: dict):
-    """The local solver ``sub`` of ``M``; a bad pivot on some rank is raised on
-    every rank. Collective on ``comm``."""
+def _factor(who: str, sub: str, M: sp.csr_matrix, comm, sub_options: dict,
+            global_ids: np.ndarray):
+    """The local solver ``sub`` of ``M``; a bad pivot or a singular block on
+    some rank is raised on every rank, naming the rank's block and, where the
+    factorisation knows it, the global row (``global_ids[i]`` is the global id
+    of ``M``'s row and column ``i``). Collective on ``comm``."""
     with agreed(comm):
         try:
             solver = local_solver(sub, M, **sub_options)
+        except PivotError as e:
+            g = None if e.local_index is None else int(global_ids[e.local_index])
+            raise PivotError("%s(sub=%r): the block of rank %d (%d rows): %s"
+                             % (who, sub, comm.Get_rank(), M.shape[0], e.at_global(g))) \
+                from None
         except (ValueError, TypeError) as e:
             raise type(e)("%s(sub=%r): %s" % (who, sub, e)) from None
     return solver
@@ -51,14 +67,16 @@ class BlockJacobi(Preconditioner):
     ------
     ValueError
         On every rank, when a pivot of some rank's factorisation is zero or
-        not finite, or for a bad option (``sub`` unknown included).
+        not finite or a block is singular (naming the rank's block and, where
+        known, the global row), or for a bad option (``sub`` unknown included).
     TypeError
         On every rank, for an option of the wrong type or an unknown one.
 
     Notes
     -----
     Set-up is collective on ``A.comm`` (error agreement); :meth:`apply` is not
-    collective.
+    collective. :attr:`symmetric` is True with ``lu`` and ``ilu0`` (symmetric
+    whenever ``A`` is), False with ``ilut``.
     """
 
     name = "bjacobi"
@@ -68,7 +86,9 @@ class BlockJacobi(Preconditioner):
         with agreed(self.comm):
             _check_square(A, "bjacobi")
             self.sub, sub_options = check_local_solver(sub, sub_options)
-        self.solver = _factor("bjacobi", self.sub, A.diag, A.comm, sub_options)
+        self._symmetric = self.sub in _SYMMETRIC_SUBS
+        self.solver = _factor("bjacobi", self.sub, A.diag, A.comm, sub_options,
+                              np.arange(*A.row_layout.owned_range, dtype=np.int64))
         self._done()
 
     def _apply(self, r, out):
@@ -92,7 +112,8 @@ class AdditiveSchwarz(Preconditioner):
     A : DistCSR
         Square, rows and columns distributed alike.
     overlap : int
-        Layers of overlap; 0 is block Jacobi.
+        Layers of overlap; 0 is block Jacobi. Layers beyond those that reach
+        new rows on some rank are not built.
     sub : {"ilu0", "ilut", "lu"}
         The local factorisation.
     sub_options : dict, optional
@@ -107,7 +128,9 @@ class AdditiveSchwarz(Preconditioner):
     Raises
     ------
     ValueError
-        On every rank, for a zero or non-finite pivot, or a bad option.
+        On every rank, for a zero or non-finite pivot or a singular local
+        matrix (naming the rank's block and, where known, the global row), or
+        a bad option.
     TypeError
         On every rank, for an option of the wrong type or an unknown one.
 
@@ -115,7 +138,10 @@ class AdditiveSchwarz(Preconditioner):
     -----
     Set-up is collective on ``A.comm``; :meth:`apply` is collective among
     neighbouring ranks (one halo exchange of the overlap values, two when
-    not ``restricted``).
+    not ``restricted``). :attr:`symmetric` is True for ``restricted=False``
+    (or ``overlap=0``) with ``lu`` or ``ilu0``, False otherwise: restricted
+    Schwarz with overlap is not symmetric (at one rank, where there is no
+    overlap, it happens to be; the claim does not depend on the rank count).
 
     References
     ----------
@@ -133,6 +159,9 @@ class AdditiveSchwarz(Preconditioner):
             self.overlap = check_int("overlap", overlap, low=0)
             self.sub, sub_options = check_local_solver(sub, sub_options)
             self.restricted = check_bool("restricted", restricted)
+        # without overlap, restricted and classical Schwarz are block Jacobi
+        self._symmetric = (self.sub in _SYMMETRIC_SUBS
+                           and (not self.restricted or self.overlap == 0))
         lay = A.row_layout
         start, stop = lay.owned_range
         rows = rows_with_global_columns(A) if self.overlap else None
@@ -144,6 +173,10 @@ class AdditiveSchwarz(Preconditioner):
                 cols = np.unique(frontier_rows.indices.astype(np.int64))
                 new = cols[((cols < start) | (cols >= stop))]
                 new = np.setdiff1d(new, ext, assume_unique=True)
+                # every rank's overlap covers what the graph reaches: more
+                # layers add nothing (and a huge overlap would loop on)
+                if A.comm.allreduce(int(new.size), op=MPI.SUM) == 0:
+                    break
             frontier_rows = fetch_rows(A, new, local=rows, label="asm:overlap")
             ext = np.concatenate((ext, new))
             order = np.argsort(ext, kind="stable")
@@ -161,7 +194,7 @@ class AdditiveSchwarz(Preconditioner):
                                         np.arange(below + n, ids.size, dtype=np.int64)))
         M = _restrict(A, ext_rows, ids, below, n)
         self.local_rows_overlapped = ids.size
-        self.solver = _factor("asm", self.sub, M, A.comm, sub_options)
+        self.solver = _factor("asm", self.sub, M, A.comm, sub_options, ids)
         self.halo = NeighborExchange.from_ghosts(lay, ext)
         self._back = None if self.restricted else self.halo.reverse()
         self._ext_sol = np.zeros(ext.size)

@@ -7,7 +7,12 @@ and then called as ``smoother.smooth(b, x, zero_guess)`` on this rank's numpy
 slices: collective among neighbours (halo exchanges), no allocation of
 vectors, no inner products. Each class checks its options in
 ``check_options`` (a static method with the defaults), so that
-:func:`check_smoother` can check a descriptor before any level exists.
+:func:`check_smoother` can check a descriptor before any level exists, and
+names the smoother whose error propagation is its ``A``-adjoint in
+``adjoint(options)`` (:func:`adjoint_smoother`), so that a multigrid cycle
+knows whether it is symmetric. Every smoother that divides by the diagonal
+refuses a zero or non-finite one at set-up, on every rank
+(:func:`._diagonal.checked_diagonal`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,17 @@ from dmsolve import CompressedRows, Registry
 from dmsolve.validate import check_choice, check_int, check_real
 
 from ._cheby import ChebyshevKernel
+from ._diagonal import checked_diagonal, refuse_rows
 from ._eigen import lanczos_extremes
 from ._kernels import sor_sweep, unsigned_index
 from ._registry import check_options
 
-__all__ = ["SMOOTHERS", "make_smoother", "check_smoother", "register_smoother"]
+__all__ = ["SMOOTHERS", "make_smoother", "check_smoother", "register_smoother",
+           "adjoint_smoother", "MAX_SWEEPS"]
+
+#: The most sweeps (``iterations``, a Chebyshev ``degree``) a smoother takes:
+#: smoothing saturates after a few, and a huge count would only look like a hang.
+MAX_SWEEPS = 100
 
 #: Smoother classes ``cls(A, **options)`` by name; each has a static
 #: ``check_options(**options) -> dict``.
@@ -48,9 +59,31 @@ def check_smoother(desc) -> tuple[str, dict]:
 
 def make_smoother(desc, A):
     """Build a smoother from ``name`` or ``(name, options)``. Collective on ``A.comm``
-    (set-up exchanges and, for some smoothers, eigenvalue estimates)."""
+    (the agreed diagonal check and, for some smoothers, eigenvalue estimates).
+
+    Raises
+    ------
+    ValueError
+        On every rank, for a zero or non-finite diagonal entry in a row that
+        is not empty (:func:`._diagonal.checked_diagonal`), or a bad option.
+    """
     name, opts = check_smoother(desc)
     return SMOOTHERS[name](A, **opts)
+
+
+def adjoint_smoother(desc) -> tuple[str, dict] | None:
+    """The checked descriptor of the smoother whose error propagation is the
+    ``A``-adjoint of ``desc``'s (for symmetric ``A``), or None if the class
+    does not say (no ``adjoint`` static method). Not collective.
+
+    A cycle with presmoother ``S`` and postsmoother ``adjoint_smoother(S)``
+    is a symmetric operator when ``A`` is: Jacobi, l1-Jacobi, Chebyshev and
+    symmetric Gauss-Seidel are their own adjoints, forward Gauss-Seidel is
+    the adjoint of backward Gauss-Seidel.
+    """
+    name, opts = check_smoother(desc)
+    adjoint = getattr(SMOOTHERS[name], "adjoint", None)
+    return None if adjoint is None else check_smoother(adjoint(opts))
 
 
 def _safe_inverse(d: np.ndarray) -> np.ndarray:
@@ -75,21 +108,31 @@ class _Residual:
 class JacobiSmoother(_Residual):
     """Damped Jacobi ``x += omega D^-1 (b - A x)``.
 
-    Options: ``omega > 0``, by default ``4/3 / rho(D^-1 A)`` from a short
-    Lanczos estimate; ``iterations >= 1`` sweeps (default 1). Set-up is
-    collective on ``A.comm``; :meth:`smooth` among neighbours (halo exchanges).
+    Options: ``omega`` in ``(0, 2)``, by default ``4/3 / rho(D^-1 A)`` from a
+    short Lanczos estimate (the eigenvalues of ``D^-1 A`` average 1, so
+    ``omega >= 2`` diverges on every such matrix); ``iterations`` sweeps in
+    ``[1, MAX_SWEEPS]`` (default 1). Set-up is collective on ``A.comm`` (the
+    agreed diagonal check, the estimate); :meth:`smooth` among neighbours
+    (halo exchanges). Its own adjoint (a polynomial in ``D^-1 A``).
     """
 
     @staticmethod
     def check_options(omega: float | None = None, iterations: int = 1) -> dict:
         """The options, checked, defaults filled in. Not collective."""
-        return {"omega": check_real("omega", omega, low=0.0, low_open=True, allow_none=True),
-                "iterations": check_int("iterations", iterations, low=1)}
+        return {"omega": check_real("omega", omega, low=0.0, high=2.0, low_open=True,
+                                    high_open=True, allow_none=True),
+                "iterations": check_int("iterations", iterations, low=1, high=MAX_SWEEPS)}
+
+    @staticmethod
+    def adjoint(options: dict) -> tuple[str, dict]:
+        """Itself. Not collective."""
+        return "jacobi", dict(options)
 
     def __init__(self, A, **options):
         o = self.check_options(**options)
         super().__init__(A)
-        self.dinv = _safe_inverse(A.diagonal().local)
+        self.dinv = _safe_inverse(checked_diagonal(A, "smoother 'jacobi'",
+                                                   allow_empty_rows=True))
         omega = o["omega"]
         if omega is None:
             _, rho = lanczos_extremes(A, np.abs(self.dinv), 10)
@@ -117,20 +160,30 @@ class L1JacobiSmoother(JacobiSmoother):
     whole row, convergent for any SPD ``A`` with no eigenvalue estimate
     (Baker, Falgout, Kolev & Yang 2011).
 
-    Option: ``iterations >= 1`` (default 1). Set-up is not collective;
-    :meth:`smooth` is collective among neighbours (halo exchanges).
+    Option: ``iterations`` in ``[1, MAX_SWEEPS]`` (default 1). A zero row
+    sum is an empty row, left alone. Set-up is collective on ``A.comm`` (the
+    agreed check that the row sums are finite); :meth:`smooth` is collective
+    among neighbours (halo exchanges). Its own adjoint.
     """
 
     @staticmethod
     def check_options(iterations: int = 1) -> dict:
         """The options, checked, defaults filled in. Not collective."""
-        return {"iterations": check_int("iterations", iterations, low=1)}
+        return {"iterations": check_int("iterations", iterations, low=1, high=MAX_SWEEPS)}
+
+    @staticmethod
+    def adjoint(options: dict) -> tuple[str, dict]:
+        """Itself. Not collective."""
+        return "l1-jacobi", dict(options)
 
     def __init__(self, A, **options):
         o = self.check_options(**options)
         _Residual.__init__(self, A)
         self.omega = 1.0
-        self.dinv = _safe_inverse(A.row_sums(absolute=True).local)
+        sums = A.row_sums(absolute=True).local
+        refuse_rows(A.row_layout, ~np.isfinite(sums),
+                    "smoother 'l1-jacobi': the absolute row sums of A are not finite")
+        self.dinv = _safe_inverse(sums)
         self.scaled = self.dinv
         self.iterations = o["iterations"]
         self._r = np.zeros(A.row_layout.local_size)
@@ -141,20 +194,27 @@ class ChebyshevSmoother:
     """Chebyshev polynomial of ``D^-1 A`` on ``[rho/ratio, 1.1 rho]``, ``degree``
     matvecs per sweep and no inner products.
 
-    Options: ``degree >= 1`` (default 2), ``ratio > 1`` (default 30). Set-up is
-    collective on ``A.comm`` (a Lanczos estimate of ``rho``); :meth:`smooth` is
-    collective among neighbours (the matvecs).
+    Options: ``degree`` in ``[1, MAX_SWEEPS]`` (default 2), ``ratio > 1``
+    (default 30). Set-up is collective on ``A.comm`` (the agreed diagonal
+    check, a Lanczos estimate of ``rho``); :meth:`smooth` is collective among
+    neighbours (the matvecs). Its own adjoint (a polynomial in ``D^-1 A``).
     """
 
     @staticmethod
     def check_options(degree: int = 2, ratio: float = 30.0) -> dict:
         """The options, checked, defaults filled in. Not collective."""
-        return {"degree": check_int("degree", degree, low=1),
+        return {"degree": check_int("degree", degree, low=1, high=MAX_SWEEPS),
                 "ratio": check_real("ratio", ratio, low=1.0, low_open=True)}
+
+    @staticmethod
+    def adjoint(options: dict) -> tuple[str, dict]:
+        """Itself. Not collective."""
+        return "chebyshev", dict(options)
 
     def __init__(self, A, **options):
         o = self.check_options(**options)
-        dinv = _safe_inverse(A.diagonal().local)
+        dinv = _safe_inverse(checked_diagonal(A, "smoother 'chebyshev'",
+                                              allow_empty_rows=True))
         _, rho = lanczos_extremes(A, np.abs(dinv), 10)
         hi = 1.1 * rho if rho > 0 else 1.0
         self.kernel = ChebyshevKernel(A, dinv, hi / o["ratio"], hi, o["degree"])
@@ -177,8 +237,12 @@ class HybridGaussSeidel:
     no allocation when applied.
 
     Options: ``sweep`` (default ``symmetric``), ``omega`` in ``(0, 2)``
-    (default 1, Gauss-Seidel), ``iterations >= 1`` (default 1). Set-up is not
-    collective; :meth:`smooth` is collective among neighbours.
+    (default 1, Gauss-Seidel), ``iterations`` in ``[1, MAX_SWEEPS]`` (default
+    1). Set-up is collective on ``A.comm`` (the agreed diagonal check: a row
+    without its diagonal would be skipped, leaving the smoother singular);
+    :meth:`smooth` is collective among neighbours. The adjoint of a forward
+    sweep is the backward sweep with the same options; a symmetric sweep is
+    its own adjoint.
     """
 
     @staticmethod
@@ -187,7 +251,14 @@ class HybridGaussSeidel:
         return {"sweep": check_choice("sweep", sweep, ("forward", "backward", "symmetric")),
                 "omega": check_real("omega", omega, low=0.0, high=2.0, low_open=True,
                                     high_open=True),
-                "iterations": check_int("iterations", iterations, low=1)}
+                "iterations": check_int("iterations", iterations, low=1, high=MAX_SWEEPS)}
+
+    @staticmethod
+    def adjoint(options: dict) -> tuple[str, dict]:
+        """The sweep run the other way. Not collective."""
+        o = dict(options)
+        o["sweep"] = {"forward": "backward", "backward": "forward"}.get(o["sweep"], o["sweep"])
+        return "gauss-seidel", o
 
     def __init__(self, A, **options):
         o = self.check_options(**options)
@@ -197,7 +268,7 @@ class HybridGaussSeidel:
         self.iterations = o["iterations"]
         D = A.diag
         D.sort_indices()
-        diag = D.diagonal()
+        diag = checked_diagonal(A, "smoother 'gauss-seidel'", allow_empty_rows=True)
         # where each row's strictly lower entries end and strictly upper ones
         # start, for the first sweep from a zero guess
         rows = np.repeat(np.arange(D.shape[0]), np.diff(D.indptr))
@@ -208,7 +279,8 @@ class HybridGaussSeidel:
         self._starts, self._ends = indptr[:-1], indptr[1:]
         self._lo_end = (self._starts + below).astype(indptr.dtype)
         self._up_start = (self._ends - above).astype(indptr.dtype)
-        # omega / a_ii; 0 leaves a row without diagonal alone (as PyAMG does)
+        # omega / a_ii; 0 leaves an empty row alone (the only rows
+        # checked_diagonal lets through without a diagonal)
         self._dinv = self.omega * _safe_inverse(diag)
         # offd with its sign flipped, so that rhs -= offd @ g is an accumulation,
         # over the rows that have off-process entries only

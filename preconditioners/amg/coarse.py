@@ -1,5 +1,5 @@
-"""Coarse levels: gathering small levels onto fewer ranks, and the redundant
-direct solve at the coarsest level."""
+"""Coarse levels: gathering small levels onto fewer ranks, and the coarsest
+level's solve: redundant and dense when it is small, relaxation when not."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mpi4py import MPI
 from dmsolve import Layout, block_ranges
 from dmsolve.bsp import BSP
 
-__all__ = ["coarse_layout", "redistribute_rows", "CoarseSolver"]
+__all__ = ["coarse_layout", "redistribute_rows", "CoarseSolver", "RelaxationCoarseSolver"]
 
 
 def coarse_layout(local_count: int, comm, min_rows_per_rank: int) -> tuple[Layout, int]:
@@ -52,32 +52,45 @@ def redistribute_rows(values: np.ndarray, first: int, layout: Layout) -> np.ndar
 
 
 class CoarseSolver:
-    """A redundant dense solve at the coarsest level: every rank holds the whole
-    coarse matrix and its (pseudo-)inverse.
+    """A redundant dense solve at the coarsest level: every rank gathers the
+    whole coarse matrix and keeps its own rows of the (pseudo-)inverse.
 
     The pseudo-inverse (from a symmetric eigendecomposition when the matrix
     is symmetric) also serves singular consistent problems (Neumann, graph
-    Laplacians): it returns the minimum-norm solution. Set-up is collective
-    on ``A.comm``; :meth:`solve` is collective (one ``Allgatherv``).
+    Laplacians): it returns the minimum-norm solution. It is meant for small
+    matrices only: the set-up holds a few dense ``n x n`` arrays and costs
+    ``O(n^3)`` on every rank, so :class:`SmoothedAggregation` uses it up to
+    ``max_dense_coarse`` rows and relaxes above (:class:`RelaxationCoarseSolver`).
+    Set-up is collective on ``A.comm``; :meth:`solve` is collective (one
+    ``Allgatherv``).
     """
+
+    kind = "dense"
 
     def __init__(self, A):
         S = A.to_scipy().toarray()
         self.n = S.shape[0]
         self.layout = A.row_layout
+        start, stop = self.layout.owned_range
         if self.n and np.allclose(S, S.T, rtol=1e-12, atol=0):
             w, V = np.linalg.eigh(S)
             tol = np.abs(w).max() * self.n * np.finfo(float).eps
             winv = np.where(np.abs(w) > tol, 1.0 / np.where(w == 0, 1, w), 0.0)
-            self.inv = (V * winv) @ V.T
+            # only this rank's rows of (V winv V^T) are needed: the n x n
+            # inverse itself is never formed
+            self._rows = (V[start:stop] * winv) @ V.T
         else:
-            self.inv = sla.pinv(S) if self.n else np.zeros((0, 0))
-        start, stop = self.layout.owned_range
-        self._rows = self.inv[start:stop]        # only this rank's rows are needed
+            self._rows = sla.pinv(S)[start:stop] if self.n else np.zeros((0, 0))
         self._b = np.zeros(self.n)
         self._counts = self.layout.local_sizes.astype(np.int64)
         self._displs = self.layout.ranges[:-1].astype(np.int64)
         self.nnz = int(np.count_nonzero(S))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes kept on this rank after set-up (its rows of the inverse and a
+        gather buffer). Not collective."""
+        return int(self._rows.nbytes + self._b.nbytes)
 
     def solve(self, b: np.ndarray, x: np.ndarray) -> None:
         """``x = A^+ b`` on this rank's rows (local arrays). Collective on
@@ -85,3 +98,40 @@ class CoarseSolver:
         self.layout.comm.Allgatherv([b, MPI.DOUBLE],
                                     [self._b, (self._counts, self._displs), MPI.DOUBLE])
         np.dot(self._rows, self._b, out=x)
+
+
+class RelaxationCoarseSolver:
+    """The coarsest level relaxed instead of solved: from a zero guess,
+    ``sweeps`` applications of the level's presmoother, then ``sweeps`` of
+    its postsmoother.
+
+    For a coarsest level too large for :class:`CoarseSolver` (AMG that
+    cannot coarsen: ``max_levels=1``, ``max_coarse`` at least the size of
+    ``A``, a diagonal or otherwise uncoupled matrix). Storage is that of the
+    smoothers, proportional to this rank's rows; with adjoint pre- and
+    postsmoothers (:func:`preconditioners.smoothers.adjoint_smoother`) the
+    operator is symmetric when ``A`` is. Construction is not collective (the
+    smoothers are built by the caller); :meth:`solve` is collective among
+    neighbouring ranks, as the smoothers are.
+    """
+
+    kind = "relax"
+
+    def __init__(self, presmoother, postsmoother, sweeps: int):
+        self.presmoother, self.postsmoother = presmoother, postsmoother
+        self.sweeps = int(sweeps)
+        self.nnz = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes kept on this rank besides the smoothers' (which are
+        proportional to this rank's rows): none. Not collective."""
+        return 0
+
+    def solve(self, b: np.ndarray, x: np.ndarray) -> None:
+        """``x ~= A^-1 b`` by relaxation from zero. Collective among
+        neighbouring ranks (the smoothers' halo exchanges)."""
+        for k in range(self.sweeps):
+            self.presmoother.smooth(b, x, zero_guess=(k == 0))
+        for _ in range(self.sweeps):
+            self.postsmoother.smooth(b, x, False)

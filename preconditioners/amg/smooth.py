@@ -89,17 +89,20 @@ def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
 class JacobiProlongation:
     """One Jacobi step on the tentative prolongator (:func:`smooth_prolongator`).
 
-    ``omega > 0`` (default 4/3, as PyAMG) is divided by the estimate of
-    ``rho(D^-1 A_F)``. Construction checks it and is not collective.
+    ``omega`` in ``(0, 2]`` (default 4/3, as PyAMG) is divided by the
+    estimate of ``rho(D^-1 A_F)``: beyond 2 the step amplifies the
+    highest-energy components of ``T`` instead of damping them (and a huge
+    weight overflows the coarse operators). Construction checks it and is
+    not collective.
 
     Raises
     ------
     TypeError, ValueError
-        If ``omega`` is not a positive real number.
+        If ``omega`` is not a real number in ``(0, 2]``.
     """
 
     def __init__(self, omega: float = 4.0 / 3.0):
-        self.omega = check_real("omega", omega, low=0.0, low_open=True)
+        self.omega = check_real("omega", omega, low=0.0, high=2.0, low_open=True)
 
     def __call__(self, A: DistCSR, T: DistCSR, theta: float) -> tuple[DistCSR, float]:
         """``(P, rho)`` for the level ``A``; weak couplings (``theta``) are

@@ -15,13 +15,14 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, Preconditioner, Registry
+from dmsolve import DistCSR, DistVector, Preconditioner, Progress, Registry
 from dmsolve.validate import agreed, check_choice, check_int
 
+from .._diagonal import checked_diagonal
 from .._registry import register
-from ..smoothers import check_smoother, make_smoother
+from ..smoothers import MAX_SWEEPS, adjoint_smoother, check_smoother, make_smoother
 from .aggregate import AGGREGATIONS
-from .coarse import CoarseSolver, coarse_layout, redistribute_rows
+from .coarse import CoarseSolver, RelaxationCoarseSolver, coarse_layout, redistribute_rows
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_product
 from .smooth import PROLONGATOR_SMOOTHERS
@@ -56,25 +57,63 @@ class Level:
 
 
 def _candidates(A, B) -> np.ndarray:
-    """This rank's rows of the near-null-space candidates as an ``(n, k)`` array."""
+    """This rank's rows of the near-null-space candidates as an ``(n, k)``
+    float64 array, checked on this rank (finite, real, the right rows, at
+    least one column). Not collective: call it inside :func:`agreed`, then
+    :func:`_check_candidates` for what only all ranks together can tell.
+    """
     n = A.row_layout.local_size
     if B is None:
         return np.ones((n, 1))
     if isinstance(B, DistVector):
         B = [B]
     if isinstance(B, (list, tuple)):
+        if not B:
+            raise ValueError("B must hold at least one vector (None gives the constants)")
         cols = []
         for v in B:
             if not isinstance(v, DistVector) or v.layout != A.row_layout:
                 raise ValueError("B must hold DistVectors on A's row layout")
             cols.append(v.local)
-        return np.column_stack(cols).astype(np.float64) if cols else np.ones((n, 1))
+        B = np.column_stack(cols)
+    elif not isinstance(B, np.ndarray):
+        raise TypeError("B must be None, a DistVector, a list of DistVectors or a numpy "
+                        "array of this rank's rows x k, got %s" % type(B).__name__)
+    if B.dtype.kind not in "fiu":
+        raise TypeError("B must hold real numbers, got dtype %s" % B.dtype)
     B = np.asarray(B, dtype=np.float64)
     if B.ndim == 1:
         B = B[:, None]
     if B.ndim != 2 or B.shape[0] != n:
         raise ValueError("B must have this rank's %d rows, got shape %s" % (n, B.shape))
+    if B.shape[1] == 0:
+        raise ValueError("B must have at least one column (None gives the constants)")
+    if not np.all(np.isfinite(B)):
+        raise ValueError("B has non-finite entries")
     return B
+
+
+def _check_candidates(B: np.ndarray, comm) -> None:
+    """Refuse candidates whose column count differs between ranks, or whose
+    columns are zero or linearly dependent (the tentative prolongator would
+    have zero columns and the coarse operators zero rows). Collective on
+    ``comm``: three small reductions; the same ``ValueError`` on every rank.
+    """
+    k = B.shape[1]
+    lo, hi = comm.allreduce(k, op=MPI.MIN), comm.allreduce(k, op=MPI.MAX)
+    if lo != hi:
+        raise ValueError("B must have the same number of columns on every rank, got "
+                         "between %d and %d" % (lo, hi))
+    scale = np.empty(k)
+    comm.Allreduce(np.abs(B).max(axis=0) if B.shape[0] else np.zeros(k), scale, op=MPI.MAX)
+    if not np.all(scale > 0):
+        raise ValueError("B's column %d is zero" % int(np.flatnonzero(scale == 0)[0]))
+    Bs = B / scale
+    G = np.empty((k, k))
+    comm.Allreduce(np.ascontiguousarray(Bs.T @ Bs), G, op=MPI.SUM)
+    w = np.linalg.eigvalsh(G)
+    if w[0] <= 10 * k * np.finfo(float).eps * w[-1]:
+        raise ValueError("B's %d columns are linearly dependent" % k)
 
 
 def _stage(registry: Registry, desc, keyword: str, value):
@@ -107,25 +146,28 @@ class SmoothedAggregation(Preconditioner):
     Parameters
     ----------
     A : DistCSR
-        Symmetric positive (semi-)definite, rows and columns distributed alike.
+        Symmetric positive (semi-)definite, rows and columns distributed
+        alike, with no zero on its diagonal (relaxation divides by it).
     B : None, DistVector, list of DistVector or array (local rows x k)
         Near null space; constants by default (e.g. rigid body modes for
-        elasticity).
+        elasticity). Real, finite, the same number ``k >= 1`` of columns on
+        every rank, linearly independent.
     theta : float in [0, 1], optional
         Shorthand for ``strength=("symmetric", {"theta": theta})``; default 0.
     aggregate : str
         Aggregation method (``"standard"``).
-    omega : float > 0, optional
+    omega : float in (0, 2], optional
         Shorthand for ``smooth=("jacobi", {"omega": omega})``; default 4/3.
     presmoother, postsmoother : str or (str, dict)
         From :data:`preconditioners.smoothers.SMOOTHERS`; default symmetric hybrid
-        Gauss-Seidel, as PyAMG.
+        Gauss-Seidel, as PyAMG. The cycle is symmetric (:attr:`symmetric`)
+        when the postsmoother is the adjoint of the presmoother
+        (:func:`preconditioners.smoothers.adjoint_smoother`).
     cycle : {"V", "W"}
     max_levels : int >= 1
-        Levels in all, the coarsest included (1: a dense solve on ``A``).
+        Levels in all, the coarsest included (1: the coarsest level is ``A``).
     max_coarse : int >= 1
-        Coarsening stops at or below this many unknowns; the coarsest level is
-        solved redundantly on every rank with a dense (pseudo-)inverse.
+        Coarsening stops at or below this many unknowns.
     min_rows_per_rank : int >= 0
         Levels with fewer unknowns per rank are gathered onto fewer ranks.
     strength : str or (str, dict)
@@ -136,18 +178,41 @@ class SmoothedAggregation(Preconditioner):
         Prolongator smoother from :data:`.smooth.PROLONGATOR_SMOOTHERS`:
         ``("jacobi", {"omega": 4/3})`` (the weight is divided by
         ``rho(D^-1 A)``) or ``"none"`` (unsmoothed aggregation).
+    max_dense_coarse : int >= 0
+        The coarsest level is solved redundantly on every rank with a dense
+        (pseudo-)inverse when it has at most this many rows (default 2000:
+        some 32 MB per array and a few seconds of ``eigh`` on every rank).
+        Above it (AMG that cannot coarsen: ``max_levels=1``, ``max_coarse``
+        at least the size of ``A``, a diagonal or uncoupled matrix) the
+        coarsest level is relaxed instead: ``coarse_sweeps`` sweeps of its
+        presmoother, then as many of its postsmoother, from zero; memory
+        stays proportional to each rank's rows.
+    coarse_sweeps : int in [1, MAX_SWEEPS]
+        Sweeps of each smoother in a relaxed coarsest level (default 2).
+    progress : None, True or callable
+        Report each level as it is built (``"level 1: 4096 rows, 35840
+        nonzeros"``), then a summary: see :class:`dmsolve.Progress`. Given
+        alike on every rank.
 
     Raises
     ------
     ValueError, TypeError
         On every rank, for a bad option (``theta`` or ``omega`` given both as
-        a keyword and in a descriptor is one) or a matrix that is not square.
+        a keyword and in a descriptor is one), a matrix that is not square,
+        bad candidates ``B``, or a zero or non-finite diagonal entry of
+        ``A`` (the message names the number of such rows and the first global
+        row) or, in a row that is not empty, of a coarse level's operator.
 
     Notes
     -----
     Set-up is collective on ``A.comm``. :meth:`apply` is collective on
-    ``A.comm`` (halo exchanges on every level, one ``Allgatherv`` at the
-    coarsest) and allocates no vectors.
+    ``A.comm`` (halo exchanges on every level, one ``Allgatherv`` at a dense
+    coarsest level) and allocates no vectors. :meth:`describe` adds
+    ``levels`` (rows, nonzeros, active ranks), the complexities,
+    ``hierarchy_bytes_max_rank`` (operators, prolongators and the coarse
+    solver), ``coarse`` (``solver``: ``"dense"`` or ``"relax"``, ``rows``,
+    ``stored_bytes_max_rank``, ``max_dense_coarse``, ``sweeps``), the
+    timings of each stage and the options.
 
     References
     ----------
@@ -163,7 +228,8 @@ class SmoothedAggregation(Preconditioner):
                  presmoother=("gauss-seidel", {"sweep": "symmetric"}),
                  postsmoother=("gauss-seidel", {"sweep": "symmetric"}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi"):
+                 min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi",
+                 max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None):
         super().__init__(A)
         comm = self.comm
         with agreed(comm):
@@ -181,12 +247,25 @@ class SmoothedAggregation(Preconditioner):
             max_levels = check_int("max_levels", max_levels, low=1)
             max_coarse = check_int("max_coarse", max_coarse, low=1)
             min_rows_per_rank = check_int("min_rows_per_rank", min_rows_per_rank, low=0)
+            max_dense_coarse = check_int("max_dense_coarse", max_dense_coarse, low=0)
+            coarse_sweeps = check_int("coarse_sweeps", coarse_sweeps, low=1, high=MAX_SWEEPS)
+            report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
+        if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
+            raise ValueError("amg: progress must be given on every rank or on none")
+        _check_candidates(Bl, comm)
+        # the one zero-diagonal check (jacobi's and cheby's): relaxation, the
+        # strength measure and the prolongator smoothing all divide by it
+        checked_diagonal(A, "amg")
         self.options = dict(strength=(strength_name, self.strength.options()),
                             smooth=(smooth_name, self.smooth.options()), aggregate=aggregate,
                             presmoother=presmoother, postsmoother=postsmoother,
                             cycle=cycle.upper(), max_levels=max_levels, max_coarse=max_coarse,
                             min_rows_per_rank=min_rows_per_rank)
+        adjoint = adjoint_smoother(presmoother)
+        # both the cycle and a relaxed coarsest level are symmetric exactly
+        # when the postsmoother undoes the presmoother's asymmetry
+        self._symmetric = None if adjoint is None else adjoint == postsmoother
         self.gamma = CYCLES[cycle]
         self.levels: list[Level] = []
         self.timings: dict = {k: 0.0 for k in ("strength", "aggregate", "tentative",
@@ -215,18 +294,44 @@ class SmoothedAggregation(Preconditioner):
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
             Ac = galerkin_product(Ak, P)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
-            pre = make_smoother(presmoother, Ak)
-            post = pre if postsmoother == presmoother else make_smoother(postsmoother, Ak)
+            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, P, pre, post))
             self._level_info.append({"rho": rho})
+            if report:
+                report("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
+                       Ak.global_nnz())
             Ak, Bl = Ac, Bc
         t = time.perf_counter()
         self.coarse_A = Ak
-        self.coarse = CoarseSolver(Ak)
+        if Ak.shape[0] <= max_dense_coarse:
+            self.coarse = CoarseSolver(Ak)
+        else:
+            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
+        self._coarse_options = {"max_dense_coarse": max_dense_coarse, "sweeps": coarse_sweeps}
         tm["coarse"] = time.perf_counter() - t
+        if report:
+            report("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
+                   self.coarse.kind, Ak.shape[0], Ak.global_nnz())
         self._summary = self._summarise()
+        if report:
+            report("done: %d levels, operator complexity %.3f, grid complexity %.3f",
+                   len(self._summary["levels"]), self.operator_complexity(),
+                   self.grid_complexity())
         self._done()
+
+    @staticmethod
+    def _smoothers(Ak, level: int, presmoother, postsmoother):
+        """The pre- and postsmoother of level ``level`` (one object when they
+        are the same). Collective on ``Ak.comm``; a bad diagonal is raised on
+        every rank with the level named."""
+        try:
+            pre = make_smoother(presmoother, Ak)
+            post = pre if postsmoother == presmoother else make_smoother(postsmoother, Ak)
+        except ValueError as e:     # raised alike on every rank (an agreed check)
+            raise ValueError("amg level %d (%d rows): %s" % (level, Ak.shape[0], e)) from None
+        return pre, post
 
     # -- application -------------------------------------------------------------
     def _apply(self, r, out):
@@ -242,11 +347,15 @@ class SmoothedAggregation(Preconditioner):
         active = comm.allreduce(np.array([1 if A.row_layout.local_size else 0 for A in ops],
                                          dtype=np.int64), op=MPI.SUM)
         nbytes = sum(A.local_nbytes for A in ops) + sum(L.P.local_nbytes for L in self.levels) \
-            + self.coarse.inv.nbytes
+            + self.coarse.nbytes
         levels = [{"rows": r, "nnz": int(z), "ranks": int(a)}
                   for r, z, a in zip(rows, nnz, active)]
+        coarse = {"solver": self.coarse.kind, "rows": rows[-1],
+                  "stored_bytes_max_rank": int(comm.allreduce(self.coarse.nbytes, op=MPI.MAX))}
+        coarse.update(self._coarse_options)
         return {
             "levels": levels,
+            "coarse": coarse,
             "operator_complexity": float(nnz.sum() / nnz[0]) if nnz[0] else 1.0,
             "grid_complexity": float(sum(rows) / rows[0]) if rows[0] else 1.0,
             "hierarchy_bytes_max_rank": int(comm.allreduce(nbytes, op=MPI.MAX)),

@@ -4,6 +4,7 @@ the last level, redundantly on every rank or block Jacobi.
 
 from __future__ import annotations
 
+import numpy as np
 import scipy.sparse as sp
 
 from dmsolve import DistCSR, agree
@@ -28,12 +29,24 @@ def ilut(M: sp.csr_matrix, droptol: float, max_row_nnz: int):
     return local_solver("ilut", M, drop_tol=droptol, fill_factor=ff)
 
 
-def factor_subdomains(comm, levels: list[Level], droptol: float, max_row_nnz: int) -> int:
+def _global(e: PivotError, ids: np.ndarray | None, first: int) -> str:
+    """``e``'s message with the original global row of local row ``i`` of the
+    block, ``ids[first + i]``, when both are known."""
+    if e.local_index is None or ids is None:
+        return str(e)
+    return e.at_global(int(ids[first + e.local_index]))
+
+
+def factor_subdomains(comm, levels: list[Level], droptol: float, max_row_nnz: int,
+                      old_ids: np.ndarray | None = None) -> int:
     """ILUT of this rank's subdomain blocks of every level (``lv.blocks`` ->
     ``lv.solvers``); returns the factors' nonzeros on this rank.
 
-    Collective on ``comm``: a zero pivot on any rank raises the same
-    ``ValueError`` on every rank.
+    ``old_ids`` (the original global id of each of this rank's GeMSLR rows)
+    lets a failure name the original global row.
+
+    Collective on ``comm``: a zero pivot or a singular block on any rank
+    raises the same ``ValueError`` on every rank.
     """
     nnz, exc = 0, None
     try:
@@ -43,7 +56,9 @@ def factor_subdomains(comm, levels: list[Level], droptol: float, max_row_nnz: in
                     lv.solvers.append(ilut(Bj, droptol, max_row_nnz))
                 except PivotError as e:
                     raise PivotError("gemslr: level %d subdomain block %d: %s"
-                                     % (l, j, e)) from None
+                                     % (l, j, _global(e, old_ids,
+                                                      lv.off + int(lv.sub_bounds[j])))) \
+                        from None
                 nnz += lv.solvers[-1].nnz
             lv.blocks = None
     except (ValueError, TypeError) as e:
@@ -52,13 +67,18 @@ def factor_subdomains(comm, levels: list[Level], droptol: float, max_row_nnz: in
     return nnz
 
 
-def factor_last_level(AL: DistCSR, how: str, droptol: float, max_row_nnz: int):
+def factor_last_level(AL: DistCSR, how: str, droptol: float, max_row_nnz: int,
+                      old_ids: np.ndarray | None = None, first: int = 0):
     """ILUT of the last level: of all of it on every rank (``"redundant"``) or
     of this rank's diagonal block (``"bjacobi"``). Returns the solver and the
     nonzeros it adds on this rank (a redundant factor counts on rank 0 only).
 
-    Collective on ``AL.comm``: a zero pivot on any rank raises the same
-    ``ValueError`` on every rank.
+    With ``"bjacobi"``, ``old_ids[first + i]`` (the original global id of
+    local row ``i`` of the last level) lets a failure name the original
+    global row; a redundant factor names the row of the last level.
+
+    Collective on ``AL.comm``: a zero pivot or a singular matrix on any rank
+    raises the same ``ValueError`` on every rank.
     """
     comm = AL.comm
     solver, nnz, exc = None, 0, None
@@ -70,7 +90,10 @@ def factor_last_level(AL: DistCSR, how: str, droptol: float, max_row_nnz: int):
             solver = ilut(AL.diag, droptol, max_row_nnz)
             nnz = solver.nnz
     except PivotError as e:
-        exc = PivotError("gemslr: last level: %s" % e)
+        if how == "redundant":
+            exc = PivotError("gemslr: last level: %s" % e.at("last-level", e.local_index))
+        else:
+            exc = PivotError("gemslr: last level: %s" % _global(e, old_ids, first))
     except (ValueError, TypeError) as e:
         exc = e
     agree(comm, exc)

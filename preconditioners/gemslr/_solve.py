@@ -9,7 +9,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, Preconditioner
+from dmsolve import DistCSR, DistVector, Preconditioner, Progress
 from dmsolve.validate import agreed, check_choice, check_int, check_real
 
 from .._registry import register
@@ -44,21 +44,25 @@ class GeMSLR(Preconditioner):
         Levels including the last (parGeMSLR ``nlev``; default 4).
     ncomp : int
         Subdomains per level (parGeMSLR ``ncomp``; default 32); at least
-        ``comm.size`` are used, so every rank owns a subdomain.
+        ``comm.size`` are used, so every rank owns a subdomain, and at most
+        the number of rows (more parts than rows cannot be made; with more
+        than half as many no level is split, whatever their number).
     ilu_droptol : float
         ILUT drop tolerance (parGeMSLR ``ilu_droptol``, default 1e-3).
     ilu_max_row_nnz : int
         Fill limit (parGeMSLR ``ilu_max_row_nnz``, default 200). SuperLU's
         ILUTP has no per-row cap, so it bounds the fill ratio of each block:
         ``fill_factor = ilu_max_row_nnz / (average row count of the block)``.
-    lr_rank : int
+    lr_rank : int in [0, 1000]
         Low-rank correction rank per level (parGeMSLR ``lr_rank``, default
         32); 0 switches the correction off and the preconditioner is exactly
-        the multilevel block LDU with ILUT.
+        the multilevel block LDU with ILUT. The Arnoldi basis holds
+        ``lr_arnoldi_factor * lr_rank`` vectors on every rank and its Schur
+        form costs the cube of that, replicated: hence the bound.
     lr_tol_eig : float
         Residual tolerance of the Schur vectors (parGeMSLR ``lr_tol_eig``,
         default 1e-3).
-    lr_maxits : int
+    lr_maxits : int in [0, 1000]
         Maximum thick restarts (parGeMSLR ``lr_maxits``, default 3). The
         leading ``lr_rank`` Schur vectors are kept whether or not they met
         ``lr_tol_eig`` by then; :meth:`describe` says how many did.
@@ -72,8 +76,13 @@ class GeMSLR(Preconditioner):
         ``"redundant"`` (default): every rank factors the whole last level
         (the same factor at every rank count); ``"bjacobi"``: each rank
         factors its own rows of it.
-    seed : int
-        METIS seed.
+    seed : int in [0, 2**31 - 1]
+        METIS seed (METIS takes a 32-bit integer).
+    progress : None, True or callable
+        Report each stage and level of the set-up as it is done (the ordering,
+        ``"level 0: 1287 rows, 4 subdomains, 934 interior, 353 interface"``,
+        the factorisation, each low-rank correction): see
+        :class:`dmsolve.Progress`. Given alike on every rank.
 
     Raises
     ------
@@ -104,7 +113,7 @@ class GeMSLR(Preconditioner):
     restarts, Arnoldi steps, eigenvalues as ``[re, im]``), ``fill_ilu`` (ILUT
     factor nonzeros over ``nnz(A)``, the redundant last level counted once),
     ``fill`` (the same plus the low-rank bases), ``setup_stages`` and
-    ``setup_seconds``.
+    ``setup_seconds``. :attr:`symmetric` is False.
 
     References
     ----------
@@ -118,11 +127,13 @@ class GeMSLR(Preconditioner):
     """
 
     name = "gemslr"
+    _symmetric = False  # ILUT blocks and a nonsymmetric low-rank correction
 
     def __init__(self, A, nlev: int = 4, ncomp: int = 32, ilu_droptol: float = 1e-3,
                  ilu_max_row_nnz: int = 200, lr_rank: int = 32, lr_tol_eig: float = 1e-3,
                  lr_maxits: int = 3, lr_arnoldi_factor: float = 2.0,
-                 lr_tr_factor: float = 0.25, last_level: str = "redundant", seed: int = 0):
+                 lr_tr_factor: float = 0.25, last_level: str = "redundant", seed: int = 0,
+                 *, progress=None):
         super().__init__(A)
         with agreed(A.comm):
             if not isinstance(A, DistCSR):
@@ -134,22 +145,28 @@ class GeMSLR(Preconditioner):
             self.ncomp = check_int("ncomp", ncomp, low=1)
             self.ilu_droptol = check_real("ilu_droptol", ilu_droptol, low=0.0, high=1.0)
             self.ilu_max_row_nnz = check_int("ilu_max_row_nnz", ilu_max_row_nnz, low=1)
-            self.lr_rank = check_int("lr_rank", lr_rank, low=0)
+            self.lr_rank = check_int("lr_rank", lr_rank, low=0, high=1000)
             self.lr_tol_eig = check_real("lr_tol_eig", lr_tol_eig, low=0.0, low_open=True)
-            self.lr_maxits = check_int("lr_maxits", lr_maxits, low=0)
+            self.lr_maxits = check_int("lr_maxits", lr_maxits, low=0, high=1000)
             self.lr_arnoldi_factor = check_real("lr_arnoldi_factor", lr_arnoldi_factor,
                                                 low=1.0, high=100.0, low_open=True)
             self.lr_tr_factor = check_real("lr_tr_factor", lr_tr_factor, low=0.0, high=1.0)
-            self.seed = check_int("seed", seed, low=0)
+            self.seed = check_int("seed", seed, low=0, high=2 ** 31 - 1)
             self.last_level = check_choice("last_level", last_level, LAST_LEVEL_SOLVERS)
+            report = Progress(progress, A.comm, "gemslr")     # checks progress
         comm = A.comm
+        if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
+            raise ValueError("gemslr: progress must be given on every rank or on none")
         self._times = {}
         # stage 1: the multilevel ordering (rank 0) and who owns what
         t = time.perf_counter()
-        self.nparts = max(self.ncomp, comm.Get_size())
+        # more parts than rows cannot be made (and would only cost memory: the
+        # ordering keeps arrays of nparts entries)
+        self.nparts = max(min(self.ncomp, A.shape[0]), comm.Get_size())
         self._ordering = order(A, self.nlev, self.nparts, self.seed)
         self.num_levels = self._ordering.num_levels
         self._times["order"] = time.perf_counter() - t
+        report("order: %d levels, %d subdomains per level", self.num_levels, self.nparts)
         # stage 2: the rows moved to their owners and cut into the level blocks
         t = time.perf_counter()
         blocks = distribute(A, self._ordering, keep_C=self.lr_rank > 0)
@@ -166,22 +183,30 @@ class GeMSLR(Preconditioner):
         self._last_full = np.zeros(XL.global_size)
         self._last_sol = np.zeros(XL.global_size)
         self._times["distribute"] = time.perf_counter() - t
+        for l, lv in enumerate(self._lv):
+            report("level %d: %d rows, %d subdomains, %d interior, %d interface", l,
+                   self.N[l].global_size, lv.n_sub, lv.n_interior, lv.n_iface)
+        report("level %d (last): %d rows", len(self._lv), self.X[-1].global_size)
         # stage 3: ILUT of every subdomain and of the last level
         t = time.perf_counter()
         self.factor_nnz_local = factor_subdomains(comm, self._lv, self.ilu_droptol,
-                                                  self.ilu_max_row_nnz)
+                                                  self.ilu_max_row_nnz, self._old_ids)
         self._last_solver, nnz = factor_last_level(self._AL, self.last_level,
-                                                   self.ilu_droptol, self.ilu_max_row_nnz)
+                                                   self.ilu_droptol, self.ilu_max_row_nnz,
+                                                   self._old_ids, int(self._off[-2]))
         self.factor_nnz_local += nnz
         self.factor_nnz = int(comm.allreduce(self.factor_nnz_local, op=MPI.SUM))
         self._times["factor"] = time.perf_counter() - t
+        report("factor: %d ILUT nonzeros, %.3f of nnz(A)", self.factor_nnz,
+               self.factor_nnz / max(self.global_nnz, 1))
         # stage 4: low-rank corrections, bottom-up
         t = time.perf_counter()
-        self._low_rank()
+        self._low_rank(report)
         self._times["low_rank"] = time.perf_counter() - t
+        report("done: %d levels", self.num_levels)
         self._done()
 
-    def _low_rank(self) -> None:
+    def _low_rank(self, report) -> None:
         self.lowrank = []
         if self.lr_rank == 0:
             return
@@ -200,6 +225,8 @@ class GeMSLR(Preconditioner):
             lv.s_glob = np.zeros(k)
             lv.lr = res
             self.lowrank.insert(0, res)
+            report("low rank level %d: rank %d, %d converged, %d restarts, %d Arnoldi steps",
+                   l, res.rank, res.converged, res.restarts, res.steps)
 
     def _g_operator(self, l: int, v: np.ndarray, out: np.ndarray) -> None:
         """``out = (I - S_l M_{l+1}) v = v - C y + E B^{-1} F y`` with ``y = M_{l+1} v``."""
