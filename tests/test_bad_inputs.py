@@ -429,7 +429,10 @@ EMPTY = [(m, pc) for m in ("cg", "pipecg", "gmres", "fgmres", "bicgstab", "minre
 
 @pytest.mark.parametrize("method, pc", EMPTY, ids=["%s-%s" % (m, p or "none") for m, p in EMPTY])
 def test_more_ranks_than_rows(comm, method, pc):
-    # 2 rows: at 3 and 4 ranks some ranks own nothing
+    # 2 rows: at 3 and 4 ranks some ranks own nothing. CG takes the symmetric
+    # (unrestricted) Schwarz variant: the default restricted one is refused under CG.
+    if pc == "asm" and method in ("cg", "pipecg"):
+        pc = ("asm", {"restricted": False})
     A = gallery.poisson1d(2, comm)
     b = gallery.rhs(A, "random", seed=2)
     x, info = solve(A, b, method, pc, rtol=1e-10)
