@@ -116,7 +116,7 @@ class SimplicialComplex:
         with agreed(comm):
             if pts is None:
                 check_fits("a complex with vertex ids up to %d" % top_id,
-                           (top_id + 1) // comm.Get_size() + 1, 64)
+                           (top_id + 1) // comm.Get_size() + 1, 16)
         #: the canonical name of the vertex partitioner
         self.partition = partition
         shapes = comm.allgather(None if pts is None else pts.shape)

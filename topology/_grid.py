@@ -155,10 +155,11 @@ class Grid:
                 raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
             if min(shape) < 2:
                 raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
-            # a rank keeps its slab and two ghost planes (ids, order, fields)
+            # a rank keeps its slab and two ghost planes: at least a field and
+            # its vertex order (two 8-byte numbers per vertex) for any analysis
             slab = (-(-int(shape[-1]) // comm.Get_size()) + 2) * int(np.prod(
                 [int(s) for s in shape[:-1]], dtype=object))
-            check_fits("Grid%r" % (tuple(int(s) for s in shape),), slab, 64)
+            check_fits("Grid%r" % (tuple(int(s) for s in shape),), slab, 16)
         self.comm = comm
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
