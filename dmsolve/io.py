@@ -3,43 +3,52 @@
 Who reads what
 --------------
 - Rank 0 reads and checks the header (banner, comments, size line) with its
-  own scanner and ``scipy.io.mminfo``, and broadcasts the format, the
-  shape and the byte offset where the entries begin.
+  own scanner and broadcasts the format, the shape, the byte offset where
+  the entries begin and the number of header lines.
 - Every rank then reads one contiguous byte range of the entries (``1/p``
   of the data section, moved to line boundaries so that every line is read
-  by exactly one rank) and parses it with ``numpy.loadtxt``. No rank holds
-  more than its share of the file.
+  by exactly one rank) and parses it (``numpy.loadtxt``, with a line-by-line
+  scan that names the offending line when that fails). No rank holds more
+  than its share of the file.
 - Coordinate entries go to the owners of their rows with
   ``DistCSR.from_coo`` (one BSP superstep; duplicates are summed like
   ``scipy.io.mmread`` does); dense (``array``) entries know their position
   from an exclusive scan of line counts and are routed the same way.
 - Symmetric, skew-symmetric and Hermitian files are expanded to the full
   matrix while parsing.
-- Compressed files (``.gz``, ``.bz2``) cannot be split by bytes: rank 0
-  reads them whole with ``scipy.io.mmread`` and the entries are routed from
-  there.
+- Compressed files (``.gz``, ``.bz2``, ``.xz``) cannot be split by bytes:
+  rank 0 decompresses the whole file in memory (the one copy of global
+  size, transient) and scatters line-aligned pieces of its entries, which
+  every rank then parses as above.
 
 Writing
 -------
-Every rank formats its own rows (``%.17g``, which round-trips float64
-exactly) and all ranks write their bytes at offsets given by an exclusive
-scan, with one collective MPI-IO ``Write_at_all``; rank 0 writes the header
-first. The file is ``coordinate real general`` (``integer``/``complex`` for
-those dtypes) for matrices and ``array`` for vectors, rows in global order.
+Rank 0 first checks that the path can be written (before anything is
+formatted). Every rank formats its own rows (``%.17g``, which round-trips
+float64 exactly) and all ranks write their bytes at offsets given by an
+exclusive scan, with one collective MPI-IO ``Write_at_all``; rank 0 writes the
+header first. The file is ``coordinate real general`` (``integer``/``complex``
+for those dtypes) for matrices and ``array`` for vectors, rows in global order.
 
 Errors
 ------
-A missing or unreadable file raises ``OSError`` and a malformed one
-``ValueError``, the same on every rank.
+Every failure on any rank is agreed on, so every rank raises the same
+exception: a missing or unreadable file (or one that cannot be written)
+raises ``OSError`` naming the path; a malformed one, a corrupt or truncated
+compressed stream included, raises ``ValueError`` naming the file and the
+line (``A.mtx line 1234: row index 5001 out of range [1, 5000]``).
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io as _pyio
+import lzma
 import os
+import warnings
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 from mpi4py import MPI
 
@@ -48,52 +57,122 @@ from ._layout import Layout
 from ._matrix import DistCSR
 from ._vector import DistVector
 from .partition import exchange
+from .validate import agreed
 
-__all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo"]
+__all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo",
+           "check_writable"]
 
 _FIELDS = ("real", "integer", "complex", "pattern")
 _SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
+#: decompressing readers by file suffix (each wraps an open binary file)
+_DECOMPRESSORS = {".gz": lambda f: gzip.GzipFile(fileobj=f, mode="rb"),
+                  ".bz2": lambda f: bz2.BZ2File(f, mode="rb"),
+                  ".xz": lambda f: lzma.LZMAFile(f, mode="rb")}
+
+
+# -- arguments and errors ------------------------------------------------------------
+
+def _check_path(path, name: str = "path") -> str:
+    """``path`` as a non-empty string. Not collective."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("%s must be a path (str or os.PathLike), got %s"
+                        % (name, type(path).__name__))
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise TypeError("%s must be a str path, got %s" % (name, type(path).__name__))
+    if not path:
+        raise ValueError("%s must be a non-empty path" % name)
+    return path
+
+
+def _check_comm(comm) -> None:
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+
+
+def _read_error(path: str, e: BaseException) -> BaseException:
+    """The exception a reader raises for ``e``, naming ``path``.
+
+    Our own messages pass through. An ``OSError`` with an ``errno`` is the
+    file system's (missing, a directory, no permission, an I/O error):
+    ``OSError``. Anything else raised while decoding the bytes (a truncated
+    or corrupt gzip/bz2/xz stream: ``EOFError``, ``zlib.error``,
+    ``lzma.LZMAError``, ``gzip.BadGzipFile`` or bz2's ``OSError`` without an
+    errno; ``UnicodeDecodeError``, ``struct.error``, ...) means the content
+    is malformed: ``ValueError``. ``MemoryError`` stays what it is.
+    """
+    if isinstance(e, _FileError):
+        return e.args[0]
+    if isinstance(e, MemoryError):
+        return e
+    if isinstance(e, OSError) and e.errno is not None:
+        return OSError("cannot read %s: %s" % (path, e.strerror or e))
+    if isinstance(e, ValueError) and str(e).startswith(path):
+        return e
+    kind = os.path.splitext(path)[1].lstrip(".")
+    what = ("corrupt or truncated %s data" % kind) if kind in ("gz", "bz2", "xz") \
+        else "cannot be decoded"
+    return ValueError("%s: %s (%s: %s)" % (path, what, type(e).__name__, e))
+
+
+class _FileError(Exception):
+    """Carries a finished reader exception through a broad ``except``."""
+
+
+def _malformed(path: str, line: int | None, message: str) -> _FileError:
+    where = "%s line %d" % (path, line) if line is not None else path
+    return _FileError(ValueError("%s: %s" % (where, message)))
+
+
+def _show(line: bytes) -> str:
+    """A file line for a message: decoded, stripped, at most 60 characters."""
+    s = line.decode("ascii", "replace").strip()
+    return repr(s if len(s) <= 60 else s[:57] + "...")
 
 
 # -- header ------------------------------------------------------------------------
 
-def _read_header(path) -> dict:
-    """Parse the banner and size line; return the info and the data offset."""
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        banner = f.readline()
-        words = banner.decode("ascii", "replace").strip().lower().split()
-        if len(words) != 5 or words[0] != "%%matrixmarket" or words[1] != "matrix":
-            raise ValueError("%s is not a Matrix Market file (banner %r)"
-                             % (path, banner[:80].decode("ascii", "replace")))
-        fmt, field, symmetry = words[2:]
-        if fmt not in ("coordinate", "array"):
-            raise ValueError("%s: unknown Matrix Market format %r" % (path, fmt))
-        if field not in _FIELDS or (fmt == "array" and field == "pattern"):
-            raise ValueError("%s: unsupported field %r for format %r" % (path, field, fmt))
-        if symmetry not in _SYMMETRIES:
-            raise ValueError("%s: unknown symmetry %r" % (path, symmetry))
-        while True:
-            line = f.readline()
-            if not line:
-                raise ValueError("%s: no size line" % path)
-            s = line.strip()
-            if s and not s.startswith(b"%"):
-                break
-        try:
-            sizes = [int(w) for w in s.split()]
-        except ValueError:
-            raise ValueError("%s: malformed size line %r" % (path, s[:80])) from None
-        want = 3 if fmt == "coordinate" else 2
-        if len(sizes) != want or min(sizes) < 0:
-            raise ValueError("%s: size line %r should hold %d non-negative integers"
-                             % (path, s[:80].decode("ascii", "replace"), want))
-        offset = f.tell()
-        f.seek(0, os.SEEK_END)
-        end = f.tell()
+def _parse_header(f, path: str) -> dict:
+    """Parse the banner and size line of the open binary file ``f``.
+
+    Returns the info: format, field, symmetry, shape, entries (stored
+    entries), offset (bytes of the header) and lines (header lines).
+    Raises ``_FileError`` (a ValueError with the file and line). Not collective.
+    """
+    banner = f.readline()
+    words = banner.decode("ascii", "replace").strip().lower().split()
+    if len(words) != 5 or words[0] != "%%matrixmarket" or words[1] != "matrix":
+        raise _malformed(path, 1, "not a Matrix Market file (banner %s)" % _show(banner[:80]))
+    fmt, field, symmetry = words[2:]
+    if fmt not in ("coordinate", "array"):
+        raise _malformed(path, 1, "unknown Matrix Market format %r" % fmt)
+    if field not in _FIELDS or (fmt == "array" and field == "pattern"):
+        raise _malformed(path, 1, "unsupported field %r for format %r" % (field, fmt))
+    if symmetry not in _SYMMETRIES:
+        raise _malformed(path, 1, "unknown symmetry %r" % symmetry)
+    offset, lineno = len(banner), 1
+    while True:
+        line = f.readline()
+        if not line:
+            raise _malformed(path, None, "no size line after the banner and comments")
+        offset += len(line)
+        lineno += 1
+        s = line.strip()
+        if s and not s.startswith(b"%"):
+            break
+    want = 3 if fmt == "coordinate" else 2
+    try:
+        sizes = [int(w) for w in s.split()]
+    except ValueError:
+        sizes = []
+    if len(sizes) != want or min(sizes) < 0:
+        raise _malformed(path, lineno, "the size line %s should hold %d non-negative integers "
+                         "(%s)" % (_show(s), want, "rows columns entries" if want == 3
+                                   else "rows columns"))
     m, n = sizes[0], sizes[1]
     if symmetry != "general" and m != n:
-        raise ValueError("%s: a %s matrix must be square, got %d x %d" % (path, symmetry, m, n))
+        raise _malformed(path, lineno, "a %s matrix must be square, got %d x %d"
+                         % (symmetry, m, n))
     if fmt == "coordinate":
         entries = sizes[2]
     elif symmetry == "general":
@@ -103,50 +182,62 @@ def _read_header(path) -> dict:
     else:
         entries = n * (n + 1) // 2
     return {"format": fmt, "field": field, "symmetry": symmetry, "shape": (m, n),
-            "entries": entries, "offset": offset, "end": end}
+            "entries": entries, "offset": offset, "lines": lineno}
 
 
-def _compressed(path) -> bool:
-    return os.fspath(path).endswith((".gz", ".bz2"))
+def _decompressor(path: str):
+    return _DECOMPRESSORS.get(os.path.splitext(path)[1].lower())
 
 
-def _header_everywhere(path, comm: MPI.Comm) -> dict:
-    """Rank 0 reads the header and broadcasts it. Collective on ``comm``."""
-    info, exc = None, None
+def _rank0(comm: MPI.Comm, path: str, func):
+    """``func()`` on rank 0, its result broadcast; a failure there is raised
+    on every rank as :func:`_read_error` makes it. Collective on ``comm``."""
+    result, exc = None, None
     if comm.Get_rank() == 0:
         try:
-            if _compressed(path):
-                rows, cols, entries, fmt, field, symmetry = scipy.io.mminfo(os.fspath(path))
-                info = {"format": fmt, "field": field, "symmetry": symmetry,
-                        "shape": (rows, cols), "entries": entries, "offset": 0, "end": 0}
-            else:
-                info = _read_header(path)
-                scipy.io.mminfo(os.fspath(path))  # a second opinion on the banner
-        except OSError as e:
-            exc = OSError("cannot read Matrix Market file %s: %s" % (os.fspath(path), e))
-        except (ValueError, TypeError, IndexError) as e:
-            exc = ValueError(str(e) if os.fspath(path) in str(e)
-                             else "%s: %s" % (os.fspath(path), e))
+            result = func()
+        except Exception as e:  # noqa: BLE001 - every failure is agreed on
+            exc = _read_error(path, e)
     agree(comm, exc)
-    return comm.bcast(info, root=0)
+    return comm.bcast(result, root=0)
+
+
+def _header_only(path: str) -> dict:
+    with open(path, "rb") as raw:
+        unpack = _decompressor(path)
+        if unpack is None:
+            info = _parse_header(raw, path)
+            info["end"] = os.fstat(raw.fileno()).st_size
+            return info
+        with unpack(raw) as f:
+            return _parse_header(f, path)
 
 
 def mminfo(path, comm: MPI.Comm) -> dict:
     """The header of a Matrix Market file, on every rank.
 
-    Collective on ``comm``: rank 0 reads, then broadcasts.
+    Collective on ``comm``: rank 0 reads (for a compressed file, only as
+    much as the header needs), then broadcasts.
 
     Returns
     -------
     dict
         ``format`` ("coordinate" or "array"), ``field``, ``symmetry``,
         ``shape`` and ``entries`` (stored entries).
+
+    Raises
+    ------
+    OSError, ValueError
+        On every rank, as for :func:`read_matrix`.
     """
-    info = _header_everywhere(path, comm)
+    _check_comm(comm)
+    with agreed(comm):
+        path = _check_path(path)
+    info = _rank0(comm, path, lambda: _header_only(path))
     return {k: info[k] for k in ("format", "field", "symmetry", "shape", "entries")}
 
 
-# -- parallel parsing ----------------------------------------------------------------
+# -- parallel reading -------------------------------------------------------------------
 
 def _line_start_at_or_after(f, pos: int, lo: int) -> int:
     """The first line start at or after byte ``pos`` (``lo`` is a line start)."""
@@ -157,11 +248,11 @@ def _line_start_at_or_after(f, pos: int, lo: int) -> int:
     return f.tell()
 
 
-def _read_my_lines(path, info: dict, comm: MPI.Comm) -> bytes:
+def _read_my_lines(path: str, info: dict, comm: MPI.Comm) -> bytes:
     lo, hi = info["offset"], info["end"]
     rank, size = comm.Get_rank(), comm.Get_size()
     nominal = [lo + (hi - lo) * r // size for r in (rank, rank + 1)]
-    with open(os.fspath(path), "rb") as f:
+    with open(path, "rb") as f:
         a = _line_start_at_or_after(f, nominal[0], lo)
         b = _line_start_at_or_after(f, nominal[1], lo) if rank + 1 < size else hi
         b = max(a, min(b, hi))
@@ -169,83 +260,216 @@ def _read_my_lines(path, info: dict, comm: MPI.Comm) -> bytes:
         return f.read(b - a)
 
 
-def _columns(info: dict) -> int:
+def _line_cuts(data: bytes, size: int) -> list[int]:
+    """``size + 1`` byte positions cutting ``data`` into line-aligned pieces."""
+    cuts = [0]
+    for r in range(1, size):
+        pos = max(len(data) * r // size, cuts[-1])
+        if 0 < pos < len(data) and data[pos - 1:pos] != b"\n":
+            nl = data.find(b"\n", pos)
+            pos = len(data) if nl < 0 else nl + 1
+        cuts.append(pos)
+    cuts.append(len(data))
+    return cuts
+
+
+def _scatter_compressed(path: str, comm: MPI.Comm):
+    """Rank 0 decompresses ``path`` and scatters line-aligned pieces of its
+    entries; returns ``(info, my piece)``. Collective on ``comm``."""
+    size = comm.Get_size()
+    data = None
+
+    def read():
+        nonlocal data
+        with open(path, "rb") as raw, _decompressor(path)(raw) as f:
+            text = f.read()
+        info = _parse_header(_pyio.BytesIO(text), path)
+        data = np.frombuffer(text, dtype=np.uint8)[info["offset"]:]
+        cuts = _line_cuts(text[info["offset"]:], size)
+        return info, np.diff(cuts).astype(np.int64)
+
+    info, counts = _rank0(comm, path, read)
+    mine = np.empty(int(counts[comm.Get_rank()]), dtype=np.uint8)
+    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    comm.Scatterv([data, counts, displs, MPI.BYTE] if comm.Get_rank() == 0 else None,
+                  [mine, MPI.BYTE], root=0)
+    return info, mine.tobytes()
+
+
+def _columns(info: dict) -> tuple[int, int]:
+    """(index columns, value columns) of a data line."""
     idx = 2 if info["format"] == "coordinate" else 0
     val = {"pattern": 0, "real": 1, "integer": 1, "complex": 2}[info["field"]]
-    return idx + val
+    return idx, val
 
 
-def _parse(chunk: bytes, info: dict) -> np.ndarray:
-    ncol = _columns(info)
-    text = chunk.strip()
-    if not text:
+def _integer_data(info: dict) -> bool:
+    return info["field"] in ("integer", "pattern") and info["format"] == "coordinate"
+
+
+def _data_lines(chunk: bytes, first_line: int) -> np.ndarray:
+    """File line numbers of the data lines of ``chunk`` (lines that are not
+    blank and not ``%`` comments, as ``loadtxt`` counts them)."""
+    lines = chunk.split(b"\n")
+    return first_line + np.flatnonzero([bool(ln.split(b"%", 1)[0].strip()) for ln in lines])
+
+
+def _what_columns(info: dict) -> str:
+    idx, val = _columns(info)
+    names = ["row", "column"][:idx] + {0: [], 1: ["value"], 2: ["real part", "imaginary part"]}[val]
+    return "%d number%s (%s)" % (len(names), "" if len(names) == 1 else "s", ", ".join(names))
+
+
+def _scan(chunk: bytes, info: dict, first_line: int, path: str) -> None:
+    """Find the first malformed data line of ``chunk`` and raise a message
+    naming it; called when the fast parse failed. Not collective."""
+    idx, val = _columns(info)
+    ints = _integer_data(info)
+    for k, line in enumerate(chunk.split(b"\n")):
+        words = line.split(b"%", 1)[0].split()
+        if not words:
+            continue
+        lineno = first_line + k
+        if len(words) != idx + val:
+            raise _malformed(path, lineno, "malformed entry %s: a %s %s line holds %s, got %d"
+                             % (_show(line), info["format"], info["field"], _what_columns(info),
+                                len(words)))
+        for j, w in enumerate(words):
+            as_int = j < idx or ints
+            try:
+                x = int(w) if as_int else float(w)
+            except ValueError:
+                raise _malformed(path, lineno, "malformed entry %s: %s is not %s"
+                                 % (_show(line), _show(w),
+                                    "an integer" if as_int else "a number")) from None
+            if as_int and not -2 ** 63 <= x < 2 ** 63:
+                raise _malformed(path, lineno, "malformed entry %s: %s does not fit in 64 bits"
+                                 % (_show(line), _show(w)))
+    raise _malformed(path, first_line, "malformed entries on the lines from here: they "
+                     "cannot be parsed as %s" % _what_columns(info))
+
+
+def _parse(chunk: bytes, info: dict, first_line: int, path: str) -> np.ndarray:
+    """The data lines of ``chunk`` as a (k, columns) array. Not collective."""
+    idx, val = _columns(info)
+    ncol = idx + val
+    if not chunk.strip():
         return np.zeros((0, ncol))
-    data = np.loadtxt(_pyio.BytesIO(chunk), comments="%", ndmin=2,
-                      dtype=np.int64 if info["field"] in ("integer", "pattern")
-                      and info["format"] == "coordinate" else np.float64)
-    if data.shape[1] != ncol:
-        raise ValueError("entries have %d columns, a %s %s file has %d"
-                         % (data.shape[1], info["format"], info["field"], ncol))
+    try:
+        with warnings.catch_warnings():
+            # a piece holding only comment lines is no data, not a warning
+            warnings.simplefilter("ignore", UserWarning)
+            data = np.loadtxt(_pyio.BytesIO(chunk), comments="%", ndmin=2,
+                              dtype=np.int64 if _integer_data(info) else np.float64)
+    except (ValueError, OverflowError):
+        data = None
+    if data is not None and data.shape[0] == 0:
+        return np.zeros((0, ncol))
+    if data is None or data.shape[1] != ncol:
+        _scan(chunk, info, first_line, path)   # raises, naming the line
     return data
 
 
-def _values(data: np.ndarray, info: dict, first: int) -> np.ndarray:
+def _check_entries(data: np.ndarray, info: dict, chunk: bytes, first_line: int,
+                   path: str):
+    """Indices (0-based) and values of parsed lines, checked: integer
+    indices in range, finite values. Not collective."""
+    idx, _ = _columns(info)
+    m, n = info["shape"]
+    lines = None
+
+    def bad(mask, what):
+        nonlocal lines
+        if lines is None:
+            lines = _data_lines(chunk, first_line)
+        i = int(np.flatnonzero(mask)[0])
+        return _malformed(path, int(lines[i]), what(i))
+
+    ij = data[:, :idx]
+    if idx and ij.dtype != np.int64:
+        frac = ij != np.round(ij)
+        if frac.any():
+            i, j = np.argwhere(frac)[0]
+            raise bad(frac.any(axis=1), lambda _: "%s index %r is not an integer"
+                      % (("row", "column")[j], float(ij[i, j])))
+        big = np.abs(ij) >= 2.0 ** 62
+        if big.any():
+            raise bad(big.any(axis=1), lambda i: "index %g out of range" % np.abs(ij[i]).max())
+        ij = ij.astype(np.int64)
+    rows = cols = np.zeros(data.shape[0], dtype=np.int64)
+    if idx:
+        rows, cols = ij[:, 0], ij[:, 1]
+        for name, a, hi in (("row", rows, m), ("column", cols, n)):
+            out = (a < 1) | (a > hi)
+            if out.any():
+                raise bad(out, lambda i, a=a, name=name, hi=hi: "%s index %d out of range "
+                          "[1, %d]" % (name, a[i], hi))
+        rows, cols = rows - 1, cols - 1
     field = info["field"]
     if field == "pattern":
-        return np.ones(data.shape[0])
-    if field == "complex":
-        return data[:, first] + 1j * data[:, first + 1]
-    if field == "integer":
-        return data[:, first].astype(np.int64)
-    return data[:, first].astype(np.float64)
+        vals = np.ones(data.shape[0])
+    elif field == "complex":
+        vals = data[:, idx] + 1j * data[:, idx + 1]
+    elif field == "integer":
+        vals = data[:, idx].astype(np.int64)
+    else:
+        vals = data[:, idx].astype(np.float64)
+    if vals.dtype.kind in "fc":
+        nonfinite = ~np.isfinite(vals)
+        if nonfinite.any():
+            raise bad(nonfinite, lambda i: "value %r is not finite" % (vals[i].item(),))
+    if info["symmetry"] == "skew-symmetric" and idx:
+        diag = (rows == cols) & (vals != 0)
+        if diag.any():
+            raise bad(diag, lambda i: "a skew-symmetric matrix has a zero diagonal, got "
+                      "%r at row %d" % (vals[i].item(), rows[i] + 1))
+    return rows, cols, vals
 
 
-def _local_entries(path, info: dict, comm: MPI.Comm):
-    """This rank's share of the file as global (rows, cols, vals), expanded.
+def _local_entries(path: str, comm: MPI.Comm, info: dict):
+    """This rank's share of the file as global 0-based (rows, cols, vals),
+    the stored triangle expanded; ``info`` is the header (of a compressed
+    file it is read again with the entries).
 
-    Collective on ``comm`` (agrees on parse errors and the entry count).
+    Collective on ``comm`` (agrees on every read and parse error and on the
+    entry count).
     """
+    if _decompressor(path) is None:
+        chunk, exc = b"", None
+        try:
+            chunk = _read_my_lines(path, info, comm)
+        except Exception as e:  # noqa: BLE001 - agreed below
+            exc = _read_error(path, e)
+        agree(comm, exc)
+    else:
+        info, chunk = _scatter_compressed(path, comm)
+    # the file line of this rank's first byte: chunks are line-aligned
+    first_line = info["lines"] + 1 + (comm.exscan(chunk.count(b"\n")) or 0)
     exc = None
     rows = cols = np.zeros(0, dtype=np.int64)
     vals = np.zeros(0)
-    m, n = info["shape"]
     try:
-        if _compressed(path):
-            rows, cols, vals = _compressed_entries(path, info, comm.Get_rank())
-        else:
-            data = _parse(_read_my_lines(path, info, comm), info)
-            if info["format"] == "coordinate":
-                ij = data[:, :2]
-                if ij.dtype != np.int64:
-                    if not np.array_equal(ij, np.round(ij)):
-                        raise ValueError("row and column indices must be integers")
-                    ij = ij.astype(np.int64)
-                rows, cols = ij[:, 0] - 1, ij[:, 1] - 1
-                if rows.size and (rows.min() < 0 or rows.max() >= m
-                                  or cols.min() < 0 or cols.max() >= n):
-                    raise ValueError("an entry index lies outside the %d x %d matrix" % (m, n))
-                vals = _values(data, info, 2)
-            else:
-                vals = _values(data, info, 0)
-                rows = cols = np.zeros(vals.size, dtype=np.int64)
-        nloc = vals.size
-    except OSError as e:
-        exc, nloc = OSError("cannot read %s: %s" % (os.fspath(path), e)), 0
-    except ValueError as e:
-        exc, nloc = ValueError("%s: malformed Matrix Market data: %s"
-                               % (os.fspath(path), e)), 0
+        data = _parse(chunk, info, first_line, path)
+        rows, cols, vals = _check_entries(data, info, chunk, first_line, path)
+    except Exception as e:  # noqa: BLE001 - agreed below
+        exc = _read_error(path, e)
+        rows = cols = np.zeros(0, dtype=np.int64)
+        vals = np.zeros(0)
     agree(comm, exc)
+    nloc = vals.size
     first = comm.exscan(nloc) or 0
     total = comm.allreduce(nloc)
     expected = info["entries"]
     if total != expected:
-        agree(comm, ValueError("%s: the header announces %d entries, the file holds %d"
-                               % (os.fspath(path), expected, total)))
-    if info["format"] == "array" and not _compressed(path):
+        agree(comm, ValueError("%s: the header announces %d entries, the file holds %d%s"
+                               % (path, expected, total,
+                                  " (truncated?)" if total < expected else "")))
+    m, _ = info["shape"]
+    if info["format"] == "array":
         rows, cols = _array_positions(first + np.arange(nloc, dtype=np.int64), m,
                                       info["symmetry"])
-    # expand the stored triangle
     sym = info["symmetry"]
+    # expand the stored triangle
     if sym != "general":
         off = rows != cols
         mirror = vals[off]
@@ -271,23 +495,15 @@ def _array_positions(k: np.ndarray, m: int, symmetry: str):
     return i, j
 
 
-def _compressed_entries(path, info: dict, rank: int):
-    if rank != 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-    M = scipy.io.mmread(os.fspath(path))
-    if sp.issparse(M):
-        M = sp.coo_matrix(M)
-        r, c, v = M.row.astype(np.int64), M.col.astype(np.int64), M.data
-    else:
-        M = np.asarray(M)
-        r, c = (a.astype(np.int64).ravel(order="F") for a in np.indices(M.shape))
-        v = M.ravel(order="F")
-    if info["symmetry"] != "general":
-        # scipy expanded the stored triangle; go back to it (the caller
-        # expands again, and the header's entry count refers to it)
-        keep = r > c if info["symmetry"] == "skew-symmetric" else r >= c
-        r, c, v = r[keep], c[keep], v[keep]
-    return r, c, v
+def _check_layout(layout, size: int | None, what: str) -> None:
+    """A Layout (or None) of ``size`` entries (any size when None). Not collective."""
+    if layout is None:
+        return
+    if not isinstance(layout, Layout):
+        raise TypeError("layout must be a dmsolve.Layout or None, got %s"
+                        % type(layout).__name__)
+    if size is not None and layout.global_size != size:
+        raise ValueError("layout has %d %s, the file %d" % (layout.global_size, what, size))
 
 
 # -- public readers ------------------------------------------------------------------
@@ -300,7 +516,8 @@ def read_matrix(path, comm: MPI.Comm, layout: Layout | None = None):
     Parameters
     ----------
     path : str or os.PathLike
-        The same path on every rank (a shared file system).
+        The same path on every rank (a shared file system). A name ending in
+        ``.gz``, ``.bz2`` or ``.xz`` is decompressed (on rank 0).
     comm : MPI.Comm
     layout : Layout, optional
         Row ownership; default contiguous blocks. For a square matrix the
@@ -319,14 +536,23 @@ def read_matrix(path, comm: MPI.Comm, layout: Layout | None = None):
     OSError
         On every rank, if the file cannot be read.
     ValueError
-        On every rank, if it is not valid Matrix Market or ``layout`` does
+        On every rank, if it is not valid Matrix Market (the message names
+        the file and line: a malformed entry, an index out of range, a
+        value that is not finite, a corrupt or truncated compressed stream,
+        fewer or more entries than the header announces) or ``layout`` does
         not fit its shape.
+    TypeError
+        On every rank, if ``path``, ``comm`` or ``layout`` has the wrong type.
     """
-    info = _header_everywhere(path, comm)
+    _check_comm(comm)
+    with agreed(comm):
+        path = _check_path(path)
+        _check_layout(layout, None, "rows")
+    info = _rank0(comm, path, lambda: _header_only(path))
     m, n = info["shape"]
-    agree(comm, ValueError("layout has %d rows, the file %d" % (layout.global_size, m))
-          if layout is not None and layout.global_size != m else None)
-    rows, cols, vals = _local_entries(path, info, comm)
+    with agreed(comm):
+        _check_layout(layout, m, "rows")
+    rows, cols, vals = _local_entries(path, comm, info)
     if info["format"] == "array":
         # a dense file becomes a sparse matrix: its zeros are not stored
         nz = vals != 0
@@ -354,22 +580,23 @@ def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVecto
 
     Raises
     ------
-    OSError, ValueError
+    OSError, ValueError, TypeError
         On every rank, as for :func:`read_matrix`, and if the file is not a
         single row or column.
     """
-    info = _header_everywhere(path, comm)
+    _check_comm(comm)
+    with agreed(comm):
+        path = _check_path(path)
+        _check_layout(layout, None, "entries")
+    info = _rank0(comm, path, lambda: _header_only(path))
     m, n = info["shape"]
-    exc = None
-    if min(m, n) != 1 and not (m == 0 or n == 0):
-        exc = ValueError("%s holds a %d x %d matrix, not a vector" % (os.fspath(path), m, n))
-    agree(comm, exc)
-    size = m * n
+    with agreed(comm):
+        if min(m, n) != 1 and not (m == 0 or n == 0):
+            raise ValueError("%s holds a %d x %d matrix, not a vector" % (path, m, n))
+        _check_layout(layout, m * n, "entries")
     if layout is None:
-        layout = Layout.block(size, comm)
-    agree(comm, ValueError("layout has %d entries, the file %d" % (layout.global_size, size))
-          if layout.global_size != size else None)
-    rows, cols, vals = _local_entries(path, info, comm)
+        layout = Layout.block(m * n, comm)
+    rows, cols, vals = _local_entries(path, comm, info)
     idx = rows if n == 1 else cols
     owners = layout.owner(idx) if idx.size else np.zeros(0, dtype=np.int64)
     dtypes = comm.allgather(vals.dtype.str)
@@ -381,6 +608,50 @@ def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVecto
 
 
 # -- writers ----------------------------------------------------------------------
+
+def check_writable(path, comm: MPI.Comm, name: str = "path") -> str:
+    """Check on rank 0 that a file can be written at ``path``, without
+    changing anything; return the path as a string.
+
+    An existing file is opened for appending and closed (its contents and
+    time stamps stay as they were); a new one is created and removed again.
+    Every writer of dmsolve and topology calls it before it formats any
+    data, and a driver can call it before a long computation whose result
+    it will write.
+
+    Collective on ``comm`` (rank 0 checks, then broadcasts the verdict).
+
+    Raises
+    ------
+    TypeError
+        On every rank, if ``path`` is not a str or os.PathLike.
+    ValueError
+        On every rank, if ``path`` is empty.
+    OSError
+        On every rank, if the file cannot be written (a missing directory,
+        a directory at ``path``, no permission, a read-only file system);
+        the message names ``name`` and the path.
+    """
+    _check_comm(comm)
+    with agreed(comm):
+        path = _check_path(path, name)
+    exc = None
+    if comm.Get_rank() == 0:
+        try:
+            if os.path.isdir(path):
+                raise IsADirectoryError(21, "Is a directory")
+            if os.path.exists(path):
+                with open(path, "ab"):
+                    pass
+            else:
+                with open(path, "xb"):
+                    pass
+                os.remove(path)
+        except OSError as e:
+            exc = OSError("cannot open %s %r for writing: %s" % (name, path, e.strerror or e))
+    agree(comm, exc)
+    return path
+
 
 def _field_of(dtype) -> str:
     kind = np.dtype(dtype).kind
@@ -405,24 +676,57 @@ def _format_lines(columns: list[np.ndarray], fmts: list[str]) -> bytes:
     return buf.getvalue()
 
 
-def _write_parallel(path, comm: MPI.Comm, header: bytes, body: bytes) -> None:
-    """Rank 0's header, then every rank's body in rank order. Collective."""
+def _mpi_error(path: str, what: str, e: MPI.Exception) -> OSError:
+    """A short OSError for an MPI-IO failure (the error class, not the stack)."""
+    try:
+        reason = MPI.Get_error_string(e.Get_error_class())
+    except Exception:  # noqa: BLE001 - an error string is a nicety
+        reason = "MPI error class %d" % e.Get_error_class()
+    return OSError("cannot %s %s: %s" % (what, path, reason.strip()))
+
+
+def _write_parallel(path: str, comm: MPI.Comm, header: bytes, body: bytes) -> None:
+    """Rank 0's header, then every rank's body in rank order. Collective.
+
+    Each MPI-IO call is collective and its failure is agreed on before the
+    next one, so every rank raises the same OSError and none waits.
+    """
     mine = (header if comm.Get_rank() == 0 else b"") + body
-    nbytes = len(mine)
-    offset = comm.exscan(nbytes) or 0
+    offset = comm.exscan(len(mine)) or 0
     exc, fh = None, None
     try:
-        fh = MPI.File.Open(comm, os.fspath(path), MPI.MODE_WRONLY | MPI.MODE_CREATE)
+        fh = MPI.File.Open(comm, path, MPI.MODE_WRONLY | MPI.MODE_CREATE)
     except MPI.Exception as e:
-        exc = OSError("cannot open %s for writing: %s" % (os.fspath(path), e.Get_error_string()))
-    # MPI_File_open is collective and fails on all ranks together
+        exc = _mpi_error(path, "open", e)
     agree(comm, exc)
     try:
-        fh.Set_size(0)
-        fh.Write_at_all(offset, np.frombuffer(mine, dtype=np.uint8) if mine
-                        else np.zeros(0, dtype=np.uint8))
+        for what, step in (("truncate", lambda: fh.Set_size(0)),
+                           ("write", lambda: fh.Write_at_all(
+                               offset, np.frombuffer(mine, dtype=np.uint8) if mine
+                               else np.zeros(0, dtype=np.uint8)))):
+            exc = None
+            try:
+                step()
+            except MPI.Exception as e:
+                exc = _mpi_error(path, what, e)
+            agree(comm, exc)
     finally:
-        fh.Close()
+        exc = None
+        try:
+            fh.Close()
+        except MPI.Exception as e:
+            exc = _mpi_error(path, "close", e)
+    agree(comm, exc)
+
+
+def _check_comment(comment) -> str:
+    if not isinstance(comment, str):
+        raise TypeError("comment must be a str, got %s" % type(comment).__name__)
+    try:
+        comment.encode("ascii")
+    except UnicodeEncodeError:
+        raise ValueError("comment must be ASCII text (Matrix Market files are ASCII)") from None
+    return comment
 
 
 def write_matrix(path, A, comment: str = "") -> None:
@@ -441,9 +745,18 @@ def write_matrix(path, A, comment: str = "") -> None:
 
     Raises
     ------
+    TypeError
+        If ``A`` is not a DistCSR; on every rank, if ``path`` or ``comment``
+        has the wrong type.
     OSError
-        On every rank, if the file cannot be created.
+        On every rank, if the file cannot be created or written (checked on
+        rank 0 before anything is formatted, see :func:`check_writable`).
     """
+    if not isinstance(A, DistCSR):
+        raise TypeError("A must be a DistCSR, got %s" % type(A).__name__)
+    with agreed(A.comm):
+        comment = _check_comment(comment)
+    path = check_writable(path, A.comm)
     field = _field_of(A.dtype)
     local = sp.coo_matrix(A.local_rows())
     order = np.lexsort((local.col, local.row))
@@ -466,9 +779,18 @@ def write_vector(path, x: DistVector, comment: str = "") -> None:
 
     Raises
     ------
+    TypeError
+        If ``x`` is not a DistVector; on every rank, if ``path`` or
+        ``comment`` has the wrong type.
     OSError
-        On every rank, if the file cannot be created.
+        On every rank, if the file cannot be created or written (checked
+        before anything is formatted).
     """
+    if not isinstance(x, DistVector):
+        raise TypeError("x must be a DistVector, got %s" % type(x).__name__)
+    with agreed(x.comm):
+        comment = _check_comment(comment)
+    path = check_writable(path, x.comm)
     field = _field_of(x.dtype)
     fmts = ["%d"] if field == "integer" else ["%.17g"] * (2 if field == "complex" else 1)
     body = _format_lines(_format_values(x.local, field), fmts)

@@ -21,7 +21,7 @@ from dmsolve.partition import metis_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
 # owned_global_ids and ghosted_global_ids are imported from here by the analyses
-from ._domain import ghosted_global_ids, owned_global_ids  # noqa: F401
+from ._domain import check_fits, ghosted_global_ids, owned_global_ids  # noqa: F401
 from ._grid import _points3, as_vertex_vector
 
 __all__ = ["SimplicialComplex", "PARTITIONS"]
@@ -109,6 +109,14 @@ class SimplicialComplex:
             if partition == "rcb" and pts is None:
                 raise ValueError("partition='rcb' bisects coordinates: give points")
             tops = _check_simplices(simplices, None if pts is None else pts.shape[0])
+        # the vertices are 0 .. max id: a stray huge id would make every rank
+        # allocate its share of them (refused here, before anybody does)
+        top_id = max((int(a.max()) for a in tops.values() if a.size), default=-1)
+        top_id = comm.allreduce(top_id, op=MPI.MAX)
+        with agreed(comm):
+            if pts is None:
+                check_fits("a complex with vertex ids up to %d" % top_id,
+                           (top_id + 1) // comm.Get_size() + 1, 16)
         #: the canonical name of the vertex partitioner
         self.partition = partition
         shapes = comm.allgather(None if pts is None else pts.shape)
@@ -281,7 +289,11 @@ class SimplicialComplex:
     # -- global views (collective) ------------------------------------------------------
     def simplices(self, k: int) -> np.ndarray:
         """All k-simplices as sorted vertex ids, row ``i`` the simplex with
-        global id ``i``, on every rank. Collective on ``comm``."""
+        global id ``i``, on every rank. Collective on ``comm``; a ``k`` that
+        is not an integer >= 0 raises ``ValueError`` on every rank."""
+        with agreed(self.comm):
+            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 0:
+                raise ValueError("k must be an integer >= 0, got %r" % (k,))
         if k == 0:
             return np.arange(self.num_vertices, dtype=np.int64).reshape(-1, 1)
         if k not in self._local:
@@ -373,10 +385,16 @@ class SimplicialComplex:
         return e[:, 0], e[:, 1]
 
     # -- fields -----------------------------------------------------------------------------
-    def vertex_values(self, values, name: str = "values") -> DistVector:
+    def vertex_values(self, values, name: str = "values", *, axes: str | None = None
+                      ) -> DistVector:
         """A vertex field as a float64 DistVector on :attr:`vertex_layout`
         (from a DistVector on it, or the full global array indexed by global
-        vertex id). Collective on ``comm``."""
+        vertex id). ``axes`` (the axis order of a Grid field) must be None:
+        a complex's fields are flat. Collective on ``comm``."""
+        if axes is not None:
+            with agreed(self.comm):
+                raise ValueError("axes describes the axis order of a field on a Grid; a "
+                                 "complex's fields are flat, indexed by global vertex id")
         return self.cochain(values, 0, name)
 
     def cochain(self, values, k: int, name: str = "flow") -> DistVector:
@@ -500,7 +518,7 @@ class SimplicialComplex:
         cells = self.simplices(d)
         if self.comm.Get_rank() != root:
             return None
-        kind = {1: "line", 2: "triangle", 3: "tetra"}[d]
+        kind = {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[d]
         points = self.points
         if points is None:
             points = np.zeros((self.num_vertices, 3))

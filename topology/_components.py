@@ -26,7 +26,7 @@ _TAG_TO_OWNER, _TAG_IDS, _TAG_LABELS = 1, 2, 3
 
 
 def connected_components(domain, values=None, threshold=None, *, sublevel: bool = True,
-                         max_steps: int | None = None) -> DistVector:
+                         max_steps: int | None = None, axes: str | None = None) -> DistVector:
     """Label every vertex with the smallest global vertex id of its component.
 
     Parameters
@@ -41,6 +41,9 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     max_steps : int, optional
         Bound on the merging supersteps (default: unbounded; it always halts).
         Reaching it raises ``RuntimeError`` on every rank.
+    axes : str, optional
+        The axis order of a 2-D/3-D ``values`` array on a Grid, as for
+        :func:`critical_points`.
 
     Returns
     -------
@@ -84,7 +87,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     heads, tails = domain.local_edges()
     keep = np.ones(n_loc, dtype=bool)
     if values is not None:
-        vec = domain.vertex_values(values)
+        vec = domain.vertex_values(values, axes=axes)
         inside = vec.local <= threshold if sublevel else vec.local >= threshold
         keep = domain.ghosted(inside.astype(np.int8)).astype(bool)
         e = keep[heads] & keep[tails]

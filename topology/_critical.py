@@ -107,7 +107,7 @@ def classify(lower: np.ndarray, upper: np.ndarray, dimension: int,
     return t
 
 
-def critical_points(domain, values) -> CriticalPoints:
+def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoints:
     """Classify every vertex of ``domain`` by the field ``values``.
 
     Parameters
@@ -115,6 +115,12 @@ def critical_points(domain, values) -> CriticalPoints:
     domain : Grid or SimplicialComplex
     values : DistVector on ``domain.vertex_layout``, or the full global array
         on every rank. Must be finite.
+    axes : str, optional
+        On a Grid, the axis order of a 2-D/3-D ``values`` array: ``"zyx"``
+        (``values[z, y, x]``, numpy image order) or ``"xyz"``
+        (``values[x, y, z]``), ``"yx"``/``"xy"`` in 2D. Default: flat arrays
+        in vertex id order, or numpy image order where the shape cannot be
+        read the other way (see :class:`Grid`).
 
     Returns
     -------
@@ -127,7 +133,8 @@ def critical_points(domain, values) -> CriticalPoints:
         If ``domain`` is not a Grid or SimplicialComplex, or ``values`` are
         not real numbers (on every rank).
     ValueError
-        On every rank, if ``values`` have the wrong size or are not finite.
+        On every rank, if ``values`` have the wrong size or are not finite,
+        or a 2-D/3-D array's axis order is ambiguous without ``axes``.
 
     Notes
     -----
@@ -143,7 +150,7 @@ def critical_points(domain, values) -> CriticalPoints:
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018.
     """
     check_domain(domain)
-    vec = domain.vertex_values(values)
+    vec = domain.vertex_values(values, axes=axes)
     ids = owned_global_ids(domain)
     order = global_order(vec, ids=ids)
     lower, upper, on_boundary, lower_on_boundary, upper_on_boundary = \

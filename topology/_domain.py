@@ -4,6 +4,7 @@ them only through it, never by testing which class they hold."""
 
 from __future__ import annotations
 
+import os
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -12,7 +13,7 @@ from mpi4py import MPI
 from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange
 
-__all__ = ["Domain", "check_domain", "owned_global_ids", "ghosted_global_ids"]
+__all__ = ["Domain", "check_domain", "check_fits", "owned_global_ids", "ghosted_global_ids"]
 
 
 @runtime_checkable
@@ -115,9 +116,11 @@ class Domain(Protocol):
         Not collective."""
 
     # -- fields and output (collective) -----------------------------------------------
-    def vertex_values(self, values, name: str = "values") -> DistVector:
-        """A vertex field as a float64 DistVector on :attr:`vertex_layout`.
-        Collective on ``comm``."""
+    def vertex_values(self, values, name: str = "values", *, axes: str | None = None
+                      ) -> DistVector:
+        """A vertex field as a float64 DistVector on :attr:`vertex_layout`
+        (``axes``: the axis order of a 2-D/3-D array on a Grid, see
+        :class:`Grid`). Collective on ``comm``."""
 
     def ghosted(self, owned: np.ndarray) -> np.ndarray:
         """Owned entries plus the ghost vertices', in :meth:`ghosted_ids`
@@ -141,6 +144,28 @@ def check_domain(domain, name: str = "domain") -> None:
     if not isinstance(domain, Domain):
         raise TypeError("%s must be a topology Grid or SimplicialComplex, got %s"
                         % (name, type(domain).__name__))
+
+
+def physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or None if unknown. Not collective."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):   # pragma: no cover - not POSIX
+        return None
+
+
+def check_fits(what: str, entries_per_rank: int, bytes_per_entry: int) -> None:
+    """Raise ``ValueError`` if ``what`` needs more than this machine's memory
+    on one rank (``entries_per_rank`` entries of ``bytes_per_entry`` bytes:
+    the few int64 arrays of the vertex numbering a domain keeps). Not
+    collective; call it in :func:`dmsolve.validate.agreed` with
+    rank-independent arguments, before anything of that size is allocated."""
+    mem = physical_memory()
+    need = int(entries_per_rank) * int(bytes_per_entry)
+    if mem is not None and need > mem:
+        raise ValueError("%s needs about %.3g GB per rank (%d entries of %d bytes); this "
+                         "machine has %.3g GB" % (what, need / 1e9, entries_per_rank,
+                                                  bytes_per_entry, mem / 1e9))
 
 
 def owned_global_ids(domain: Domain) -> np.ndarray | None:

@@ -17,8 +17,10 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree
+from dmsolve.validate import agreed
 
 from ._complex import ghosted_global_ids, owned_global_ids
+from ._domain import check_domain
 from ._grid import Grid, freudenthal_cells, link_structure
 from ._lower_star import CRITICAL, DOWN, TO_VERTEX, lower_star_gradient
 from ._order import global_order
@@ -274,8 +276,15 @@ class DiscreteGradient:
         k = np.stack([self.stars.O[c] for c in cols], axis=1).reshape(-1, d + 1)
         return -np.sort(-k, axis=1)
 
+    def _check_d(self, d, top: int) -> None:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or not 0 <= d <= top:
+            raise ValueError("d must be an integer in [0, %d], got %r" % (top, d))
+
     def local_critical(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """(owned vertex index, star slot) of this rank's critical d-cells. Not collective."""
+        """(owned vertex index, star slot) of this rank's critical d-cells. Not collective.
+
+        Raises ``ValueError`` unless ``0 <= d <= dimension``."""
+        self._check_d(d, self.dimension)
         if d == 0:
             i = np.flatnonzero(self.vp == CRITICAL)
             return i, np.zeros_like(i)
@@ -296,7 +305,10 @@ class DiscreteGradient:
 
     def critical_cells(self, d: int) -> np.ndarray:
         """All critical d-cells as rows of global vertex ids sorted ascending,
-        rows in lexicographic order, on every rank. Collective on ``comm``."""
+        rows in lexicographic order, on every rank. Collective on ``comm``;
+        a ``d`` outside ``[0, dimension]`` raises ``ValueError`` on every rank."""
+        with agreed(self.comm):
+            self._check_d(d, self.dimension)
         i, s = self.local_critical(d)
         rows = np.sort(self.local_cells(d, i, s, global_ids=True), axis=1)
         rows = np.concatenate(self.comm.allgather(rows)).reshape(-1, d + 1)
@@ -305,7 +317,10 @@ class DiscreteGradient:
     def pairs(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """All gradient pairs (d-cell, (d+1)-cell) as two arrays of sorted
         global vertex-id rows, on every rank. Collective on ``comm``; gathers the
-        whole gradient of dimension d: meant for checks on small domains."""
+        whole gradient of dimension d: meant for checks on small domains. A
+        ``d`` outside ``[0, dimension - 1]`` raises ``ValueError`` on every rank."""
+        with agreed(self.comm):
+            self._check_d(d, self.dimension - 1)
         S = self.stars
         codes, ptr = {0: (self.ep, S.eptr), 1: (self.tp, S.tptr), 2: (self.qp, S.qptr)}.get(
             d, (None, None))
@@ -326,18 +341,26 @@ class DiscreteGradient:
         return lo[o], hi[o]
 
 
-def discrete_gradient(domain, values) -> DiscreteGradient:
+def discrete_gradient(domain, values, *, axes: str | None = None) -> DiscreteGradient:
     """The lower-star discrete gradient of a vertex field.
 
     Parameters
     ----------
     domain : Grid or SimplicialComplex
     values : DistVector on ``domain.vertex_layout`` or the full global array
+    axes : str, optional
+        The axis order of a 2-D/3-D ``values`` array on a Grid, as for
+        :func:`critical_points`.
 
     Returns
     -------
     DiscreteGradient
         ``.critical_counts()``, ``.critical_cells(d)``, ``.pairs(d)``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, as for :func:`critical_points`.
 
     Notes
     -----
@@ -360,7 +383,8 @@ def discrete_gradient(domain, values) -> DiscreteGradient:
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018
        (DiscreteGradient::processLowerStars).
     """
-    vec = domain.vertex_values(values)
+    check_domain(domain)
+    vec = domain.vertex_values(values, axes=axes)
     return gradient_from_order(domain, global_order(vec, ids=owned_global_ids(domain)))
 
 

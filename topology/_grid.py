@@ -16,9 +16,11 @@ from mpi4py import MPI
 
 from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange
-from dmsolve.validate import agreed
+from dmsolve.validate import agreed, check_choice
 
-__all__ = ["Grid", "freudenthal_cells", "link_structure", "component_table"]
+from ._domain import check_fits
+
+__all__ = ["Grid", "freudenthal_cells", "link_structure", "component_table", "check_axes"]
 
 # Cube corners in TTK's naming, as (x, y, z) offsets from a = (x, y, z).
 _CORNERS3 = {"a": (0, 0, 0), "b": (1, 0, 0), "c": (0, 1, 0), "d": (1, 1, 0),
@@ -114,9 +116,23 @@ class Grid:
 
     Notes
     -----
-    Collective on ``comm`` (plans the ghost-plane exchange). A vertex field
-    given as a numpy array must be flat in id order, or have numpy shape
-    ``shape[::-1]`` (``(nz, ny, nx)``), whose C-order ravel is id order.
+    Collective on ``comm`` (plans the ghost-plane exchange).
+
+    **Fields as arrays.** A vertex field given as a global numpy array is
+    flat in id order (``values[x + y*nx (+ z*nx*ny)]``), or 2-D/3-D with its
+    axis order named by ``axes=`` (every analysis that takes a field takes
+    ``axes``): ``"yx"``/``"zyx"`` for ``values[y, x]``/``values[z, y, x]``
+    (numpy image order, shape ``shape[::-1]``, whose C-order ravel is id
+    order; what :func:`topology.io.read_image` reads) or ``"xy"``/``"xyz"``
+    for ``values[x, y]``/``values[x, y, z]`` (``np.meshgrid(...,
+    indexing="ij")`` order), or any other permutation. Without ``axes`` a
+    2-D/3-D array is read in numpy image order, and only when its shape
+    says so: on a grid whose shape reads the same reversed (a square
+    ``(n, n)``, a ``(4, 5, 4)`` box) the two orders cannot be told apart, and
+    an array of such a shape needs ``axes`` (or a flat array); an array of
+    shape ``shape`` (not reversed) is taken for ``[x, y, z]`` order and
+    refused too, with a message naming ``axes``. Nothing is ever transposed
+    silently.
 
     References
     ----------
@@ -130,12 +146,20 @@ class Grid:
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         with agreed(comm):
-            shape = tuple(shape)
+            try:
+                shape = tuple(shape)
+            except TypeError:
+                raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
             if len(shape) not in (2, 3) or not all(
                     isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
                 raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
             if min(shape) < 2:
                 raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
+            # a rank keeps its slab and two ghost planes: at least a field and
+            # its vertex order (two 8-byte numbers per vertex) for any analysis
+            slab = (-(-int(shape[-1]) // comm.Get_size()) + 2) * int(np.prod(
+                [int(s) for s in shape[:-1]], dtype=object))
+            check_fits("Grid%r" % (tuple(int(s) for s in shape),), slab, 16)
         self.comm = comm
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
@@ -199,16 +223,47 @@ class Grid:
                                                       self.shape[-1])
 
     # -- fields -----------------------------------------------------------------------
-    def vertex_values(self, values, name: str = "values") -> DistVector:
+    def vertex_values(self, values, name: str = "values", *, axes: str | None = None
+                      ) -> DistVector:
         """``values`` as a float64 DistVector on :attr:`vertex_layout`.
 
         Accepts a DistVector on the vertex layout, or the full global array on
-        every rank (flat, or numpy shape ``shape[::-1]``). Non-finite values
-        are refused. Collective on ``comm``; raises the same ``ValueError`` or
-        ``TypeError`` on every rank.
+        every rank: flat in id order, or 2-D/3-D with the axis order
+        ``axes`` (``"zyx"``, ``"xyz"``, ...; see the class Notes: without
+        ``axes`` only an unambiguous numpy-order ``shape[::-1]`` array is
+        accepted). Non-finite values are refused. Collective on ``comm``;
+        raises the same ``ValueError`` or ``TypeError`` on every rank.
         """
         return as_vertex_vector(values, self.vertex_layout, name,
-                                grid_shape=self.shape[::-1])
+                                grid_shape=self.shape[::-1], axes=axes)
+
+    def to_complex(self, *, partition: str = "block"):
+        """The Freudenthal triangulation as an explicit :class:`SimplicialComplex`.
+
+        For the analyses that need stored simplices (boundary matrices,
+        Hodge Laplacians and decomposition, Betti numbers). Vertex ids are the
+        grid's (``x + y*nx (+ z*nx*ny)``), so vertex fields index alike; the
+        edges, triangles (and tetrahedra) get the complex's global ids
+        (positions in the sorted list of vertex tuples, see
+        ``cx.simplices(k)``). Each rank generates the cells of its own slab,
+        and the complex is partitioned by ``partition`` (``"block"`` or
+        ``"metis"``). It stores every simplex: O(number of cells) memory, as
+        the matrices built on it need anyway.
+
+        Collective on ``comm``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            On every rank, if ``partition`` is not ``"block"`` or ``"metis"``.
+        """
+        from ._complex import SimplicialComplex
+        with agreed(self.comm):
+            partition = check_choice("partition", partition, ("block", "metis"))
+        p0, p1 = self.owned_planes
+        # the cells whose origin corner lies in an owned plane (not the last plane)
+        cells = _grid_cells(self.shape, planes=(p0, min(p1, self.shape[-1] - 1)))
+        return SimplicialComplex([cells], self.comm, partition=partition)
 
     def ghosted(self, owned: np.ndarray) -> np.ndarray:
         """This rank's owned entries plus the ghost planes, in id order.
@@ -406,24 +461,99 @@ def _points3(c: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(c[:, :3])
 
 
-def _grid_cells(shape) -> np.ndarray:
-    """Vertex ids of every Freudenthal top cell of a grid of ``shape``."""
+def _grid_cells(shape, planes=None) -> np.ndarray:
+    """Vertex ids of every Freudenthal top cell of a grid of ``shape`` (of
+    the cells whose origin's last coordinate lies in ``range(*planes)``)."""
     cells = freudenthal_cells(len(shape))
     strides = np.cumprod((1,) + tuple(shape[:-1]))
-    origins = np.stack(np.meshgrid(*[np.arange(n - 1) for n in shape], indexing="ij"),
-                       -1).reshape(-1, len(shape))
+    ranges = [np.arange(n - 1) for n in shape]
+    if planes is not None:
+        ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
+    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
     ids = (origins[:, None, None, :] + cells[None]) @ strides
     return ids.reshape(-1, cells.shape[1]).astype(np.int64)
 
 
+def check_axes(axes, dimension: int) -> str | None:
+    """``axes`` as None or a permutation of ``"xy"``/``"xyz"`` naming the
+    axes of a 2-D/3-D field array in order. Not collective.
+
+    Raises
+    ------
+    TypeError
+        If ``axes`` is neither None nor a string.
+    ValueError
+        If it is not such a permutation.
+    """
+    if axes is None:
+        return None
+    if not isinstance(axes, str):
+        raise TypeError("axes must be None or a string such as 'zyx' or 'xyz', got %s"
+                        % type(axes).__name__)
+    names = "xyz"[:dimension]
+    if len(axes) != dimension or sorted(axes) != sorted(names):
+        choices = ("'yx' (values[y, x], numpy image order) or 'xy' (values[x, y])"
+                   if dimension == 2 else
+                   "'zyx' (values[z, y, x], numpy image order), 'xyz' (values[x, y, z]) or "
+                   "another permutation of 'xyz'")
+        raise ValueError("axes must name the %d axes of a field on a %dD grid: %s; got %r"
+                         % (dimension, dimension, choices, axes))
+    return axes
+
+
+def _in_numpy_order(arr: np.ndarray, zyx: tuple, axes: str | None, name: str) -> np.ndarray:
+    """A 2-D/3-D field array as a view in numpy image order ``(z, y, x)``.
+
+    ``zyx`` is the grid's numpy shape (``grid.shape[::-1]``). Without
+    ``axes`` only an array of that shape is taken, and only when the
+    reversed shape differs from it; see :class:`Grid`. Not collective.
+    """
+    dim = len(zyx)
+    names = "xyz"[:dim]
+    xyz = tuple(zyx[::-1])
+    image, ij = names[::-1], names
+    if arr.ndim != dim:
+        raise ValueError("%s has shape %s; a field on a %dD grid of shape %s is flat (%d,) or "
+                         "%d-D" % (name, arr.shape, dim, xyz, int(np.prod(xyz)), dim))
+    if axes is None:
+        if arr.shape == tuple(zyx) and tuple(zyx) == xyz:
+            raise ValueError(
+                "%s has shape %s, which reads the same in %s and %s order on this grid of "
+                "shape %s: say which with axes=%r (values[%s], numpy image order) or "
+                "axes=%r (values[%s]), or pass a flat array in vertex id order"
+                % (name, arr.shape, "(%s)" % ", ".join(image), "(%s)" % ", ".join(ij), xyz,
+                   image, ", ".join(image), ij, ", ".join(ij)))
+        if arr.shape == xyz and arr.shape != tuple(zyx):
+            raise ValueError(
+                "%s has shape %s, the grid's (%s) shape, not its numpy image shape %s: if it "
+                "is indexed values[%s], pass axes=%r" % (name, arr.shape, ", ".join(ij),
+                                                         tuple(zyx), ", ".join(ij), ij))
+        axes = image
+    want = tuple(xyz[names.index(a)] for a in axes)
+    if arr.shape != want:
+        raise ValueError("%s has shape %s; with axes=%r a field on this grid of shape %s has "
+                         "shape %s (or is flat, (%d,))"
+                         % (name, arr.shape, axes, xyz, want, int(np.prod(xyz))))
+    return arr.transpose([axes.index(a) for a in image])
+
+
 def as_vertex_vector(values, layout: Layout, name: str = "values",
-                     grid_shape=None, dtype=np.float64) -> DistVector:
+                     grid_shape=None, dtype=np.float64, axes=None) -> DistVector:
     """Check and convert a vertex (or simplex) field to a DistVector on ``layout``.
 
-    Collective on ``layout.comm``; the same error on every rank.
+    ``grid_shape`` is a grid's numpy shape ``(z, y, x)`` (None for a
+    complex, whose fields are flat); ``axes`` names the axes of a 2-D/3-D
+    array (see :class:`Grid`). Collective on ``layout.comm``; the same
+    error on every rank.
     """
     out = None
     with agreed(layout.comm):
+        if grid_shape is None:
+            if axes is not None:
+                raise ValueError("axes describes the axis order of a field on a Grid; a "
+                                 "complex's fields are flat, indexed by global id")
+        else:
+            axes = check_axes(axes, len(grid_shape))
         if isinstance(values, DistVector):
             if values.layout != layout:
                 raise ValueError("%s is a DistVector of global size %d on another layout; "
@@ -436,15 +566,22 @@ def as_vertex_vector(values, layout: Layout, name: str = "values",
             arr = np.asarray(values)
             if arr.dtype.kind not in "fiub":
                 raise TypeError("%s must be real numbers, got dtype %s" % (name, arr.dtype))
-            if grid_shape is not None and arr.ndim == len(grid_shape):
-                if arr.shape != tuple(grid_shape):
-                    raise ValueError("%s has shape %s; expected %s or (%d,)"
-                                     % (name, arr.shape, tuple(grid_shape), layout.global_size))
-                arr = arr.reshape(-1)
-            if arr.ndim != 1 or arr.shape[0] != layout.global_size:
-                raise ValueError("%s has shape %s; expected (%d,)"
-                                 % (name, arr.shape, layout.global_size))
-            local = np.array(arr[layout.start:layout.stop], dtype=dtype)
+            if grid_shape is not None and arr.ndim >= 2:
+                img = _in_numpy_order(arr, tuple(grid_shape), axes, name)
+                # this rank's planes, without copying the whole array
+                plane = int(np.prod(grid_shape[1:]))
+                if layout.start % plane == 0 and layout.stop % plane == 0:
+                    local = np.array(img[layout.start // plane:layout.stop // plane],
+                                     dtype=dtype).reshape(-1)
+                else:
+                    local = np.array(img.reshape(-1)[layout.start:layout.stop], dtype=dtype)
+            else:
+                if arr.ndim != 1 or arr.shape[0] != layout.global_size:
+                    raise ValueError("%s has shape %s; expected (%d,)%s"
+                                     % (name, arr.shape, layout.global_size,
+                                        "" if grid_shape is None else
+                                        " or a %d-D array" % len(grid_shape)))
+                local = np.array(arr[layout.start:layout.stop], dtype=dtype)
         if local.dtype.kind == "f" and not np.all(np.isfinite(local)):
             raise ValueError("%s must be finite (found NaN or inf)" % name)
         out = DistVector(layout, local)

@@ -21,6 +21,7 @@ from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
 from ._complex import SimplicialComplex, _search_rows
+from ._grid import Grid
 from ._components import connected_components
 
 __all__ = ["boundary_matrix", "hodge_laplacian", "hodge_decomposition",
@@ -220,6 +221,9 @@ def hodge_decomposition(cx, flow, *, rtol: float = 1e-8, pc="amg",
     Parameters
     ----------
     cx : SimplicialComplex
+        A :class:`Grid` is refused (``TypeError``): ``grid.to_complex()`` is
+        its triangulation as a complex, whose edges (``cx.simplices(1)``) a
+        flow is given on.
     flow : DistVector on ``cx.simplex_layout(1)`` or global array
     rtol : float
         CG stops when ``||b - A x|| <= rtol * ||b||`` (per system). The
@@ -439,8 +443,10 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
 # -- helpers ---------------------------------------------------------------------------------
 def _check_complex(cx) -> None:
     if not isinstance(cx, SimplicialComplex):
+        hint = ("; for a Grid, cx = grid.to_complex() is its Freudenthal triangulation "
+                "with explicit simplices (the same vertex ids)" if isinstance(cx, Grid) else "")
         raise TypeError("cx must be a topology SimplicialComplex (Hodge theory needs "
-                        "explicit simplices), got %s" % type(cx).__name__)
+                        "explicit simplices), got %s%s" % (type(cx).__name__, hint))
 
 
 def _check_k(k, low) -> None:

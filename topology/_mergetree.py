@@ -15,10 +15,12 @@ import numpy as np
 from mpi4py import MPI
 from numba import njit
 
-from dmsolve import DistVector, agree
+from dmsolve import DistVector, Progress
 from dmsolve.bsp import BSP
+from dmsolve.validate import agreed, check_choice
 
 from ._complex import owned_global_ids
+from ._domain import check_domain
 from ._grid import Grid, component_table, link_structure
 from ._order import global_order
 from ._union_find import roots, union_find
@@ -504,7 +506,8 @@ class MergeTree:
         return pv, pi
 
 
-def merge_tree(domain, values, kind: str = "join") -> MergeTree:
+def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
+               progress=None) -> MergeTree:
     """The join (``kind="join"``) or split (``kind="split"``) tree of a vertex field.
 
     Parameters
@@ -512,6 +515,12 @@ def merge_tree(domain, values, kind: str = "join") -> MergeTree:
     domain : Grid or SimplicialComplex
     values : DistVector on ``domain.vertex_layout`` or the global array
     kind : {"join", "split"}
+    axes : str, optional
+        The axis order of a 2-D/3-D ``values`` array on a Grid, as for
+        :func:`critical_points`.
+    progress : None, True or callable
+        Report the phases (``"global order"``, ``"sweep"``) with their times,
+        task ``"merge_tree"`` (see :class:`dmsolve.Progress`).
 
     Returns
     -------
@@ -519,6 +528,13 @@ def merge_tree(domain, values, kind: str = "join") -> MergeTree:
         Leaves (minima / maxima), saddles where components of the sub- /
         superlevel sets merge, one root per connected component, and the
         arcs, on every rank.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank: a domain that is not a Grid or SimplicialComplex, an
+        unknown ``kind``, a bad ``axes`` or ``progress``, values as for
+        :func:`critical_points`.
 
     Notes
     -----
@@ -534,16 +550,18 @@ def merge_tree(domain, values, kind: str = "join") -> MergeTree:
     .. [2] E. Le Guillou, M. Fortin, J. Tierny, "Distributed discrete Morse
        sandwich", IEEE TPDS 2026.
     """
-    exc = None
-    if kind not in ("join", "split"):
-        exc = ValueError("kind must be 'join' or 'split', got %r" % (kind,))
-    agree(domain.comm, exc)
-    vec = domain.vertex_values(values)
+    check_domain(domain)
+    with agreed(domain.comm):
+        kind = check_choice("kind", kind, ("join", "split"))
+        report = Progress(progress, domain.comm, "merge_tree")
+    vec = domain.vertex_values(values, axes=axes)
     gids = owned_global_ids(domain)
     order = global_order(vec, ids=gids)
     n = vec.global_size
+    report("global order of %d vertices", n)
     key = order.local if kind == "join" else n - 1 - order.local
     sw = sweep(domain, key, tree=True)
+    report("sweep: %d arcs, %d components", sw.arcs.shape[0], sw.survivors.size)
     nodes = np.unique(sw.arcs.ravel())
     lonely = np.setdiff1d(sw.survivors, nodes)     # single-vertex components
     nodes = np.concatenate((nodes, lonely))

@@ -104,6 +104,9 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     samples = comm.allgather((sv[pick], sg[pick]))
     pv = np.concatenate([a for a, _ in samples])
     pg = np.concatenate([b for _, b in samples])
+    if pv.size == 0:
+        # no rank holds a value (an empty domain): no splitters to choose
+        return DistVector(layout, out)
     o = np.lexsort((pg, pv))
     pv, pg = pv[o], pg[o]
     cut = (np.arange(1, size, dtype=np.int64) * pv.size) // size

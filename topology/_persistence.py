@@ -10,15 +10,19 @@ per-vertex Euler characteristic balance.
 from __future__ import annotations
 
 import itertools
-import numbers
 
 import meshio
 import numpy as np
+import scipy.sparse as sp
 from mpi4py import MPI
+from scipy.sparse.csgraph import connected_components as _cc
 
-from dmsolve import DistVector, agree
+from dmsolve import DistVector, Progress, agree
+from dmsolve.io import check_writable
+from dmsolve.validate import agreed, check_real
 
 from ._complex import _search_rows, owned_global_ids
+from ._domain import check_domain
 from ._mergetree import APEX, lookup, sweep
 from ._order import global_order
 from ._saddles import saddle_saddle_pairs
@@ -118,7 +122,16 @@ class PersistenceDiagram:
     def write_csv(self, path) -> None:
         """The kept pairs as CSV (``dimension,birth,death,birth_vertex,
         death_vertex``; ``inf`` deaths for essential classes), written on
-        rank 0. Collective on ``comm``."""
+        rank 0. Collective on ``comm``.
+
+        Raises
+        ------
+        TypeError, ValueError
+            On every rank, if ``path`` is not a non-empty path.
+        OSError
+            On every rank, if the file cannot be written.
+        """
+        path = check_writable(path, self.comm)
         exc = None
         if self.comm.Get_rank() == 0:
             p = self.pairs
@@ -127,7 +140,7 @@ class PersistenceDiagram:
                     f.write("dimension,birth,death,birth_vertex,death_vertex\n")
                     for row in zip(*(p[k].tolist() for k in self._FIELDS)):
                         f.write("%d,%.17g,%.17g,%d,%d\n" % row)
-            except OSError as e:
+            except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
                 exc = OSError("cannot write %s: %s" % (path, e))
         agree(self.comm, exc)
 
@@ -137,7 +150,33 @@ class PersistenceDiagram:
         (0 minimum, 1 1-saddle, 2 2-saddle, 3 maximum), ``PairIdentifier``,
         ``PairType`` (the dimension), ``Persistence`` (``-1`` for essential
         classes), ``IsFinite``, ``Scalar`` and ``ttkVertexScalarField`` (the
-        global vertex id). Written on rank 0; collective on ``comm``."""
+        global vertex id). Written on rank 0; collective on ``comm``.
+
+        Raises
+        ------
+        TypeError
+            On every rank, if ``domain`` is not a Grid or SimplicialComplex
+            or ``path`` is not a path.
+        ValueError
+            On every rank, if ``domain`` is not the diagram's (another
+            communicator or dimension, or fewer vertices than the pairs name).
+        OSError
+            On every rank, if the file cannot be written.
+        """
+        check_domain(domain)
+        with agreed(self.comm):
+            if domain.comm is not self.comm and MPI.Comm.Compare(domain.comm, self.comm) \
+                    not in (MPI.IDENT, MPI.CONGRUENT):
+                raise ValueError("domain is on another communicator than the diagram")
+            if domain.dimension != self.dimension:
+                raise ValueError("domain has dimension %d, the diagram %d"
+                                 % (domain.dimension, self.dimension))
+            top = max(int(self.pairs["birth_vertex"].max(initial=-1)),
+                      int(self.pairs["death_vertex"].max(initial=-1)))
+            if top >= domain.global_num_vertices:
+                raise ValueError("the diagram names vertex %d; domain has %d vertices"
+                                 % (top, domain.global_num_vertices))
+        path = check_writable(path, self.comm)
         p = self.pairs
         fin = np.isfinite(p["death"])
         npair = p["dim"].size
@@ -161,13 +200,14 @@ class PersistenceDiagram:
         if self.comm.Get_rank() == 0:
             try:
                 cells = [("vertex", np.arange(vid.size, dtype=np.int64).reshape(-1, 1))]
-                meshio.Mesh(points, cells, point_data=data).write(str(path), file_format="vtu")
-            except (OSError, ValueError) as e:
-                exc = OSError("cannot write %s: %s" % (path, e))
+                meshio.Mesh(points, cells, point_data=data).write(path, file_format="vtu")
+            except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
+                exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
         agree(self.comm, exc)
 
 
-def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> PersistenceDiagram:
+def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
+                        axes: str | None = None, progress=None) -> PersistenceDiagram:
     """The persistence diagram of the lower-star filtration of ``values``.
 
     Parameters
@@ -181,6 +221,17 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
         Finite pairs are kept when ``death - birth > min_persistence``
         (gudhi's convention); the default drops only zero-persistence pairs.
         All pairs stay in :attr:`PersistenceDiagram.raw_pairs`.
+    axes : str, optional
+        The axis order of a 2-D/3-D ``values`` array on a Grid, as for
+        :func:`critical_points`.
+    progress : None, True or callable
+        Report each phase with its time since the start (see
+        :class:`dmsolve.Progress`; task ``"persistence"``): ``"global
+        order"``, ``"D0"``, ``"D<d-1>"`` (the reversed sweep), in 3D
+        ``"discrete gradient"`` and ``"D1"`` (saddle-saddle pairs), on a
+        complex ``"essential classes"``, each message saying what it found.
+        ``True`` prints them on rank 0; a callable
+        ``progress(task, message, seconds)`` gets them on every rank.
 
     Returns
     -------
@@ -191,9 +242,14 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     Raises
     ------
     ValueError, TypeError
-        On every rank: values of the wrong size or not finite, a domain of
-        dimension other than 2 or 3, a non-manifold complex, a negative or
-        non-finite ``min_persistence``.
+        On every rank: a domain that is not a Grid or SimplicialComplex
+        (``TypeError``), values of the wrong size or not finite, a domain of
+        dimension other than 2 or 3 (an empty complex has dimension 0), a
+        complex that is not a manifold (a (d-1)-simplex with more than two
+        cofaces, a simplex or vertex in no d-simplex, or a pinched vertex or
+        edge: one whose link is not connected or, in 3D, not a sphere or a
+        disk), a negative or non-finite ``min_persistence`` (``TypeError`` if
+        it is not a number), a bad ``axes`` or ``progress``.
 
     Notes
     -----
@@ -235,30 +291,27 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     .. [4] U. Bauer, M. Kerber, J. Reininghaus, "Distributed computation of
        persistent homology", ALENEX 2014 (DIPHA).
     """
+    check_domain(domain)
     comm = domain.comm
-    exc = None
-    try:
-        if isinstance(min_persistence, bool) or not isinstance(min_persistence, numbers.Real) \
-                or not np.isfinite(min_persistence):
-            raise ValueError("min_persistence must be a finite number, got %r"
-                             % (min_persistence,))
-        if min_persistence < 0:
-            raise ValueError("min_persistence must be >= 0, got %r" % (min_persistence,))
+    with agreed(comm):
+        min_persistence = check_real("min_persistence", min_persistence, low=0.0)
+        report = Progress(progress, comm, "persistence")
         if domain.dimension not in (2, 3):
-            raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d"
-                             % domain.dimension)
-    except (TypeError, ValueError) as e:
-        exc = e
-    agree(comm, exc)
-    vec = domain.vertex_values(values)
+            raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d%s"
+                             % (domain.dimension, " (an empty complex)"
+                                if domain.global_num_vertices == 0 else ""))
+    vec = domain.vertex_values(values, axes=axes)
     d = domain.dimension
     if not domain.is_ball:
         _check_manifold(domain)
     gids = owned_global_ids(domain)
     order = global_order(vec, ids=gids)
     n = vec.global_size
+    report("global order of %d vertices", n)
     s0 = sweep(domain, order.local)
+    report("D0: %d pairs, %d essential", s0.deaths.shape[0], s0.survivors.size)
     sd = sweep(domain, n - 1 - order.local, apex=True)
+    report("D%d: %d pairs", d - 1, sd.deaths.shape[0])
     # every order position needed, one look-up
     top_ess = sd.survivors[sd.survivors != APEX]
     want = np.concatenate((s0.deaths.ravel(), s0.survivors,
@@ -285,11 +338,12 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0) -> Pers
     g, v = take(top_ess.size)
     parts.append(_essential(d, v, g))
     if d == 3:
-        parts.extend(_saddle_pairs(domain, vec, order))
+        parts.extend(_saddle_pairs(domain, vec, order, report))
     raw = _stack(parts)
     if not domain.is_ball:
         ess = _euler_essential(domain, vec, order, raw)
         raw = _stack([tuple(raw[k] for k in PersistenceDiagram._FIELDS), ess])
+        report("essential classes: %d of D%d", ess[1].size, d - 1)
     return PersistenceDiagram(comm, d, raw, min_persistence, [])
 
 
@@ -314,15 +368,16 @@ def _stack(parts) -> dict:
     return {k: x[o] for k, x in raw.items()}
 
 
-def _saddle_pairs(domain, vec, order):
+def _saddle_pairs(domain, vec, order, report):
     """D1 of 3D data (finite pairs and essential classes) from the Morse
     complex. Collective on ``domain.comm``."""
-    pairs, essential = saddle_saddle_pairs(domain, order)
+    pairs, essential = saddle_saddle_pairs(domain, order, progress=report)
     pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
     essential = np.asarray(essential, dtype=np.int64).ravel()
     vals = _values_at(vec, _layout_index(domain, np.concatenate((pairs.ravel(), essential))))
     pv = vals[:pairs.size].reshape(-1, 2)
     ev = vals[pairs.size:]
+    report("D1: %d pairs, %d essential", pairs.shape[0], essential.size)
     return [(1, pv[:, 0], pv[:, 1], pairs[:, 0], pairs[:, 1]), _essential(1, ev, essential)]
 
 
@@ -351,27 +406,158 @@ def _values_at(vec: DistVector, gids: np.ndarray) -> np.ndarray:
 
 
 def _check_manifold(cx) -> None:
-    """Every owned (d-1)-simplex has one or two cofaces and every owned vertex
-    lies in a d-simplex; the same ValueError on every rank otherwise."""
+    """Refuse, with the same ValueError on every rank, a complex on which
+    the duality behind D(d-1) fails: a (d-1)-simplex with more than two
+    cofaces, a (d-1)-simplex or vertex in no d-simplex, or a pinched vertex
+    or edge (see :func:`_pinched`). The message names the smallest global
+    vertex id of the first kind of defect found, so it does not depend on the
+    partition. Collective on ``cx.comm`` (one small ``Allreduce``)."""
     d = cx.dimension
-    exc = None
+    none = np.iinfo(np.int64).max
+    n = max(cx.num_vertices, 1)
+    # per defect kind: the smallest (encoded) global vertex ids where it occurs
+    worst = np.full(5, none, dtype=np.int64)
+
+    def note(kind, gids):
+        gids = np.asarray(gids, dtype=np.int64)
+        if gids.size:
+            worst[kind] = min(worst[kind], int(gids.min()))
+
     tops, _ = cx.local_simplices(d)
     facets, _ = cx.local_simplices(d - 1)
     count = np.zeros(facets.shape[0], dtype=np.int64)
     for cols in itertools.combinations(range(d + 1), d):
         np.add.at(count, _search_rows(facets, tops[:, cols], cx.num_vertices), 1)
-    own = count[cx.owned_slice(d - 1)] if d - 1 >= 1 else count[cx.owned_positions()]
+    owned = np.arange(facets.shape[0])[cx.owned_slice(d - 1)] if d - 1 >= 1 \
+        else cx.owned_positions()
+    gfacet = np.sort(cx.layout_to_global(facets[owned]), axis=1)
+    note(0, gfacet[count[owned] > 2, 0])
+    note(1, gfacet[count[owned] < 1, 0])
     used = np.zeros(cx.ghosted_ids().size, bool)
     used[cx.local_simplex_positions(d).ravel()] = True
-    if own.size and own.max() > 2:
-        exc = ValueError("the complex is not a manifold: a %d-simplex has %d cofaces "
-                         "(persistence needs at most 2)" % (d - 1, own.max()))
-    elif own.size and own.min() < 1:
-        exc = ValueError("the complex is not pure: a %d-simplex is in no %d-simplex"
-                         % (d - 1, d))
-    elif not used[cx.owned_positions()].all():
-        exc = ValueError("the complex is not pure: a vertex is in no %d-simplex" % d)
-    agree(cx.comm, exc)
+    note(1, cx.owned_global_ids(0)[~used[cx.owned_positions()]])
+    link, wrong_chi, edges = _pinched(cx)
+    note(2, link)
+    note(3, wrong_chi)
+    if edges.size:
+        note(4, edges[:, 0] * n + edges[:, 1])
+    cx.comm.Allreduce(MPI.IN_PLACE, worst, op=MPI.MIN)
+    kind = int(np.flatnonzero(worst != none)[0]) if np.any(worst != none) else None
+    if kind is None:
+        return
+    v = int(worst[kind])
+    msg = {
+        0: "the complex is not a manifold: a %d-simplex at vertex %d has more than two "
+           "%d-simplex cofaces (persistence needs at most 2)" % (d - 1, v, d),
+        1: "the complex is not pure: vertex %d lies in a simplex that is in no %d-simplex"
+           % (v, d),
+        2: "the complex is not a manifold: vertex %d is pinched (its link is not connected)"
+           % v,
+        3: "the complex is not a manifold: the link of vertex %d is neither a sphere nor a "
+           "disk (Euler characteristic)" % v,
+        4: "the complex is not a manifold: edge (%d, %d) is pinched (its link is not "
+           "connected)" % divmod(v, n),
+    }[kind]
+    raise ValueError(msg + "; persistence_diagram of a complex needs a %d-manifold, "
+                     "possibly with boundary" % d)
+
+
+def _components_per(owner: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Number of connected components among the nodes of each ``owner``
+    value (nodes ``0 .. len(owner)-1``, edges ``a - b`` within one owner)."""
+    nn = owner.size
+    if nn == 0:
+        return np.zeros(n, dtype=np.int64)
+    g = sp.coo_matrix((np.ones(a.size, np.int8), (a, b)), shape=(nn, nn))
+    ncomp, label = _cc(g, directed=False)
+    first = np.full(ncomp, -1, dtype=np.int64)
+    first[label[::-1]] = np.arange(nn - 1, -1, -1)
+    return np.bincount(owner[first], minlength=n)
+
+
+def _pinched(cx):
+    """Pinched vertices and edges of a pure complex whose (d-1)-simplices have
+    at most two cofaces. Not collective: the closed star of an owned vertex
+    is complete on its rank.
+
+    In such a complex the link of a vertex is a graph of degree <= 2 (2D)
+    or a pseudo-surface (3D), and the complex is a manifold with boundary
+    exactly when every vertex link is connected and, in 3D, every edge
+    link is connected (the vertex links are then surfaces) and every vertex
+    link has the Euler characteristic of a disk (1, on the boundary) or a
+    sphere (2, inside). Returns the global ids of the owned vertices whose
+    link is not connected, of those whose link's Euler characteristic is
+    wrong, and the sorted global vertex pairs of the owned edges whose link
+    is not connected.
+    """
+    d = cx.dimension
+    n_loc = cx.ghosted_ids().size
+    opos = cx.owned_positions()
+    is_own = np.zeros(n_loc, dtype=bool)
+    is_own[opos] = True
+    gid = cx.global_ids(0)
+    E = cx.local_simplex_positions(1)
+    T = cx.local_simplex_positions(2)
+    # vertex links: nodes are the half-edges v -> u out of owned v, joined
+    # through the triangles (v, u, w)
+    src = np.concatenate((E[:, 0], E[:, 1]))
+    dst = np.concatenate((E[:, 1], E[:, 0]))
+    keep = is_own[src]
+    src, dst = src[keep], dst[keep]
+    key = src * n_loc + dst
+    o = np.argsort(key)
+    src, key = src[o], key[o]
+    a, b = [], []
+    for i in range(3):
+        v, u, w = T[:, i], T[:, (i + 1) % 3], T[:, (i + 2) % 3]
+        m = is_own[v]
+        a.append(np.searchsorted(key, v[m] * n_loc + u[m]))
+        b.append(np.searchsorted(key, v[m] * n_loc + w[m]))
+    comps = _components_per(src, np.concatenate(a), np.concatenate(b), n_loc)[opos]
+    link = gid[opos][comps > 1]
+    wrong_chi = np.zeros(0, np.int64)
+    edges = np.zeros((0, 2), np.int64)
+    if d == 3:
+        Q = cx.local_simplex_positions(3)
+        chi = np.zeros(n_loc, dtype=np.int64)
+        for rows, sign in ((E, 1), (T, -1), (Q, 1)):
+            chi += sign * np.bincount(rows.ravel(), minlength=n_loc)
+        want = np.where(cx.owned_boundary_vertices(), 1, 2)
+        wrong_chi = gid[opos][(chi[opos] != want) & (comps == 1)]
+        edges = _pinched_edges(cx)
+    return link, wrong_chi, edges
+
+
+def _pinched_edges(cx) -> np.ndarray:
+    """Sorted global vertex pairs of the owned edges of a tetrahedral complex
+    whose link (the triangles around the edge, joined through its
+    tetrahedra) is not connected. Not collective."""
+    nv = cx.num_vertices
+    erows, _ = cx.local_simplices(1)
+    trows, _ = cx.local_simplices(2)
+    qrows, _ = cx.local_simplices(3)
+    nt = max(trows.shape[0], 1)
+    # nodes: (edge, triangle) incidences, keyed edge * nt + triangle
+    inc_e, inc_t = [], []
+    for pair in ((0, 1), (0, 2), (1, 2)):
+        inc_e.append(_search_rows(erows, trows[:, pair], nv))
+        inc_t.append(np.arange(trows.shape[0], dtype=np.int64))
+    ie, it = np.concatenate(inc_e), np.concatenate(inc_t)
+    key = np.sort(ie * nt + it)
+    a, b = [], []
+    for i, j in itertools.combinations(range(4), 2):
+        k, l = [c for c in range(4) if c not in (i, j)]
+        e = _search_rows(erows, qrows[:, [i, j]], nv)
+        t1 = _search_rows(trows, np.sort(qrows[:, [i, j, k]], axis=1), nv)
+        t2 = _search_rows(trows, np.sort(qrows[:, [i, j, l]], axis=1), nv)
+        a.append(np.searchsorted(key, e * nt + t1))
+        b.append(np.searchsorted(key, e * nt + t2))
+    owner = key // nt
+    comps = _components_per(owner, np.concatenate(a), np.concatenate(b), erows.shape[0])
+    bad = np.flatnonzero(comps > 1)
+    own = cx.owned_slice(1)
+    bad = bad[(bad >= own.start) & (bad < own.stop)]
+    return np.sort(cx.layout_to_global(erows[bad]), axis=1).reshape(-1, 2)
 
 
 def _euler_essential(cx, vec, order, raw):

@@ -58,7 +58,8 @@ class MorsePersistence:
         self.stats = stats
 
 
-def saddle_saddle_pairs(domain, order: DistVector) -> tuple[np.ndarray, np.ndarray]:
+def saddle_saddle_pairs(domain, order: DistVector, *, progress=None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """D1 of a 3D lower-star filtration: the finite saddle-saddle pairs and
     the births of the essential 1-classes.
 
@@ -69,6 +70,8 @@ def saddle_saddle_pairs(domain, order: DistVector) -> tuple[np.ndarray, np.ndarr
         ``global_order(values, ids=owned_global_ids(domain))`` on
         ``domain.vertex_layout`` (``ids`` only matters for a complex
         partitioned by METIS or RCB: ties are then broken by global id).
+    progress : dmsolve.Progress, optional
+        Told when the discrete gradient is built.
 
     Returns
     -------
@@ -85,12 +88,12 @@ def saddle_saddle_pairs(domain, order: DistVector) -> tuple[np.ndarray, np.ndarr
     Collective on ``domain.comm``; the same arrays on every rank. See
     :func:`persistence_pairs_all` for the method and its limits.
     """
-    res = persistence_pairs_all(domain, order)
+    res = persistence_pairs_all(domain, order, progress=progress)
     return res.pairs[1], res.essential[1]
 
 
-def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
-                          ) -> MorsePersistence:
+def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
+                          progress=None) -> MorsePersistence:
     """Persistence pairs D0, D1, D2 of a 3D lower-star filtration.
 
     Parameters
@@ -104,6 +107,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
         by METIS or RCB breaks ties by layout index instead).
     keep_zero : bool
         Keep the pairs whose two cells lie in the same lower star.
+    progress : dmsolve.Progress, optional
+        Told when the discrete gradient is built (collective then).
 
     Returns
     -------
@@ -166,6 +171,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False
     t0 = time.perf_counter()
     G = gradient_from_order(domain, order)
     stats["gradient_s"] = time.perf_counter() - t0
+    if progress:
+        progress("discrete gradient: critical cells %s", G.critical_counts())
     return morse_persistence(G, keep_zero=keep_zero, stats=stats, release=True)
 
 

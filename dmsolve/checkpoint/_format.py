@@ -19,8 +19,8 @@ from .._vector import DistVector
 from ..validate import agreed
 
 __all__ = ["FORMAT", "VERSION", "MANIFEST", "CheckpointError", "agreed_checkpoint",
-           "canonical", "check_path", "read_manifest", "bcast_manifest", "check_structure",
-           "load_local", "load", "write_atomic", "write_rank_file", "write_manifest",
+           "canonical", "check_path", "check_schema", "read_manifest", "bcast_manifest",
+           "check_structure", "ManifestScalars", "load_local", "load", "write_atomic", "write_rank_file", "write_manifest",
            "remove_stale"]
 
 #: The ``format`` field of every manifest.
@@ -31,6 +31,7 @@ VERSION = 1
 MANIFEST = "manifest.json"
 
 _RANK_FILE = re.compile(r"^rank-\d{5}-of-\d{5}\.[0-9a-f]+-\d+\.npz(\.tmp)?$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class CheckpointError(ValueError):
@@ -93,7 +94,7 @@ def _read_manifest_local(path: str) -> dict:
         raise CheckpointError("cannot read checkpoint manifest %r: %s" % (mpath, e)) from None
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise CheckpointError("checkpoint manifest %r is not valid JSON (truncated or "
                               "corrupt): %s" % (mpath, e)) from None
     if not isinstance(doc, dict) or "manifest" not in doc or "sha256" not in doc:
@@ -107,7 +108,107 @@ def _read_manifest_local(path: str) -> dict:
     if man.get("version") != VERSION:
         raise CheckpointError("checkpoint %r has version %r; this dmsolve reads version %d"
                               % (path, man.get("version"), VERSION))
+    check_schema(man, mpath)
     return man
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_schema(man: dict, where: str) -> None:
+    """Raise :class:`CheckpointError` unless every field the readers use is
+    present with its type and a consistent length. Not collective.
+
+    The checksum proves only that the manifest is the one written with it;
+    an edited manifest re-signed by hand (or written by another program)
+    reaches the readers too, and must be refused here rather than give a
+    KeyError or TypeError deep inside a solver.
+    """
+    def refuse(what):
+        raise CheckpointError("checkpoint manifest %r is malformed: %s" % (where, what))
+
+    def need(obj, key, test, kind, within="manifest"):
+        if not isinstance(obj, dict) or key not in obj:
+            refuse("%s has no %r" % (within, key))
+        if not test(obj[key]):
+            refuse("%s[%r] must be %s, got %s" % (within, key, kind, _brief(obj[key])))
+        return obj[key]
+
+    def reals(n=None):
+        return lambda v: isinstance(v, list) and all(_is_real(t) for t in v) \
+            and (n is None or len(v) == n)
+
+    def nonneg_int(v):
+        return _is_int(v) and v >= 0
+
+    need(man, "method", lambda v: isinstance(v, str) and v, "a method name")
+    need(man, "token", lambda v: isinstance(v, str) and v, "a string")
+    need(man, "iteration", nonneg_int, "a non-negative integer")
+    n = need(man, "global_size", nonneg_int, "a non-negative integer")
+    vectors = need(man, "vectors", lambda v: isinstance(v, list) and v and all(
+        isinstance(t, str) and t for t in v) and len(set(v)) == len(v) and "x" in v,
+        "a list of distinct vector names holding 'x'")
+    need(man, "scalars", lambda v: isinstance(v, dict) and all(
+        _is_real(t) for t in v.values()), "a dict of name -> number")
+    opts = need(man, "options", lambda v: isinstance(v, dict), "a dict")
+    for key in ("norm_type", "pc"):
+        need(opts, key, lambda v: isinstance(v, str), "a string", "options")
+    need(opts, "method_options", lambda v: isinstance(v, dict), "a dict", "options")
+    need(opts, "nullspace_dim", nonneg_int, "a non-negative integer", "options")
+    need(man, "residual_norms", lambda v: reals()(v) and len(v) >= 1,
+         "a non-empty list of numbers")
+    need(man, "bnorm", _is_real, "a number")
+    need(man, "b2norm", _is_real, "a number")
+    need(man, "rnorm0", lambda v: v is None or _is_real(v), "a number or null")
+    need(man, "fingerprint", reals(4), "a list of 4 numbers")
+    ranges = need(man, "ranges", lambda v: isinstance(v, list) and len(v) >= 2 and all(
+        _is_int(t) for t in v), "a list of at least 2 integers")
+    if ranges[0] != 0 or ranges[-1] != n or any(b < a for a, b in zip(ranges, ranges[1:])):
+        refuse("ranges must rise from 0 to global_size = %d, got %s" % (n, _brief(ranges)))
+    files = need(man, "files", lambda v: isinstance(v, list) and len(v) == len(ranges) - 1,
+                 "a list of len(ranges) - 1 = %d entries" % (len(ranges) - 1))
+    for i, entry in enumerate(files):
+        within = "files[%d]" % i
+        if not isinstance(entry, dict):
+            refuse("%s must be a dict, got %s" % (within, _brief(entry)))
+        need(entry, "name", lambda v: isinstance(v, str) and _RANK_FILE.match(v)
+             and not v.endswith(".tmp"), "a rank file name (rank-RRRRR-of-PPPPP.TOKEN.npz)",
+             within)
+        for key, want in (("rank", i), ("start", ranges[i]), ("stop", ranges[i + 1])):
+            need(entry, key, lambda v, want=want: _is_int(v) and v == want, "%d" % want, within)
+        # every vector is stored as float64: a file too small for them is no rank file
+        least = 8 * (ranges[i + 1] - ranges[i]) * len(vectors)
+        need(entry, "bytes", lambda v: _is_int(v) and v >= least,
+             "an integer >= %d (%d vectors of %d float64)"
+             % (least, len(vectors), ranges[i + 1] - ranges[i]), within)
+        need(entry, "sha256", lambda v: isinstance(v, str) and _SHA256.match(v),
+             "64 hexadecimal digits", within)
+
+
+class ManifestScalars(dict):
+    """The ``scalars`` of a manifest: a dict whose missing key raises
+    :class:`CheckpointError` (the same on every rank, as the manifest is),
+    not ``KeyError``, in the method that resumes. Not collective."""
+
+    def __init__(self, scalars: dict, path: str):
+        super().__init__(scalars)
+        self.path = path
+
+    def __missing__(self, key):
+        raise CheckpointError("cannot resume from %r: its manifest has no scalar %r (the "
+                              "method needs it; edited or written by another program)"
+                              % (self.path, key))
+
+
+def _brief(v) -> str:
+    """A short rendering of a manifest value for a message."""
+    text = json.dumps(v, default=repr)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_manifest(path) -> dict:
@@ -133,6 +234,8 @@ def bcast_manifest(path: str, comm: MPI.Comm) -> dict:
             man = _read_manifest_local(path)
         except CheckpointError as e:
             err = str(e)
+        except Exception as e:  # noqa: BLE001 - e.g. RecursionError on deep JSON
+            err = "cannot read checkpoint manifest in %r: %s: %s" % (path, type(e).__name__, e)
     man, err = comm.bcast((man, err), root=0)
     if err is not None:
         raise CheckpointError(err)
@@ -165,6 +268,9 @@ def _verify_file(path: str, entry: dict, man: dict) -> dict:
     except Exception as e:  # noqa: BLE001 - any decoding failure means corrupt
         raise CheckpointError("checkpoint %r: rank file %s cannot be decoded: %s"
                               % (path, entry["name"], e)) from None
+    if not isinstance(meta, dict):
+        raise CheckpointError("checkpoint %r: rank file %s has no meta record"
+                              % (path, entry["name"]))
     want = {"token": man["token"], "iteration": man["iteration"], "method": man["method"],
             "rank": entry["rank"], "start": entry["start"], "stop": entry["stop"]}
     if any(meta.get(k) != v for k, v in want.items()):

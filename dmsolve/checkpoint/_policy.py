@@ -16,8 +16,8 @@ import numpy as np
 from .._errors import agree
 from .._registry import Registry, split_descriptor
 from ..validate import check_int
-from ._format import (CheckpointError, agreed_checkpoint, bcast_manifest, check_path,
-                      check_structure, load_local, remove_stale, write_manifest,
+from ._format import (CheckpointError, ManifestScalars, agreed_checkpoint, bcast_manifest,
+                      check_path, check_structure, load_local, remove_stale, write_manifest,
                       write_rank_file)
 
 __all__ = ["Checkpointer", "ResumeState", "describe_pc", "from_options"]
@@ -266,7 +266,8 @@ class Checkpointer:
         self._last = it
         self.resumed_from = it
         self.restarted = not self._keep_state
-        return ResumeState(it, dict(man["scalars"]), exact=self._keep_state)
+        return ResumeState(it, ManifestScalars(man["scalars"], self.resume_path),
+                           exact=self._keep_state)
 
     def due(self, it: int) -> bool:
         """Whether iteration ``it`` should write. Not collective."""
