@@ -153,8 +153,11 @@ def check_schema(man: dict, where: str) -> None:
     vectors = need(man, "vectors", lambda v: isinstance(v, list) and v and all(
         isinstance(t, str) and t for t in v) and len(set(v)) == len(v) and "x" in v,
         "a list of distinct vector names holding 'x'")
+    # a scalar is a number, or a list of numbers (GMRES's Hessenberg and
+    # rotations in a checkpoint written inside a cycle)
     need(man, "scalars", lambda v: isinstance(v, dict) and all(
-        _is_real(t) for t in v.values()), "a dict of name -> number")
+        _is_real(t) or (isinstance(t, list) and all(_is_real(u) for u in t))
+        for t in v.values()), "a dict of name -> number or list of numbers")
     opts = need(man, "options", lambda v: isinstance(v, dict), "a dict")
     for key in ("norm_type", "pc"):
         need(opts, key, lambda v: isinstance(v, str), "a string", "options")

@@ -93,7 +93,7 @@ def _candidates(A, B) -> np.ndarray:
     return B
 
 
-def _check_candidates(B: np.ndarray, comm) -> None:
+def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
     """Refuse candidates whose column count differs between ranks, or whose
     columns are zero or linearly dependent (the tentative prolongator would
     have zero columns and the coarse operators zero rows). Collective on
@@ -104,6 +104,8 @@ def _check_candidates(B: np.ndarray, comm) -> None:
     if lo != hi:
         raise ValueError("B must have the same number of columns on every rank, got "
                          "between %d and %d" % (lo, hi))
+    if global_rows == 0:
+        return          # an empty operator (e.g. of an empty complex): nothing to span
     scale = np.empty(k)
     comm.Allreduce(np.abs(B).max(axis=0) if B.shape[0] else np.zeros(k), scale, op=MPI.MAX)
     if not np.all(scale > 0):
@@ -253,7 +255,7 @@ class SmoothedAggregation(Preconditioner):
             Bl = _candidates(A, B)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
             raise ValueError("amg: progress must be given on every rank or on none")
-        _check_candidates(Bl, comm)
+        _check_candidates(Bl, comm, A.shape[0])
         # the one zero-diagonal check (jacobi's and cheby's): relaxation, the
         # strength measure and the prolongator smoothing all divide by it
         checked_diagonal(A, "amg")
