@@ -15,14 +15,15 @@ __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
 def checked_inverse_diagonal(A, who: str = "Jacobi") -> np.ndarray:
     """``1 / diag(A)`` on this rank's rows, refusing zero or non-finite entries.
 
-    Collective on ``A.comm``: the check is agreed, so every rank raises the
-    same ``ValueError``.
+    float64, or complex128 for a complex matrix. Collective on ``A.comm``:
+    the check is agreed, so every rank raises the same ``ValueError``.
     """
     diag = getattr(A, "diagonal", None)
     if not callable(diag):
         raise TypeError("%s needs an operator with diagonal(), got %s"
                         % (who, type(A).__name__))
-    d = np.asarray(diag().local, dtype=np.float64)
+    d = diag().local
+    d = np.asarray(d, dtype=np.complex128 if d.dtype.kind == "c" else np.float64)
     with agreed(A.row_layout.comm):
         bad = np.flatnonzero(~np.isfinite(d) | (d == 0))
         if bad.size:
@@ -39,7 +40,8 @@ class Jacobi(Preconditioner):
     Parameters
     ----------
     A : DistCSR
-        Any operator providing ``diagonal()`` and ``row_layout``.
+        Any operator providing ``diagonal()`` and ``row_layout``; real or
+        complex.
     omega : float > 0, optional
         Damping (default 1).
 
@@ -56,6 +58,7 @@ class Jacobi(Preconditioner):
     """
 
     name = "jacobi"
+    supports_complex = True
 
     def __init__(self, A, omega: float = 1.0):
         super().__init__(A)
@@ -79,6 +82,7 @@ class Identity(Preconditioner):
     """``M r = r``: no preconditioning. Neither set-up nor :meth:`apply` is collective."""
 
     name = "none"
+    supports_complex = True
 
     def __init__(self, A):
         super().__init__(A)
