@@ -448,12 +448,15 @@ class DistCSR:
         if self.dtype.kind != "c":
             return self.rmatvec(y, out)
         self._check_vec(y, self.row_layout, "y")
-        yc = self._buffers.get("hmatvec")
-        if yc is None:
-            yc = self._buffers["hmatvec"] = DistVector(
-                self.row_layout, np.empty(self.row_layout.local_size, dtype=_COMPLEX))
-        np.conjugate(y.local, out=yc.local)
-        out = self.rmatvec(yc, out)
+        if y.dtype.kind == "c":
+            yc = self._buffers.get("hmatvec")
+            if yc is None:
+                yc = self._buffers["hmatvec"] = DistVector(
+                    self.row_layout, np.empty(self.row_layout.local_size, dtype=_COMPLEX))
+            np.conjugate(y.local, out=yc.local)
+            y = yc
+        # (a real y is its own conjugate)
+        out = self.rmatvec(y, out)
         np.conjugate(out.local, out=out.local)
         return out
 

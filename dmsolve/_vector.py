@@ -389,6 +389,8 @@ _ARRAY_MIX = ("cannot combine a DistVector with a numpy array in %s (the DistVec
 
 def _axpy_inplace(alpha, x: np.ndarray, y: np.ndarray) -> None:
     # BLAS axpy updates y in place with no temporary the size of the vector
+    if y.size == 0:
+        return          # (scipy's BLAS wrappers refuse empty arrays: a rank may own nothing)
     if y.dtype == x.dtype and y.dtype.char in "fdFD" and y.flags.c_contiguous:
         axpy = _AXPY.get(y.dtype.char)
         if axpy is None:

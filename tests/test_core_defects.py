@@ -333,3 +333,23 @@ def test_distcsr_with_numpy_arrays_is_a_clear_error(comm):
     assert_raises_collective(comm, TypeError, A.matvec, np.ones(6), match="from_global")
     assert_raises_collective(comm, TypeError, lambda: np.ones(6) @ A, match="rmatvec")
     assert_raises_collective(comm, TypeError, np.asarray, A, match=r"to_scipy\(\)")
+
+
+# -- a rank that owns nothing ------------------------------------------------------------
+
+@pytest.mark.mpi(min_size=2)
+def test_axpy_on_a_rank_that_owns_nothing(comm):
+    # BLAS axpy refused the empty local part on that rank only (the others
+    # then waited in the next collective)
+    counts = [0] + [len(c) for c in np.array_split(np.arange(10), comm.size - 1)]
+    lay = Layout(np.concatenate(([0], np.cumsum(counts))), comm)
+    g, h = np.arange(10.0), np.linspace(1.0, 2.0, 10)
+    x, y = DistVector.from_global(g, lay), DistVector.from_global(h, lay)
+    with Checks(comm) as checks:
+        for alpha in (2.5, 1.0, -1.0, 0.0):
+            z = x.copy().axpy(alpha, y)
+            checks.add(np.allclose(z.local, (g + alpha * h)[lay.start:lay.stop]),
+                       "axpy alpha=%g" % alpha)
+        z = x.copy().axpby(2.5, y, 0.5)
+        checks.add(np.allclose(z.local, (0.5 * g + 2.5 * h)[lay.start:lay.stop]), "axpby")
+    assert_allclose_collective(x.copy().axpy(2.5, y).gather(), g + 2.5 * h, comm, rtol=1e-15)
