@@ -30,11 +30,6 @@ _REAL = np.dtype(np.float64)
 _COMPLEX = np.dtype(np.complex128)
 
 
-def _work_dtype(*dtypes) -> np.dtype:
-    # the one real and the one complex type the products compute in
-    return _COMPLEX if any(np.dtype(d).kind == "c" for d in dtypes) else _REAL
-
-
 class DistCSR:
     """A distributed sparse matrix in compressed sparse row form.
 
@@ -340,8 +335,9 @@ class DistCSR:
         return out
 
     def _buffer(self, role: str, n: int, dtype: np.dtype) -> np.ndarray:
-        # work arrays per role and dtype, made on first use and kept
-        key = (role, dtype)
+        # work arrays per role and dtype, made on first use and kept (keyed
+        # by the type code: a string hashes faster than a dtype)
+        key = role + dtype.char
         buf = self._buffers.get(key)
         if buf is None:
             buf = self._buffers[key] = np.empty(n, dtype=dtype)
@@ -357,9 +353,9 @@ class DistCSR:
         return buf
 
     def _offd_rows(self, dtype: np.dtype) -> "CompressedRows":
-        c = self._offd_c.get(dtype)
+        c = self._offd_c.get(dtype.char)
         if c is None or c.matrix is not self.offd:
-            c = self._offd_c[dtype] = CompressedRows(self.offd, dtype)
+            c = self._offd_c[dtype.char] = CompressedRows(self.offd, dtype)
         return c
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
@@ -382,10 +378,12 @@ class DistCSR:
             ``x`` or ``out`` on another layout.
         """
         self._check_vec(x, self.col_layout, "x")
-        dtype = _work_dtype(self.dtype, x.dtype)
+        # the product's dtype: the matrix's (float64 or complex128), complex
+        # for a complex x
+        dtype = _COMPLEX if x.local.dtype.kind == "c" else self.dtype
         out = self._result(out, self.row_layout, dtype, "A @ x")
         xl = self._operand(x.local, dtype, "x")
-        halo = self.halo.for_dtype(dtype)
+        halo = self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)
         y = out.local
         halo.start(xl)
         try:
@@ -412,10 +410,10 @@ class DistCSR:
             As :meth:`matvec`.
         """
         self._check_vec(y, self.row_layout, "y")
-        dtype = _work_dtype(self.dtype, y.dtype)
+        dtype = _COMPLEX if y.local.dtype.kind == "c" else self.dtype
         out = self._result(out, self.col_layout, dtype, "A^T y")
         yl = self._operand(y.local, dtype, "y")
-        rev = self.halo.for_dtype(dtype).reverse()
+        rev = (self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)).reverse()
         g = self._buffer("ghost", self.ghosts.size, dtype)
         g.fill(0)
         o = self.offd
