@@ -185,6 +185,8 @@ def test_double_start_finish_without_start_and_free_while_active_are_clear_error
     assert_raises_collective(comm, RuntimeError, halo.for_dtype(np.complex128).start,
                              x.local.astype(np.complex128), match="active")
     assert_raises_collective(comm, RuntimeError, halo.free, match="active")
+    assert_raises_collective(comm, RuntimeError, halo.for_dtype(np.complex128).finish,
+                             match=r"without start\(\)")
     halo.finish()
     assert_raises_collective(comm, RuntimeError, halo.finish, match=r"without start\(\)")
     assert_raises_collective(comm, TypeError, halo.start, x.local.astype(np.complex128),

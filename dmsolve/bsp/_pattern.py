@@ -185,7 +185,7 @@ class NeighborExchange:
     def active(self) -> bool:
         """Whether an exchange of this pattern (or of a :meth:`for_dtype`
         variant) has started and not yet finished."""
-        return self._state.active
+        return self._state.owner is not None
 
     # -- the same pattern for another dtype ----------------------------------------------
     def for_dtype(self, dtype) -> "NeighborExchange":
@@ -238,7 +238,7 @@ class NeighborExchange:
             If ``values`` are not of the pattern's dtype (:meth:`for_dtype`
             gives the pattern for another). Nothing has started then.
         """
-        if self._state.active:
+        if self._state.owner is not None:
             raise RuntimeError("%s: start() while an exchange of this pattern is active; "
                                "call finish() first" % self.name)
         if values.dtype != self.dtype:
@@ -255,7 +255,7 @@ class NeighborExchange:
                 [self.recvbuf, (self.recv_counts, self.recv_displs), mt])
         elif self._requests:
             MPI.Prequest.Startall(self._requests)
-        self._state.active = True
+        self._state.owner = self
 
     def finish(self) -> np.ndarray:
         """Complete the exchange; returns :attr:`recvbuf` (the ghost values).
@@ -266,16 +266,17 @@ class NeighborExchange:
         Raises
         ------
         RuntimeError
-            If no exchange of this pattern was started.
+            If no exchange of this pattern (of this dtype) was started.
         """
-        if not self._state.active or (self._graph is not None and self._request is None):
-            raise RuntimeError("%s: finish() without start()" % self.name)
+        if self._state.owner is not self:
+            raise RuntimeError("%s: finish() without start() (of this dtype: %s)"
+                               % (self.name, self.dtype))
         if self._graph is not None:
             self._request.Wait()
             self._request = None
         elif self._requests:
             MPI.Prequest.Waitall(self._requests)
-        self._state.active = False
+        self._state.owner = None
         if self.ledger is not None:
             self.ledger.record_exchange(self.name, time.perf_counter() - self._t0,
                                         self.sendbuf.nbytes, self.recvbuf.nbytes,
@@ -347,7 +348,7 @@ class NeighborExchange:
             If an exchange is active: MPI would keep writing into buffers that
             are about to be released. Call :meth:`finish` first.
         """
-        if self._state.active:
+        if self._state.owner is not None:
             raise RuntimeError("%s: free() while an exchange is active; call finish() first"
                                % self.name)
         for var in self._variants.values():
@@ -366,12 +367,13 @@ class NeighborExchange:
 
 
 class _State:
-    """Whether an exchange is active; shared by a pattern and its dtype variants."""
+    """Which plan's exchange is active (None: none); shared by a pattern and
+    its dtype variants, which share its message tag."""
 
-    __slots__ = ("active",)
+    __slots__ = ("owner",)
 
     def __init__(self):
-        self.active = False
+        self.owner = None
 
 
 def _displs(counts) -> np.ndarray:
