@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spilu, splu
 
 import preconditioners
-from dmsolve import DistCSR, DistVector, Layout
+from dmsolve import DistCSR, DistLinearOperator, DistVector, Layout, aslinearoperator
 from dmsolve.io import read_matrix, read_vector, write_matrix, write_vector
 from dmsolve.partition import partition, redistribute
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
@@ -357,3 +357,26 @@ def test_real_only_preconditioners_refuse_complex_at_the_door(comm, name):
                              match="%s supports real vectors" % name)
     rr = DistVector.from_global(vector(n, 3, "real"), R.row_layout)
     assert_collective(comm, np.all(np.isfinite(P.apply(rr).local)))
+
+
+def test_linear_operators_carry_a_dtype(comm):
+    A = DistCSR.from_global(complex_matrix(9, 9, seed=2), comm)
+    op = DistLinearOperator(A.row_layout, A.col_layout, A.matvec, dtype=np.complex128)
+
+    class Wrapped:                      # an operator whose matvec takes no out
+        row_layout, col_layout, dtype = A.row_layout, A.col_layout, A.dtype
+
+        def matvec(self, x):
+            return A.matvec(x)
+
+    with Checks(comm) as checks:
+        checks.add(op.dtype == np.complex128, "given dtype")
+        checks.add(all(v.dtype == np.complex128 for v in op.create_vectors()), "vectors")
+        checks.add(DistLinearOperator(A.row_layout, A.col_layout, A.matvec).dtype
+                   == np.float64, "default float64")
+        checks.add(aslinearoperator(Wrapped()).dtype == np.complex128, "aslinearoperator")
+    assert_raises_collective(comm, TypeError, DistLinearOperator, A.row_layout, A.col_layout,
+                             A.matvec, dtype=np.float32, match="float64 or complex128")
+    x = DistVector.from_global(vector(9, 4, "complex"), A.col_layout)
+    assert_allclose_collective(op.matvec(x).gather(), A.to_scipy() @ vector(9, 4, "complex"),
+                               comm, rtol=1e-13)
