@@ -15,15 +15,46 @@ from mpi4py.util.dtlib import from_numpy_dtype
 # off-process block, the reverse halo's accumulate) need to allocate nothing.
 # scipy has no public function for it, so a scipy without them fails here,
 # at import, rather than in the first product.
+# Their ``*_matvecs`` siblings multiply a block of vectors stored row by row:
+# a complex128 vector viewed as float64 is such a block of two (real and
+# imaginary parts), so a real matrix multiplies a complex vector with no
+# complex copy of the matrix (which sparsetools would make on every call).
 try:
-    from scipy.sparse._sparsetools import csc_matvec, csr_matvec
+    from scipy.sparse._sparsetools import csc_matvec, csc_matvecs, csr_matvec, csr_matvecs
 except ImportError as e:
     raise ImportError(
-        "dmsolve needs scipy.sparse._sparsetools.csr_matvec and csc_matvec (scipy's "
+        "dmsolve needs scipy.sparse._sparsetools.csr_matvec(s) and csc_matvec(s) (scipy's "
         "sparse products that accumulate into y), which scipy %s does not provide: %s"
         % (scipy.__version__, e)) from e
 
-__all__ = ["mpi_datatype", "csr_matvec", "csc_matvec"]
+__all__ = ["mpi_datatype", "csr_matvec", "csc_matvec", "csr_add", "csc_add"]
+
+
+def csr_add(n_row: int, n_col: int, indptr, indices, data, x: np.ndarray,
+            y: np.ndarray) -> None:
+    """``y += B @ x`` for the CSR arrays of ``B`` (``n_row x n_col``), in place.
+
+    ``data``, ``x`` and ``y`` all real (float64) or all complex (complex128),
+    or ``data`` real and ``x``, ``y`` complex: then the product runs on the
+    float64 views of ``x`` and ``y`` as two real vectors at once. Not collective.
+    """
+    if data.dtype == y.dtype:
+        csr_matvec(n_row, n_col, indptr, indices, data, x, y)
+    else:
+        csr_matvecs(n_row, n_col, 2, indptr, indices, data, x.view(np.float64),
+                    y.view(np.float64))
+
+
+def csc_add(n_row: int, n_col: int, indptr, indices, data, x: np.ndarray,
+            y: np.ndarray) -> None:
+    """``y += B @ x`` for the CSC arrays of ``B`` (``n_row x n_col``; a CSR
+    matrix's arrays give its transpose), in place, with the dtypes of
+    :func:`csr_add`. Not collective."""
+    if data.dtype == y.dtype:
+        csc_matvec(n_row, n_col, indptr, indices, data, x, y)
+    else:
+        csc_matvecs(n_row, n_col, 2, indptr, indices, data, x.view(np.float64),
+                    y.view(np.float64))
 
 _DATATYPES: dict[str, MPI.Datatype] = {}
 

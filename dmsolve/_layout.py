@@ -6,12 +6,14 @@ that any rank can find the owner of any global index without communicating.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from mpi4py import MPI
 
 from ._errors import agree
 
-__all__ = ["Layout", "block_range", "block_ranges"]
+__all__ = ["Layout", "block_range", "block_ranges", "verify_layouts"]
 
 
 def block_range(n: int, size: int, rank: int) -> tuple[int, int]:
@@ -64,9 +66,18 @@ class Layout:
     -----
     Not collective. Use :meth:`from_local_size` (collective) to build a layout
     from the number of entries each rank wants.
+
+    Nothing checks here that the ranks passed the same ``ranges``: that takes
+    communication. :meth:`verify` does (one small ``allreduce``, once per
+    layout), and every collective that meets a layout for the first time
+    calls it: the :class:`~dmsolve.DistCSR` constructor, the halo plans,
+    :meth:`DistVector.gather <dmsolve.DistVector.gather>` and
+    :meth:`DistVector.from_global <dmsolve.DistVector.from_global>`.
+    :attr:`agreed` tells whether it has been done (or was not needed:
+    :meth:`from_local_size` builds the ranges from an ``allgather``).
     """
 
-    __slots__ = ("comm", "ranges", "_rank")
+    __slots__ = ("comm", "ranges", "_rank", "_agreed")
 
     def __init__(self, ranges, comm: MPI.Comm):
         if not isinstance(comm, MPI.Comm):
@@ -83,6 +94,7 @@ class Layout:
         self.comm = comm
         self.ranges = ranges
         self._rank = comm.Get_rank()
+        self._agreed = False
 
     # -- constructors -------------------------------------------------------
     @classmethod
@@ -106,7 +118,7 @@ class Layout:
         counts = np.array(comm.allgather(local_size), dtype=np.int64)
         ranges = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=ranges[1:])
-        return cls(ranges, comm)
+        return cls(ranges, comm)._trusted()
 
     @classmethod
     def from_weights(cls, weights, comm: MPI.Comm) -> "Layout":
@@ -126,7 +138,38 @@ class Layout:
         ranges = np.concatenate(([0], cuts, [w.size])).astype(np.int64)
         return cls(np.maximum.accumulate(ranges), comm)
 
+    def _trusted(self) -> "Layout":
+        # the ranges were computed from collectively agreed data (an
+        # allgather, an agreed global size): no need to verify them
+        self._agreed = True
+        return self
+
+    # -- agreement (collective once) ---------------------------------------
+    def verify(self) -> "Layout":
+        """Check that every rank holds the same ownership ranges; return ``self``.
+
+        Collective on ``comm`` the first time (one ``allreduce`` of four
+        64-bit words: the maximum of a hash of the ranges and of its
+        complement, and the same for the global size); not collective once
+        :attr:`agreed` is true. Call it on every rank, as any collective.
+
+        Raises
+        ------
+        ValueError
+            On every rank, if the ranks passed different ``ranges`` (the
+            message gives the global sizes seen, the same on every rank).
+        """
+        if not self._agreed:
+            verify_layouts([self])
+        return self
+
     # -- properties (never communicate) -----------------------------------
+    @property
+    def agreed(self) -> bool:
+        """Whether the ranges are known to be the same on every rank
+        (:meth:`verify` passed, or a collective constructor built them)."""
+        return self._agreed
+
     @property
     def rank(self) -> int:
         return self._rank
@@ -213,6 +256,76 @@ class Layout:
     def __repr__(self) -> str:
         return "Layout(global_size=%d, ranks=%d, local=%d:%d)" % (
             self.global_size, self.size, *self.owned_range)
+
+
+_WORDS = 4     # per layout in verify_layouts: hash, ~hash, size, ~size
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _layout_words(layout: Layout) -> np.ndarray:
+    h = int.from_bytes(hashlib.blake2b(layout.ranges.tobytes(), digest_size=8).digest(),
+                       "little")
+    w = np.array([h, 0, layout.global_size, 0], dtype=np.uint64)
+    w[1::2] = ~w[0::2]
+    return w
+
+
+def verify_layouts(layouts, flags=(), names=None) -> np.ndarray:
+    """Check in one ``allreduce`` that each layout has the same ranges on
+    every rank, and take the maximum of some small non-negative ``flags``
+    over the ranks on the way. Marks the layouts :attr:`Layout.agreed`.
+
+    The maximum of a 64-bit hash of the ranges and the maximum of its
+    complement (that is, the minimum) are equal only if every rank has the
+    same hash; the global size travels the same way, for the message.
+
+    Parameters
+    ----------
+    layouts : sequence of Layout
+        On one communicator (the first one's is used). Hashed whether or not
+        they are already agreed, so that the call has the same shape on every
+        rank however each rank's layout objects were made.
+    flags : sequence of int, optional
+        Reduced by maximum (for instance "some rank has complex entries").
+    names : sequence of str, optional
+        How the messages name the layouts (``"layout"`` by default).
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        The maxima of ``flags`` over the ranks.
+
+    Raises
+    ------
+    ValueError
+        On every rank, if some layout's ranges differ between ranks.
+
+    Notes
+    -----
+    Collective on the layouts' communicator.
+    """
+    layouts = list(layouts)
+    flags = [int(f) for f in flags]
+    comm = layouts[0].comm
+    buf = np.zeros(len(flags) + _WORDS * len(layouts), dtype=np.uint64)
+    buf[:len(flags)] = flags
+    for i, lay in enumerate(layouts):
+        buf[len(flags) + _WORDS * i:len(flags) + _WORDS * (i + 1)] = _layout_words(lay)
+    out = np.empty_like(buf)
+    comm.Allreduce(buf, out, op=MPI.MAX)
+    for i, lay in enumerate(layouts):
+        h, nh, n, nn = out[len(flags) + _WORDS * i:len(flags) + _WORDS * (i + 1)]
+        if h != (nh ^ _ALL_ONES):
+            what = names[i] if names else "layout"
+            lo, hi = int(nn ^ _ALL_ONES), int(n)
+            sizes = ("global sizes %d to %d" % (lo, hi) if lo != hi
+                     else "the same global size %d" % hi)
+            raise ValueError("%s: the ranks hold different ownership ranges (%s); a Layout "
+                             "must be built with the same ranges on every rank"
+                             % (what, sizes))
+    for lay in layouts:
+        lay._agreed = True
+    return out[:len(flags)]
 
 
 def _as_size(value, name: str) -> int:

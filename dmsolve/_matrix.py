@@ -4,6 +4,9 @@ Each rank owns a contiguous block of rows, stored as two scipy CSR blocks
 as in PETSc's MPIAIJ: ``diag`` holds the columns this rank also owns (in
 local numbering) and ``offd`` the others, whose columns are compressed to the
 sorted list of ``ghosts`` (global column ids) fetched by a halo exchange.
+
+Entries are stored as float64, or complex128 when any rank's input is
+complex; products take real or complex vectors either way.
 """
 
 from __future__ import annotations
@@ -15,14 +18,16 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ._errors import agree
-from ._interop import csc_matvec, csr_matvec, mpi_datatype
-from ._layout import Layout
+from ._interop import csc_add, csr_add, mpi_datatype
+from ._layout import Layout, verify_layouts
 from ._vector import DistVector
 from .bsp import BSP, NeighborExchange
 
 __all__ = ["DistCSR", "CompressedRows"]
 
 _INT32_MAX = np.iinfo(np.int32).max
+_REAL = np.dtype(np.float64)
+_COMPLEX = np.dtype(np.complex128)
 
 
 class DistCSR:
@@ -45,22 +50,50 @@ class DistCSR:
 
     Notes
     -----
-    The constructor is collective on ``row_layout.comm``: it plans the halo
-    exchange (:attr:`halo`). :meth:`matvec` and :meth:`rmatvec` are collective
-    among neighbouring ranks and allocate nothing when ``out`` is given.
+    The constructor is collective on ``row_layout.comm``: one small
+    ``allreduce`` checks that both layouts hold the same ranges on every rank
+    (:meth:`Layout.verify`) and agrees on the stored dtype, then the halo
+    exchange (:attr:`halo`) is planned. Entries are stored as float64, or
+    as complex128 if any rank's entries are complex (bool and integer
+    entries become float64, float32 float64, complex64 complex128).
+
+    :meth:`matvec` and :meth:`rmatvec` are collective among neighbouring
+    ranks and allocate nothing when ``out`` is given (after a first product
+    with an operand of another dtype, which builds that dtype's buffers).
+    A real matrix times a complex vector is complex, and so is a complex
+    matrix times a real vector; the vector's dtype must be the same on every
+    rank.
+
+    Raises
+    ------
+    ValueError
+        On every rank, if a layout's ranges differ between ranks.
+    TypeError
+        On every rank, if some rank's entries are not numeric.
     """
 
     def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout):
+        diag, offd = sp.csr_matrix(diag), sp.csr_matrix(offd)
+        kinds = {diag.dtype.kind, offd.dtype.kind}
+        # one allreduce: the layouts' ranges, "some rank is complex", "some
+        # rank is not numeric" (every rank must store the same dtype, or the
+        # halo's messages would not match)
+        cplx, bad = verify_layouts([row_layout, col_layout],
+                                   flags=("c" in kinds, not kinds <= set("biufc")),
+                                   names=("row_layout", "col_layout"))
+        if bad:
+            raise TypeError("matrix entries must be numeric (bool, integer, real or complex); "
+                            "some rank passed another dtype")
+        dtype = _COMPLEX if cplx else _REAL
         self.row_layout = row_layout
         self.col_layout = col_layout
-        self.diag = _canonical(diag)
-        self.offd = _canonical(offd)
+        self.diag = _canonical(diag, dtype)
+        self.offd = _canonical(offd, dtype)
         self.ghosts = np.asarray(ghosts, dtype=np.int64)
-        self.halo = NeighborExchange.from_ghosts(col_layout, self.ghosts,
-                                                 dtype=np.result_type(self.diag.dtype,
-                                                                      np.float64))
-        self._ghost_contrib = None
-        self._offd_c = None
+        self.halo = NeighborExchange.from_ghosts(col_layout, self.ghosts, dtype=dtype)
+        # per work dtype: operand copies, ghost contributions, offd row products
+        self._buffers: dict = {}
+        self._offd_c: dict = {}
 
     # -- constructors ----------------------------------------------------------------
     @classmethod
@@ -81,9 +114,14 @@ class DistCSR:
             Refuse NaN and infinite entries.
 
         Collective on ``row_layout.comm``. Raises the same ``ValueError`` /
-        ``TypeError`` on every rank if any rank's input is wrong.
+        ``TypeError`` on every rank if any rank's input is wrong, or if a
+        layout's ranges differ between ranks. Entries are stored as float64
+        (complex128 if any rank's are complex).
         """
         comm = row_layout.comm
+        row_layout.verify()
+        if col_layout is not None:
+            col_layout.verify()
         exc = None
         ncols = -1
         try:
@@ -105,7 +143,8 @@ class DistCSR:
         widths = comm.allgather(ncols)
         if col_layout is None:
             n = max(widths)
-            col_layout = row_layout if n == row_layout.global_size else Layout.block(n, comm)
+            col_layout = (row_layout if n == row_layout.global_size
+                          else Layout.block(n, comm)._trusted())
         exc = None
         if any(w != col_layout.global_size for w in widths):
             exc = ValueError("local rows have %s columns on the ranks; the column layout "
@@ -122,7 +161,11 @@ class DistCSR:
         """Keep this rank's rows of a global matrix given on every rank.
 
         Collective on ``comm``. ``layout`` defaults to a block layout of the rows.
+        Entries are stored as float64 (complex128 for a complex ``A``).
         """
+        for lay in (layout, col_layout):
+            if lay is not None:
+                lay.verify()
         exc = None
         shape = (-1, -1)
         try:
@@ -144,7 +187,7 @@ class DistCSR:
             exc = ValueError("layout has %d rows, A has %d" % (layout.global_size, shape[0]))
         agree(comm, exc)
         if layout is None:
-            layout = Layout.block(shape[0], comm)
+            layout = Layout.block(shape[0], comm)._trusted()    # agreed shape
         start, stop = layout.owned_range
         local = sp.csr_matrix(A[start:stop]) if sp.issparse(A) else sp.csr_matrix(
             np.asarray(A)[start:stop])
@@ -180,8 +223,12 @@ class DistCSR:
         mode : {"add", "insert"}
 
         Collective on ``comm``. Bad indices or values on any rank raise the
-        same ``ValueError``/``TypeError`` on every rank.
+        same ``ValueError``/``TypeError`` on every rank. Values are stored as
+        float64 (complex128 if any rank's are complex).
         """
+        for lay in (layout, col_layout):
+            if lay is not None:
+                lay.verify()
         exc = None
         try:
             rows, cols, vals, shape = _check_coo(rows, cols, vals, shape, mode, check_finite)
@@ -203,9 +250,10 @@ class DistCSR:
         dtypes = comm.allgather(vals.dtype.str)
         dtype = np.result_type(*[np.dtype(d) for d in dtypes])
         if layout is None:
-            layout = Layout.block(shape[0], comm)
+            layout = Layout.block(shape[0], comm)._trusted()     # agreed shape
         if col_layout is None:
-            col_layout = layout if shape[0] == shape[1] else Layout.block(shape[1], comm)
+            col_layout = (layout if shape[0] == shape[1]
+                          else Layout.block(shape[1], comm)._trusted())
         width = max(shape[1], 1)
         keys = rows * width + cols
         ctx = BSP(comm)
@@ -240,7 +288,8 @@ class DistCSR:
 
     @property
     def local_nbytes(self) -> int:
-        """Bytes of this rank's CSR arrays, ghost list and halo buffers."""
+        """Bytes of this rank's CSR arrays, ghost list and halo buffers (of the
+        stored dtype)."""
         arrays = [self.diag.data, self.diag.indices, self.diag.indptr, self.offd.data,
                   self.offd.indices, self.offd.indptr, self.ghosts,
                   self.halo.sendbuf, self.halo.recvbuf, self.halo.send_index]
@@ -253,27 +302,61 @@ class DistCSR:
 
     def create_vectors(self) -> tuple[DistVector, DistVector]:
         """Zero vectors ``(x, y)`` for ``y = A @ x`` (PETSc ``MatCreateVecs``:
-        right, left). Not collective."""
-        dtype = np.result_type(self.dtype, np.float64)
-        return DistVector.zeros(self.col_layout, dtype), DistVector.zeros(self.row_layout, dtype)
+        right, left), of the matrix's dtype. Not collective."""
+        return (DistVector.zeros(self.col_layout, self.dtype),
+                DistVector.zeros(self.row_layout, self.dtype))
 
     # -- products ------------------------------------------------------------------------
     def _check_vec(self, x, layout: Layout, name: str) -> None:
         if not isinstance(x, DistVector):
-            raise TypeError("%s must be a DistVector, got %s" % (name, type(x).__name__))
-        if x.layout is not layout and x.layout != layout:
-            if not x.layout.same_comm(layout):
-                raise ValueError("%s lives on another communicator than the matrix" % name)
-            raise ValueError("%s has a layout of global size %d that does not match the "
-                             "matrix (%d x %d)" % (name, x.global_size, *self.shape))
+            hint = (" (distribute a global array with DistVector.from_global(array, layout))"
+                    if isinstance(x, np.ndarray) else "")
+            raise TypeError("%s must be a DistVector, got %s%s" % (name, type(x).__name__, hint))
+        if x.layout is not layout:
+            # a layout object the matrix has not met: its ranges must agree
+            # across ranks before comparing them makes a rank-independent verdict
+            # (one allreduce, once per layout object)
+            x.layout.verify()
+            if x.layout != layout:
+                if not x.layout.same_comm(layout):
+                    raise ValueError("%s lives on another communicator than the matrix" % name)
+                raise ValueError("%s has a layout of global size %d that does not match the "
+                                 "matrix (%d x %d)" % (name, x.global_size, *self.shape))
 
-    def _result(self, out, layout: Layout, operand: DistVector) -> DistVector:
-        # ``out`` checked against ``layout``, or a new vector on it
+    def _result(self, out, layout: Layout, dtype: np.dtype, what: str) -> DistVector:
+        # ``out`` checked against ``layout`` and the product's dtype, or a new vector
         if out is None:
-            return DistVector(layout, np.empty(layout.local_size,
-                                               dtype=np.result_type(self.dtype, operand.dtype)))
+            return DistVector(layout, np.empty(layout.local_size, dtype=dtype))
         self._check_vec(out, layout, "out")
+        if out.dtype != dtype:
+            raise TypeError("out has dtype %s, but %s is %s%s" % (
+                out.dtype, what, dtype,
+                " (a real out cannot hold a complex result)" if dtype.kind == "c" else ""))
         return out
+
+    def _buffer(self, role: str, n: int, dtype: np.dtype) -> np.ndarray:
+        # work arrays per role and dtype, made on first use and kept (keyed
+        # by the type code: a string hashes faster than a dtype)
+        key = role + dtype.char
+        buf = self._buffers.get(key)
+        if buf is None:
+            buf = self._buffers[key] = np.empty(n, dtype=dtype)
+        return buf
+
+    def _operand(self, v: np.ndarray, dtype: np.dtype, role: str) -> np.ndarray:
+        # ``v`` as ``dtype``: itself, or a copy in a kept buffer (float32,
+        # integer or bool vectors; real vectors of a complex matrix)
+        if v.dtype == dtype:
+            return v
+        buf = self._buffer(role, v.shape[0], dtype)
+        np.copyto(buf, v)
+        return buf
+
+    def _offd_rows(self, dtype: np.dtype) -> "CompressedRows":
+        c = self._offd_c.get(dtype.char)
+        if c is None or c.matrix is not self.offd:
+            c = self._offd_c[dtype.char] = CompressedRows(self.offd, dtype)
+        return c
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A @ x``.
@@ -281,55 +364,120 @@ class DistCSR:
         Starts the halo exchange, multiplies the on-process block, then adds
         the off-process block once the ghost values arrive. Collective among
         neighbouring ranks; allocates nothing when ``out`` is given.
+
+        ``x`` may be real or complex whatever the matrix's dtype; the result
+        is float64, or complex128 when the matrix or ``x`` is complex, and
+        ``out`` must have that dtype.
+
+        Raises
+        ------
+        TypeError
+            ``x`` or ``out`` is not a DistVector (a numpy array included), or
+            ``out`` has another dtype than the product.
+        ValueError
+            ``x`` or ``out`` on another layout.
         """
         self._check_vec(x, self.col_layout, "x")
-        out = self._result(out, self.row_layout, x)
-        xl = x.local
-        if xl.dtype != self.halo.dtype:
-            xl = xl.astype(self.halo.dtype)
-        self.halo.start(xl)
+        # the product's dtype: the matrix's (float64 or complex128), complex
+        # for a complex x
+        dtype = _COMPLEX if x.local.dtype.kind == "c" else self.dtype
+        out = self._result(out, self.row_layout, dtype, "A @ x")
+        xl = self._operand(x.local, dtype, "x")
+        halo = self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)
         y = out.local
-        y.fill(0)
-        d = self.diag
-        csr_matvec(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
-        ghost = self.halo.finish()
+        halo.start(xl)
+        try:
+            y.fill(0)
+            d = self.diag
+            csr_add(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
+        finally:            # never leave the exchange active, whatever raised
+            ghost = halo.finish()
         if self.offd.nnz:
-            if self._offd_c is None or self._offd_c.matrix is not self.offd:
-                self._offd_c = CompressedRows(self.offd, self.halo.dtype)
-            self._offd_c.matvec_add(ghost, y)
+            self._offd_rows(dtype).matvec_add(ghost, y)
         return out
 
     def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
-        """``out = A^T y`` (transpose, not conjugate).
+        """``out = A^T y`` (transpose, not conjugate: :meth:`hmatvec` is ``A^H y``).
 
         Off-process contributions travel back to the owners of their columns
         by the reverse halo exchange and are summed there. Collective among
-        neighbouring ranks.
+        neighbouring ranks; allocates nothing when ``out`` is given. Dtypes
+        as in :meth:`matvec`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`matvec`.
         """
         self._check_vec(y, self.row_layout, "y")
-        out = self._result(out, self.col_layout, y)
-        rev = self.halo.reverse()
-        if self._ghost_contrib is None:
-            self._ghost_contrib = np.empty(self.ghosts.size, dtype=self.halo.dtype)
-        yl = y.local if y.local.dtype == self.halo.dtype else y.local.astype(self.halo.dtype)
-        g = self._ghost_contrib
+        dtype = _COMPLEX if y.local.dtype.kind == "c" else self.dtype
+        out = self._result(out, self.col_layout, dtype, "A^T y")
+        yl = self._operand(y.local, dtype, "y")
+        rev = (self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)).reverse()
+        g = self._buffer("ghost", self.ghosts.size, dtype)
         g.fill(0)
         o = self.offd
         if o.nnz:
-            csc_matvec(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
-        rev.start(g)
+            csc_add(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
         x = out.local
-        x.fill(0)
-        d = self.diag
-        csc_matvec(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
-        rev.finish()
+        rev.start(g)
+        try:
+            x.fill(0)
+            d = self.diag
+            csc_add(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
+        finally:            # never leave the exchange active, whatever raised
+            rev.finish()
         rev.accumulate(x)
+        return out
+
+    def hmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
+        """``out = A^H y``, the conjugate transpose (PETSc's
+        ``MatMultHermitianTranspose``); :meth:`rmatvec` for a real matrix.
+
+        Computed as ``conj(A^T conj(y))`` through a kept buffer: collective
+        among neighbouring ranks, allocates nothing when ``out`` is given
+        (after the first call). Dtypes as in :meth:`matvec`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`matvec`.
+        """
+        if self.dtype.kind != "c":
+            return self.rmatvec(y, out)
+        self._check_vec(y, self.row_layout, "y")
+        if y.dtype.kind == "c":
+            yc = self._buffers.get("hmatvec")
+            if yc is None:
+                yc = self._buffers["hmatvec"] = DistVector(
+                    self.row_layout, np.empty(self.row_layout.local_size, dtype=_COMPLEX))
+            np.conjugate(y.local, out=yc.local)
+            y = yc
+        # (a real y is its own conjugate)
+        out = self.rmatvec(y, out)
+        np.conjugate(out.local, out=out.local)
         return out
 
     def __matmul__(self, x):
         if isinstance(x, DistVector):
             return self.matvec(x)
+        if isinstance(x, np.ndarray) or sp.issparse(x):
+            raise TypeError("A @ x needs a DistVector, got %s; distribute a global array "
+                            "with DistVector.from_global(x, A.col_layout) (each rank keeps "
+                            "its part)" % type(x).__name__)
         return NotImplemented
+
+    def __rmatmul__(self, y):
+        raise TypeError("y @ A is not supported for a DistCSR (got %s on the left); use "
+                        "A.rmatvec(y) for A^T y with y a DistVector" % type(y).__name__)
+
+    # numpy must not turn a DistCSR into an object array: binary operators
+    # with arrays come back here (and raise), np.asarray(A) raises
+    __array_ufunc__ = None
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a DistCSR holds only this rank's rows; use A.to_scipy() for the "
+                        "whole matrix (collective) or A.local_rows() for this rank's rows")
 
     def dot(self, x: DistVector) -> DistVector:
         """``A @ x``, as scipy's ``dot``. Collective among neighbouring ranks."""
@@ -386,13 +534,26 @@ class DistCSR:
 
         Collective among neighbours when ``right`` is given (its ghost values
         are exchanged).
+
+        Raises
+        ------
+        TypeError
+            A complex ``left`` or ``right`` for a real matrix (the matrix
+            keeps its dtype; :meth:`astype` makes a complex copy), or not a
+            DistVector. Checked before anything changes.
+        ValueError
+            A vector on another layout.
         """
+        for name, v, lay in (("left", left, self.row_layout), ("right", right, self.col_layout)):
+            if v is not None:
+                self._check_vec(v, lay, name)
+                if v.dtype.kind == "c" and self.dtype.kind != "c":
+                    raise TypeError("%s is complex but the matrix is real; scale "
+                                    "A.astype(complex) instead" % name)
         if left is not None:
-            self._check_vec(left, self.row_layout, "left")
             for m in (self.diag, self.offd):
                 m.data *= np.repeat(left.local, np.diff(m.indptr))
         if right is not None:
-            self._check_vec(right, self.col_layout, "right")
             ghost = self.halo.exchange(right.local.astype(self.halo.dtype, copy=False))
             self.diag.data *= right.local[self.diag.indices]
             self.offd.data *= ghost[self.offd.indices]
@@ -402,6 +563,22 @@ class DistCSR:
         """A deep copy with a new halo plan. Collective on ``comm``."""
         return DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
                        self.row_layout, self.col_layout)
+
+    def astype(self, dtype) -> "DistCSR":
+        """A copy with entries of ``dtype``, stored as float64 or complex128
+        (a real ``dtype`` of a complex matrix drops the imaginary parts, as
+        numpy's ``astype`` does). Collective on ``comm`` (a new halo plan)."""
+        dtype = np.dtype(dtype)
+        return DistCSR(self.diag.astype(dtype), self.offd.astype(dtype), self.ghosts.copy(),
+                       self.row_layout, self.col_layout)
+
+    def conj(self) -> "DistCSR":
+        """The entrywise complex conjugate (a copy for a real matrix).
+        Collective on ``comm`` (a new halo plan)."""
+        return DistCSR(self.diag.conj(), self.offd.conj(), self.ghosts.copy(),
+                       self.row_layout, self.col_layout)
+
+    conjugate = conj
 
     # -- global views ---------------------------------------------------------------------
     def to_scipy(self, root: int | None = None) -> sp.csr_matrix | None:
@@ -418,19 +595,32 @@ class DistCSR:
         return sp.csr_matrix((parts[2], (parts[0], parts[1])), shape=self.shape)
 
     def transpose(self) -> "DistCSR":
-        """The transpose, rows distributed like this matrix's columns.
+        """The transpose (not conjugated), rows distributed like this matrix's
+        columns.
 
         Collective on ``comm`` (one BSP superstep).
         """
+        return self._transpose(conjugate=False)
+
+    def conjugate_transpose(self) -> "DistCSR":
+        """The conjugate transpose ``A^H`` (the transpose for a real matrix),
+        rows distributed like this matrix's columns.
+
+        Collective on ``comm`` (one BSP superstep).
+        """
+        return self._transpose(conjugate=self.dtype.kind == "c")
+
+    def _transpose(self, conjugate: bool) -> "DistCSR":
         loc = self.local_rows().tocoo()
         rows = loc.row.astype(np.int64) + self.row_layout.start
-        return DistCSR.from_coo(loc.col.astype(np.int64), rows, loc.data,
+        vals = np.conj(loc.data) if conjugate else loc.data
+        return DistCSR.from_coo(loc.col.astype(np.int64), rows, vals,
                                 (self.shape[1], self.shape[0]), self.comm,
                                 layout=self.col_layout, col_layout=self.row_layout,
                                 check_finite=False)
 
     def free(self) -> None:
-        """Release the halo's MPI requests. Not collective."""
+        """Release the halo's MPI requests (of every dtype). Not collective."""
         self.halo.free()
 
     def __repr__(self) -> str:
@@ -448,7 +638,9 @@ class CompressedRows:
     The rows' values are gathered from ``y``, accumulated by scipy's
     ``csr_matvec`` and put back, through preallocated work: nothing is
     allocated per product. ``B``'s indices and data arrays are shared, so
-    scaling ``B.data`` in place carries over. Not collective.
+    scaling ``B.data`` in place carries over. ``dtype`` is the dtype of ``x``
+    and ``y`` (complex with a real ``B`` works: the real and imaginary parts
+    are multiplied together). Not collective.
     """
 
     def __init__(self, B: sp.csr_matrix, dtype=np.float64):
@@ -461,12 +653,14 @@ class CompressedRows:
         """``y += B @ x``. Not collective."""
         B, w = self.matrix, self._work
         np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
-        csr_matvec(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
+        csr_add(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
         np.put(y, self.rows, w, mode="clip")
 
 
-def _canonical(m) -> sp.csr_matrix:
+def _canonical(m, dtype: np.dtype) -> sp.csr_matrix:
     m = sp.csr_matrix(m)
+    if m.dtype != dtype:
+        m = m.astype(dtype)
     m.sum_duplicates()
     m.sort_indices()
     # int32 indices when they fit, like scipy (memory and matvec bandwidth)

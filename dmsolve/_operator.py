@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
+import numpy as np
+
 from ._layout import Layout
 from ._vector import DistVector
 
@@ -39,6 +41,10 @@ class DistLinearOperator:
         rank of the communicator (it may communicate).
     rmatvec : callable, optional
         The same for ``A^T`` (from ``row_layout`` to ``col_layout``).
+    dtype : numpy dtype, optional
+        The operator's scalar type, float64 (default) or complex128, as
+        scipy's ``LinearOperator.dtype``: what solvers and
+        :meth:`create_vectors` go by.
 
     Notes
     -----
@@ -47,7 +53,7 @@ class DistLinearOperator:
     """
 
     def __init__(self, row_layout: Layout, col_layout: Layout, matvec: Callable,
-                 rmatvec: Callable | None = None):
+                 rmatvec: Callable | None = None, dtype=np.float64):
         for name, lay in (("row_layout", row_layout), ("col_layout", col_layout)):
             if not isinstance(lay, Layout):
                 raise TypeError("%s must be a dmsolve.Layout, got %s"
@@ -58,6 +64,10 @@ class DistLinearOperator:
             raise TypeError("matvec must be callable")
         if rmatvec is not None and not callable(rmatvec):
             raise TypeError("rmatvec must be callable or None")
+        dtype = np.dtype(dtype)
+        if dtype not in (np.dtype(np.float64), np.dtype(np.complex128)):
+            raise TypeError("dtype must be float64 or complex128, got %s" % dtype)
+        self.dtype = dtype
         self.row_layout = row_layout
         self.col_layout = col_layout
         self._matvec = matvec
@@ -74,8 +84,10 @@ class DistLinearOperator:
         return (self.row_layout.global_size, self.col_layout.global_size)
 
     def create_vectors(self) -> tuple[DistVector, DistVector]:
-        """``(x, y)``: zero vectors on the column and row layouts. Not collective."""
-        return DistVector(self.col_layout), DistVector(self.row_layout)
+        """``(x, y)``: zero vectors of :attr:`dtype` on the column and row layouts.
+        Not collective."""
+        return (DistVector(self.col_layout, dtype=self.dtype),
+                DistVector(self.row_layout, dtype=self.dtype))
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``A x``, written into ``out`` when given. Collective on ``comm``."""
@@ -138,4 +150,6 @@ def aslinearoperator(A) -> DistLinearOperator:
     if _takes_out(mv):
         return A
     rmv = getattr(A, "rmatvec", None)
-    return DistLinearOperator(row, col, mv, rmv if callable(rmv) else None)
+    kind = np.dtype(getattr(A, "dtype", np.float64)).kind
+    return DistLinearOperator(row, col, mv, rmv if callable(rmv) else None,
+                              dtype=np.complex128 if kind == "c" else np.float64)

@@ -16,6 +16,8 @@ from ._vector import DistVector
 
 __all__ = ["Preconditioner"]
 
+_REAL_ONLY = ("%s supports real %s; for complex systems use jacobi, bjacobi or asm")
+
 
 class Preconditioner:
     """Base class: ``M = Sub(A, **options)`` sets up, ``M.apply(r, out)`` applies.
@@ -27,25 +29,45 @@ class Preconditioner:
     (a class attribute or, when it depends on the options, in ``__init__``)
     or by overriding :attr:`symmetric`.
 
+    Complex systems: a subclass that works on complex matrices and vectors
+    sets the class attribute ``supports_complex = True`` (jacobi, bjacobi,
+    asm and none do). For the others, the constructor refuses a complex
+    matrix and :meth:`apply` a complex vector with ``TypeError``, rather than
+    computing with the real parts only.
+
     Notes
     -----
     :meth:`apply` is collective on ``comm`` exactly when the subclass says so
     in its docstring; it allocates nothing when ``out`` is given.
+
+    Raises
+    ------
+    TypeError
+        On every rank (the matrix's dtype is agreed), for a complex ``A`` and
+        a subclass without ``supports_complex``.
     """
 
     name = "base"
     #: what :attr:`symmetric` returns: True, False or None (not known)
     _symmetric: bool | None = None
+    #: Whether the subclass computes with complex matrices and vectors.
+    supports_complex = False
 
     def __init__(self, A):
         layout = getattr(A, "row_layout", None)
         if not isinstance(layout, Layout):
             raise TypeError("%s needs a distributed operator (a DistCSR), got %s"
                             % (self.name, type(A).__name__))
+        dtype = getattr(A, "dtype", None)
+        self.dtype = np.dtype(np.complex128 if dtype is not None and np.dtype(dtype).kind == "c"
+                              else np.float64)
+        if self.dtype.kind == "c" and not self.supports_complex:
+            raise TypeError(_REAL_ONLY % (self.name, "matrices"))
         self.A = A
         self.layout = layout
         self.setup_seconds = 0.0
         self._t0 = time.perf_counter()
+        self._rbuf = None
 
     # -- properties (never communicate) -----------------------------------------
     @property
@@ -76,15 +98,41 @@ class Preconditioner:
 
         Collective on ``comm`` if the preconditioner communicates (see the
         class docstring).
+
+        ``M r`` is complex128 when the matrix or ``r`` is complex (only for a
+        preconditioner with ``supports_complex``), else float64; a real
+        ``out`` cannot take a complex result. An ``r`` of another dtype
+        (float32, complex64, a real ``r`` for a complex matrix) is copied
+        into a kept buffer of the working dtype first.
+
+        Raises
+        ------
+        TypeError
+            ``r`` is not a DistVector, ``r`` is complex and the preconditioner
+            supports real vectors only, or a complex result for a real ``out``.
+        ValueError
+            ``r`` on another layout.
         """
         if not isinstance(r, DistVector):
             raise TypeError("r must be a DistVector, got %s" % type(r).__name__)
         if r.layout is not self.layout and r.layout != self.layout:
             raise ValueError("r has global size %d, the preconditioner's operator has %d rows"
                              % (r.global_size, self.layout.global_size))
+        cplx = self.dtype.kind == "c" or r.dtype.kind == "c"
+        if cplx and not self.supports_complex:
+            raise TypeError(_REAL_ONLY % (self.name, "vectors"))
+        dtype = np.dtype(np.complex128 if cplx else np.float64)
         if out is None:
-            out = DistVector(self.layout, np.empty(self.layout.local_size))
-        self._apply(r.local, out.local)
+            out = DistVector(self.layout, np.empty(self.layout.local_size, dtype=dtype))
+        elif cplx and out.dtype.kind != "c":
+            raise TypeError("out has dtype %s, but M r is complex" % out.dtype)
+        rl = r.local
+        if rl.dtype != dtype:
+            if self._rbuf is None or self._rbuf.dtype != dtype:
+                self._rbuf = np.empty(self.layout.local_size, dtype=dtype)
+            np.copyto(self._rbuf, rl)
+            rl = self._rbuf
+        self._apply(rl, out.local)
         return out
 
     def __call__(self, r: DistVector, out: DistVector | None = None) -> DistVector:

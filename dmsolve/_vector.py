@@ -38,7 +38,15 @@ class DistVector:
 
     Layout checks compare the replicated ownership tables, so every rank
     reaches the same verdict and raises the same error without talking to
-    the others.
+    the others. The dtype (real or complex) must be the same on every rank,
+    as the layout.
+
+    A DistVector is not a numpy array: ``np.asarray(x)`` raises
+    ``TypeError`` (use :meth:`gather` for the global array, :attr:`local`
+    for this rank's part). Element-wise numpy functions (``np.sqrt(x)``,
+    ``np.add(x, 1)``, ``np.float64(2) * x``) work on the local parts and
+    return a DistVector; combining a DistVector with a numpy array, and
+    numpy reductions, raise ``TypeError``.
     """
 
     __slots__ = ("layout", "local")
@@ -81,16 +89,24 @@ class DistVector:
         layout : Layout or MPI.Comm
             The layout, or a communicator for a block layout.
 
-        Not collective; but a wrong length on some rank only is agreed on,
-        so ``from_global`` is collective when it raises: call it on every rank.
+        Collective on ``layout.comm``: a wrong length on some rank only is
+        agreed on, and a layout that is not yet :attr:`~Layout.agreed` is
+        verified (:meth:`Layout.verify`). Call it on every rank.
+
+        Raises
+        ------
+        ValueError
+            On every rank, for a wrong length on some rank, or a layout whose
+            ranges differ between ranks.
         """
         if isinstance(layout, MPI.Comm):
             comm = layout
             x = np.asarray(x)
             n = comm.allreduce(int(x.shape[0]) if x.ndim == 1 else -1, op=MPI.MAX)
-            layout = Layout.block(max(n, 0), comm)
+            layout = Layout.block(max(n, 0), comm)._trusted()     # an agreed size
         if not isinstance(layout, Layout):
             raise TypeError("layout must be a Layout or an MPI.Comm")
+        layout.verify()
         x = np.asarray(x)
         exc = None
         if x.ndim != 1 or x.shape[0] != layout.global_size:
@@ -136,6 +152,16 @@ class DistVector:
     def copy(self) -> "DistVector":
         """A deep copy. Not collective."""
         return DistVector(self.layout, self.local.copy())
+
+    def astype(self, dtype) -> "DistVector":
+        """A copy with entries of ``dtype``. Not collective."""
+        return DistVector(self.layout, self.local.astype(dtype))
+
+    def conj(self) -> "DistVector":
+        """The entrywise complex conjugate (a copy). Not collective."""
+        return DistVector(self.layout, np.conj(self.local))
+
+    conjugate = conj
 
     def zeros_like(self) -> "DistVector":
         """A vector of zeros with the same layout and dtype. Not collective."""
@@ -234,7 +260,15 @@ class DistVector:
         return bool(self.comm.allreduce(ok, op=MPI.LAND))
 
     def gather(self, root: int | None = None) -> np.ndarray | None:
-        """The global array, on every rank (or only on ``root``). Collective."""
+        """The global array, on every rank (or only on ``root``). Collective.
+
+        Raises
+        ------
+        ValueError
+            On every rank, if the layout's ranges differ between ranks (checked
+            once per layout: :meth:`Layout.verify`).
+        """
+        self.layout.verify()
         counts = self.layout.local_sizes
         displs = self.layout.ranges[:-1]
         out = None
@@ -256,7 +290,47 @@ class DistVector:
             return DistVector(self.layout, op(self.local, other.local))
         if isinstance(other, numbers.Number):
             return DistVector(self.layout, op(self.local, other))
+        if isinstance(other, np.ndarray):
+            raise TypeError(_ARRAY_MIX % "an arithmetic operator")
         return NotImplemented
+
+    # -- numpy: never an object array ------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a DistVector holds only this rank's entries, so numpy cannot "
+                        "convert it: use x.gather() for the global array (collective) or "
+                        "x.local for this rank's part")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # element-wise ufuncs of DistVectors (one layout) and scalars act on
+        # the local parts; anything that would need the global array refuses
+        name = getattr(ufunc, "__name__", str(ufunc))
+        if method != "__call__" or ufunc.nout != 1:
+            raise TypeError("numpy.%s.%s is not supported on a DistVector: use the "
+                            "collective x.sum(), x.norm(), x.dot(y), or x.gather() for the "
+                            "global array, or x.local for this rank's part" % (name, method))
+        args = [self._ufunc_operand(a, name) for a in inputs]
+        out = kwargs.pop("out", None)
+        for k, v in list(kwargs.items()):
+            kwargs[k] = self._ufunc_operand(v, name)
+        if out is not None:
+            o = out[0] if isinstance(out, tuple) else out
+            if not isinstance(o, DistVector):
+                raise TypeError("numpy.%s: out must be a DistVector, got %s"
+                                % (name, type(o).__name__))
+            self._check(o, "out")
+            ufunc(*args, out=o.local, **kwargs)
+            return o
+        return DistVector(self.layout, ufunc(*args, **kwargs))
+
+    def _ufunc_operand(self, a, name: str):
+        if isinstance(a, DistVector):
+            self._check(a)
+            return a.local
+        if isinstance(a, np.ndarray):
+            if a.ndim == 0:
+                return a[()]
+            raise TypeError(_ARRAY_MIX % ("numpy." + name))
+        return a
 
     def __add__(self, other):
         return self._binary(other, np.add)
@@ -308,8 +382,15 @@ class DistVector:
             self.global_size, *self.layout.owned_range, self.local.dtype)
 
 
+_ARRAY_MIX = ("cannot combine a DistVector with a numpy array in %s (the DistVector is "
+              "distributed, the array is not): distribute the array with "
+              "DistVector.from_global(array, x.layout), or work on x.local, this rank's part")
+
+
 def _axpy_inplace(alpha, x: np.ndarray, y: np.ndarray) -> None:
     # BLAS axpy updates y in place with no temporary the size of the vector
+    if y.size == 0:
+        return          # (scipy's BLAS wrappers refuse empty arrays: a rank may own nothing)
     if y.dtype == x.dtype and y.dtype.char in "fdFD" and y.flags.c_contiguous:
         axpy = _AXPY.get(y.dtype.char)
         if axpy is None:

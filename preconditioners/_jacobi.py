@@ -16,15 +16,17 @@ __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
 def checked_inverse_diagonal(A, who: str = "Jacobi") -> np.ndarray:
     """``1 / diag(A)`` on this rank's rows, refusing zero or non-finite entries.
 
-    Collective on ``A.comm``: the check is agreed (:func:`._diagonal.refuse_rows`),
-    so every rank raises the same ``ValueError``, naming the number of such
-    rows and the first global row.
+    d = diag().local
+    d = np.asarray(d, dtype=np.complex128 if d.dtype.kind == "c" else np.float64)
+    refuse_rows(A.row_layout, ~np.isfinite(d) | (d == 0),
+                "%s: the diagonal of A is zero or not finite" % who)
     """
     diag = getattr(A, "diagonal", None)
     if not callable(diag):
         raise TypeError("%s needs an operator with diagonal(), got %s"
                         % (who, type(A).__name__))
-    d = np.asarray(diag().local, dtype=np.float64)
+    d = diag().local
+    d = np.asarray(d, dtype=np.complex128 if d.dtype.kind == "c" else np.float64)
     refuse_rows(A.row_layout, ~np.isfinite(d) | (d == 0),
                 "%s: the diagonal of A is zero or not finite" % who)
     with np.errstate(divide="ignore"):
@@ -37,7 +39,8 @@ class Jacobi(Preconditioner):
     Parameters
     ----------
     A : DistCSR
-        Any operator providing ``diagonal()`` and ``row_layout``.
+        Any operator providing ``diagonal()`` and ``row_layout``; real or
+        complex.
     omega : float > 0, optional
         Damping (default 1).
 
@@ -56,6 +59,7 @@ class Jacobi(Preconditioner):
 
     name = "jacobi"
     _symmetric = True  # a diagonal
+    supports_complex = True
 
     def __init__(self, A, omega: float = 1.0):
         super().__init__(A)
@@ -81,6 +85,7 @@ class Identity(Preconditioner):
 
     name = "none"
     _symmetric = True  # the identity
+    supports_complex = True
 
     def __init__(self, A):
         super().__init__(A)

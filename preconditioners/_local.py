@@ -3,6 +3,11 @@
 Each local solver is set up once from a scipy CSR matrix and solves
 ``M x = b`` on numpy arrays in place of ``out``. Not collective; the callers
 (block Jacobi, additive Schwarz, GeMSLR) agree on set-up errors.
+
+All three factor real (float64) or complex (complex128) matrices: the
+compiled ILU(0) loop and triangular sweeps are compiled for each, and
+SuperLU has complex variants. A real factorisation solves with a complex
+right-hand side too (``out`` complex then).
 """
 
 from __future__ import annotations
@@ -61,6 +66,11 @@ class PivotError(ValueError):
         return self.at("global", global_index)
 
 
+def _factor_dtype(A) -> np.dtype:
+    # the dtypes the factorisations run in: complex128 for complex input
+    return np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
+
+
 def _check_pivots(diag: np.ndarray, what: str, perm_c: np.ndarray | None = None) -> None:
     bad = np.flatnonzero(~np.isfinite(diag) | (diag == 0))
     if bad.size:
@@ -91,7 +101,7 @@ def _superlu(factor, A: sp.csr_matrix, what: str, **options):
     errors as :class:`PivotError`: its messages carry C file paths and line
     numbers ("matrix is singular at line 148 in file .../ilu_dpivotL.c") and
     never say where the matrix is singular."""
-    A = sp.csr_matrix(A, dtype=np.float64)
+    A = sp.csr_matrix(A, dtype=_factor_dtype(A))
     _check_structure(A, what)
     try:
         return factor(sp.csc_matrix(A), **options)
@@ -108,7 +118,7 @@ def _ilu0_in_place(A: sp.csr_matrix):
     strictly lower part of each row holds ``L`` (unit diagonal implied), the
     rest ``U``; ``dpos[i]`` is the position of row ``i``'s pivot. Index
     arrays are unsigned (:func:`._kernels.unsigned_index`)."""
-    A = sp.csr_matrix(A, dtype=np.float64, copy=True)
+    A = sp.csr_matrix(A, dtype=_factor_dtype(A), copy=True)
     A.sum_duplicates()
     A.sort_indices()
     ip, ix, a = unsigned_index(A.indptr), unsigned_index(A.indices), A.data
@@ -155,8 +165,8 @@ def _ilu0_factors(A: sp.csr_matrix):
     np.cumsum(dpos - ip[:-1], out=Lp[1:])
     np.cumsum(ip[1:] - dpos - 1, out=Up[1:])
     Li, Ui = np.empty(int(Lp[-1]), dtype=ix.dtype), np.empty(int(Up[-1]), dtype=ix.dtype)
-    Lx, Ux = np.empty(Li.size), np.empty(Ui.size)
-    dinv = np.empty(n)
+    Lx, Ux = np.empty(Li.size, dtype=a.dtype), np.empty(Ui.size, dtype=a.dtype)
+    dinv = np.empty(n, dtype=a.dtype)
     ilu0_split(ip, ix, a, dpos, Lp, Li, Lx, Up, Ui, Ux, dinv)
     return (Lp, Li, Lx), (Up, Ui, Ux, dinv), a[dpos]
 
@@ -198,13 +208,16 @@ class _SuperLU:
         self.nnz = L.nnz + U.nnz
         self._factors = (lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64),
                          L.indptr, L.indices, L.data, U.indptr, U.indices, U.data, d)
-        self._work = np.zeros(L.shape[0])
+        self._work = {}             # per dtype of the right-hand side, made on first use
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         """``out = M^-1 b``. Not collective."""
         if self._factors is None:
             return
-        superlu_solve(*self._factors, b, self._work, out)
+        work = self._work.get(out.dtype)
+        if work is None:
+            work = self._work[out.dtype] = np.zeros(out.shape[0], dtype=out.dtype)
+        superlu_solve(*self._factors, b, work, out)
 
 
 @LOCAL_SOLVERS.register("lu")

@@ -57,7 +57,7 @@ class BlockJacobi(Preconditioner):
     Parameters
     ----------
     A : DistCSR
-        Square, rows and columns distributed alike.
+        Square, rows and columns distributed alike; real or complex.
     sub : {"ilu0", "ilut", "lu"}
         The local factorisation (:data:`preconditioners._local.LOCAL_SOLVERS`).
     sub_options : dict, optional
@@ -80,6 +80,7 @@ class BlockJacobi(Preconditioner):
     """
 
     name = "bjacobi"
+    supports_complex = True
 
     def __init__(self, A, sub: str = "ilu0", sub_options: dict | None = None):
         super().__init__(A)
@@ -110,7 +111,7 @@ class AdditiveSchwarz(Preconditioner):
     Parameters
     ----------
     A : DistCSR
-        Square, rows and columns distributed alike.
+        Square, rows and columns distributed alike; real or complex.
     overlap : int
         Layers of overlap; 0 is block Jacobi. Layers beyond those that reach
         new rows on some rank are not built.
@@ -150,6 +151,7 @@ class AdditiveSchwarz(Preconditioner):
     """
 
     name = "asm"
+    supports_complex = True
 
     def __init__(self, A, overlap: int = 1, sub: str = "ilu0",
                  sub_options: dict | None = None, restricted: bool = True):
@@ -196,24 +198,38 @@ class AdditiveSchwarz(Preconditioner):
         self.local_rows_overlapped = ids.size
         self.solver = _factor("asm", self.sub, M, A.comm, sub_options, ids)
         self.halo = NeighborExchange.from_ghosts(lay, ext)
-        self._back = None if self.restricted else self.halo.reverse()
-        self._ext_sol = np.zeros(ext.size)
-        self._rhs = np.zeros(ids.size)
-        self._sol = np.zeros(ids.size)
+        if not self.restricted:
+            self.halo.reverse()         # collective on first use: build it now
+        # per dtype of r (float64, complex128): the halo pattern, the reverse
+        # one and the work vectors, made on first use
+        self._work: dict = {}
         self._done()
+
+    def _buffers(self, dtype):
+        w = self._work.get(dtype)
+        if w is None:
+            halo = self.halo.for_dtype(dtype)
+            n = self.local_rows_overlapped
+            w = self._work[dtype] = (halo, None if self.restricted else halo.reverse(),
+                                     np.zeros(n, dtype), np.zeros(n, dtype),
+                                     np.zeros(self.ext.size, dtype))
+        return w
 
     def _apply(self, r, out):
         """Collective among neighbouring ranks: :meth:`apply` is."""
-        self.halo.start(r)
-        self._rhs[self._owned_pos] = r
-        self._rhs[self._ext_pos] = self.halo.finish()
-        self.solver.solve(self._rhs, self._sol)
-        np.take(self._sol, self._owned_pos, out=out, mode="clip")  # "raise" would buffer
-        if self._back is not None:
-            np.take(self._sol, self._ext_pos, out=self._ext_sol, mode="clip")
-            self._back.start(self._ext_sol)
-            self._back.finish()
-            self._back.accumulate(out)
+        halo, back, rhs, sol, ext_sol = self._buffers(r.dtype)
+        halo.start(r)
+        try:
+            rhs[self._owned_pos] = r
+        finally:            # never leave the exchange active, whatever raised
+            rhs[self._ext_pos] = halo.finish()
+        self.solver.solve(rhs, sol)
+        np.take(sol, self._owned_pos, out=out, mode="clip")  # "raise" would buffer
+        if back is not None:
+            np.take(sol, self._ext_pos, out=ext_sol, mode="clip")
+            back.start(ext_sol)
+            back.finish()
+            back.accumulate(out)
 
     def _describe(self):
         return {"sub": self.sub, "overlap": self.overlap, "restricted": self.restricted,

@@ -295,12 +295,14 @@ class HybridGaussSeidel:
             sor_sweep(first, last, self._indices, D.data, self._dinv, b, x, forward, True)
             return
         A.halo.start(x)             # packs the values sent now: the sweep may overwrite x
+        try:
+            if self._moffd.rows.size:
+                np.copyto(rhs, b)
+        finally:                    # never leave the exchange active, whatever raised
+            ghost = A.halo.finish()
         if self._moffd.rows.size:
-            np.copyto(rhs, b)
-            self._moffd.matvec_add(A.halo.finish(), rhs)
+            self._moffd.matvec_add(ghost, rhs)
             b = rhs
-        else:
-            A.halo.finish()
         sor_sweep(self._starts, self._ends, self._indices, D.data, self._dinv, b, x, forward,
                     False)
 

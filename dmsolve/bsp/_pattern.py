@@ -5,6 +5,10 @@ receives how many) and then exchanged many times with no allocation and no
 set-up collective: the per-call work is one ``take`` into a preallocated send
 buffer and one round of persistent requests (or one ``Neighbor_alltoallv`` on
 a distributed-graph communicator).
+
+A pattern carries entries of one dtype; :meth:`NeighborExchange.for_dtype`
+gives the same pattern for another (complex values through a real matrix's
+halo), built once, with no communication.
 """
 
 from __future__ import annotations
@@ -58,6 +62,14 @@ class NeighborExchange:
     :meth:`from_ghosts` for the usual way to build a consistent pattern).
     :meth:`start`, :meth:`finish` and :meth:`exchange` are collective among
     neighbours only.
+
+    One exchange of a pattern (or of its :meth:`for_dtype` variants, which
+    share its message tag) can be active at a time: :meth:`start` while one
+    is active raises ``RuntimeError`` instead of restarting active MPI
+    requests, which MPI refuses and whose buffers would be freed under it.
+    Code that does work between :meth:`start` and :meth:`finish` calls
+    :meth:`finish` in a ``finally`` clause, so that an exception there never
+    leaves the exchange active.
     """
 
     def __init__(self, comm, send_ranks, send_indices, recv_ranks, recv_counts,
@@ -78,20 +90,31 @@ class NeighborExchange:
         self.recv_displs = _displs(self.recv_counts)
         self.send_index = (np.concatenate(send_indices) if send_indices
                            else np.zeros(0, dtype=np.intp))
-        self.sendbuf = np.empty(self.send_index.size, dtype=self.dtype)
-        self.recvbuf = np.empty(int(self.recv_counts.sum()), dtype=self.dtype)
-        self._mpitype = mpi_datatype(self.dtype)
-        self._t0 = 0.0
         self._graph = None
-        self._requests: list = []
+        self._owns_graph = method == "graph"
+        self._tag = None
+        self._state = _State()
+        self._variants: dict = {}
+        self._parent = None
         self._reverse = None
         if method == "graph":
             self._graph = comm.Create_dist_graph_adjacent(
                 self.recv_ranks.tolist(), self.send_ranks.tolist(), reorder=False)
-            self._request = None
         else:
             self._tag = next_tag(comm)
-            inner = inner_comm(comm)
+        self._plan_buffers()
+
+    def _plan_buffers(self) -> None:
+        # buffers, MPI datatype and persistent requests of self.dtype, for the
+        # pattern, tag and graph communicator already set
+        self.sendbuf = np.empty(self.send_index.size, dtype=self.dtype)
+        self.recvbuf = np.empty(int(self.recv_counts.sum()), dtype=self.dtype)
+        self._mpitype = mpi_datatype(self.dtype)
+        self._t0 = 0.0
+        self._requests: list = []
+        self._request = None
+        if self._graph is None:
+            inner = inner_comm(self.comm)
             mt = self._mpitype
             for r, c, d in zip(self.recv_ranks, self.recv_counts, self.recv_displs):
                 self._requests.append(inner.Recv_init(
@@ -107,9 +130,18 @@ class NeighborExchange:
 
         The receive buffer then holds the ghost values in the order of
         ``ghosts``. Collective on ``layout.comm`` (one ``Alltoall`` of counts
-        and one ``Alltoallv`` of the requested indices).
+        and one ``Alltoallv`` of the requested indices, plus the one
+        ``allreduce`` of :meth:`Layout.verify <dmsolve.Layout.verify>` if
+        ``layout`` is not yet agreed).
+
+        Raises
+        ------
+        ValueError, IndexError
+            On every rank, for ghosts that are out of range, unsorted or owned
+            by this rank, or a layout whose ranges differ between ranks.
         """
         comm = layout.comm
+        layout.verify()     # ranges that differ between ranks would mismatch the plan
         ghosts = np.asarray(ghosts, dtype=np.int64).ravel()
         exc = None
         if ghosts.size and (ghosts[0] < 0 or ghosts[-1] >= layout.global_size):
@@ -149,6 +181,46 @@ class NeighborExchange:
     def bytes_received(self) -> int:
         return self.recvbuf.nbytes
 
+    @property
+    def active(self) -> bool:
+        """Whether an exchange of this pattern (or of a :meth:`for_dtype`
+        variant) has started and not yet finished."""
+        return self._state.owner is not None
+
+    # -- the same pattern for another dtype ----------------------------------------------
+    def for_dtype(self, dtype) -> "NeighborExchange":
+        """This pattern for entries of ``dtype`` (``self`` if it is the pattern's).
+
+        Built on first use and cached: new buffers and persistent requests on
+        the same message tag (and graph communicator), so it costs no
+        communication and keeps tags in step on every rank even when only
+        some patterns meet another dtype. A variant and its pattern share
+        one exchange at a time (see the class notes). Every rank must use the
+        same dtype in an exchange. Not collective.
+        """
+        dtype = np.dtype(dtype)
+        root = self._parent or self
+        if dtype == root.dtype:
+            return root
+        var = root._variants.get(dtype)
+        if var is None:
+            var = NeighborExchange.__new__(NeighborExchange)
+            for name in ("comm", "method", "ledger", "name", "send_ranks", "recv_ranks",
+                         "send_counts", "recv_counts", "send_displs", "recv_displs",
+                         "send_index", "_graph", "_tag", "_state"):
+                setattr(var, name, getattr(root, name))
+            if hasattr(root, "_scatter"):
+                var._scatter = root._scatter
+                var._scatter_matrix = None
+            var.dtype = dtype
+            var._owns_graph = False
+            var._variants = {}
+            var._parent = root
+            var._reverse = None
+            var._plan_buffers()
+            root._variants[dtype] = var
+        return var
+
     # -- forward exchange: owners -> ghosts -------------------------------------------
     def start(self, values: np.ndarray) -> None:
         """Begin sending ``values[send_index]``; pair with :meth:`finish`.
@@ -157,7 +229,22 @@ class NeighborExchange:
         change before :meth:`finish`. Collective on ``comm``: call it on every
         rank (under ``"p2p"`` only neighbours communicate; under ``"graph"``
         it starts a neighbourhood collective).
+
+        Raises
+        ------
+        RuntimeError
+            If an exchange of this pattern is active (started, not finished).
+        TypeError
+            If ``values`` are not of the pattern's dtype (:meth:`for_dtype`
+            gives the pattern for another). Nothing has started then.
         """
+        if self._state.owner is not None:
+            raise RuntimeError("%s: start() while an exchange of this pattern is active; "
+                               "call finish() first" % self.name)
+        if values.dtype != self.dtype:
+            raise TypeError("%s: values of dtype %s for a pattern of dtype %s; use "
+                            "for_dtype(%s)" % (self.name, values.dtype, self.dtype,
+                                               values.dtype))
         if self.ledger is not None:
             self._t0 = time.perf_counter()
         np.take(values, self.send_index, out=self.sendbuf, mode="clip")  # "raise" buffers out
@@ -168,18 +255,28 @@ class NeighborExchange:
                 [self.recvbuf, (self.recv_counts, self.recv_displs), mt])
         elif self._requests:
             MPI.Prequest.Startall(self._requests)
+        self._state.owner = self
 
     def finish(self) -> np.ndarray:
         """Complete the exchange; returns :attr:`recvbuf` (the ghost values).
 
         Collective on ``comm``, like :meth:`start`: it waits for the
         neighbours' messages.
+
+        Raises
+        ------
+        RuntimeError
+            If no exchange of this pattern (of this dtype) was started.
         """
+        if self._state.owner is not self:
+            raise RuntimeError("%s: finish() without start() (of this dtype: %s)"
+                               % (self.name, self.dtype))
         if self._graph is not None:
             self._request.Wait()
             self._request = None
         elif self._requests:
             MPI.Prequest.Waitall(self._requests)
+        self._state.owner = None
         if self.ledger is not None:
             self.ledger.record_exchange(self.name, time.perf_counter() - self._t0,
                                         self.sendbuf.nbytes, self.recvbuf.nbytes,
@@ -197,8 +294,11 @@ class NeighborExchange:
 
         Built on first use and cached; collective on ``comm`` the first time.
         Use :meth:`accumulate` to add the received contributions into owned
-        entries.
+        entries. The reverse of a :meth:`for_dtype` variant is the variant of
+        the reverse.
         """
+        if self._parent is not None:
+            return self._parent.reverse().for_dtype(self.dtype)
         if self._reverse is None:
             rev = NeighborExchange.__new__(NeighborExchange)
             n_recv = int(self.recv_counts.sum())
@@ -238,17 +338,42 @@ class NeighborExchange:
                        target)
 
     def free(self) -> None:
-        """Release the MPI requests and communicator. Not collective for
-        ``"p2p"``; collective for ``"graph"``."""
+        """Release the MPI requests and communicator (of the :meth:`for_dtype`
+        variants and the reverse pattern too). Not collective for
+        ``"p2p"``; collective for ``"graph"``.
+
+        Raises
+        ------
+        RuntimeError
+            If an exchange is active: MPI would keep writing into buffers that
+            are about to be released. Call :meth:`finish` first.
+        """
+        if self._state.owner is not None:
+            raise RuntimeError("%s: free() while an exchange is active; call finish() first"
+                               % self.name)
+        for var in self._variants.values():
+            var.free()
+        self._variants = {}
         for req in self._requests:
             req.Free()
         self._requests = []
         if self._graph is not None:
-            self._graph.Free()
+            if self._owns_graph:
+                self._graph.Free()
             self._graph = None
         if self._reverse is not None:
             self._reverse.free()
             self._reverse = None
+
+
+class _State:
+    """Which plan's exchange is active (None: none); shared by a pattern and
+    its dtype variants, which share its message tag."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self):
+        self.owner = None
 
 
 def _displs(counts) -> np.ndarray:

@@ -62,18 +62,22 @@ class Permutation:
     def forward(self, r: np.ndarray, x: np.ndarray) -> None:
         """``x`` (GeMSLR rows) = ``r`` (``A``'s rows). Collective."""
         self._fwd.start(r)
-        np.take(r, self._keep_src, out=self._keep_buf)
-        x[self._keep_dst] = self._keep_buf
-        x[self._recv_dst] = self._fwd.finish()
+        try:
+            np.take(r, self._keep_src, out=self._keep_buf)
+            x[self._keep_dst] = self._keep_buf
+        finally:            # never leave the exchange active, whatever raised
+            x[self._recv_dst] = self._fwd.finish()
 
     def backward(self, y: np.ndarray, out: np.ndarray) -> None:
         """``out`` (``A``'s rows) = ``y`` (GeMSLR rows). Collective."""
         np.take(y, self._recv_dst, out=self._send_buf)
         self._bwd.start(self._send_buf)
-        np.take(y, self._keep_dst, out=self._keep_buf)
-        out[self._keep_src] = self._keep_buf
-        out[self._moved] = 0.0
-        self._bwd.finish()
+        try:
+            np.take(y, self._keep_dst, out=self._keep_buf)
+            out[self._keep_src] = self._keep_buf
+            out[self._moved] = 0.0
+        finally:            # never leave the exchange active, whatever raised
+            self._bwd.finish()
         self._bwd.accumulate(out)
 
 
