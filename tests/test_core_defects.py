@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import dmsolve
 from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.bsp import NeighborExchange
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
@@ -258,6 +259,11 @@ def test_layout_with_different_ranges_is_refused_at_every_collective(comm):
     lay = skewed_layout(n, comm)
     v = DistVector(lay, np.ones(lay.local_size))
     assert_raises_collective(comm, ValueError, v.gather, match=msg)
+    # the door of the Krylov methods: an operator of functions on a skewed layout
+    lay = skewed_layout(n, comm)
+    op = dmsolve.DistLinearOperator(lay, lay, lambda x: x.copy())
+    b = DistVector(lay, np.ones(lay.local_size))
+    assert_raises_collective(comm, ValueError, dmsolve.cg, op, b, match=msg)
 
 
 _BAD_VECTOR = """

@@ -184,6 +184,10 @@ class Context:
             exc = e
         self.reductions += 1
         agree(comm, exc)
+        # a layout whose ranges differ between ranks would make every product
+        # read uninitialised memory: checked once per layout (no-op once agreed)
+        self.A.row_layout.verify()
+        self.A.col_layout.verify()
 
         self.error: BaseException | None = None
         self._send = np.zeros(slots + 1)
