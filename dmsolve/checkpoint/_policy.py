@@ -259,6 +259,9 @@ class Checkpointer:
             On every rank, if any rank cannot write (the previous checkpoint
             stays valid).
         """
+        # no checkpoint of a state that failed user code left behind, and no
+        # rank blocked in the writes' collectives while another holds an error
+        ctx.check_errors()
         t0 = time.perf_counter()
         comm = ctx.comm
         rank, size = comm.Get_rank(), comm.Get_size()
