@@ -196,10 +196,10 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
 
     Collective on ``comm``: one small ``allreduce`` (an ``Iallreduce`` with
     ``grace``) when nobody failed, plus one ``allgather`` of the failing
-    ranks' exceptions when somebody did. Every rank raises the exception of the lowest
-    failing rank, of the same type and with the same message followed by
-    ``[raised on rank N]`` (on more than one rank), so ``try/except``
-    works alike on every rank:
+    ranks' exceptions when somebody did. Every rank raises the exception
+    of the lowest failing rank, of the same type and with the same message
+    followed by ``[raised on rank N]`` (on more than one rank), so
+    ``try/except`` works alike on every rank:
 
     - the built-in kinds ``ValueError``, ``TypeError``, ``RuntimeError``,
       ``OSError``, ``KeyError``, ``IndexError``, ``FloatingPointError``,

@@ -1,7 +1,7 @@
 """The child MPI job of tests/test_faults.py: solves in which one rank raises
 at one stage of the solve, before or after that stage communicates.
 
-    mpiexec -n 3 python -m mpi4py tests/fault_job.py METHOD STAGE:WHEN [STAGE:WHEN ...]
+    mpiexec -n 3 python -m mpi4py tests/fault_job.py METHOD:STAGE:WHEN [...] TMPDIR
 
 STAGE is matvec (the operator does the matrix's halo exchange), pc (the
 preconditioner does an allreduce), callback and monitor (each computes a
@@ -25,7 +25,6 @@ from mpi4py import MPI
 
 import dmsolve
 from dmsolve import DistLinearOperator, gallery
-from dmsolve._errors import poll
 from dmsolve.checkpoint import _policy
 
 comm = MPI.COMM_WORLD
@@ -36,14 +35,25 @@ verdict = comm.Dup()
 FAIL_AT = 3             # the call (iteration) at which the failing rank raises
 
 
+def everyone_within(seconds):
+    """Whether every rank comes here within ``seconds`` (a polled Ibarrier)."""
+    req = verdict.Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not req.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1e-3)
+    return True
+
+
 class InjectedFault(Exception):
     """Not a built-in type: it reaches the other ranks pickled."""
 
 
-def fault(stage, when):
+def fault(method, stage, when):
     sys.stdout.write("FAULT %.6f\n" % time.time())
     sys.stdout.flush()
-    raise InjectedFault("injected in %s %s on rank %d" % (stage, when, comm.rank))
+    raise InjectedFault("injected in %s %s %s on rank %d" % (method, stage, when, comm.rank))
 
 
 def run_case(method, stage, when, tmpdir):
@@ -63,10 +73,10 @@ def run_case(method, stage, when, tmpdir):
     def matvec(x, out=None):
         hit = at_fault("matvec")
         if hit and when == "before":
-            fault(stage, when)
+            fault(method, stage, when)
         y = A.matvec(x, out=out)              # the halo exchange with the neighbours
         if hit:
-            fault(stage, when)
+            fault(method, stage, when)
         return y
 
     op = DistLinearOperator(A.row_layout, A.col_layout, matvec)
@@ -76,10 +86,10 @@ def run_case(method, stage, when, tmpdir):
         def apply(self, r, out=None):
             hit = at_fault("pc")
             if hit and when == "before":
-                fault(stage, when)
+                fault(method, stage, when)
             scale = comm.allreduce(1.0) / comm.size     # = 1, but every rank must come
             if hit:
-                fault(stage, when)
+                fault(method, stage, when)
             out = r.empty_like() if out is None else out
             np.divide(r.local, diag, out=out.local)
             out.local *= scale
@@ -89,10 +99,10 @@ def run_case(method, stage, when, tmpdir):
         def f(*args):
             hit = at_fault(name)
             if hit and when == "before":
-                fault(stage, when)
+                fault(method, stage, when)
             comm.allreduce(len(args))
             if hit:
-                fault(stage, when)
+                fault(method, stage, when)
         return f
 
     options = dict(rtol=1e-10, M=ScaledJacobi(), callback=communicating("callback"),
@@ -102,7 +112,7 @@ def run_case(method, stage, when, tmpdir):
         def hook(real):
             def f(*args, **kwargs):
                 if at_fault("checkpoint"):
-                    fault(stage, when)
+                    fault(method, stage, when)
                 return real(*args, **kwargs)
             return f
         if when == "before":      # before the ranks' files are gathered
@@ -117,19 +127,19 @@ def run_case(method, stage, when, tmpdir):
         sys.stdout.flush()
         notes = "".join(getattr(e, "__notes__", []))
         # raised on this rank alone: the others wait in a communication
-        if "did not reach the agreement" in notes or not poll(verdict.Ibarrier(), 2.0):
+        if "did not reach the agreement" in notes or not everyone_within(2.0):
             raise
         return
     finally:
         _policy.write_rank_file, _policy.write_manifest = saved
-    sys.stdout.write("RANK %d RAISED nothing\n" % comm.rank)
+    sys.stdout.write("RANK %d RAISED nothing in %s\n" % (comm.rank, method))
     sys.stdout.flush()
 
 
 def main():
-    method, cases, tmpdir = sys.argv[1], sys.argv[2:-1], sys.argv[-1]
+    cases, tmpdir = sys.argv[1:-1], sys.argv[-1]
     for case in cases:
-        stage, when = case.split(":")
+        method, stage, when = case.split(":")
         run_case(method, stage, when, tmpdir)
     sys.stdout.flush()
     comm.Barrier()

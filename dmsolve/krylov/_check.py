@@ -113,8 +113,8 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
         ``A`` not square with equal layouts, a vector on another layout or
         communicator, a negative or non-finite tolerance, a negative
         ``maxiter``, an int ``monitor`` below 1, an empty null space, or
-        NaN/infinite entries in ``b`` or ``x0``. The finiteness test is the only one whose answer can differ
-        between ranks, and it comes last.
+        NaN/infinite entries in ``b`` or ``x0``. The finiteness test is the
+        only one whose answer can differ between ranks, and it comes last.
 
     Notes
     -----
