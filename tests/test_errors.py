@@ -316,7 +316,7 @@ def test_compile_time_is_left_out_of_the_timings():
     c = first.extra["compile_seconds"]
     with Checks(COMM) as checks:
         checks.add(first.converged and second.converged, "solved")
-        checks.add(c > 0.05, "the first solve compiled", c)
+        checks.add(c > 0.01, "the first solve compiled", c)
         checks.add(second.extra["compile_seconds"] == 0.0, "the second did not",
                    second.extra["compile_seconds"])
         # the timings add up to the wall time without the compilation
@@ -361,7 +361,7 @@ def test_compile_time_of_a_named_preconditioner_is_left_out():
     c = info.extra["compile_seconds"]
     with Checks(COMM) as checks:
         checks.add(info.converged, "solved")
-        checks.add(c > 0.05, "compiled in the set-up", c)
+        checks.add(c > 0.01, "compiled in the set-up", c)
         checks.add(info.setup_seconds + info.solve_seconds + c <= wall + 1e-6,
                    "set-up time excludes it", (info.setup_seconds, c, wall))
         checks.add(info.extra["pc"]["setup_seconds"] < wall - 0.9 * c,
