@@ -6,10 +6,9 @@ the Krylov methods and the packages above share one definition.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from ._compile import Stopwatch
 from ._layout import Layout
 from ._operator import DistLinearOperator
 from ._vector import DistVector
@@ -66,7 +65,7 @@ class Preconditioner:
         self.A = A
         self.layout = layout
         self.setup_seconds = 0.0
-        self._t0 = time.perf_counter()
+        self._watch = Stopwatch()
         self._rbuf = None
 
     # -- properties (never communicate) -----------------------------------------
@@ -89,8 +88,9 @@ class Preconditioner:
         return self._symmetric
 
     def _done(self) -> None:
-        """Record the set-up time; subclasses call this at the end of ``__init__``."""
-        self.setup_seconds = time.perf_counter() - self._t0
+        """Record the set-up time (numba's compilation left out); subclasses
+        call this at the end of ``__init__``."""
+        self.setup_seconds = self._watch.seconds()
 
     # -- application ------------------------------------------------------------
     def apply(self, r: DistVector, out: DistVector | None = None) -> DistVector:

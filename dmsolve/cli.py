@@ -29,6 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import gallery, io
+from ._errors import poll
 from .bsp import probe
 from .krylov import METHODS, KSPMonitor, solve
 from .validate import check_int, check_real
@@ -264,13 +265,7 @@ def main(argv=None, comm=None) -> int:
 def _everyone_failed(comm, grace: float) -> bool:
     """Whether every rank of ``comm`` reaches this point within ``grace``
     seconds (a non-blocking barrier, polled). Collective when it returns true."""
-    req = comm.Ibarrier()
-    deadline = time.monotonic() + grace
-    while not req.Test():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1e-3)
-    return True
+    return poll(comm.Ibarrier(), grace)
 
 
 def _fail(comm, exc: BaseException) -> int:

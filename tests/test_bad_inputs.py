@@ -255,7 +255,7 @@ CASES = [
     ("solve-negative-divtol", ValueError, "divtol", lambda e: solve(e.A, e.b, divtol=-1.0)),
     ("solve-bad-norm-type", ValueError, "norm_type", lambda e: solve(e.A, e.b, norm_type="max")),
     ("solve-callback-not-callable", TypeError, "callback", lambda e: solve(e.A, e.b, callback=3)),
-    ("solve-monitor-not-callable", TypeError, "monitor", lambda e: solve(e.A, e.b, monitor=3)),
+    ("solve-monitor-not-callable", TypeError, "monitor", lambda e: solve(e.A, e.b, monitor="loud")),
     ("gmres-restart-zero", ValueError, "restart", lambda e: solve(e.A, e.b, "gmres", restart=0)),
     ("gmres-bad-side", ValueError, "side", lambda e: solve(e.A, e.b, "gmres", side="up")),
     ("gmres-bad-orthogonalisation", ValueError, "orthog",

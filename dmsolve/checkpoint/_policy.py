@@ -281,7 +281,14 @@ class Checkpointer:
         OSError
             On every rank, if any rank cannot write (the previous checkpoint
             stays valid).
+        Exception
+            Any other exception of the writes, raised on every rank as its
+            type (:func:`dmsolve.agree`); so is a user-code error that some
+            rank holds, before anything is written.
         """
+        # no checkpoint of a state that failed user code left behind, and no
+        # rank blocked in the writes' collectives while another holds an error
+        ctx.check_errors()
         t0 = time.perf_counter()
         comm = ctx.comm
         rank, size = comm.Get_rank(), comm.Get_size()
@@ -295,6 +302,8 @@ class Checkpointer:
             entry = write_rank_file(self.path, name, meta, vectors)
         except OSError as e:
             exc = OSError("cannot write checkpoint file %s in %r: %s" % (name, self.path, e))
+        except Exception as e:  # noqa: BLE001 - agreed below: raised on every rank, its type kept
+            exc = e
         entries = comm.gather(entry, root=0)
         if rank == 0 and all(e is not None for e in entries):
             man = {
@@ -314,6 +323,8 @@ class Checkpointer:
                 write_manifest(self.path, man)
             except OSError as e:
                 exc = OSError("cannot write checkpoint manifest in %r: %s" % (self.path, e))
+            except Exception as e:  # noqa: BLE001 - agreed below, as above
+                exc = e
         agree(comm, exc)
         # the new checkpoint is durable: drop the previous generation
         for old in self._files:

@@ -3,6 +3,7 @@ and by the PETSc backend, so that both refuse the same inputs in the same words.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,7 +35,8 @@ class CheckedSystem:
         Non-negative; ``10 * N`` when None was given.
     callback : callable or None
     monitor : callable or None
-        ``True`` became a :class:`KSPMonitor`, ``False`` None.
+        ``True`` became a :class:`KSPMonitor`, an int ``k``
+        ``KSPMonitor(every=k)``, ``False`` None.
     nullspace : list of DistVector or None
         The basis as a list, each vector on ``A.col_layout``.
 
@@ -70,11 +72,14 @@ def _check_vector(method: str, name: str, v, layout: Layout) -> None:
 def _check_monitor(monitor):
     if monitor is None or monitor is False:
         return None
-    if monitor is True:
+    if monitor is True:             # a bool is not a count here
         return KSPMonitor()
+    if isinstance(monitor, numbers.Integral) and not isinstance(monitor, np.bool_):
+        return KSPMonitor(every=check_int("monitor", monitor, low=1))
     if not callable(monitor):
-        raise TypeError("monitor must be None, True, a KSPMonitor or a callable "
-                        "monitor(iteration, rnorm), got %s" % type(monitor).__name__)
+        raise TypeError("monitor must be None, True, an int k >= 1 (every k-th iteration), "
+                        "a KSPMonitor or a callable monitor(iteration, rnorm), got %s"
+                        % type(monitor).__name__)
     return monitor
 
 
@@ -102,13 +107,14 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
     TypeError
         ``A`` is not a distributed operator, a vector is not a DistVector or
         not real, a tolerance is not a real number, ``maxiter`` not an
-        integer, ``callback``/``monitor`` not callable.
+        integer, ``callback`` not callable, ``monitor`` neither a bool, an
+        int nor callable.
     ValueError
         ``A`` not square with equal layouts, a vector on another layout or
         communicator, a negative or non-finite tolerance, a negative
-        ``maxiter``, an empty null space, or NaN/infinite entries in ``b`` or
-        ``x0``. The finiteness test is the only one whose answer can differ
-        between ranks, and it comes last.
+        ``maxiter``, an int ``monitor`` below 1, an empty null space, or
+        NaN/infinite entries in ``b`` or ``x0``. The finiteness test is the
+        only one whose answer can differ between ranks, and it comes last.
 
     Notes
     -----

@@ -9,13 +9,14 @@ allocation-free per-iteration methods (``matvec``, ``precondition``,
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 from mpi4py import MPI
 from scipy.linalg.blas import get_blas_funcs
 
-from .._errors import agree
+from .. import _errors
+from .._compile import Stopwatch
+from .._errors import agree, complete
 from ..checkpoint import Checkpointer
 from .._layout import Layout
 from .._operator import _takes_out
@@ -147,6 +148,18 @@ class Context:
     and all of them raise the same exception through
     :func:`dmsolve._errors.agree`. A final agreement at the end of the solve
     catches an error raised after the last reduction.
+
+    A rank may fail before its user code communicated, and its neighbours
+    then wait in that communication for good. So every reduction is a
+    non-blocking ``Iallreduce``: the healthy ranks ``Wait``, a rank holding
+    an error polls for :data:`dmsolve._errors.AGREE_GRACE` seconds and, if
+    the others do not arrive, raises its exception alone (under ``python -m
+    mpi4py`` the job aborts). For the same reason a rank holding an error
+    must never block in communication before its next reduction: before
+    a user call that follows another user call with no reduction in
+    between, every rank posts a non-blocking barrier (``Ibarrier``); healthy
+    ranks complete it at the next reduction, a failing rank polls it and
+    goes on only when every rank has come that far.
     """
 
     def __init__(self, method: str, A, b, x0, *, rtol, atol, maxiter, M, callback,
@@ -154,7 +167,7 @@ class Context:
                  project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
                  checkpoint=None, check=None, symmetric: bool = False,
                  check_symmetry=False):
-        t0 = time.perf_counter()
+        self._watch = Stopwatch()
         self.method = method
         comm = None
         for owner in (A, b):
@@ -190,6 +203,16 @@ class Context:
         self.A.col_layout.verify()
 
         self.error: BaseException | None = None
+        # user calls made, and how many of them every rank is known to have
+        # finished (a reduction started after them has completed, or a barrier
+        # was posted after them): a user call after an unsynchronised one is
+        # preceded by a barrier. The rule uses only these counts, which are
+        # the same on every rank, so every rank posts the same barriers.
+        self._calls = 0
+        self._synced = 0
+        self._nbarriers = 0                 # barriers posted so far
+        self._barriers: list = []           # (serial, request) not yet completed
+        self._inflight: dict = {}           # id(request) -> (calls, barriers) at its start
         self._send = np.zeros(slots + 1)
         self._recv = np.zeros(slots + 1)
         self.raise_on_failure = bool(raise_on_failure)
@@ -237,8 +260,8 @@ class Context:
         self.checkpoint = checkpoint
         if checkpoint is not None:
             checkpoint.start(self, M)
-        self._setup_end = time.perf_counter()
-        self.setup_seconds = self._setup_end - t0
+        self.setup_seconds, _ = self._watch.split()
+        self._begin = None
         if self.monitor is not None and hasattr(self.monitor, "start"):
             self.guard(self.monitor.start, method, comm)
 
@@ -388,11 +411,18 @@ class Context:
     def reduce(self, k: int) -> np.ndarray:
         """Sum ``send[:k]`` over all ranks, plus the error flag; return the
         receive buffer (read ``[:k]``). Collective; raises on every rank if
-        any rank holds a user-code error."""
+        any rank holds a user-code error.
+
+        A non-blocking ``Iallreduce``: waited for on a healthy rank, polled
+        for :data:`dmsolve._errors.AGREE_GRACE` seconds on a rank holding an
+        error, which raises its error alone if the others do not arrive.
+        """
         self._send[k] = 0.0 if self.error is None else 1.0
-        self.comm.Allreduce([self._send, k + 1, MPI.DOUBLE],
-                            [self._recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        calls, mark = self._calls, self._nbarriers
+        req = self.comm.Iallreduce([self._send, k + 1, MPI.DOUBLE],
+                                   [self._recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
         self.reductions += 1
+        self._complete(req, calls, mark)
         if self._recv[k]:
             self._raise()
         return self._recv
@@ -402,21 +432,77 @@ class Context:
         ``recv``; finish it with :meth:`wait`. Collective."""
         send[k] = 0.0 if self.error is None else 1.0
         self.reductions += 1
-        return self.comm.Iallreduce([send, k + 1, MPI.DOUBLE],
-                                    [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        req = self.comm.Iallreduce([send, k + 1, MPI.DOUBLE],
+                                   [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        self._inflight[id(req)] = (self._calls, self._nbarriers)
+        return req
 
     def wait(self, request, k: int, recv: np.ndarray) -> np.ndarray:
         """Complete :meth:`ireduce`; raise everywhere on a user-code error.
 
         Collective (completes the collective :meth:`ireduce` started)."""
-        request.Wait()
+        calls, mark = self._inflight.pop(id(request))
+        self._complete(request, calls, mark)
         if recv[k]:
             self._raise()
         return recv
 
+    def check_errors(self) -> None:
+        """Raise on every rank if any rank holds a user-code error.
+
+        Collective: one reduction of the error flag. For a step that must
+        not run on a state that failed user code left behind (a checkpoint
+        write) or that communicates in a blocking way.
+        """
+        self.reduce(0)
+
+    def _complete(self, req, calls: int, mark: int) -> None:
+        # the request of a reduction started after `calls` user calls and
+        # `mark` barriers
+        if self.error is None:
+            req.Wait()
+        else:
+            complete(req, self.error, _errors.AGREE_GRACE)
+        # every rank started this reduction: every rank finished the user
+        # calls and posted the barriers that came before it
+        if calls > self._synced:
+            self._synced = calls
+        if self._barriers:
+            self._drain(mark)
+
+    def _drain(self, mark: int | None = None) -> None:
+        """Complete the barriers posted before the ``mark``-th (all: None)."""
+        done = [req for serial, req in self._barriers if mark is None or serial < mark]
+        if done:
+            MPI.Request.Waitall(done)
+            del self._barriers[:len(done)]
+
+    def _rendezvous(self) -> None:
+        """A non-blocking barrier before a user call that follows an
+        unsynchronised one (see the class notes). Collective."""
+        req = self.comm.Ibarrier()
+        self._synced = self._calls
+        if self.error is None:
+            self._barriers.append((self._nbarriers, req))
+        else:
+            # the others finished the user call this rank failed in, or
+            # they wait in it for good: then raise alone
+            complete(req, self.error, _errors.AGREE_GRACE)
+        self._nbarriers += 1
+
+    def _enter(self) -> None:
+        """Book a user call about to be made. Collective when it posts a barrier."""
+        if self._calls > self._synced:
+            self._rendezvous()
+        self._calls += 1
+
     def _raise(self):
         self.reductions += 1
-        agree(self.comm, self.error)
+        try:
+            agree(self.comm, self.error)
+        finally:
+            # every rank reached this agreement, after posting every barrier
+            self._drain()
         # agree() raised unless the flag lied; never continue silently
         raise RuntimeError("a rank reported an error it did not hold")  # pragma: no cover
 
@@ -439,7 +525,10 @@ class Context:
     def guard(self, func, *args):
         """Call user code; remember its exception for the next reduction.
 
-        Not collective itself (collective exactly when ``func`` is)."""
+        Collective exactly when ``func`` is, or when it follows other user
+        code with no reduction in between (then a non-blocking barrier comes
+        first; see the class notes)."""
+        self._enter()
         try:
             return func(*args)
         except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
@@ -448,7 +537,8 @@ class Context:
             return None
 
     def matvec(self, x: DistVector, out: DistVector) -> DistVector:
-        """``out = A x``. Collective if ``A.matvec`` is."""
+        """``out = A x``. Collective if ``A.matvec`` is (see :meth:`guard`)."""
+        self._enter()
         try:
             y = self.A.matvec(x, out=out)
             if y is not out:
@@ -463,6 +553,7 @@ class Context:
         if self._pc is None:
             np.copyto(out.local, r.local)
         else:
+            self._enter()
             try:
                 y = self._pc(r, out)
                 if y is not out:
@@ -476,7 +567,7 @@ class Context:
     def callback(self, x: DistVector) -> None:
         """Call the user's callback with the current iterate, guarded.
 
-        Not collective itself (collective exactly when the callback is)."""
+        Collective exactly when the callback is (see :meth:`guard`)."""
         if self._callback is not None:
             self.callbacks += 1
             self.guard(self._callback, x)
@@ -489,7 +580,7 @@ class Context:
     # -- stopping test -----------------------------------------------------------------
     def begin(self) -> None:
         """Mark the start of the iterations (for the timings). Not collective."""
-        self._t_begin = time.perf_counter()
+        self._begin = self._watch.split()
 
     def reference_norm(self, work: DistVector) -> None:
         """Compute ``||b||`` in the method's norm (``||P M b||`` or
@@ -645,22 +736,24 @@ class Context:
         """
         true_rnorm = self._final_truth(reason)
         extra = {**self.extra, "truth_restarts": self.truth_restarts, **extra}
-        t_end = time.perf_counter()
-        begin = getattr(self, "_t_begin", self._setup_end)
+        # numba's compilation (first calls of jitted user code or kernels) is
+        # not work of the solve: reported apart, left out of both timings
+        work, compiling = self._watch.split()
+        setup = self.setup_seconds if self._begin is None else self._begin[0]
+        extra.setdefault("compile_seconds", compiling)
         info = SolveInfo(
             converged=reason.converged, reason=reason, iterations=int(iterations),
             residual_norms=np.array(self.norms, dtype=float), norm_type=self.norm_type,
             method=self.method, rtol=self.rtol, atol=self.atol,
             bnorm=float(self.bnorm) if self.bnorm is not None else float("nan"),
-            setup_seconds=self.setup_seconds + (begin - self._setup_end),
-            solve_seconds=t_end - begin, reductions=self.reductions + 1, extra=extra,
+            setup_seconds=setup, solve_seconds=work - setup,
+            reductions=self.reductions + 1, extra=extra,
             true_residual_norm=float(true_rnorm))
         if self.checkpoint is not None:
             info.extra["checkpoint"] = self.checkpoint.report()
         if self.monitor is not None and hasattr(self.monitor, "finish"):
             self.guard(self.monitor.finish, info)
-        self.reductions += 1
-        agree(self.comm, self.error)
+        self.reduce(0)                  # the final agreement (counted above)
         if self.raise_on_failure:
             info.check()
         return self.x, info
@@ -700,9 +793,10 @@ COMMON_PARAMETERS = """\
         one reduction. The methods that remove it from ``b`` report the
         removed part ``||b - P b|| / ||b||`` in
         ``info.extra["nullspace_removed"]``.
-    monitor : KSPMonitor, True or callable, optional
+    monitor : KSPMonitor, True, int or callable, optional
         ``monitor(iteration, rnorm)`` at every iteration (``True`` for a
-        :class:`KSPMonitor` printing on rank 0). Off by default.
+        :class:`KSPMonitor` printing on rank 0; an int ``k >= 1`` for one
+        printing iterations ``0, k, 2k, ...`` and the last). Off by default.
     raise_on_failure : bool, optional
         Raise :class:`ConvergenceError` instead of returning when the solve
         does not converge.
@@ -733,15 +827,27 @@ COMMON_RAISES = """\
         With ``raise_on_failure=True``, if the solve did not converge.
     Exception
         An exception raised by ``A``, ``M``, ``callback`` or ``monitor`` on
-        any rank is raised on every rank (same built-in kind, message naming
-        the failing ranks) at the next reduction."""
+        any rank is raised on every rank at the next reduction: the same
+        type (sent pickled), its message followed by the failing ranks;
+        :class:`~dmsolve.CollectiveError` if it cannot be pickled. If the
+        other ranks never get there (they wait in a communication the
+        failing rank skipped), the failing rank raises its own exception
+        alone after :data:`dmsolve._errors.AGREE_GRACE` seconds."""
 
 COMMON_NOTES = """\
     Collective on ``A.comm``. Errors in user code on one rank only are
     folded into the next reduction as an extra slot of its buffer, and all
-    ranks then raise through :func:`dmsolve.agree`; this cannot rescue a
-    preconditioner or operator that raises in the middle of its own
-    communication, which must fail before or after communicating.
+    ranks then raise through :func:`dmsolve.agree`. Every reduction is a
+    non-blocking ``Iallreduce``; a rank that holds an error polls it for
+    ``AGREE_GRACE`` seconds (3) and, if the other ranks do not arrive
+    because they wait in a communication of the operator, preconditioner or
+    callback that the failing rank did not make, raises its exception alone,
+    with a note saying so: under ``python -m mpi4py`` that aborts the job.
+    Such a rank makes no further user call before the others have finished
+    the one it failed in (a non-blocking barrier precedes a user call that
+    follows another with no reduction in between). User code that itself
+    uses non-blocking collectives on ``A.comm`` should use a duplicate of
+    it, which theirs cannot pair up with.
     ``b = 0`` returns ``x = 0`` after 0 iterations; an ``x0`` that already
     satisfies the test returns after 0 iterations. A NaN or infinite
     residual norm stops with ``NANORINF``.
@@ -760,7 +866,10 @@ COMMON_NOTES = """\
     (typically a singular or inconsistent preconditioner).
     ``info.true_residual_norm`` is ``||r||_2`` of the returned ``x``,
     measured at every exit but ``NANORINF`` (one product and one reduction
-    at the end of a solve that did not claim convergence)."""
+    at the end of a solve that did not claim convergence).
+    ``info.setup_seconds`` and ``info.solve_seconds`` leave out numba's
+    compilation (a first run's), which ``info.extra["compile_seconds"]``
+    reports."""
 
 
 # The Returns, Raises and Notes sections every method shares; the method's own

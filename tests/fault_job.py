@@ -1,0 +1,151 @@
+"""The child MPI job of tests/test_faults.py: solves in which one rank raises
+at one stage of the solve, before or after that stage communicates.
+
+    mpiexec -n 3 python -m mpi4py tests/fault_job.py METHOD:STAGE:WHEN [...] TMPDIR
+
+STAGE is matvec (the operator does the matrix's halo exchange), pc (the
+preconditioner does an allreduce), callback and monitor (each computes a
+norm: an allreduce), or checkpoint (the write of a checkpoint file, or of the
+manifest after the ranks' files were gathered); WHEN is before or after.
+Rank 1 fails (rank 0 for checkpoint:after, where only rank 0 writes).
+
+Each rank that catches the exception prints ``RANK r RAISED Type: message``.
+When every rank caught it (the library agreed), the next case runs; after the
+last one every rank exits with status 3. When not (the failing rank raised
+alone, the others wait in a communication), the failing rank re-raises, and
+``python -m mpi4py`` aborts the job. The failing rank prints ``FAULT t`` with
+the wall-clock time of the fault, for the parent to time the abort from.
+"""
+
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import dmsolve
+from dmsolve import DistLinearOperator, gallery
+from dmsolve.checkpoint import _policy
+
+comm = MPI.COMM_WORLD
+# the job's own agreement on whether every rank caught the exception: on a
+# communicator of its own, so that its barrier cannot pair up with a
+# non-blocking collective of the library that a rank still waits in
+verdict = comm.Dup()
+FAIL_AT = 3             # the call (iteration) at which the failing rank raises
+
+
+def everyone_within(seconds):
+    """Whether every rank comes here within ``seconds`` (a polled Ibarrier)."""
+    req = verdict.Ibarrier()
+    deadline = time.monotonic() + seconds
+    while not req.Test():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1e-3)
+    return True
+
+
+class InjectedFault(Exception):
+    """Not a built-in type: it reaches the other ranks pickled."""
+
+
+def fault(method, stage, when):
+    sys.stdout.write("FAULT %.6f\n" % time.time())
+    sys.stdout.flush()
+    raise InjectedFault("injected in %s %s %s on rank %d" % (method, stage, when, comm.rank))
+
+
+def run_case(method, stage, when, tmpdir):
+    A = gallery.poisson2d(24, comm)
+    b = gallery.rhs(A, "random")
+    failing = 0 if (stage, when) == ("checkpoint", "after") else 1
+    mine = comm.rank == failing
+    calls = [0]
+
+    def at_fault(name):
+        # the FAIL_AT-th call of this stage, on the failing rank only
+        if name != stage:
+            return False
+        calls[0] += 1
+        return mine and calls[0] == FAIL_AT
+
+    def matvec(x, out=None):
+        hit = at_fault("matvec")
+        if hit and when == "before":
+            fault(method, stage, when)
+        y = A.matvec(x, out=out)              # the halo exchange with the neighbours
+        if hit:
+            fault(method, stage, when)
+        return y
+
+    op = DistLinearOperator(A.row_layout, A.col_layout, matvec)
+    diag = A.diagonal().local
+
+    class ScaledJacobi:
+        def apply(self, r, out=None):
+            hit = at_fault("pc")
+            if hit and when == "before":
+                fault(method, stage, when)
+            scale = comm.allreduce(1.0) / comm.size     # = 1, but every rank must come
+            if hit:
+                fault(method, stage, when)
+            out = r.empty_like() if out is None else out
+            np.divide(r.local, diag, out=out.local)
+            out.local *= scale
+            return out
+
+    def communicating(name):
+        def f(*args):
+            hit = at_fault(name)
+            if hit and when == "before":
+                fault(method, stage, when)
+            comm.allreduce(len(args))
+            if hit:
+                fault(method, stage, when)
+        return f
+
+    options = dict(rtol=1e-10, M=ScaledJacobi(), callback=communicating("callback"),
+                   monitor=communicating("monitor"))
+    saved = _policy.write_rank_file, _policy.write_manifest
+    if stage == "checkpoint":
+        def hook(real):
+            def f(*args, **kwargs):
+                if at_fault("checkpoint"):
+                    fault(method, stage, when)
+                return real(*args, **kwargs)
+            return f
+        if when == "before":      # before the ranks' files are gathered
+            _policy.write_rank_file = hook(_policy.write_rank_file)
+        else:                     # after: rank 0 writes the manifest
+            _policy.write_manifest = hook(_policy.write_manifest)
+        options.update(checkpoint="%s/%s-%s" % (tmpdir, method, when), checkpoint_every=1)
+    try:
+        dmsolve.solve(op, b, method, **options)
+    except Exception as e:  # noqa: BLE001 - printed, then agreed or re-raised
+        sys.stdout.write("RANK %d RAISED %s: %s\n" % (comm.rank, type(e).__name__, e))
+        sys.stdout.flush()
+        notes = "".join(getattr(e, "__notes__", []))
+        # raised on this rank alone: the others wait in a communication
+        if "did not reach the agreement" in notes or not everyone_within(2.0):
+            raise
+        return
+    finally:
+        _policy.write_rank_file, _policy.write_manifest = saved
+    sys.stdout.write("RANK %d RAISED nothing in %s\n" % (comm.rank, method))
+    sys.stdout.flush()
+
+
+def main():
+    cases, tmpdir = sys.argv[1:-1], sys.argv[-1]
+    for case in cases:
+        method, stage, when = case.split(":")
+        run_case(method, stage, when, tmpdir)
+    sys.stdout.flush()
+    comm.Barrier()
+    MPI.Finalize()          # then exit 3 without MPI_Abort: every rank agreed
+    sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""Errors on one rank only, in process: the exception's type reaches every
+rank (pickled), CollectiveError when it cannot; a failing rank chains its own
+exception; the polling primitive; no checkpoint after a failure; and, next
+to them, ``monitor=k`` and the timings that leave numba's compilation out.
+
+(A rank failing before its user code communicates aborts the job: those
+cases run as child jobs in test_faults.py.)"""
+
+import io
+import pickle
+import re
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import dmsolve
+from dmsolve import DistLinearOperator, KSPMonitor, gallery
+from dmsolve import _errors
+from dmsolve.checkpoint import CheckpointError, read_manifest
+from mpitest import Checks, assert_collective, assert_raises_collective
+
+COMM = MPI.COMM_WORLD
+LAST = COMM.size - 1
+METHODS = ["cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres"]
+WHERE = "" if COMM.size == 1 else " [raised on rank %d]" % LAST
+
+
+class GridError(Exception):
+    """A user's own exception type, with state of its own."""
+
+    def __init__(self, message, cell=None):
+        super().__init__(message)
+        self.cell = cell
+
+
+class Unpicklable(Exception):
+    def __init__(self, message):
+        super().__init__(message)
+        self.hook = lambda: None            # lambdas do not pickle
+
+
+class UnpicklableValue(ValueError):
+    def __init__(self, message):
+        super().__init__(message)
+        self.hook = lambda: None
+
+
+def _rebuild_on_all_but_rank0(message):
+    if COMM.rank == 0:
+        raise ImportError("this rank cannot rebuild it")
+    return Fussy(message)
+
+
+class Fussy(Exception):
+    """Pickles, but unpickles on some ranks only."""
+
+    def __reduce__(self):
+        return _rebuild_on_all_but_rank0, (str(self),)
+
+
+def problem(n=12):
+    A = gallery.poisson2d(n, COMM)
+    return A, gallery.rhs(A, "random")
+
+
+def _solve_failing(method, stage, exc_factory, communicate=True, at=2):
+    """Run ``method`` with ``stage`` (callback, pc or matvec) raising
+    ``exc_factory()`` on the last rank at its ``at``-th call, after an
+    allreduce (``communicate``); return (the exception caught, this rank's own)."""
+    A, b = problem()
+    calls = [0]
+    own = []
+
+    def maybe_fail():
+        calls[0] += 1
+        if communicate:
+            COMM.allreduce(1)
+        if COMM.rank == LAST and calls[0] == at:
+            own.append(exc_factory())
+            raise own[0]
+
+    options = {"rtol": 1e-10}
+    if stage == "callback":
+        options["callback"] = lambda xk: maybe_fail()
+    elif stage == "pc":
+        d = A.diagonal().local
+
+        def apply(r, out=None):
+            maybe_fail()
+            out = r.empty_like() if out is None else out
+            np.divide(r.local, d, out=out.local)
+            return out
+        options["M"] = apply
+    else:
+        matrix = A
+
+        def mv(x, out=None):
+            y = matrix.matvec(x, out=out)
+            maybe_fail()
+            return y
+        A = DistLinearOperator(A.row_layout, A.col_layout, mv)
+    try:
+        getattr(dmsolve, method)(A, b, **options)
+    except Exception as e:  # noqa: BLE001 - checked by the caller on every rank
+        return e, (own[0] if own else None)
+    return None, (own[0] if own else None)
+
+
+# -- the type of the exception reaches every rank ----------------------------------------
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stage", ["callback", "pc", "matvec"])
+@pytest.mark.parametrize("method", METHODS)
+def test_custom_exception_keeps_its_type_on_every_rank(method, stage):
+    # the stage communicates, then raises on the last rank: every rank raises
+    # a GridError with the failing rank's message and state; the failing
+    # rank's is chained to its own exception
+    got, own = _solve_failing(method, stage, lambda: GridError("cell 7 is inverted", cell=7))
+    with Checks(COMM) as checks:
+        checks.add(type(got) is GridError, "type", repr(got))
+        checks.add(str(got) == "cell 7 is inverted" + WHERE, "message", str(got))
+        checks.add(getattr(got, "cell", None) == 7, "state travels with it")
+        if COMM.rank == LAST:
+            checks.add(got.__cause__ is own and own is not None, "chained to its own")
+        else:
+            checks.add(got.__cause__ is None and own is None, "nothing to chain")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("method", ["cg", "gmres"])
+def test_non_communicating_callback_failure_keeps_type(method):
+    got, own = _solve_failing(method, "callback", lambda: LookupError("no such cell"),
+                              communicate=False)
+    with Checks(COMM) as checks:
+        checks.add(type(got) is LookupError and str(got) == "no such cell" + WHERE,
+                   "a built-in type beyond the listed kinds keeps its type", repr(got))
+
+
+@pytest.mark.timeout(60)
+def test_unpicklable_exception_is_a_collective_error():
+    got, _ = _solve_failing("cg", "callback", lambda: Unpicklable("cannot travel"))
+    with Checks(COMM) as checks:
+        checks.add(isinstance(got, dmsolve.CollectiveError), "CollectiveError", repr(got))
+        checks.add(getattr(got, "type_name", "").endswith(".Unpicklable"), "type name",
+                   getattr(got, "type_name", None))
+        checks.add(getattr(got, "original_message", None) == "cannot travel", "message")
+        checks.add(re.fullmatch(r"\S+\.Unpicklable: cannot travel" + re.escape(WHERE),
+                                str(got)), "text", str(got))
+    # of a ValueError subclass: a CollectiveError that `except ValueError` catches
+    got, _ = _solve_failing("cg", "pc", lambda: UnpicklableValue("bad value"))
+    with Checks(COMM) as checks:
+        checks.add(isinstance(got, dmsolve.CollectiveError) and isinstance(got, ValueError),
+                   "CollectiveError and ValueError", repr(got))
+        checks.add(str(got).endswith("UnpicklableValue: bad value" + WHERE), "text", str(got))
+
+
+def test_agree_transports_types():
+    def failing(exc):
+        return lambda: _errors.agree(COMM, exc if COMM.rank == LAST else None)
+    # the kinds raised as before, message and all
+    for cls in (ValueError, TypeError, RuntimeError, OSError, IndexError):
+        assert_raises_collective(COMM, cls, failing(cls("plain")), match="^plain%s$"
+                                 % re.escape(WHERE))
+    e = assert_raises_collective(COMM, KeyError, failing(KeyError("k")))
+    assert_collective(COMM, type(e) is KeyError and e.args == ("'k'" + WHERE,), repr(e))
+    # other built-in types, and library types, keep their type
+    for exc, cls in [(AttributeError("no attribute"), AttributeError),
+                     (FileNotFoundError(2, "No such file", "a.mtx"), FileNotFoundError),
+                     (CheckpointError("edited manifest"), CheckpointError),
+                     (GridError("inverted", cell=3), GridError)]:
+        got = assert_raises_collective(COMM, cls, failing(exc))
+        assert_collective(COMM, type(got) is cls and str(got) == str(exc) + WHERE,
+                          "%r became %r" % (exc, got))
+    # unpickled on some ranks only: CollectiveError on all of them
+    got = assert_raises_collective(COMM, dmsolve.CollectiveError, failing(Fussy("fussy")))
+    assert_collective(COMM, got.type_name.endswith("Fussy")
+                      and got.original_message == "fussy", str(got))
+    # nobody failed: nothing raised
+    _errors.agree(COMM, None)
+    _errors.agree(COMM, None, grace=_errors.AGREE_GRACE)
+
+
+def test_agree_with_grace_when_every_rank_arrives():
+    # a rank holding an error waits for the others, which arrive: the same
+    # agreed exception as without grace, and soon
+    t0 = time.monotonic()
+    got = assert_raises_collective(
+        COMM, GridError, lambda: _errors.agree(
+            COMM, GridError("late", cell=1) if COMM.rank == LAST else None,
+            grace=_errors.AGREE_GRACE))
+    assert_collective(COMM, got.cell == 1 and time.monotonic() - t0 < _errors.AGREE_GRACE)
+    pickle.dumps(got)           # the copy itself travels on
+
+
+def test_poll_gives_up_after_its_time():
+    grace = 0.3
+    dup = COMM.Dup()
+    try:
+        req = dup.Ibarrier()
+        done = _errors.poll(req, 10.0)
+        # a receive nobody sends: poll gives up, the request stays active
+        buf = np.zeros(1)
+        req = dup.Irecv(buf, source=dup.rank, tag=77)
+        t0 = time.monotonic()
+        gave_up = not _errors.poll(req, grace)
+        waited = time.monotonic() - t0
+        req.Cancel()
+        req.Wait()
+    finally:
+        dup.Free()
+    assert_collective(COMM, done and gave_up and grace <= waited < grace + 2.0,
+                      "done %s, gave up %s after %.2f s" % (done, gave_up, waited))
+    assert_collective(COMM, 1.0 <= _errors.AGREE_GRACE <= 5.0, "a few seconds")
+
+
+@pytest.mark.timeout(60)
+def test_no_checkpoint_of_a_failed_iteration(shared_tmp_path):
+    # the callback fails at iteration 3, where a checkpoint is due: the
+    # error is agreed before the write, so the last checkpoint is iteration 2
+    A, b = problem()
+    calls = [0]
+
+    def cb(xk):
+        calls[0] += 1
+        if COMM.rank == LAST and calls[0] == 3:
+            raise GridError("callback gave up")
+    path = str(shared_tmp_path / "ck")
+    assert_raises_collective(COMM, GridError, dmsolve.solve, A, b, "cg", rtol=1e-12,
+                             callback=cb, checkpoint=path, checkpoint_every=1)
+    man = read_manifest(path) if COMM.rank == 0 else None
+    iteration = COMM.bcast(None if man is None else man["iteration"], root=0)
+    assert_collective(COMM, iteration == 2, "last checkpoint at iteration %r" % iteration)
+
+
+# -- monitor=k ------------------------------------------------------------------------------
+
+def _printed(text: str) -> list[int]:
+    return [int(m) for m in re.findall(r"^\s*(\d+) KSP Residual norm", text, re.M)]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_monitor_every_k_iterations(method, k):
+    A, b = problem()
+    out = io.StringIO()
+    mon = KSPMonitor(stream=out, every=k, record=True)
+    _, info = getattr(dmsolve, method)(A, b, rtol=1e-8, monitor=mon)
+    called = [it for it, _ in mon.history]
+    expected = [it for it in called if it % k == 0]
+    if called[-1] % k:
+        expected.append(called[-1])            # the last one, always
+    with Checks(COMM) as checks:
+        checks.add(info.converged and called[-1] >= info.iterations - 1 and called[0] == 0,
+                   "solved and monitored", (info.reason, called))
+        if COMM.rank == 0:
+            checks.add(_printed(out.getvalue()) == expected, "printed iterations",
+                       (_printed(out.getvalue()), expected))
+            checks.add(out.getvalue().rstrip().endswith("iterations %d" % info.iterations),
+                       "the reason comes last")
+        else:
+            checks.add(out.getvalue() == "", "only rank 0 prints")
+
+
+def test_monitor_int_in_a_solve(capsys):
+    A, b = problem()
+    _, info = dmsolve.solve(A, b, "cg", rtol=1e-8, monitor=4)
+    printed = _printed(capsys.readouterr().out)
+    expected = sorted(set(range(0, info.iterations + 1, 4)) | {info.iterations})
+    assert_collective(COMM, printed == (expected if COMM.rank == 0 else []),
+                      "%s vs %s" % (printed, expected))
+    _, info = dmsolve.cg(A, b, rtol=1e-8, monitor=np.int64(1))
+    assert_collective(COMM, len(_printed(capsys.readouterr().out))
+                      == (info.iterations + 1 if COMM.rank == 0 else 0))
+    _, info = dmsolve.cg(A, b, rtol=1e-8, monitor=True)      # True is every iteration
+    assert_collective(COMM, len(_printed(capsys.readouterr().out))
+                      == (info.iterations + 1 if COMM.rank == 0 else 0))
+
+
+def test_monitor_count_is_validated():
+    A, b = problem()
+    for bad, cls, match in [(0, ValueError, "monitor must be a positive integer, got 0"),
+                            (-2, ValueError, "monitor must be a positive integer"),
+                            (2.5, TypeError, "an int k >= 1")]:
+        assert_raises_collective(COMM, cls, dmsolve.cg, A, b, monitor=bad, match=match)
+    for bad, cls in [(0, ValueError), (True, TypeError), (1.0, TypeError), (None, TypeError)]:
+        assert_raises_collective(COMM, cls, KSPMonitor, every=bad, match="every must be")
+
+
+# -- numba's compilation is not set-up or solve time -------------------------------------
+
+def test_compile_time_is_left_out_of_the_timings():
+    import numba
+    from dmsolve import _compile
+    A, b = problem()
+
+    # defined here, so the first call compiles it (about a second)
+    @numba.njit(cache=False)
+    def scale(src, dst, alpha):
+        for i in range(src.shape[0]):
+            dst[i] = alpha * src[i]
+
+    def mv(x, out=None):
+        y = A.matvec(x, out=out)
+        scale(y.local, y.local, 1.0)
+        return y
+    op = DistLinearOperator(A.row_layout, A.col_layout, mv)
+    infos, walls = [], []
+    for _ in range(2):                        # the first solve compiles, the second not
+        t0 = time.perf_counter()
+        _, info = dmsolve.solve(op, b, "cg", rtol=1e-8)
+        walls.append(time.perf_counter() - t0)
+        infos.append(info)
+    first, second = infos
+    c = first.extra["compile_seconds"]
+    with Checks(COMM) as checks:
+        checks.add(first.converged and second.converged, "solved")
+        checks.add(c > 0.01, "the first solve compiled", c)
+        checks.add(second.extra["compile_seconds"] == 0.0, "the second did not",
+                   second.extra["compile_seconds"])
+        # the timings add up to the wall time without the compilation
+        total = first.setup_seconds + first.solve_seconds
+        checks.add(0 <= total and total + c <= walls[0] + 1e-6, "timings exclude it",
+                   (first.setup_seconds, first.solve_seconds, c, walls[0]))
+        checks.add(first.solve_seconds < walls[0] - 0.9 * c, "solve time excludes it",
+                   (first.solve_seconds, c, walls[0]))
+        checks.add(_compile.compile_seconds() >= c, "the process clock counts it")
+
+
+def test_compile_time_of_a_named_preconditioner_is_left_out():
+    import numba
+    import preconditioners
+    from dmsolve import PRECONDITIONERS
+    A, b = problem()
+
+    class Scaled(dmsolve.Preconditioner):
+        name = "test-compiling"
+
+        def __init__(self, A):
+            super().__init__(A)
+
+            @numba.njit(cache=False)
+            def invert(d, out):
+                for i in range(d.shape[0]):
+                    out[i] = 1.0 / d[i]
+            self.inv = np.empty(A.row_layout.local_size)
+            invert(A.diagonal().local, self.inv)       # compiles: set-up
+            self._done()
+
+        def _apply(self, r, out):
+            np.multiply(r, self.inv, out=out)
+
+    preconditioners.register("test-compiling", Scaled, replace=True)
+    try:
+        t0 = time.perf_counter()
+        _, info = dmsolve.solve(A, b, "cg", pc="test-compiling", rtol=1e-8)
+        wall = time.perf_counter() - t0
+    finally:
+        PRECONDITIONERS.unregister("test-compiling")
+    c = info.extra["compile_seconds"]
+    with Checks(COMM) as checks:
+        checks.add(info.converged, "solved")
+        checks.add(c > 0.01, "compiled in the set-up", c)
+        checks.add(info.setup_seconds + info.solve_seconds + c <= wall + 1e-6,
+                   "set-up time excludes it", (info.setup_seconds, c, wall))
+        checks.add(info.extra["pc"]["setup_seconds"] < wall - 0.9 * c,
+                   "the preconditioner's own set-up time excludes it",
+                   (info.extra["pc"]["setup_seconds"], c, wall))
