@@ -217,7 +217,11 @@ def distribute_inputs(A, b, comm, options: dict):
         raise TypeError("A is a global %s but b is a DistVector; give A as "
                         "DistCSR.from_global(A, b.comm) (for a matrix), or b as "
                         "b.gather()" % ("LinearOperator" if kind & _OPERATOR_A else "matrix"))
-    A = GlobalLinearOperator(A, comm) if kind & _OPERATOR_A else DistCSR.from_global(A, comm)
+    if kind & _OPERATOR_A:
+        A = GlobalLinearOperator(A, comm)
+    else:
+        # from_global slices rows, which COO/DIA/DOK cannot (CSR stays uncopied)
+        A = DistCSR.from_global(A.tocsr() if sp.issparse(A) else A, comm)
     numpy_b = bool(kind & _NUMPY_B)
     if numpy_b:
         b = DistVector.from_global(b, A.row_layout)

@@ -101,6 +101,13 @@ class _Parser(argparse.ArgumentParser):
 class _Formatter(argparse.HelpFormatter):
     """Help texts keep their line breaks (the per-problem option list)."""
 
+    def _expand_help(self, action):
+        # argparse versions that check help strings when an argument is added
+        # (3.14) expand them then: a callable is computed there instead
+        if callable(action.help):
+            return action.help()
+        return super()._expand_help(action)
+
     def _split_lines(self, text, width):
         lines = []
         for para in text.splitlines():

@@ -10,10 +10,11 @@ therefore spends its first run compiling (tens of seconds) inside whatever it
 runs, e.g. while ``make demo`` times the preconditioners. This script makes
 that first call on tiny inputs, through the same public calls that the
 library's users make (so the cached specialisations are the ones they use:
-the float64/int64 types the kernels see in a solve). It runs on 2 ranks, as
-``make demo`` does: some kernels work only on what arrives from another rank
-(a V-path that crosses into a neighbour's tetrahedra). Both ranks compile;
-numba writes its cache files atomically.
+the float64/int64 types the kernels see in a solve). Rank 0 compiles them
+alone first, while the other ranks sleep (so the work is not done twice);
+then every rank runs the same calls together, as ``make demo`` does on 2
+ranks: some kernels work only on what arrives from another rank (a V-path
+that crosses into a neighbour's tetrahedra), and the rest load from the cache.
 
 It then checks that every kernel is in the cache: compiled or loaded in this
 run, or (a kernel that only other kernels call, when those came from the
@@ -133,6 +134,14 @@ def _analyses(topology, domain, field) -> None:
         topology.merge_tree(domain, field, kind=kind)
 
 
+def _wait_idle(comm) -> None:
+    """Wait, sleeping, until every rank gets here (a busy barrier would take
+    a core from rank 0's compilation)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.05)
+
+
 def main(argv=None) -> int:
     """Warm the cache; return 0 (on every rank) if every kernel was compiled
     on some rank. Collective on ``MPI.COMM_WORLD``."""
@@ -143,6 +152,10 @@ def main(argv=None) -> int:
     comm = MPI.COMM_WORLD
     t0 = time.perf_counter()
     table = kernels()
+    if comm.rank == 0:
+        warm_preconditioners(MPI.COMM_SELF)
+        warm_topology(MPI.COMM_SELF)
+    _wait_idle(comm)
     warm_preconditioners(comm)
     warm_topology(comm)
     # a kernel compiled on any rank is in the (shared, on-disk) cache
