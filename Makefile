@@ -5,6 +5,12 @@ PY      := $(VENV)/bin/python
 MPIEXEC := $(VENV)/bin/mpiexec
 STAMP   := $(VENV)/.dmsolve-installed
 PETSC_STAMP := $(VENV)/.dmsolve-petsc
+# numba caches the compiled kernels next to their modules, in this checkout:
+# the stamp of the warm-up lives here too, and goes stale when any module of
+# preconditioners/ or topology/ changes (numba then recompiles that module's
+# kernels, and the warm-up compiles them again before a demo times them)
+WARM_STAMP := .numba-warm
+KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py)
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
@@ -23,7 +29,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test,bench]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Compile and cache every numba kernel once (about a minute on a fresh
+# checkout), so that the first demo or test run does not compile them
+$(WARM_STAMP): $(STAMP) $(KERNEL_SOURCES) tools/warm_kernels.py
+	$(MPIEXEC) -n 2 $(PY) -m mpi4py tools/warm_kernels.py
+	touch $(WARM_STAMP)
+
+setup: $(STAMP) $(WARM_STAMP)
 
 # Optional [petsc] extra: PETSc and petsc4py built from PyPI sources against the
 # mpich wheel's MPI (about 20 minutes the first time; pip caches the wheels).
@@ -60,4 +72,4 @@ bench: setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck
+	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck $(WARM_STAMP)

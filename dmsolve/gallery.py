@@ -7,7 +7,10 @@ stored entries for neighbours outside the grid), as ``pyamg.gallery`` does.
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,7 +25,7 @@ from .validate import agreed, check_int, check_real
 __all__ = [
     "poisson1d", "poisson2d", "poisson3d", "anisotropic_diffusion",
     "convection_diffusion", "shifted_laplacian", "random_spd",
-    "graph_laplacian", "rhs", "PROBLEMS",
+    "graph_laplacian", "rhs", "PROBLEMS", "ProblemSize", "problem_size", "problem_options",
 ]
 
 
@@ -36,11 +39,22 @@ def _checks(comm):
     return agreed(comm)
 
 
+#: The most rows a gallery matrix may have: global indices are int64, and a
+#: row count near 2**63 would overflow in ``x + y*nx + z*nx*ny``.
+MAX_ROWS = 2 ** 62
+
+
 def _grid(n, ny, nz, dim: int) -> tuple[int, ...]:
     nx = check_int("n", n, low=1)
     ny = nx if ny is None else check_int("ny", ny, low=1)
     nz = nx if nz is None else check_int("nz", nz, low=1)
-    return (nx, ny, nz)[:dim]
+    grid = (nx, ny, nz)[:dim]
+    # Python integers: np.prod would wrap around silently for n = 10**8 in 3D
+    if math.prod(grid) > MAX_ROWS:
+        raise ValueError("a %s grid has %.3g points, more than the 2**62 rows that "
+                         "64-bit indices can number" % ("x".join(map(str, grid)),
+                                                         math.prod(grid)))
+    return grid
 
 
 def _doc(func):
@@ -79,7 +93,7 @@ def _stencil_matrix(grid: tuple[int, ...], stencil: dict, comm):
     array operations over all its rows at once. Collective on ``comm``.
     """
     grid = tuple(int(g) for g in grid)
-    nglobal = int(np.prod(grid))
+    nglobal = math.prod(grid)
     layout = Layout.block(nglobal, comm)
     start, stop = layout.owned_range
     rows = np.arange(start, stop, dtype=np.int64)
@@ -267,10 +281,16 @@ def anisotropic_diffusion(n: int, comm: MPI.Comm, epsilon: float = 1e-3,
        Python, ``pyamg.gallery.diffusion``.
     """
     with _checks(comm):
-        grid = _grid(n, ny, None, 2)
-        eps = check_real("epsilon", epsilon)
-        th = check_real("theta", theta)
-    return _stencil_matrix(grid, _diffusion_stencil_fd(eps, th), comm)
+        grid, stencil = _anisotropic_system(n, epsilon, theta, ny)
+    return _stencil_matrix(grid, stencil, comm)
+
+
+def _anisotropic_system(n, epsilon, theta, ny):
+    """The grid and stencil of :func:`anisotropic_diffusion`, checked. Pure function."""
+    grid = _grid(n, ny, None, 2)
+    eps = check_real("epsilon", epsilon)
+    th = check_real("theta", theta)
+    return grid, _diffusion_stencil_fd(eps, th)
 
 
 # -- convection-diffusion ----------------------------------------------------
@@ -312,10 +332,16 @@ def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
         On every rank, for a bad size, dimension, wind or diffusion.
     """
     with _checks(comm):
-        dim = check_int("dim", dim, low=2, high=3)
-        grid = _grid(n, None, None, dim)
-        w = _real_vector("wind", (1.0, 0.5, 0.25)[:dim] if wind is None else wind, dim)
-        nu = check_real("diffusion", diffusion, low=0.0, low_open=True)
+        grid, stencil = _convdiff_system(n, dim, wind, diffusion)
+    return _stencil_matrix(grid, stencil, comm)
+
+
+def _convdiff_system(n, dim, wind, diffusion):
+    """The grid and stencil of :func:`convection_diffusion`, checked. Pure function."""
+    dim = check_int("dim", dim, low=2, high=3)
+    grid = _grid(n, None, None, dim)
+    w = _real_vector("wind", (1.0, 0.5, 0.25)[:dim] if wind is None else wind, dim)
+    nu = check_real("diffusion", diffusion, low=0.0, low_open=True)
     h = 1.0 / (grid[0] + 1)
     stencil = {(0,) * dim: 2 * dim * nu + h * float(np.abs(w).sum())}
     for d in range(dim):
@@ -324,7 +350,7 @@ def convection_diffusion(n: int, comm: MPI.Comm, dim: int = 2,
             off[d] = o
             # upwind: the neighbour the wind comes from carries the convection
             stencil[tuple(off)] = -nu - h * max(-o * float(w[d]), 0.0)
-    return _stencil_matrix(grid, stencil, comm)
+    return grid, stencil
 
 
 # -- the parGeMSLR shifted operator -------------------------------------------
@@ -369,16 +395,22 @@ def shifted_laplacian(n: int, comm: MPI.Comm, shift: float = 0.0,
        (2022).
     """
     with _checks(comm):
-        grid = _grid(n, ny, nz, 3)
-        s = check_real("shift", shift)
-        a = _real_vector("alpha", alpha, 3)
+        grid, stencil = _shifted_system(n, shift, alpha, ny, nz)
+    return _stencil_matrix(grid, stencil, comm)
+
+
+def _shifted_system(n, shift, alpha, ny, nz):
+    """The grid and stencil of :func:`shifted_laplacian`, checked. Pure function."""
+    grid = _grid(n, ny, nz, 3)
+    s = check_real("shift", shift)
+    a = _real_vector("alpha", alpha, 3)
     stencil = {(0, 0, 0): 6.0 - s}
     for d in range(3):
         for o in (-1, 1):
             off = [0, 0, 0]
             off[d] = o
             stencil[tuple(off)] = -1.0 + o * float(a[d])
-    return _stencil_matrix(grid, stencil, comm)
+    return grid, stencil
 
 
 # -- counter-based random numbers (rank-count independent) --------------------
@@ -466,14 +498,10 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
         On every rank, for a bad ``n``, ``density``, ``seed`` or ``shift``.
     """
     with _checks(comm):
-        nn = check_int("n", n, low=1)
-        dens = check_real("density", density, low=0.0, high=1.0, low_open=True)
-        sd = check_int("seed", seed, low=0)
-        sh = check_real("shift", shift, low=0.0, low_open=True)
+        nn, m, sd, sh = _random_spd_params(n, density, seed, shift)
 
     layout = Layout.block(nn, comm)
     start, stop = layout.owned_range
-    m = int(np.ceil(dens * (nn - 1) / 2))
     rows = np.repeat(np.arange(start, stop, dtype=np.int64), m)
     k = np.tile(np.arange(m, dtype=np.int64), stop - start)
     span = nn - 1 - rows
@@ -490,6 +518,18 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
                                np.concatenate((vals, vals)), (nn, nn), comm,
                                layout=layout)
     return _add_diagonal(offdiag, sh, comm)
+
+
+def _random_spd_params(n, density, seed, shift):
+    """``(n, draws per row, seed, shift)`` of :func:`random_spd`, checked. Pure function."""
+    nn = check_int("n", n, low=1)
+    dens = check_real("density", density, low=0.0, high=1.0, low_open=True)
+    sd = check_int("seed", seed, low=0)
+    sh = check_real("shift", shift, low=0.0, low_open=True)
+    if nn > MAX_ROWS:
+        raise ValueError("n = %d is more than the 2**62 rows that 64-bit indices can "
+                         "number" % nn)
+    return nn, int(np.ceil(dens * (nn - 1) / 2)), sd, sh
 
 
 # -- graph Laplacians ----------------------------------------------------------------
@@ -597,19 +637,169 @@ def rhs(A, kind: str = "ones", seed: int = 0) -> DistVector:
     raise ValueError("kind must be 'ones' or 'random', got %r" % (kind,))
 
 
-def _convdiff2d(n, comm, **options):
-    return convection_diffusion(n, comm, dim=2, **options)
+# -- the registry, with each problem's size before it is built ---------------------
+
+class ProblemSize(NamedTuple):
+    """The size of a gallery problem, known before it is built.
+
+    Not collective: a plain record (see :func:`problem_size`).
+
+    Attributes
+    ----------
+    rows : int
+        Global number of rows (exact).
+    nnz : int
+        Global number of stored entries: exact when ``exact``, else an upper bound.
+    exact : bool
+        Whether ``nnz`` is exact (the stencil problems) or a bound (random ones).
+    build_bytes_per_nnz : float
+        Peak memory of the assembly per stored entry on the rank that builds
+        it (measured: the COO triplets, their CSR conversion and the
+        diagonal/off-diagonal split are alive at once).
+    """
+
+    rows: int
+    nnz: int
+    exact: bool
+    build_bytes_per_nnz: float
+
+    def local_rows(self, ranks: int) -> int:
+        """Rows of the largest block of a block layout over ``ranks``. Not collective."""
+        return -(-self.rows // max(int(ranks), 1))
+
+    def build_bytes(self, ranks: int) -> int:
+        """Peak bytes that building needs on the rank with the most rows, over
+        ``ranks`` ranks (entries in proportion to rows). Not collective."""
+        local_nnz = self.nnz * self.local_rows(ranks) / max(self.rows, 1)
+        return int(math.ceil(local_nnz * self.build_bytes_per_nnz))
 
 
-def _convdiff3d(n, comm, **options):
-    return convection_diffusion(n, comm, dim=3, **options)
+# Measured peak resident growth per stored entry while building (1 and 2 ranks,
+# poisson2d 1000^2, poisson3d 80^3: 107-108 B; random_spd 20000 at density 0.01:
+# 180 B), with a little margin.
+_STENCIL_BYTES_PER_NNZ = 112.0
+_RANDOM_BYTES_PER_NNZ = 184.0
+
+
+def _stencil_size(grid: tuple[int, ...], stencil: dict) -> ProblemSize:
+    """Rows and entries of :func:`_stencil_matrix` on ``grid``, counted without
+    building: an offset ``o`` couples ``prod(g_d - |o_d|)`` pairs of grid
+    points. Pure function, in Python integers (no overflow)."""
+    nnz = sum(math.prod(max(g - abs(o), 0) for g, o in zip(grid, off))
+              for off, value in stencil.items() if value != 0)
+    return ProblemSize(math.prod(grid), nnz, True, _STENCIL_BYTES_PER_NNZ)
+
+
+def _random_spd_size(n, density, seed, shift) -> ProblemSize:
+    nn, m, _, _ = _random_spd_params(n, density, seed, shift)
+    # row i draws min(m, n-1-i) upper entries (fewer after collisions), mirrored,
+    # plus the diagonal: sum_{k<n} min(m, k) in closed form
+    upper = nn * (nn - 1) // 2 if m >= nn else m * (m - 1) // 2 + m * (nn - m)
+    return ProblemSize(nn, nn + 2 * upper, False, _RANDOM_BYTES_PER_NNZ)
+
+
+def _fixed(func, name: str, **fixed):
+    """``func`` with some keywords fixed, as a problem ``f(n, comm, **options)``
+    whose signature is ``func``'s without them (so :func:`problem_options`
+    lists what may still be given)."""
+    sig = inspect.signature(func)
+    kept = sig.replace(parameters=[p for p in sig.parameters.values() if p.name not in fixed])
+
+    def problem(n, comm, **options):
+        kept.bind(n, comm, **options)          # a fixed keyword is refused, not overridden
+        return func(n, comm, **fixed, **options)
+
+    problem.__signature__ = kept
+    problem.__name__ = problem.__qualname__ = name
+    problem.__doc__ = "%s with %s. Collective on ``comm``." % (
+        func.__name__, ", ".join("%s=%r" % kv for kv in fixed.items()))
+    return problem
 
 
 #: Problems by name; each is called as ``PROBLEMS[name](n, comm, **options)``.
 PROBLEMS = Registry("problem")
-for _name, _f in [("poisson1d", poisson1d), ("poisson2d", poisson2d), ("poisson3d", poisson3d),
-                  ("anisotropic2d", anisotropic_diffusion), ("convdiff2d", _convdiff2d),
-                  ("convdiff3d", _convdiff3d), ("shifted3d", shifted_laplacian),
-                  ("random-spd", random_spd)]:
+
+# Each problem's size, by name (see problem_size), called with the builder's
+# arguments after its own defaults are applied. The checked grid and stencil
+# come from the builder's own helper, so the count cannot drift from what is built.
+_SIZES = {}
+for _name, _f, _size in [
+        ("poisson1d", poisson1d, lambda n: _stencil_size(_grid(n, None, None, 1),
+                                                         _laplacian_stencil(1))),
+        ("poisson2d", poisson2d, lambda n, ny: _stencil_size(_grid(n, ny, None, 2),
+                                                             _laplacian_stencil(2))),
+        ("poisson3d", poisson3d, lambda n, ny, nz: _stencil_size(_grid(n, ny, nz, 3),
+                                                                 _laplacian_stencil(3))),
+        ("anisotropic2d", anisotropic_diffusion, lambda n, epsilon, theta, ny: _stencil_size(
+            *_anisotropic_system(n, epsilon, theta, ny))),
+        ("convdiff2d", _fixed(convection_diffusion, "convdiff2d", dim=2),
+         lambda n, wind, diffusion: _stencil_size(*_convdiff_system(n, 2, wind, diffusion))),
+        ("convdiff3d", _fixed(convection_diffusion, "convdiff3d", dim=3),
+         lambda n, wind, diffusion: _stencil_size(*_convdiff_system(n, 3, wind, diffusion))),
+        ("shifted3d", shifted_laplacian, lambda n, shift, alpha, ny, nz: _stencil_size(
+            *_shifted_system(n, shift, alpha, ny, nz))),
+        ("random-spd", random_spd, _random_spd_size)]:
     PROBLEMS.register(_name, _f)
-del _name, _f
+    _SIZES[_name] = _size
+del _name, _f, _size
+
+
+def problem_options(name: str) -> dict:
+    """The options of gallery problem ``name`` and their defaults, from its signature.
+
+    ``PROBLEMS[name](n, comm, **options)`` accepts exactly these keywords.
+    Not collective.
+
+    Raises
+    ------
+    ValueError
+        If no such problem is registered (the message lists them).
+    """
+    params = list(inspect.signature(PROBLEMS[name]).parameters.values())[2:]
+    return {p.name: (None if p.default is p.empty else p.default) for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def problem_size(name: str, n: int, **options) -> ProblemSize | None:
+    """The rows and stored entries of ``PROBLEMS[name](n, comm, **options)``,
+    computed without building it (and without a communicator).
+
+    Not collective. The problem's arguments are checked as the builder
+    checks them, so a bad option raises here the error building would.
+
+    Returns
+    -------
+    ProblemSize or None
+        None for a problem registered without a size (``PROBLEMS.register``
+        of your own).
+
+    Raises
+    ------
+    TypeError
+        An option ``name`` does not take (the message lists its options).
+    ValueError
+        Unknown ``name``, or a bad size or option.
+
+    Examples
+    --------
+    >>> size = problem_size("poisson3d", 64)
+    >>> size.rows, size.nnz
+    (262144, 1810432)
+    """
+    key = PROBLEMS.canonical(name)
+    known = problem_options(key)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError("problem %s has no option %s; its options: %s"
+                        % (key, ", ".join(map(repr, unknown)), ", ".join(known) or "none"))
+    size = _SIZES.get(key)
+    if size is None or PROBLEMS[key] is not _BUILT_IN.get(key):
+        return None             # a problem of the user's, or a replaced one
+    bound = inspect.signature(PROBLEMS[key]).bind(n, None, **options)
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    del args[list(args)[1]]     # the communicator: sizes do not depend on it
+    return size(**args)
+
+
+_BUILT_IN = dict(PROBLEMS.items())

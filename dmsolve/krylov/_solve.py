@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .._compile import Stopwatch
+from .._interop_inputs import distribute_inputs
 from .._registry import PRECONDITIONERS, Registry
 from ..checkpoint import from_options
 from ._bicgstab import bicgstab
@@ -55,16 +56,26 @@ def _make_pc(pc, A):
     return factory(A, **opts)
 
 
-def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **options):
+def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=None,
+          **options):
     """Solve ``A x = b`` with a Krylov method and a preconditioner by name.
 
     Parameters
     ----------
-    A : distributed operator
+    A : distributed operator, scipy sparse matrix, ndarray or LinearOperator
         ``DistCSR`` or any operator with ``row_layout``, ``col_layout``,
-        ``matvec(x, out=None)``.
-    b : DistVector
-        Right-hand side on ``A.row_layout``.
+        ``matvec(x, out=None)``. Or, as scipy takes it, the same global
+        object on every rank: a scipy sparse matrix or 2-D array is
+        distributed in block rows (``DistCSR.from_global(A, comm)``); a
+        ``scipy.sparse.linalg.LinearOperator`` is applied by every rank to
+        the gathered vector, keeping its own rows, so every rank holds
+        global-size vectors (as the operator given does).
+    b : DistVector or ndarray
+        Right-hand side on ``A.row_layout``; with a global ``A``, a numpy
+        array (the same on every rank), and then ``x`` comes back as a numpy
+        array on every rank. ``x0`` and ``nullspace`` may be numpy arrays too.
+        A distributed ``A`` with a numpy ``b`` is refused: convert ``b`` with
+        ``DistVector.from_global(b, A.row_layout)``.
     method : str, optional
         One of :func:`available_methods` (``"cg"``, ``"pipecg"``,
         ``"gmres"``, ``"fgmres"``, ``"bicgstab"``, ``"minres"``).
@@ -87,10 +98,13 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
         One of :data:`BACKENDS`: ``"dmsolve"`` (default), or ``"petsc"``,
         which runs PETSc's KSP and PC through petsc4py under these names (see
         :func:`dmsolve.petsc.ksp_solve`; needs ``make petsc``).
+    comm : MPI.Comm, keyword-only
+        The communicator for a global (scipy/numpy) ``A``; default
+        ``MPI.COMM_WORLD``. A distributed ``A`` brings its own.
 
     Returns
     -------
-    x : DistVector
+    x : DistVector, or ndarray when ``b`` was one
     info : SolveInfo
 
     Raises
@@ -100,13 +114,15 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", **opti
         check uses no rank-dependent fact), or as the method raises.
     TypeError
         A name that is not a string, ``M`` given in ``options`` together
-        with ``pc``, or as the method raises.
+        with ``pc``, a distributed ``A`` with numpy vectors (or a global
+        ``A`` with a DistVector ``b``), or as the method raises.
 
     Notes
     -----
-    Collective on ``A.comm``.
+    Collective on ``A.comm`` (on ``comm`` for a global ``A``).
     """
-    return BACKENDS[backend](A, b, method, pc, **options)
+    A, b, finish = distribute_inputs(A, b, comm, options)
+    return finish(*BACKENDS[backend](A, b, method, pc, **options))
 
 
 @BACKENDS.register("dmsolve")

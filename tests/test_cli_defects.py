@@ -1,0 +1,296 @@
+"""Issue 14's command-line defects: output paths checked before anything is
+built, help and version from the registries, ``--n`` checked against memory
+(from the gallery's size estimates), ``--monitor-every`` and ``--progress``.
+
+Each case runs ``dmsolve.cli.main`` in-process on every rank and checks the
+exit status everywhere, that only rank 0 printed, and what it printed.
+"""
+
+import inspect
+import math
+import pathlib
+import re
+import tomllib
+
+import numpy as np
+import pytest
+
+import dmsolve
+from dmsolve import PRECONDITIONERS, gallery
+from dmsolve.cli import main
+from dmsolve.krylov import METHODS
+from mpitest import Checks, assert_raises_collective
+
+CHECKOUT = pathlib.Path(dmsolve.__file__).resolve().parents[1]
+
+
+def _run(comm, capsys, argv):
+    """``(exit status, rank 0's output, whether other ranks were silent)``, the
+    same on every rank."""
+    code = main(argv, comm)
+    cap = capsys.readouterr()
+    quiet = comm.allreduce(int(comm.rank == 0 or cap.out + cap.err == ""))
+    return code, comm.bcast(cap.out + cap.err, root=0), quiet == comm.size
+
+
+@pytest.fixture
+def recorder():
+    """A gallery problem that records that it was built, then refuses to be
+    solved (so a check that comes too late shows, and no solve runs)."""
+    calls = []
+
+    def build(n, comm):
+        calls.append(n)
+        raise ValueError("the matrix was built")
+
+    gallery.PROBLEMS.register("cli-test-recorder", build)
+    yield calls
+    gallery.PROBLEMS.unregister("cli-test-recorder")
+
+
+# -- 1: output paths, before anything is built ------------------------------------------
+
+def _path_cases(tmp):
+    """(id, extra argv, words the message must hold) of each unusable output path."""
+    afile = tmp / "a-file"
+    adir = tmp / "a-dir"
+    return [
+        ("plot-missing-directory", ["--plot", str(tmp / "no" / "such" / "c.png")],
+         ["--plot", "does not exist"]),
+        ("plot-is-a-directory", ["--plot", str(adir)], ["--plot", "is a directory"]),
+        ("plot-under-a-file", ["--plot", str(afile / "c.png")], ["--plot", "is a file"]),
+        ("plot-unknown-format", ["--plot", str(tmp / "c.xyz")],
+         ["--plot", "cannot write .xyz", ".png"]),
+        ("plot-unwritable-directory", ["--plot", "/proc/dmsolve-c.png"],
+         ["--plot", "cannot create files in '/proc'"]),
+        ("checkpoint-is-a-file", ["--checkpoint", str(afile), "--checkpoint-every", "2"],
+         ["--checkpoint", "is a file, not a directory"]),
+        ("checkpoint-under-a-file", ["--checkpoint", str(afile / "ck"),
+                                     "--checkpoint-every", "2"],
+         ["--checkpoint", "cannot be created", "is a file"]),
+        ("checkpoint-unwritable", ["--checkpoint", "/proc/dmsolve-ck", "--checkpoint-every",
+                                   "2"], ["--checkpoint", "cannot create files in '/proc'"]),
+        ("checkpoint-without-every", ["--checkpoint", str(tmp / "ck")],
+         ["--checkpoint DIR needs --checkpoint-every"]),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _path_cases(pathlib.Path("/x"))])
+def test_output_paths_are_checked_before_anything_is_built(comm, capsys, shared_tmp_path,
+                                                           recorder, case):
+    if comm.rank == 0:
+        (shared_tmp_path / "a-file").write_text("not a directory")
+        (shared_tmp_path / "a-dir").mkdir()
+    comm.Barrier()
+    _, argv, words = {c[0]: c for c in _path_cases(shared_tmp_path)}[case]
+    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "cli-test-recorder",
+                                           "--n", "6", *argv])
+    with Checks(comm) as checks:
+        checks.add(code == 2, "exit status 2 on every rank", code)
+        checks.add(not recorder, "refused before the problem was built", out)
+        checks.add(all(w in out for w in words), "the message says %s" % words, out)
+        checks.add(quiet, "only rank 0 printed")
+
+
+def test_good_output_paths_pass_and_are_written(comm, capsys, shared_tmp_path, recorder):
+    # a checkpoint directory that does not exist yet (two levels) is created,
+    # a plot is written; the bad cases above are refused by the same checks
+    ck = shared_tmp_path / "new" / "ck"
+    png = shared_tmp_path / "conv.svg"
+    code, out, quiet = _run(comm, capsys, [
+        "solve", "--problem", "poisson2d", "--n", "12", "--checkpoint", str(ck),
+        "--checkpoint-every", "5", "--plot", str(png)])
+    bad, _, _ = _run(comm, capsys, ["solve", "--problem", "cli-test-recorder", "--n", "12",
+                                    "--plot", str(shared_tmp_path / "nodir" / "c.png")])
+    with Checks(comm) as checks:
+        checks.add(code == 0 and "CONVERGED_RTOL" in out, "solved", out)
+        checks.add((ck / "manifest.json").is_file(), "the checkpoint was written")
+        checks.add(png.is_file() and png.read_text().lstrip().startswith("<?xml"),
+                   "the plot was written as SVG")
+        checks.add(bad == 2 and not recorder, "a plot into a missing directory is refused "
+                   "before the build", bad)
+
+
+# -- 2: help and version from the registries -----------------------------------------
+
+def _help_of(text: str, option: str) -> str:
+    """The help paragraph of ``option`` in argparse's help ``text``, unwrapped."""
+    m = re.search(r"^  %s\b[^\n]*\n?((?:^ {6,}\S[^\n]*\n?)*)" % re.escape(option), text, re.M)
+    return " ".join(m.group(0).split()) if m else ""
+
+
+def test_solve_help_lists_the_registered_names_and_options(comm, capsys):
+    code, out, quiet = _run(comm, capsys, ["solve", "--help"])
+    pcs = _help_of(out, "--pc")
+    methods = _help_of(out, "--method")
+    popts = out[out.find("\n  --problem-opt"):out.find("\n  --rhs")]
+    with Checks(comm) as checks:
+        checks.add(code == 0, "exit status 0", code)
+        checks.add(quiet, "only rank 0 printed the help")
+        checks.add(PRECONDITIONERS.names() and all(
+            re.search(r"\b%s\b" % re.escape(n), pcs) for n in PRECONDITIONERS.names()),
+            "--pc lists every registered preconditioner %s" % PRECONDITIONERS.names(), pcs)
+        checks.add(all(re.search(r"\b%s\b" % n, methods) for n in METHODS.names()),
+                   "--method lists every method", methods)
+        for name in gallery.PROBLEMS:
+            opts = gallery.problem_options(name)
+            # "  name: a=1, b=2" indented under the option, continued deeper
+            line = re.search(r"^( +)%s: (.*(?:\n\1 +\S.*)*)" % re.escape(name), popts, re.M)
+            listed = " ".join(line.group(2).split()) if line else ""
+            checks.add(line and all("%s=%r" % kv in listed for kv in opts.items())
+                       and (opts or "(none)" in listed),
+                       "--problem-opt lists %s's options %s" % (name, opts), popts)
+
+
+def test_problem_options_are_what_each_problem_accepts(comm):
+    # each problem built with its listed defaults given explicitly is the problem
+    # built without them; an option it does not list is refused
+    with Checks(comm) as checks:
+        for name, build in gallery.PROBLEMS.items():
+            opts = gallery.problem_options(name)
+            params = list(inspect.signature(build).parameters)[2:]
+            checks.add(list(opts) == params, "%s: the options are its signature's" % name,
+                       (opts, params))
+            n = 30 if name == "random-spd" else 5
+            plain = build(n, comm).to_scipy()
+            explicit = build(n, comm, **opts).to_scipy()
+            checks.add((plain != explicit).nnz == 0, "%s: defaults as listed" % name)
+    assert_raises_collective(comm, TypeError, gallery.PROBLEMS["convdiff2d"], 5, comm, dim=3)
+
+
+def test_problem_opt_that_the_problem_lacks_lists_its_options(comm, capsys):
+    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "poisson3d", "--n", "4",
+                                           "--problem-opt", "epsilon=0.1"])
+    with Checks(comm) as checks:
+        checks.add(code == 2, "exit status 2", code)
+        checks.add("--problem-opt" in out and "no option 'epsilon'" in out
+                   and "its options: ny, nz" in out, "names the options", out)
+        checks.add(quiet, "only rank 0 printed")
+
+
+def test_version_is_dmsolves(comm, capsys):
+    declared = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["version"]
+    code, out, quiet = _run(comm, capsys, ["--version"])
+    with Checks(comm) as checks:
+        checks.add(code == 0, "exit status 0", code)
+        checks.add(out.strip() == "dmsolve %s" % dmsolve.__version__, "prints the version",
+                   out)
+        checks.add(dmsolve.__version__ == declared, "dmsolve.__version__ is pyproject's",
+                   (dmsolve.__version__, declared))
+        checks.add(quiet, "only rank 0 printed")
+
+
+# -- 3: sizes before building, memory before allocating --------------------------------
+
+SIZE_CASES = [("poisson1d", 13, {}), ("poisson2d", 7, {}), ("poisson2d", 7, {"ny": 3}),
+              ("poisson3d", 4, {"ny": 3, "nz": 5}), ("anisotropic2d", 6, {}),
+              ("anisotropic2d", 6, {"theta": 0.4}), ("convdiff2d", 7, {}),
+              ("convdiff3d", 4, {"wind": (0.0, 1.0, 0.0)}), ("shifted3d", 4, {}),
+              ("shifted3d", 3, {"alpha": (0.0, 0.0, 0.0), "ny": 2}),
+              ("random-spd", 101, {}), ("random-spd", 60, {"density": 0.3, "seed": 4})]
+
+
+@pytest.mark.parametrize("name, n, opts", SIZE_CASES,
+                         ids=["%s-%d-%s" % (c[0], c[1], "-".join(c[2]) or "defaults")
+                              for c in SIZE_CASES])
+def test_problem_size_counts_what_is_built(comm, name, n, opts):
+    size = gallery.problem_size(name, n, **opts)
+    A = gallery.PROBLEMS[name](n, comm, **opts)
+    nnz = A.global_nnz()
+    with Checks(comm) as checks:
+        checks.add(size.rows == A.shape[0], "rows", (size.rows, A.shape[0]))
+        if size.exact:
+            checks.add(size.nnz == nnz, "nonzeros exactly", (size.nnz, nnz))
+        else:       # a bound, and not a loose one
+            checks.add(nnz <= size.nnz <= 1.2 * nnz, "nonzeros bounded", (size.nnz, nnz))
+        checks.add(size.build_bytes(comm.size) >= size.nnz / comm.size * 8,
+                   "build memory at least the values", size.build_bytes(comm.size))
+    assert_raises_collective(comm, TypeError, gallery.problem_size, name, n, nosuch=1,
+                             match="its options")
+
+
+@pytest.mark.parametrize("problem, n, words", [
+    ("poisson2d", 10 ** 8, ["--n 100000000", "1e+16 rows", "available", "per rank"]),
+    ("convdiff3d", 10 ** 6, ["--n 1000000", "1e+18 rows", "available", "per rank"]),
+    ("poisson3d", 10 ** 8, ["1e+24 points", "64-bit"]),
+], ids=["poisson2d-1e8", "convdiff3d-1e6", "poisson3d-1e8-past-int64"])
+def test_n_too_large_for_memory_is_refused_before_allocating(comm, capsys, problem, n, words):
+    code, out, quiet = _run(comm, capsys, ["solve", "--problem", problem, "--n", str(n)])
+    with Checks(comm) as checks:
+        checks.add(code == 2, "exit status 2 on every rank", code)
+        checks.add(all(w in out for w in words), "the message names %s" % words, out)
+        checks.add(quiet, "only rank 0 printed")
+
+
+def test_memory_message_counts_the_ranks_of_the_node(comm, capsys):
+    # a poisson2d about 10**4 times larger than this node's memory (large
+    # enough that a build without the check fails at its first allocation)
+    from dmsolve.cli import available_memory
+    avail = available_memory()
+    size1 = gallery.problem_size("poisson2d", 1000)
+    per_row = size1.build_bytes(1) / size1.rows
+    n = math.isqrt(int(10 ** 4 * avail / per_row))
+    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", str(n)])
+    with Checks(comm) as checks:
+        checks.add(code == 2, "refused", (code, out))
+        m = re.search(r"needs about (\S+ \S+) per rank before any preconditioner, (\S+ \S+) "
+                      r"for the (\d+) ranks? on this node", out)
+        checks.add(m and int(m.group(3)) == comm.size, "counts this node's %d ranks"
+                   % comm.size, out)
+
+
+# -- 8: --monitor-every and --progress --------------------------------------------------
+
+def test_monitor_every_prints_every_kth_norm_and_the_last(comm, capsys):
+    argv = ["solve", "--problem", "poisson1d", "--n", "40", "--rtol", "1e-10"]
+    _, full, _ = _run(comm, capsys, argv + ["--monitor"])
+    code, every, quiet = _run(comm, capsys, argv + ["--monitor-every", "4"])
+    norms = [l for l in full.splitlines() if "KSP Residual norm" in l]
+    got = [l for l in every.splitlines() if "KSP Residual norm" in l]
+    want = [l for i, l in enumerate(norms) if i % 4 == 0 or i == len(norms) - 1]
+    with Checks(comm) as checks:
+        checks.add(code == 0 and len(norms) > 9, "converged", every)
+        checks.add(got == want, "every 4th norm and the last", (got, want))
+        checks.add("Linear solve converged due to CONVERGED_RTOL" in every, "the reason line")
+        checks.add(quiet, "only rank 0 printed")
+    bad, out, _ = _run(comm, capsys, argv + ["--monitor-every", "0"])
+    assert bad == 2 and "--monitor-every" in out, out
+
+
+class _Reporting(dmsolve.Preconditioner):
+    """The identity, whose set-up reports two stages."""
+    name = "cli-test-reporting"
+    _symmetric = True
+
+    def __init__(self, A, progress=None):
+        super().__init__(A)
+        report = dmsolve.Progress(progress, A.comm, self.name)
+        report("stage %d of %d", 1, 2)
+        report("stage %d of %d", 2, 2)
+        self._done()
+
+    def _apply(self, r, out):
+        out[:] = r
+
+
+def test_progress_reports_the_preconditioner_set_up(comm, capsys):
+    PRECONDITIONERS.register("cli-test-reporting", _Reporting)
+    try:
+        argv = ["solve", "--problem", "poisson2d", "--n", "8"]
+        code, out, quiet = _run(comm, capsys, argv + ["--pc", "cli-test-reporting",
+                                                      "--progress"])
+        silent, plain, _ = _run(comm, capsys, argv + ["--pc", "cli-test-reporting"])
+        refused, why, _ = _run(comm, capsys, argv + ["--pc", "jacobi", "--progress"])
+        reporters = sorted(n for n, f in PRECONDITIONERS.items()
+                           if "progress" in inspect.signature(f).parameters)
+    finally:
+        PRECONDITIONERS.unregister("cli-test-reporting")
+    with Checks(comm) as checks:
+        checks.add(code == 0 and re.search(r"cli-test-reporting: stage 1 of 2 \(\S+ s\)\n"
+                                           r"cli-test-reporting: stage 2 of 2", out),
+                   "the stages, on rank 0", out)
+        checks.add(quiet, "only rank 0 printed")
+        checks.add(silent == 0 and "stage" not in plain, "no reports without --progress")
+        checks.add(refused == 2 and "jacobi reports no set-up progress" in why
+                   and ", ".join(reporters) in why, "a preconditioner without reports is "
+                   "refused, naming those with", why)

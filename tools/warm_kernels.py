@@ -1,0 +1,186 @@
+"""Compile every numba kernel of preconditioners/ and topology/ once, so that
+numba's on-disk cache (next to the modules) is full before the first demo.
+
+    mpiexec -n 2 python -m mpi4py tools/warm_kernels.py          # what `make setup` runs
+    mpiexec -n 2 python -m mpi4py tools/warm_kernels.py --list   # and each signature
+
+Numba compiles a kernel the first time it is called, for the argument types
+of that call, and caches the machine code in ``__pycache__``. A fresh checkout
+therefore spends its first run compiling (tens of seconds) inside whatever it
+runs, e.g. while ``make demo`` times the preconditioners. This script makes
+that first call on tiny inputs, through the same public calls that the
+library's users make (so the cached specialisations are the ones they use:
+the float64/int64 types the kernels see in a solve). Rank 0 compiles them
+alone first, while the other ranks sleep (so the work is not done twice);
+then every rank runs the same calls together, as ``make demo`` does on 2
+ranks: some kernels work only on what arrives from another rank (a V-path
+that crosses into a neighbour's tetrahedra), and the rest load from the cache.
+
+It then checks that every kernel is in the cache: compiled or loaded in this
+run, or (a kernel that only other kernels call, when those came from the
+cache) with a cache index of its own. A kernel it did not reach (a new one,
+or one behind a code path it does not take) is reported and the exit status
+is 1, so a kernel added later cannot silently miss the warm-up. Kernels
+declared ``inline="always"`` are compiled into their callers and have no
+machine code of their own; they are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib
+import os
+import pkgutil
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+
+def kernels() -> dict[str, object]:
+    """Every numba dispatcher defined in preconditioners/ and topology/, by
+    ``module.name`` (importing every module of both packages)."""
+    from numba.core.registry import CPUDispatcher
+
+    import preconditioners
+    import topology
+
+    found = {}
+    for pkg in (preconditioners, topology):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            module = importlib.import_module(info.name)
+            for name, obj in vars(module).items():
+                if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+                    found["%s.%s" % (module.__name__, name)] = obj
+    return found
+
+
+def _inlined(dispatcher) -> bool:
+    return dispatcher.targetoptions.get("inline", "never") == "always"
+
+
+def _cached(dispatcher) -> bool:
+    """Whether numba's cache directory holds an index for ``dispatcher``
+    (numba names it ``<file stem>.<qualname>-<line>.py<version>.nbi``)."""
+    func = dispatcher.py_func
+    stem = os.path.splitext(os.path.basename(func.__code__.co_filename))[0]
+    pattern = "%s.%s-%d.py%d%d*.nbi" % (stem, func.__qualname__, func.__code__.co_firstlineno,
+                                        sys.version_info[0], sys.version_info[1])
+    return bool(glob.glob(os.path.join(glob.escape(dispatcher.stats.cache_path), pattern)))
+
+
+def warm_preconditioners(comm) -> None:
+    """Set up and apply each preconditioner that has kernels, on small matrices."""
+    import dmsolve
+    import dmsolve.gallery as gallery
+    import preconditioners
+
+    spd = gallery.poisson2d(24, comm)           # above max_coarse: AMG aggregates
+    nonsym = gallery.shifted_laplacian(4, comm, shift=0.2)
+    for A, pcs in [
+            (spd, ["amg", ("amg", {"presmoother": "gauss-seidel",
+                                   "postsmoother": "gauss-seidel"}),
+                   ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
+                   ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1})]),
+            (nonsym, [("gemslr", {"nlev": 2}), ("bjacobi", {"sub": "ilu0"})])]:
+        b = gallery.rhs(A, "random")
+        for pc in pcs:
+            dmsolve.solve(A, b, method="fgmres", pc=preconditioners.make(pc, A), maxiter=3)
+    # pass 3 of the aggregation runs only for a node that passes 1 and 2 leave
+    # free, which needs a strength graph that is not symmetric; call it as
+    # standard_aggregation does, with scipy's int32 indices
+    from preconditioners._kernels import aggregate_pass3
+    S = spd.diag.tocsr()
+    aggregate_pass3(S.indptr, S.indices, np.zeros(S.shape[0], dtype=np.int64), 0)
+
+
+def warm_topology(comm) -> None:
+    """Every analysis on a small grid and a small simplicial complex."""
+    import topology
+
+    rng = np.random.default_rng(0)
+    for shape in [(5, 4, 3), (6, 5)]:
+        grid = topology.Grid(shape, comm)
+        field = rng.random(int(np.prod(shape)))
+        _analyses(topology, grid, field)
+    # a tetrahedral complex: a cube cut into the 6 tetrahedra of its Freudenthal
+    # triangulation, and a triangulated square with its edge flow for Hodge
+    cube = np.array([[0, 1, 3, 7], [0, 1, 5, 7], [0, 2, 3, 7], [0, 2, 6, 7],
+                     [0, 4, 5, 7], [0, 4, 6, 7]])
+    points = np.array([[x, y, z] for z in (0, 1) for y in (0, 1) for x in (0, 1)], float)
+    cx = topology.SimplicialComplex([cube[comm.rank::comm.size]], comm, points=points)
+    _analyses(topology, cx, rng.random(8))
+    n = 5
+    xs, ys = np.meshgrid(np.arange(n), np.arange(n))
+    a = (xs[:-1, :-1] + n * ys[:-1, :-1]).ravel()
+    tris = np.concatenate([np.column_stack((a, a + 1, a + n)),
+                           np.column_stack((a + 1, a + n + 1, a + n))])
+    square = topology.SimplicialComplex([tris[comm.rank::comm.size]], comm,
+                                        points=np.column_stack((xs.ravel(), ys.ravel())) * 1.0)
+    _analyses(topology, square, rng.random(n * n))
+    edges = square.simplices(1)
+    topology.hodge_decomposition(square, rng.random(len(edges)))
+    topology.betti_numbers(square)
+
+
+def _analyses(topology, domain, field) -> None:
+    topology.critical_points(domain, field)
+    topology.discrete_gradient(domain, field)
+    topology.persistence_diagram(domain, field)
+    topology.connected_components(domain, field, threshold=0.5)
+    for kind in ("join", "split"):
+        topology.merge_tree(domain, field, kind=kind)
+
+
+def _wait_idle(comm) -> None:
+    """Wait, sleeping, until every rank gets here (a busy barrier would take
+    a core from rank 0's compilation)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.05)
+
+
+def main(argv=None) -> int:
+    """Warm the cache; return 0 (on every rank) if every kernel was compiled
+    on some rank. Collective on ``MPI.COMM_WORLD``."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--list", action="store_true",
+                   help="print each kernel and its compiled signatures")
+    args = p.parse_args(argv)
+    comm = MPI.COMM_WORLD
+    t0 = time.perf_counter()
+    table = kernels()
+    if comm.rank == 0:
+        warm_preconditioners(MPI.COMM_SELF)
+        warm_topology(MPI.COMM_SELF)
+    _wait_idle(comm)
+    warm_preconditioners(comm)
+    warm_topology(comm)
+    # a kernel compiled on any rank is in the (shared, on-disk) cache
+    signatures = {}
+    for mine in comm.allgather({name: [str(s) for s in k.signatures]
+                                for name, k in table.items()}):
+        for name, sigs in mine.items():
+            signatures.setdefault(name, set()).update(sigs)
+    missed = sorted(name for name, k in table.items()
+                    if not _inlined(k) and not signatures[name] and not _cached(k))
+    if comm.rank == 0:
+        if args.list:
+            for name, k in sorted(table.items()):
+                print("%-45s %s" % (name, "inlined" if _inlined(k) else
+                                    "; ".join(sorted(signatures[name])) or "NOT COMPILED"))
+        print("numba kernels: %d of %d in the cache (and %d inlined into them), %.1f s on "
+              "%d ranks" % (sum(1 for name, k in table.items() if not _inlined(k)) - len(missed),
+                            sum(1 for k in table.values() if not _inlined(k)),
+                            sum(1 for k in table.values() if _inlined(k)),
+                            time.perf_counter() - t0, comm.size), flush=True)
+        if missed:
+            print("not reached, so not cached (add a call to tools/warm_kernels.py): %s"
+                  % ", ".join(missed), file=sys.stderr, flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
