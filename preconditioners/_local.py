@@ -246,10 +246,9 @@ class ILUT(_SuperLU):
     1e-4) and ``fill_factor >= 1`` (default 10), as scipy's ``spilu``. Not
     collective.
 
-    ``fill_factor`` bounds ``nnz(L + U) / nnz(A)``; a bound beyond a
-    complete factorisation's ``n (n + 1) / nnz(A)``, or beyond what SuperLU
-    counts in a 32-bit integer (it overflows and reports no memory), is
-    passed as the largest bound that means the same.
+    ``fill_factor`` bounds ``nnz(L + U) / nnz(A)`` (and, in SuperLU, each
+    column's fill); a bound beyond what SuperLU counts in a 32-bit integer
+    (it overflows and reports no memory) is passed as the largest it can count.
     """
 
     name = "ilut"
@@ -266,10 +265,11 @@ class ILUT(_SuperLU):
         self.nnz = 0
         if A.shape[0] == 0:
             return
+        # SuperLU computes fill_factor * nnz in a 32-bit int: cap it below the
+        # overflow. No lower cap: SuperLU also uses fill_factor column by
+        # column, so a bound above the full fill still changes the factor.
         nnz = max(int(np.count_nonzero(A.data)), 1)
-        n = A.shape[0]
-        o["fill_factor"] = max(1.0, min(o["fill_factor"], n * (n + 1.0) / nnz,
-                                        0.99 * _INT32_MAX / nnz))
+        o["fill_factor"] = max(1.0, min(o["fill_factor"], 0.99 * _INT32_MAX / nnz))
         self._keep(_superlu(spilu, A, "ILUT", **o), "ILUT")
 
 
