@@ -11,7 +11,9 @@ connected-components run), the Krylov solvers, the preconditioners (AMG on
 Poisson, the multilevel Schur low-rank preconditioner on an indefinite
 problem), the topology of a scalar field (critical points, persistence, merge
 tree, Hodge decomposition), checkpoint/restart and PETSc interoperability,
-and the one registry and validation door every name and option goes through.
+the one registry and validation door every name and option goes through, and
+the guards against silent wrong answers (a convergence claim is checked with
+the true residual; a user's exception keeps its type on every rank).
 """
 
 from __future__ import annotations
@@ -248,6 +250,69 @@ def names_and_checks(comm, A):
         "    AMG by descriptor %d iterations, by keywords %d" % (desc.iterations, kw.iterations))
 
 
+class DropConstraints(dmsolve.Preconditioner):
+    """Jacobi on the first ``k`` rows, zero on the others: singular, so a
+    method that tests only ``||M r||`` would call any ``x`` converged."""
+
+    name = "drop-constraints"
+
+    def __init__(self, A, k):
+        super().__init__(A)
+        d = A.diagonal().local
+        rows = np.arange(A.row_layout.start, A.row_layout.stop)
+        self.inv = np.where(rows < k, 1.0 / np.where(d == 0, 1.0, d), 0.0)
+        self._done()
+
+    def _apply(self, r, out):
+        np.multiply(self.inv, r, out=out)
+
+
+class StopEarly(Exception):
+    """A user's own exception, raised in a callback on one rank."""
+
+
+def honest_answers(comm):
+    # the saddle point [[L, B^T], [B, 0]]: the last 30 rows have a zero diagonal
+    L = gallery.poisson2d(20, comm).to_scipy()
+    Bc = sp.random(30, 400, density=0.05, random_state=1, format="csr")
+    K = sp.bmat([[L, Bc.T], [Bc, None]], format="csr")
+    A = DistCSR.from_global(K, comm)
+    rng = np.random.default_rng(3)
+    b_np = rng.standard_normal(K.shape[0])
+    b = DistVector.from_global(b_np, A.row_layout)
+    try:
+        preconditioners.make("amg", A)
+        refused = None
+    except ValueError as e:
+        refused = str(e).split(" [")[0]
+    n_refused = comm.allreduce(int(refused is not None))
+    _, info = dmsolve.gmres(A, b, M=DropConstraints(A, 400), rtol=1e-8, maxiter=200)
+    # the same system as scipy objects: distributed, solved, x back as numpy
+    x_np, i_sc = dmsolve.solve(K, b_np, "minres", rtol=1e-10, maxiter=5000, comm=comm)
+    err = np.abs(x_np - spsolve(K.tocsc(), b_np)).max() / np.abs(x_np).max()
+
+    def callback(xk, calls=[0]):
+        calls[0] += 1
+        if calls[0] == 3 and comm.rank == comm.size - 1:
+            raise StopEarly("stopped by the user at iteration 3")
+
+    try:
+        dmsolve.cg(gallery.poisson2d(16, comm), gallery.rhs(gallery.poisson2d(16, comm), "ones"),
+                   callback=callback)
+        caught = "nothing"
+    except StopEarly:
+        caught = "StopEarly"
+    agreed = comm.allreduce(int(caught == "StopEarly"))
+    say(comm, "[9] No silent wrong answers: saddle point [[L, B^T], [B, 0]], %d rows" % K.shape[0],
+        "    amg refused on %d of %d ranks: %s" % (n_refused, comm.size, refused),
+        "    GMRES + a singular preconditioner: %s, true residual %.2e of ||b||" % (
+            info.reason.petsc_name, info.true_residual_norm / np.linalg.norm(b_np)),
+        "    solve(scipy K, numpy b, 'minres'): %s in %d iterations, numpy x, error vs "
+        "spsolve %.1e" % (i_sc.reason.petsc_name, i_sc.iterations, err),
+        "    a callback's StopEarly raised on rank %d only: caught as %s on %d of %d ranks" % (
+            comm.size - 1, caught, agreed, comm.size))
+
+
 def main(comm: MPI.Comm, argv=None) -> None:
     """Run every section; ``argv`` is an argv list (``None``: the command line).
     Collective on ``comm``."""
@@ -268,6 +333,7 @@ def main(comm: MPI.Comm, argv=None) -> None:
         if comm.rank == 0:
             shutil.rmtree(tmpdir, ignore_errors=True)
     names_and_checks(comm, A)
+    honest_answers(comm)
     say(comm, "done in %.1f s" % (time.perf_counter() - t0))
 
 

@@ -202,6 +202,9 @@ def load_example(name: str):
     """Import ``examples/NAME.py`` as a module (its ``main`` does not run). Not collective."""
     spec = importlib.util.spec_from_file_location("example_" + name, EXAMPLES / (name + ".py"))
     module = importlib.util.module_from_spec(spec)
+    # registered, so that pickle finds its classes (an example's own exception
+    # travels pickled between ranks, as it does from a script's __main__)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

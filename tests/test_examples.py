@@ -103,6 +103,20 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         m8 = re.search(r"AMG by descriptor (\d+) iterations, by keywords (\d+)", out)
         checks.add(m8 and m8.group(1) == m8.group(2), "descriptors = keywords",
                    m8 and m8.group(0))
+        m9 = re.search(r"amg refused on (\d+) of (\d+) ranks: amg: the diagonal of A is zero "
+                       r"or not finite in 30 rows", out)
+        checks.add(m9 and m9.group(1) == m9.group(2) == str(comm.size),
+                   "amg refuses the saddle point on every rank", m9 and m9.group(0))
+        m9 = re.search(r"singular preconditioner: DIVERGED_FALSE_CONVERGENCE, true residual "
+                       r"(\S+) of", out)
+        checks.add(m9 and float(m9.group(1)) > 1e-3, "false convergence named",
+                   m9 and m9.group(0))
+        m9 = re.search(r"'minres'\): CONVERGED_RTOL in \d+ iterations, numpy x, error vs "
+                       r"spsolve (\S+)", out)
+        checks.add(m9 and float(m9.group(1)) < 1e-6, "scipy inputs solved", m9 and m9.group(0))
+        m9 = re.search(r"caught as StopEarly on (\d+) of (\d+) ranks", out)
+        checks.add(m9 and m9.group(1) == m9.group(2) == str(comm.size),
+                   "the user's exception type on every rank", m9 and m9.group(0))
         m = re.search(r"resumed: (\d+) iterations in all \(uninterrupted (\d+)\), "
                       r"max \|x - x_full\| (\S+)", out)
         checks.add(m and m.group(1) == m.group(2) and float(m.group(3)) < 1e-12,
