@@ -122,8 +122,9 @@ CASES = [
     ("solve-rectangular-matrix", ValueError, "square",
      lambda e: solve(DistCSR.from_global(sp.random(e.n, e.n + 2, 0.3, format="csr",
                                                    random_state=0), e.comm), e.b)),
-    ("solve-scipy-matrix", TypeError, "distributed operator",
-     lambda e: solve(sp.eye(e.n, format="csr"), e.b)),
+    # a global A with a distributed b: the message names the one-line conversion
+    ("solve-scipy-matrix", TypeError, r"global matrix but b is a DistVector; give A as "
+     r"DistCSR.from_global", lambda e: solve(sp.eye(e.n, format="csr"), e.b)),
     ("matvec-wrong-size", ValueError, "global size", lambda e: e.A.matvec(_other_size(e))),
     ("vector-local-part-too-long", ValueError, "local part",
      lambda e: DistVector(e.A.row_layout, np.ones(e.A.row_layout.local_size + 1))),

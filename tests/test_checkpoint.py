@@ -454,9 +454,11 @@ def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
             checks.add("resumed from iteration 20" in out2, "resumed", out2)
             iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
             checks.add(iters[0] == iters[1], "resumed iterations = uninterrupted", (out2, out3))
+    # a usage error, found before anything is built (exit status 2)
     code4 = main(base + ["--checkpoint-every", "3"], comm)
     err = capsys.readouterr().err
-    assert_collective(comm, code4 == 1 and ("needs checkpoint=" in err or comm.rank > 0), err)
+    assert_collective(comm, code4 == 2 and ("needs --checkpoint DIR" in err or comm.rank > 0),
+                      err)
 
 
 def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
