@@ -93,7 +93,10 @@ class GlobalLinearOperator(DistLinearOperator):
                              % sorted(set(shapes)))
         rows = Layout.block(shape[0], comm)
         cols = rows if shape[1] == shape[0] else Layout.block(shape[1], comm)
-        super().__init__(rows, cols, self._forward, self._adjoint)
+        # scipy's dtype, as DistLinearOperator takes it: complex stays complex
+        kind = np.dtype(getattr(op, "dtype", None) or np.float64).kind
+        super().__init__(rows, cols, self._forward, self._adjoint,
+                         dtype=np.complex128 if kind == "c" else np.float64)
         self.op = op
 
     def _forward(self, x: DistVector, out: DistVector | None = None) -> DistVector:

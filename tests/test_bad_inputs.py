@@ -161,8 +161,10 @@ CASES = [
     ("critical-points-values-wrong-length", ValueError, "shape",
      lambda e: topology.critical_points(e.grid, np.ones(15))),
     # dtypes
-    ("solve-complex-rhs", TypeError, "real",
-     lambda e: solve(e.A, DistVector(e.b.layout, e.b.local.astype(complex)))),
+    ("solve-complex-rhs-with-amg", TypeError, "real systems only",
+     lambda e: solve(e.A, DistVector(e.b.layout, e.b.local.astype(complex)), pc="amg")),
+    ("solve-string-rhs", TypeError, "real and complex",
+     lambda e: solve(e.A, DistVector(e.b.layout, np.array(["b"] * e.b.layout.local_size)))),
     ("solve-maxiter-float", TypeError, "maxiter", lambda e: solve(e.A, e.b, maxiter=3.5)),
     ("critical-points-complex-values", TypeError, "real",
      lambda e: topology.critical_points(e.grid, np.ones(16, dtype=complex))),

@@ -506,3 +506,17 @@ def test_missing_petsc4py_names_make_petsc(monkeypatch):
                              match="make petsc")
     assert_raises_collective(COMM, ImportError, dp.to_petsc, A, match="make petsc")
     assert_collective(COMM, dp.petsc4py_available() is False, "reported available")
+
+
+def test_complex_system_is_refused_by_the_real_petsc_build():
+    # the PETSc that `make petsc` builds is real: a complex system is a
+    # TypeError naming the dmsolve backend, which solves it
+    A = gallery.poisson2d(7, COMM)
+    b = gallery.rhs(A)
+    bc = DistVector(b.layout, b.local * (1 + 1j))
+    assert_raises_collective(COMM, TypeError, solve, A, bc, "gmres", backend="petsc",
+                             match="backend='dmsolve'")
+    x, info = solve(A, bc, "gmres", rtol=1e-10)
+    xr, _ = solve(A, b, "gmres", rtol=1e-10)
+    assert_collective(COMM, info.converged and np.allclose(x.local, xr.local * (1 + 1j),
+                                                           rtol=1e-7, atol=1e-12))

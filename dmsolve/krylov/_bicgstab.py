@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
@@ -66,9 +67,9 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             ctx.norms.pop()         # re-measured below from the restored x
         ctx.residual(r, t)
         np.copyto(rhat.local, r.local)
-        send[0] = np.dot(r.local, r.local)
-        rho = float(ctx.reduce(1)[0])
-        reason = ctx.test(it, math.sqrt(rho))
+        send[0] = ctx.dot(r.local, r.local)
+        rho = ctx.scalar(ctx.reduce(1)[0])
+        reason = ctx.test(it, math.sqrt(rho.real))
     while True:
         if reason is not None:
             # a claimed convergence is confirmed from x; if the true residual
@@ -77,10 +78,10 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             if reason is not None:
                 break
             np.copyto(rhat.local, r.local)
-            send[0] = np.dot(r.local, r.local)
-            rho = float(ctx.reduce(1)[0])
+            send[0] = ctx.dot(r.local, r.local)
+            rho = ctx.scalar(ctx.reduce(1)[0])
             start = it
-            reason = ctx.retest(math.sqrt(rho))
+            reason = ctx.retest(math.sqrt(rho.real))
             if reason is not None:
                 break
         if rho == 0.0:
@@ -96,9 +97,9 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         if phat is not p:
             ctx.precondition(p, phat)
         ctx.matvec(phat, v)
-        send[0] = np.dot(rhat.local, v.local)
-        rv = float(ctx.reduce(1)[0])
-        if rv == 0.0 or not math.isfinite(rv):
+        send[0] = ctx.dot(rhat.local, v.local)
+        rv = ctx.scalar(ctx.reduce(1)[0])
+        if rv == 0.0 or not cmath.isfinite(rv):
             reason = ConvergedReason.BREAKDOWN if rv == 0.0 else ConvergedReason.NANORINF
             break
         alpha = rho / rv
@@ -107,11 +108,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         if shat is not s:
             ctx.precondition(s, shat)
         ctx.matvec(shat, t)
-        send[0] = np.dot(t.local, s.local)
-        send[1] = np.dot(t.local, t.local)
-        send[2] = np.dot(s.local, s.local)
+        send[0] = ctx.dot(t.local, s.local)
+        send[1] = ctx.dot(t.local, t.local)
+        send[2] = ctx.dot(s.local, s.local)
         red = ctx.reduce(3)
-        ts, tt, ss = float(red[0]), float(red[1]), float(red[2])
+        ts, tt, ss = ctx.scalar(red[0]), float(red[1].real), float(red[2].real)
         it += 1
         snorm = math.sqrt(ss)
         if snorm <= ctx.tolerance() or tt == 0.0:
@@ -127,11 +128,11 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
         axpy(omega, shat.local, x.local)
         np.copyto(r.local, s.local)
         axpy(-omega, t.local, r.local)
-        send[0] = np.dot(r.local, r.local)
-        send[1] = np.dot(rhat.local, r.local)
+        send[0] = ctx.dot(r.local, r.local)
+        send[1] = ctx.dot(rhat.local, r.local)
         red = ctx.reduce(2)
-        rho_old, rho = rho, float(red[1])
-        reason = ctx.test(it, math.sqrt(float(red[0])))
+        rho_old, rho = rho, ctx.scalar(red[1])
+        reason = ctx.test(it, math.sqrt(float(red[0].real)))
         ctx.callback(x)
         if reason is None and omega == 0.0:
             reason = ConvergedReason.BREAKDOWN

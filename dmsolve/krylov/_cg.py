@@ -19,7 +19,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     """Solve ``A x = b`` by the preconditioned conjugate gradient method.
 
     ``A`` must be symmetric positive (semi-)definite and ``M`` symmetric
-    positive definite. Stops when ``||r|| <= max(rtol*||b||, atol)``, by
+    positive definite (Hermitian for a complex system). Stops when ``||r|| <= max(rtol*||b||, atol)``, by
     default with ``r = b - A x`` and the 2-norm, as scipy's ``cg``.
 
     Parameters
@@ -110,8 +110,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                 break
             np.copyto(p.local, z.local)
         ctx.matvec(p, q)
-        send[0] = np.dot(p.local, q.local)
-        pq = float(ctx.reduce(1)[0])
+        send[0] = ctx.dot(p.local, q.local)
+        pq = float(ctx.reduce(1)[0].real)     # real for a Hermitian A
         if not pq > 0:
             reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
             break
@@ -146,7 +146,7 @@ def _precondition_and_reduce(ctx, r, z, n1, n2) -> tuple[float, float]:
     if z is not r:
         ctx.precondition(r, z)
     send = ctx.send
-    send[0] = np.dot(r.local, z.local)
-    send[1] = np.dot(n1.local, n2.local)
+    send[0] = ctx.dot(r.local, z.local)
+    send[1] = ctx.dot(n1.local, n2.local)
     red = ctx.reduce(2)
-    return float(red[0]), float(red[1])
+    return float(red[0].real), float(red[1].real)     # real for a Hermitian M

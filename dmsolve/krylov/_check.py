@@ -64,9 +64,9 @@ def _check_vector(method: str, name: str, v, layout: Layout) -> None:
         raise ValueError("%s: %s has global size %d but A's layout has %d (or the "
                          "ownership ranges differ)" % (method, name, v.global_size,
                                                        layout.global_size))
-    if v.dtype.kind not in "fiu":
-        raise TypeError("%s has dtype %s; the Krylov methods support real vectors"
-                        % (name, v.dtype))
+    if v.dtype.kind not in "fiuc":
+        raise TypeError("%s has dtype %s; the Krylov methods support real and complex "
+                        "vectors" % (name, v.dtype))
 
 
 def _check_monitor(monitor):
@@ -106,7 +106,7 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
     ------
     TypeError
         ``A`` is not a distributed operator, a vector is not a DistVector or
-        not real, a tolerance is not a real number, ``maxiter`` not an
+        neither real nor complex, a tolerance is not a real number, ``maxiter`` not an
         integer, ``callback`` not callable, ``monitor`` neither a bool, an
         int nor callable.
     ValueError

@@ -84,8 +84,15 @@ def axpy(alpha, x: np.ndarray, y: np.ndarray) -> None:
 
 
 def gemv_dot(V: np.ndarray, w: np.ndarray, out: np.ndarray) -> None:
-    """``out[:] = V @ w`` for the rows of ``V`` (local part). Not collective."""
-    np.dot(V, w, out=out)
+    """``out[:] = conj(V) @ w`` for the rows of ``V`` (local part): the inner
+    products of ``w`` with each row. Not collective."""
+    if V.dtype.kind != "c":
+        np.dot(V, w, out=out)
+    elif V.shape[0] and V.shape[1]:
+        # V.T is Fortran-ordered: zgemv with trans=2 reads conj(V) without a copy
+        out[:] = _blas("gemv", V.dtype)(1.0, V.T, w, trans=2)
+    else:
+        out[:] = 0.0
 
 
 def gemv_sub(V: np.ndarray, h: np.ndarray, w: np.ndarray, alpha=-1.0) -> None:
@@ -115,6 +122,25 @@ def _wrap_pc(M):
         return lambda r, out: M(r)
     raise TypeError("M must have apply(r, out=None) or matvec(x, out=None), or be "
                     "callable, got %s" % type(M).__name__)
+
+
+def _check_complex(method: str, M, checkpoint) -> None:
+    """Refuse what cannot take a complex system. Not collective (rank-independent facts)."""
+    if getattr(M, "supports_complex", None) is False:
+        name = getattr(M, "name", None) or type(M).__name__
+        raise TypeError("%s: the system is complex, but the preconditioner %s supports real "
+                        "systems only; use jacobi, bjacobi or asm (or none)" % (method, name))
+    if checkpoint is not None:
+        raise TypeError("%s: checkpoints hold real systems only; this system is complex"
+                        % method)
+
+
+def _system_dtype(A, b, x0) -> np.dtype:
+    """complex128 when ``A``, ``b`` or ``x0`` is complex, else float64. Not collective."""
+    kinds = [np.dtype(getattr(A, "dtype", np.float64)).kind, b.dtype.kind]
+    if x0 is not None:
+        kinds.append(x0.dtype.kind)
+    return np.dtype(np.complex128 if "c" in kinds else np.float64)
 
 
 def _check_symmetric_pc(method: str, M) -> None:
@@ -193,6 +219,11 @@ class Context:
                 raise TypeError("checkpoint must be a dmsolve.checkpoint.Checkpointer or "
                                 "None, got %s (solve() takes a path)"
                                 % type(checkpoint).__name__)
+            # one working precision: float64, or complex128 for a complex
+            # A, b or x0 (reductions, Hessenberg matrices, BLAS calls too)
+            self.dtype = _system_dtype(self.A, b, x0)
+            if self.dtype.kind == "c":
+                _check_complex(method, M, checkpoint)
         except (TypeError, ValueError) as e:
             exc = e
         self.reductions += 1
@@ -213,17 +244,20 @@ class Context:
         self._nbarriers = 0                 # barriers posted so far
         self._barriers: list = []           # (serial, request) not yet completed
         self._inflight: dict = {}           # id(request) -> (calls, barriers) at its start
-        self._send = np.zeros(slots + 1)
-        self._recv = np.zeros(slots + 1)
+        self.complex = self.dtype.kind == "c"
+        #: local inner product ``a^H b`` (``np.vdot`` conjugates its first argument)
+        self.dot = np.vdot if self.complex else np.dot
+        #: a reduced number as a Python scalar of the working field
+        self.scalar = complex if self.complex else float
+        self._mpitype = MPI.C_DOUBLE_COMPLEX if self.complex else MPI.DOUBLE
+        self._send = self.buffer(slots + 1)
+        self._recv = self.buffer(slots + 1)
         self.raise_on_failure = bool(raise_on_failure)
         self.norms: list[float] = []
         self.callbacks = 0
 
         # Work vectors live on the column layout (== row layout, checked).
         self.layout = self.A.col_layout
-        # One working precision: reductions, Hessenberg matrices and BLAS
-        # calls are float64, so the vectors are too.
-        self.dtype = np.dtype(np.float64)
         self.x0_is_zero = x0 is None
         self.x = self.vector()
         if x0 is not None:
@@ -244,13 +278,13 @@ class Context:
             if project_rhs:
                 self.b = self.b.copy()
                 self.project(self.b)
-                removed = float(np.dot(self._c, self._c))   # ||b - P b||^2 (Q orthonormal)
+                removed = float(self.dot(self._c, self._c).real)  # ||b - P b||^2 (Q orthonormal)
         self.trivial_pc = self._pc is None and self._Q is None
         if check_symmetry:
             self._check_symmetry()
 
-        self._send[0] = float(np.dot(self.b.local, self.b.local))
-        self.b2norm = math.sqrt(self.reduce(1)[0])
+        self._send[0] = self.dot(self.b.local, self.b.local)
+        self.b2norm = math.sqrt(self.reduce(1)[0].real)
         if removed is not None:
             whole = math.sqrt(self.b2norm ** 2 + removed)
             self.extra["nullspace_removed"] = math.sqrt(removed) / whole if whole else 0.0
@@ -293,15 +327,15 @@ class Context:
         for i, v in enumerate(vecs):
             q = Q[i]
             np.copyto(q, v.local)
-            self._send[0] = float(np.dot(q, q))
-            norm0 = math.sqrt(self.reduce(1)[0])
+            self._send[0] = self.dot(q, q)
+            norm0 = math.sqrt(self.reduce(1)[0].real)
             for _ in range(2):          # classical Gram-Schmidt, twice
                 if i:
                     gemv_dot(Q[:i], q, self._send[:i])
                     self.reduce(i)
                     gemv_sub(Q[:i], self._recv[:i].astype(self.dtype), q)
-            self._send[0] = float(np.dot(q, q))
-            norm = math.sqrt(self.reduce(1)[0])
+            self._send[0] = self.dot(q, q)
+            norm = math.sqrt(self.reduce(1)[0].real)
             if not norm > 1e-10 * norm0:
                 # the norms are reduced values, the same on every rank
                 raise ValueError("nullspace vectors are zero or linearly dependent "
@@ -321,12 +355,13 @@ class Context:
         av = self.vector()
         send = self._send
         self.matvec(v, av)
-        send[0] = float(np.dot(av.local, av.local))
-        send[1] = float(np.dot(v.local, v.local))
+        dot = self.dot
+        send[0] = dot(av.local, av.local)
+        send[1] = dot(v.local, v.local)
         for i in range(k):
             self.matvec(DistVector(self.layout, Q[i]), av)
-            send[2 + i] = float(np.dot(av.local, av.local))
-        red = self.reduce(k + 2)
+            send[2 + i] = dot(av.local, av.local)
+        red = self.reduce(k + 2).real
         scale = math.sqrt(red[0] / red[1]) if red[1] > 0 else 0.0
         for i in range(k):
             aq = math.sqrt(red[2 + i])
@@ -353,14 +388,17 @@ class Context:
         for i, (_, op) in enumerate(ops):
             op(x, ax)
             op(y, ay)
-            send[6 * i: 6 * i + 6] = (np.dot(y.local, ax.local), np.dot(x.local, ay.local),
-                                      np.dot(ax.local, ax.local), np.dot(ay.local, ay.local),
-                                      np.dot(x.local, x.local), np.dot(y.local, y.local))
+            dot = self.dot
+            send[6 * i: 6 * i + 6] = (dot(y.local, ax.local), dot(x.local, ay.local),
+                                      dot(ax.local, ax.local), dot(ay.local, ay.local),
+                                      dot(x.local, x.local), dot(y.local, y.local))
         red = self.reduce(6 * len(ops))
         for i, (name, _) in enumerate(ops):
-            yax, xay, axx, ayy, xx, yy = (float(t) for t in red[6 * i: 6 * i + 6])
+            yax, xay = red[6 * i], red[6 * i + 1]
+            axx, ayy, xx, yy = (float(t.real) for t in red[6 * i + 2: 6 * i + 6])
             scale = math.sqrt(axx * yy) + math.sqrt(ayy * xx)
-            gap = abs(yax - xay)
+            # Hermitian: y^H A x = conj(x^H A y) (symmetric for real data)
+            gap = abs(yax - np.conj(xay))
             if not gap <= SYMMETRY_RTOL * scale:
                 raise ValueError(
                     "%s needs a symmetric %s (check=True): |y^T %s x - x^T %s y| = %.3e "
@@ -396,11 +434,16 @@ class Context:
         """A zero work vector on the solve's layout. Not collective."""
         return DistVector(self.layout, np.zeros(self.layout.local_size, dtype=self.dtype))
 
+    def buffer(self, size: int) -> np.ndarray:
+        """A zero reduction buffer of the working field (for :meth:`ireduce`).
+        Not collective."""
+        return np.zeros(size, dtype=self.dtype)
+
     def reserve(self, slots: int) -> None:
         """Make the reduction buffers hold ``slots`` numbers. Not collective."""
         if self._send.size < slots + 1:
-            self._send = np.zeros(slots + 1)
-            self._recv = np.zeros(slots + 1)
+            self._send = self.buffer(slots + 1)
+            self._recv = self.buffer(slots + 1)
 
     @property
     def send(self) -> np.ndarray:
@@ -419,8 +462,8 @@ class Context:
         """
         self._send[k] = 0.0 if self.error is None else 1.0
         calls, mark = self._calls, self._nbarriers
-        req = self.comm.Iallreduce([self._send, k + 1, MPI.DOUBLE],
-                                   [self._recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        req = self.comm.Iallreduce([self._send, k + 1, self._mpitype],
+                                   [self._recv, k + 1, self._mpitype], op=MPI.SUM)
         self.reductions += 1
         self._complete(req, calls, mark)
         if self._recv[k]:
@@ -432,8 +475,8 @@ class Context:
         ``recv``; finish it with :meth:`wait`. Collective."""
         send[k] = 0.0 if self.error is None else 1.0
         self.reductions += 1
-        req = self.comm.Iallreduce([send, k + 1, MPI.DOUBLE],
-                                   [recv, k + 1, MPI.DOUBLE], op=MPI.SUM)
+        req = self.comm.Iallreduce([send, k + 1, self._mpitype],
+                                   [recv, k + 1, self._mpitype], op=MPI.SUM)
         self._inflight[id(req)] = (self._calls, self._nbarriers)
         return req
 
@@ -589,8 +632,8 @@ class Context:
             return
         self.precondition(self.b, work)
         other = work if self.norm_type == "preconditioned" else self.b
-        self._send[0] = float(np.dot(work.local, other.local))
-        self.bnorm = math.sqrt(abs(self.reduce(1)[0]))
+        self._send[0] = self.dot(work.local, other.local)
+        self.bnorm = math.sqrt(abs(self.reduce(1)[0].real))
 
     def tolerance(self) -> float:
         """``max(rtol*||b||, atol)``, the right side of the stopping test. Not collective."""
@@ -637,8 +680,8 @@ class Context:
         if self.shift:
             axpy(-self.shift, self.x.local, work.local)
         np.subtract(self.b.local, work.local, out=r.local)
-        self._send[0] = float(np.dot(r.local, r.local))
-        t = math.sqrt(self.reduce(1)[0])
+        self._send[0] = self.dot(r.local, r.local)
+        t = math.sqrt(self.reduce(1)[0].real)
         self._truth = (len(self.norms), t)
         return t
 
@@ -764,7 +807,8 @@ COMMON_PARAMETERS = """\
         ``DistCSR``, :class:`~dmsolve.DistLinearOperator` or anything with
         ``row_layout == col_layout`` and ``matvec(x, out=None)``.
     b : DistVector
-        Right-hand side on ``A.row_layout``; finite.
+        Right-hand side on ``A.row_layout``; finite. A complex ``A``, ``b``
+        or ``x0`` makes the solve complex (see Notes).
     x0 : DistVector, optional
         Initial guess on ``A.col_layout`` (zeros by default). Never modified.
     rtol, atol : float, keyword-only
@@ -869,7 +913,16 @@ COMMON_NOTES = """\
     at the end of a solve that did not claim convergence).
     ``info.setup_seconds`` and ``info.solve_seconds`` leave out numba's
     compilation (a first run's), which ``info.extra["compile_seconds"]``
-    reports."""
+    reports.
+
+    Complex systems: when ``A`` (its ``dtype``), ``b`` or ``x0`` is complex,
+    the solve runs in complex128, with inner products ``a^H b`` (``np.vdot``)
+    and complex reductions; CG, pipelined CG and MINRES then need a
+    Hermitian ``A`` and ``M`` (``check=True`` tests ``y^H A x = conj(x^H A
+    y)``), GMRES, FGMRES and BiCGStab take any complex ``A``. jacobi,
+    bjacobi and asm (and user preconditioners) apply; a preconditioner with
+    ``supports_complex = False`` (amg, cheby, gemslr) and ``checkpoint=``
+    are refused with TypeError at the door."""
 
 
 # The Returns, Raises and Notes sections every method shares; the method's own

@@ -123,18 +123,19 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
     m = int(min(restart, max(ctx.maxiter, 1)))
     lay, nloc = ctx.layout, ctx.layout.local_size
     ctx.reserve(m + 2)
-    send = ctx.send
-    V = np.zeros((m + 1, nloc))
+    send, dot, dt = ctx.send, ctx.dot, ctx.dtype
+    cplx = ctx.complex
+    V = np.zeros((m + 1, nloc), dtype=dt)
     Vv = [DistVector(lay, V[i]) for i in range(m + 1)]
     if flexible:
-        Z = np.zeros((m, nloc))
+        Z = np.zeros((m, nloc), dtype=dt)
         Zv = [DistVector(lay, Z[i]) for i in range(m)]
-    H = np.zeros((m + 1, m))
-    g = np.zeros(m + 1)
-    cs = np.zeros(m)
-    sn = np.zeros(m)
-    hcol = np.zeros(m + 1)
-    htmp = np.zeros(m + 1)
+    H = np.zeros((m + 1, m), dtype=dt)
+    g = np.zeros(m + 1, dtype=dt)
+    cs = np.zeros(m)                # the rotations' cosines are real
+    sn = np.zeros(m, dtype=dt)
+    hcol = np.zeros(m + 1, dtype=dt)
+    htmp = np.zeros(m + 1, dtype=dt)
     x, b = ctx.x, ctx.b
     t = ctx.vector()
     t2 = ctx.vector()
@@ -170,44 +171,44 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
         k = j + 1
         if orthog == "mgs":
             for i in range(k):
-                send[0] = np.dot(V[i], w)
+                send[0] = dot(V[i], w)
                 if i == 0:
-                    send[1] = np.dot(w, w)
+                    send[1] = dot(w, w)
                 red = ctx.reduce(2 if i == 0 else 1)
                 hcol[i] = red[0]
                 if i == 0:
-                    wn0 = math.sqrt(red[1])
+                    wn0 = math.sqrt(red[1].real)
                 axpy(-hcol[i], V[i], w)
-            send[0] = np.dot(w, w)
-            return math.sqrt(ctx.reduce(1)[0]), wn0
+            send[0] = dot(w, w)
+            return math.sqrt(ctx.reduce(1)[0].real), wn0
         gemv_dot(V[:k], w, send[:k])
-        send[k] = np.dot(w, w)
+        send[k] = dot(w, w)
         red = ctx.reduce(k + 1)
         hcol[:k] = red[:k]
-        wn0 = math.sqrt(red[k])
+        wn0 = math.sqrt(red[k].real)
         gemv_sub(V[:k], hcol[:k], w)
         if orthog == "cgs":
-            send[0] = np.dot(w, w)
-            return math.sqrt(ctx.reduce(1)[0]), wn0
+            send[0] = dot(w, w)
+            return math.sqrt(ctx.reduce(1)[0].real), wn0
         # Daniel-Gragg-Kaufman-Stewart test: the new norm follows from
         # Pythagoras unless w lost more than 1/sqrt(2) of its length to the
         # basis, in which case it is orthogonalised again
-        nsq = red[k] - float(np.dot(hcol[:k], hcol[:k]))
-        if nsq > 0.5 * red[k]:
+        nsq = red[k].real - float(dot(hcol[:k], hcol[:k]).real)
+        if nsq > 0.5 * red[k].real:
             return math.sqrt(nsq), wn0
         gemv_dot(V[:k], w, send[:k])
-        send[k] = np.dot(w, w)
+        send[k] = dot(w, w)
         red = ctx.reduce(k + 1)
         htmp[:k] = red[:k]
-        wwp = red[k]
+        wwp = red[k].real
         gemv_sub(V[:k], htmp[:k], w)
         hcol[:k] += htmp[:k]
-        nsq = wwp - float(np.dot(htmp[:k], htmp[:k]))
+        nsq = wwp - float(dot(htmp[:k], htmp[:k]).real)
         if nsq > 1e-2 * wwp:
             return math.sqrt(nsq), wn0
         # heavy cancellation (near breakdown): measure instead of deducing
-        send[0] = np.dot(w, w)
-        return math.sqrt(ctx.reduce(1)[0]), wn0
+        send[0] = dot(w, w)
+        return math.sqrt(ctx.reduce(1)[0].real), wn0
 
     ctx.begin()
     it = 0 if state is None else state.iteration
@@ -235,13 +236,13 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
                 ctx.precondition(t, v0)
             else:
                 np.copyto(v0.local, t.local)
-            send[0] = np.dot(v0.local, v0.local)
+            send[0] = dot(v0.local, v0.local)
             if left:
                 # ||b - A x|| rides along: the truth of a convergence met here
-                send[1] = np.dot(t.local, t.local)
+                send[1] = dot(t.local, t.local)
             red = ctx.reduce(2 if left else 1)
-            beta = math.sqrt(red[0])
-            tnorm = math.sqrt(red[1]) if left else beta
+            beta = math.sqrt(red[0].real)
+            tnorm = math.sqrt(red[1].real) if left else beta
             if first:
                 if ctx.x0_is_zero and ctx.bnorm is None:
                     ctx.bnorm = beta
@@ -286,17 +287,27 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
             for i in range(j):
                 hi, hi1 = hcol[i], hcol[i + 1]
                 hcol[i] = cs[i] * hi + sn[i] * hi1
-                hcol[i + 1] = -sn[i] * hi + cs[i] * hi1
+                hcol[i + 1] = -(sn[i].conjugate() if cplx else sn[i]) * hi + cs[i] * hi1
             hjj = hcol[j]
-            rr = math.hypot(hjj, hnext)
+            rr = math.hypot(abs(hjj), hnext)
             if rr == 0.0 or not math.isfinite(rr):
                 reason = ConvergedReason.BREAKDOWN if rr == 0.0 else ConvergedReason.NANORINF
                 break
-            cs[j], sn[j] = hjj / rr, hnext / rr
-            hcol[j] = rr
+            if not cplx:
+                cs[j], sn[j] = hjj / rr, hnext / rr
+                hcol[j] = rr
+            elif hjj == 0:
+                cs[j], sn[j] = 0.0, 1.0
+                hcol[j] = hnext
+            else:
+                # the complex rotation [[c, s], [-conj(s), c]] with c real:
+                # c = |h|/rr, s = (h/|h|) hnext/rr maps (h, hnext) to ((h/|h|) rr, 0)
+                phase = hjj / abs(hjj)
+                cs[j], sn[j] = abs(hjj) / rr, phase * (hnext / rr)
+                hcol[j] = phase * rr
             H[:j + 1, j] = hcol[:j + 1]
             H[j + 1, j] = 0.0
-            g[j + 1] = -sn[j] * g[j]
+            g[j + 1] = -(sn[j].conjugate() if cplx else sn[j]) * g[j]
             g[j] = cs[j] * g[j]
             k = j + 1
             it += 1

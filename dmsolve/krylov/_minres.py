@@ -19,10 +19,10 @@ _EPS = np.finfo(float).eps
 def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
            shift=0.0, checkpoint=None, check=False):
-    """Solve ``(A - shift I) x = b`` by MINRES, for symmetric ``A``.
+    """Solve ``(A - shift I) x = b`` by MINRES, for symmetric (Hermitian) ``A``.
 
     ``A`` may be indefinite, and singular if the system is consistent; ``M``
-    must be symmetric positive definite. Stops when
+    must be symmetric (Hermitian) positive definite; ``shift`` is real. Stops when
     ``||r|| <= max(rtol*||b||, atol)``, where without ``M`` the norm is the
     2-norm of ``r = b - A x`` and with ``M`` the natural norm
     ``sqrt(r^T M r)`` (and ``||b||`` likewise), the quantity MINRES
@@ -92,8 +92,8 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
 
     ctx.residual(r1, y, shift)
     ctx.precondition(r1, y)
-    send[0] = np.dot(r1.local, y.local)
-    beta1 = float(ctx.reduce(1)[0])
+    send[0] = ctx.dot(r1.local, y.local)
+    beta1 = float(ctx.reduce(1)[0].real)
     if beta1 < 0:
         ctx.norms.append(math.sqrt(-beta1))
         return ctx.finish(ConvergedReason.INDEFINITE_PC, it)
@@ -125,8 +125,8 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
             if reason is not None:
                 break
             ctx.precondition(r1, y)
-            send[0] = np.dot(r1.local, y.local)
-            beta1 = float(ctx.reduce(1)[0])
+            send[0] = ctx.dot(r1.local, y.local)
+            beta1 = float(ctx.reduce(1)[0].real)
             if beta1 < 0:
                 reason = ConvergedReason.INDEFINITE_PC
                 break
@@ -144,14 +144,14 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
             axpy(-shift, v.local, y.local)
         if it > start:
             axpy(-beta / oldb, r1.local, y.local)
-        send[0] = np.dot(v.local, y.local)
-        alfa = float(ctx.reduce(1)[0])
+        send[0] = ctx.dot(v.local, y.local)
+        alfa = float(ctx.reduce(1)[0].real)     # real for a Hermitian A
         axpy(-alfa / beta, r2.local, y.local)
         r1, r2, y = r2, y, r1            # r1 <- r2, r2 <- y, y is free
         ctx.precondition(r2, y)
         oldb = beta
-        send[0] = np.dot(r2.local, y.local)
-        bsq = float(ctx.reduce(1)[0])
+        send[0] = ctx.dot(r2.local, y.local)
+        bsq = float(ctx.reduce(1)[0].real)
         it += 1
         if bsq < 0:
             ctx.norms.append(phibar)

@@ -20,7 +20,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     """Solve ``A x = b`` by pipelined preconditioned conjugate gradients.
 
     Mathematically CG (``A`` symmetric positive (semi-)definite, ``M``
-    symmetric positive definite), rearranged so that each iteration's three
+    symmetric positive definite; Hermitian for a complex system), rearranged so that each iteration's three
     inner products ``(r, u)``, ``(w, u)`` and the residual norm travel in
     one ``Iallreduce`` that runs while the preconditioner and the
     matrix-vector product of the same iteration are computed. Stops when
@@ -78,8 +78,8 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     r, u, w, m, n = (ctx.vector() for _ in range(5))
     z, q, s, p = (ctx.vector() for _ in range(4))
     # the reduction in flight has its own buffers, so nothing touches them
-    send = np.zeros(4)
-    recv = np.zeros(4)
+    send = ctx.buffer(4)
+    recv = ctx.buffer(4)
     nvec = {"unpreconditioned": (r, r), "preconditioned": (u, u), "natural": (r, u)}
     n1, n2 = nvec[ctx.norm_type]
     ck = ctx.checkpoint
@@ -106,15 +106,16 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             ctx.reference_norm(m)
 
     while True:
-        send[0] = np.dot(r.local, u.local)
-        send[1] = np.dot(w.local, u.local)
-        send[2] = np.dot(n1.local, n2.local)
+        send[0] = ctx.dot(r.local, u.local)
+        send[1] = ctx.dot(u.local, w.local)
+        send[2] = ctx.dot(n1.local, n2.local)
         req = ctx.ireduce(3, send, recv)
         if it < ctx.maxiter:
             ctx.precondition(w, m)      # m = M w and n = A m, overlapped
             ctx.matvec(m, n)
         ctx.wait(req, 3, recv)
-        gamma, delta, nsq = float(recv[0]), float(recv[1]), float(recv[2])
+        # real for a Hermitian A and M
+        gamma, delta, nsq = float(recv[0].real), float(recv[1].real), float(recv[2].real)
         if it == 0 and ctx.bnorm is None:
             ctx.bnorm = math.sqrt(abs(nsq))
         # as in cg: the sign of a rounding-level (r, u) is noise, not indefiniteness
@@ -162,9 +163,9 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             np.copyto(m.local, u.local)
             axpy(beta, p.local, m.local)
             ctx.matvec(m, n)
-            ctx.send[0] = np.dot(m.local, n.local)
-            ctx.send[1] = np.dot(m.local, m.local)
-            red = ctx.reduce(2)
+            ctx.send[0] = ctx.dot(m.local, n.local)
+            ctx.send[1] = ctx.dot(m.local, m.local)
+            red = ctx.reduce(2).real
             if not red[0] > 0:
                 reason = (ConvergedReason.INDEFINITE_MAT if red[1] > 0 and red[0] <= 0
                           else ConvergedReason.BREAKDOWN if red[0] == 0

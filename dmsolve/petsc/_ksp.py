@@ -234,6 +234,10 @@ def _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side, o
 
     s = check_system(m, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
                      callback=callback, monitor=monitor, nullspace=nullspace)
+    if "c" in (np.dtype(getattr(s.A, "dtype", np.float64)).kind, b.dtype.kind,
+               "f" if x0 is None else x0.dtype.kind):
+        raise TypeError("%s: backend='petsc' runs a real PETSc build (make petsc); this "
+                        "system is complex: use backend='dmsolve'" % m)
     plan.update(method=m, A=s.A, rtol=s.rtol, atol=s.atol, divtol=s.divtol,
                 maxiter=s.maxiter, callback=s.callback, monitor=s.monitor,
                 nullspace=s.nullspace)
