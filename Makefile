@@ -21,7 +21,17 @@ RANKS ?= 2 3 4
 TESTS ?= tests
 PYTEST_ARGS ?=
 
-.PHONY: setup petsc demo test test-serial test-mpi test-boundscheck bench clean
+# Weak scaling (bench/scale.py): one mpiexec per case and rank count, n^3 work per rank.
+# Oversubscribed ranks are slow; e.g. `make scale SCALE_RANKS="1 2 4 8" SCALE_N=10`.
+# The code measured is the dmsolve on PYTHONPATH (default: this checkout).
+SCALE_RANKS ?= 1 2 4 8 16 32 64
+SCALE_N ?= 12
+SCALE_CASES ?=
+SCALE_OUT ?= docs/scaling.md
+SCALE_TIMEOUT ?= 1800
+SCALE_PYTHONPATH ?= $(CURDIR)
+
+.PHONY: setup petsc demo test test-serial test-mpi test-boundscheck bench scale scale-ci clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +80,15 @@ test-boundscheck: setup
 
 bench: setup
 	$(PY) bench/run_all.py
+
+scale: setup
+	PYTHONPATH=$(SCALE_PYTHONPATH) $(PY) bench/scale.py --ranks $(SCALE_RANKS) --n $(SCALE_N) \
+	  $(if $(SCALE_CASES),--cases $(SCALE_CASES)) --timeout $(SCALE_TIMEOUT) \
+	  --out $(SCALE_OUT) --results $(basename $(SCALE_OUT)).json
+
+# The small scaling check meant for CI (2 and 8 ranks; see bench/scale_ci.py)
+scale-ci: setup
+	PYTHONPATH=$(SCALE_PYTHONPATH) timeout $(RUN_TIMEOUT) $(PY) bench/scale_ci.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck $(WARM_STAMP)

@@ -1,0 +1,610 @@
+"""Weak-scaling harness: per-rank memory and traffic of dmsolve's distributed
+paths at fixed work per rank, written to docs/scaling.md (``make scale``).
+
+    python bench/scale.py --ranks 1 2 4 8 16 --n 20 --out docs/scaling.md
+
+The driver starts one fresh ``mpiexec -n p`` per case and rank count, which runs
+
+    mpiexec -n p python -m mpi4py bench/scale.py --case NAME --n 20 --json FILE
+
+In the worker, every rank builds the case's input on a counting duplicate of
+COMM_WORLD (bench/_counting.py), runs the case once on a small input (imports
+done, numba kernels loaded, inner communicators made), then resets the
+counters and the RSS high-water mark (``5`` into /proc/self/clear_refs) and
+runs the measured case. Figures per rank: peak RSS growth (VmHWM after minus
+VmRSS before), bytes sent and received, collectives, point-to-point
+messages, BSP supersteps (``Ledger.record_superstep`` calls), iterations.
+The code measured is whatever ``dmsolve``/``topology``/``preconditioners``
+are first on ``PYTHONPATH``; the document names it.
+
+Work per rank is fixed by ``--n``: every 3D case is an ``n x n x (n p)`` slab
+stack, one ``n^3`` slab per rank (rows of Poisson, vertices of a complex or a
+grid); the Hodge case is a ``3n x 3n p`` triangulated grid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+MIB = 2.0 ** 20
+
+
+# -- memory ---------------------------------------------------------------------------------
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError("no %s in /proc/self/status" % field)
+
+
+def reset_peak() -> int:
+    """Reset this process's RSS high-water mark; return VmRSS in bytes."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_kib("VmRSS") * 1024
+
+
+def peak() -> int:
+    """VmHWM in bytes (since the last :func:`reset_peak`)."""
+    return _status_kib("VmHWM") * 1024
+
+
+# -- inputs (fixed work per rank) -------------------------------------------------------------
+def _poisson(comm, n):
+    from dmsolve import gallery
+    return gallery.poisson3d(n, comm, ny=n, nz=n * comm.Get_size())
+
+
+def _xyz_of_rows(A, n):
+    lay = A.row_layout
+    i = np.arange(lay.start, lay.stop)
+    return np.stack((i % n, (i // n) % n, i // (n * n)), axis=1).astype(np.float64)
+
+
+def _noise(ids, seed=7):
+    """Uniform [0, 1) noise keyed by global id (rank-independent)."""
+    x = np.asarray(ids, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(seed)
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(29)
+    return (x >> np.uint64(11)).astype(np.float64) / 2.0 ** 53
+
+
+def _smooth(xyz, n):
+    u = xyz / n
+    return np.sin(3.1 * u[:, 0]) * np.cos(2.3 * u[:, 1]) * np.sin(0.7 * u[:, 2] + 1)
+
+
+def _tets_of_slab(comm, n):
+    """This rank's tetrahedra of the Freudenthal triangulation of the vertex
+    grid ``n x n x (n p)``: the cells with z in this rank's slab of planes."""
+    from topology import freudenthal_cells
+    p, r = comm.Get_size(), comm.Get_rank()
+    nz = n * p
+    z0, z1 = r * n, min((r + 1) * n, nz - 1)
+    cx, cy, cz = np.meshgrid(np.arange(n - 1), np.arange(n - 1), np.arange(z0, z1),
+                             indexing="ij")
+    base = np.stack((cx.ravel(), cy.ravel(), cz.ravel()), axis=1)
+    off = freudenthal_cells(3)                              # (6, 4, 3)
+    corners = base[:, None, None, :] + off[None, :, :, :]   # (cells, 6, 4, 3)
+    vid = corners[..., 0] + n * (corners[..., 1] + n * corners[..., 2])
+    return vid.reshape(-1, 4).astype(np.int64)
+
+
+def _points(comm, n):
+    # the complex's API wants the global coordinates on every rank (for "rcb")
+    p = comm.Get_size()
+    i = np.arange(n * n * n * p)
+    return np.stack((i % n, (i // n) % n, i // (n * n)), axis=1).astype(np.float64)
+
+
+def _tri_grid(comm, m):
+    """This rank's triangles of an ``m x (m p)`` vertex grid cut into triangles."""
+    p, r = comm.Get_size(), comm.Get_rank()
+    rows = m * p
+    ntri = 2 * (m - 1) * (rows - 1)
+    lo, hi = ntri * r // p, ntri * (r + 1) // p
+    t = np.arange(lo, hi)
+    cell, half = t // 2, t % 2
+    x, y = cell % (m - 1), cell // (m - 1)
+    a, b, c, d = x + y * m, x + 1 + y * m, x + (y + 1) * m, x + 1 + (y + 1) * m
+    return np.where(half[:, None] == 0, np.stack((a, b, c), 1), np.stack((b, d, c), 1))
+
+
+# -- the cases: prepare(comm, n) -> state; run(state) -> extra figures ------------------------
+def prep_csr(comm, n):
+    """Triplets of the 7-point Laplacian for this rank's rows, assembled by
+    DistCSR.from_coo, then 10 matvecs."""
+    from dmsolve import DistVector
+    A = _poisson(comm, n)           # only for its row layout
+    p = comm.Get_size()
+    N = n * n * n * p
+    lo, hi = A.row_layout.start, A.row_layout.stop
+    rows = np.arange(lo, hi)
+    x, y, z = rows % n, (rows // n) % n, rows // (n * n)
+    R, C, V = [rows], [rows], [np.full(rows.size, 6.0)]
+    for ok, d in ((x > 0, -1), (x < n - 1, 1), (y > 0, -n), (y < n - 1, n),
+                  (z > 0, -n * n), (z < n * p - 1, n * n)):
+        R.append(rows[ok])
+        C.append(rows[ok] + d)
+        V.append(np.full(int(ok.sum()), -1.0))
+    trip = (np.concatenate(R), np.concatenate(C), np.concatenate(V))
+    return {"comm": comm, "trip": trip, "N": N, "DistVector": DistVector}
+
+
+def run_csr(s):
+    from dmsolve import DistCSR
+    r, c, v = s["trip"]
+    A = DistCSR.from_coo(r, c, v, (s["N"], s["N"]), s["comm"])
+    x = s["DistVector"](A.col_layout, np.ones(A.col_layout.local_size))
+    y = A.matvec(x)
+    for _ in range(9):
+        A.matvec(x, out=y)
+    return {}
+
+
+def prep_cg_amg(comm, n):
+    from dmsolve import gallery
+    A = _poisson(comm, n)
+    return {"A": A, "b": gallery.rhs(A, "ones")}
+
+
+def run_cg_amg(s):
+    import preconditioners
+    from dmsolve import cg
+    M = preconditioners.make("amg", s["A"])
+    x, info = cg(s["A"], s["b"], rtol=1e-8, M=M, maxiter=500)
+    return {"iterations": int(info.iterations), "converged": bool(info.converged)}
+
+
+def _prep_partition(comm, n):
+    A = _poisson(comm, n)
+    return {"A": A, "coords": _xyz_of_rows(A, n)}
+
+
+def _run_partition(method):
+    def run(s):
+        from dmsolve.partition import partition
+        opts = {"coords": s["coords"]} if method == "rcb" else {}
+        part = partition(s["A"], method, **opts)
+        return {"local_parts": int(np.size(getattr(part, "parts", [])))}
+    return run
+
+
+def _prep_complex(comm, n):
+    return {"comm": comm, "n": n, "tets": _tets_of_slab(comm, n), "points": _points(comm, n)}
+
+
+def _run_complex(method):
+    def run(s):
+        from dmsolve import DistVector
+        from topology import SimplicialComplex, critical_points
+        pts = s["points"] if method == "rcb" else None
+        cx = SimplicialComplex([s["tets"]], s["comm"], points=pts, partition=method)
+        gids = cx.owned_global_ids(0)
+        n = s["n"]
+        xyz = np.stack((gids % n, (gids // n) % n, gids // (n * n)), axis=1).astype(float)
+        f = DistVector(cx.vertex_layout, _smooth(xyz, n) + 0.05 * _noise(gids))
+        cp = critical_points(cx, f)
+        return {"critical": [int(c) for c in np.ravel(cp.counts())]
+                if not isinstance(cp.counts(), dict) else cp.counts()}
+    return run
+
+
+def _grid_field(comm, n, noise):
+    from dmsolve import DistVector
+    from topology import Grid
+    grid = Grid((n, n, n * comm.Get_size()), comm)
+    lay = grid.vertex_layout
+    ids = np.arange(lay.start, lay.stop)
+    xyz = grid.coordinates(ids).astype(np.float64)
+    return {"grid": grid, "f": DistVector(lay, _smooth(xyz, n) + noise * _noise(ids))}
+
+
+def prep_persistence(comm, n):
+    return _grid_field(comm, n, 0.5)
+
+
+def run_persistence(s):
+    from topology import persistence_diagram
+    dg = persistence_diagram(s["grid"], s["f"])
+    raw = dg.raw_pairs
+    return {"pairs_per_dim": [int(np.sum(raw["dim"] == d)) for d in range(3)]}
+
+
+def prep_mergetree(comm, n):
+    return _grid_field(comm, n, 0.5)
+
+
+def run_mergetree(s):
+    from topology import merge_tree
+    merge_tree(s["grid"], s["f"])
+    return {}
+
+
+def prep_hodge(comm, n):
+    from dmsolve import DistVector
+    from topology import SimplicialComplex
+    m = 3 * n
+    cx = SimplicialComplex([_tri_grid(comm, m)], comm)
+    rows, _ = cx.local_simplices(1)
+    own = rows[cx.owned_slice(1)]
+    px, py = own % m / m, own // m / m
+    flow = (np.sin(3 * px[:, 1]) - np.sin(3 * px[:, 0]) + (py[:, 1] - py[:, 0]) * px[:, 0]
+            + 0.1 * np.cos(17 * own.sum(axis=1)))
+    return {"cx": cx, "f": DistVector(cx.simplex_layout(1), flow)}
+
+
+def run_hodge(s):
+    from topology import hodge_decomposition
+    hd = hodge_decomposition(s["cx"], s["f"], rtol=1e-8, pc="amg")
+    its = {k: int(v.iterations) for k, v in hd.infos.items()}
+    return {"iterations": max(its.values()) if its else 0, "iterations_by_system": its}
+
+
+def prep_gemslr(comm, n):
+    return {"A": _poisson(comm, n)}
+
+
+def run_gemslr(s):
+    import preconditioners
+    preconditioners.make("gemslr", s["A"])
+    return {}
+
+
+CASES = {
+    "csr": ("DistCSR assembly (from_coo) + 10 matvecs, 3D Laplacian", prep_csr, run_csr),
+    "cg_amg": ("CG + amg, 3D Poisson (rtol 1e-8)", prep_cg_amg, run_cg_amg),
+    "partition_block": ("partition 'block', 3D Poisson", _prep_partition, _run_partition("block")),
+    "partition_metis": ("partition 'metis', 3D Poisson", _prep_partition, _run_partition("metis")),
+    "partition_rcb": ("partition 'rcb', 3D Poisson", _prep_partition, _run_partition("rcb")),
+    "complex_block": ("SimplicialComplex (tets) 'block' + critical points", _prep_complex,
+                      _run_complex("block")),
+    "complex_metis": ("SimplicialComplex (tets) 'metis' + critical points", _prep_complex,
+                      _run_complex("metis")),
+    "complex_rcb": ("SimplicialComplex (tets) 'rcb' + critical points", _prep_complex,
+                    _run_complex("rcb")),
+    "persistence": ("grid persistence diagram, noisy field", prep_persistence, run_persistence),
+    "mergetree": ("grid join tree, noisy field", prep_mergetree, run_mergetree),
+    "hodge": ("Hodge decomposition, triangulated 2D grid (CG + amg)", prep_hodge, run_hodge),
+    "gemslr": ("gemslr set-up, 3D Poisson", prep_gemslr, run_gemslr),
+}
+
+
+# -- the worker (one case, under mpiexec) ----------------------------------------------------
+def worker(case: str, n: int, warm_n: int, json_path: str) -> None:
+    from mpi4py import MPI
+    sys.path.insert(0, HERE)
+    from _counting import TALLY, counting
+
+    world = MPI.COMM_WORLD
+    comm = counting(world)
+    _, prep, run = CASES[case]
+    if warm_n > 0:              # imports, numba kernels, inner communicators
+        run(prep(comm, warm_n))
+    state = prep(comm, n)
+    gc.collect()
+    world.Barrier()
+    TALLY.reset()
+    rss0 = reset_peak()
+    t0 = time.perf_counter()
+    extra = run(state)
+    seconds = time.perf_counter() - t0
+    growth = peak() - rss0
+    tally = TALLY.as_dict()
+    del state
+    seconds = world.allreduce(seconds, op=MPI.MAX)
+    rows = world.gather({"growth": growth, "rss0": rss0, **tally}, root=0)
+    if world.Get_rank() == 0:
+        p = world.Get_size()
+        g = np.array([r["growth"] for r in rows], dtype=np.float64)
+        calls: dict[str, list[int]] = {}
+        for r in rows:
+            for k, v in r["by_call"].items():
+                row = calls.setdefault(k, [0, 0, 0])
+                row[0] = max(row[0], v[0])
+                row[1] = max(row[1], v[1])
+                row[2] = max(row[2], v[2])
+        out = {"case": case, "ranks": p, "n": n, "seconds": seconds,
+               "mem_max": float(g.max()), "mem_mean": float(g.mean()),
+               "mem_rank0": float(g[0]),
+               "rss_before_max": max(r["rss0"] for r in rows),
+               "sent_max": max(r["bytes_sent"] for r in rows),
+               "recv_max": max(r["bytes_recv"] for r in rows),
+               "sent_rank0": rows[0]["bytes_sent"], "recv_rank0": rows[0]["bytes_recv"],
+               "collectives": max(r["collectives"] for r in rows),
+               "p2p_max": max(r["p2p_sent"] + r["p2p_recv"] for r in rows),
+               "supersteps": max(r["supersteps"] for r in rows),
+               "by_call_max": calls, **extra}
+        with open(json_path, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+# -- targets --------------------------------------------------------------------------------
+#: Absolute slack on the memory targets (RSS moves in pages and allocator arenas).
+MEM_FLOOR = 2 * MIB
+#: The O(p) term of the traffic target: words (8 bytes) per other rank.
+WORDS_PER_RANK = 64
+
+
+def check_targets(runs: dict[int, dict], base: int = 4) -> dict:
+    """Pass/fail of the issue's targets for one case, comparing the largest
+    rank count measured with ``base`` ranks (and 1 rank for iterations).
+    Each value is ``(ok or None, text)``; None when not measurable."""
+    ps = sorted(p for p, r in runs.items() if "error" not in r)
+    out = {}
+    if not ps:
+        return {k: (None, "no run") for k in ("mem", "bytes", "steps", "rank0", "its")}
+    top = ps[-1]
+    R = runs[top]
+    if base in runs and "error" not in runs[base] and top > base:
+        B = runs[base]
+        lim = 1.25 * B["mem_max"] + MEM_FLOOR
+        out["mem"] = (R["mem_max"] <= lim, "%.1f vs %.1f MiB at %d (limit %.1f)" % (
+            R["mem_max"] / MIB, B["mem_max"] / MIB, base, lim / MIB))
+        bt, bb = max(R["sent_max"], R["recv_max"]), max(B["sent_max"], B["recv_max"])
+        lim = 1.25 * bb + 8 * WORDS_PER_RANK * top
+        out["bytes"] = (bt <= lim, "%s vs %s at %d (limit %s)" % (
+            _b(bt), _b(bb), base, _b(lim)))
+        st, sb = R["supersteps"], B["supersteps"]
+        lim = math.ceil(sb * math.log2(top) / math.log2(base))
+        out["steps"] = (st <= lim, "%d vs %d at %d (limit %d)" % (st, sb, base, lim))
+    else:
+        for k in ("mem", "bytes", "steps"):
+            out[k] = (None, "needs runs at %d and more ranks" % base)
+    worst = None
+    for p in ps:
+        if p < 2:
+            continue
+        r = runs[p]
+        ratio = r["mem_rank0"] / r["mem_mean"] if r["mem_mean"] > 0 else 1.0
+        ok = r["mem_rank0"] <= 1.2 * r["mem_mean"] + MEM_FLOOR / 2
+        if worst is None or (not ok and worst[0]) or (ok == worst[0] and ratio > worst[2]):
+            worst = (ok, p, ratio)
+    out["rank0"] = ((worst[0], "%.2fx the mean at %d (worst)" % (worst[2], worst[1]))
+                    if worst else (None, "needs 2+ ranks"))
+    if "iterations" in R and 1 in runs and "iterations" in runs[1]:
+        i1, it = runs[1]["iterations"], R["iterations"]
+        out["its"] = (it <= i1 + 2, "%d vs %d at 1" % (it, i1))
+    else:
+        out["its"] = (None, "-")
+    return out
+
+
+def _b(x: float) -> str:
+    x = float(x)
+    for unit, f in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if x >= f:
+            return "%.1f %s" % (x / f, unit)
+    return "%d B" % x
+
+
+# -- the driver -----------------------------------------------------------------------------
+def run_case(case, p, n, warm_n, mpiexec, timeout) -> dict:
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="scale-%s-%d-" % (case, p))
+    os.close(fd)
+    cmd = [mpiexec, "-n", str(p), sys.executable, "-m", "mpi4py", os.path.abspath(__file__),
+           "--case", case, "--n", str(n), "--warm-n", str(warm_n), "--json", path]
+    t0 = time.time()
+    # a fixed mmap threshold: large arrays are mmapped and returned on free, so
+    # that the warm-up run does not leave heap the measured run reuses unseen
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        ok = proc.returncode == 0 and os.path.getsize(path) > 0
+        err = "" if ok else (proc.stderr.strip().splitlines() or ["exit %d" % proc.returncode])
+    except subprocess.TimeoutExpired:
+        ok, err = False, ["timeout after %d s" % timeout]
+    wall = time.time() - t0
+    if ok:
+        with open(path) as f:
+            res = json.load(f)
+    else:
+        tail = [ln for ln in err if ln.strip()][-3:]
+        res = {"case": case, "ranks": p, "error": " / ".join(tail)[:300]}
+    res["wall"] = wall
+    os.unlink(path)
+    return res
+
+
+def code_description() -> str:
+    import importlib.util
+    spec = importlib.util.find_spec("dmsolve")
+    where = os.path.dirname(os.path.dirname(spec.origin)) if spec else "?"
+    try:
+        rev = subprocess.run(["git", "-C", where, "log", "-1", "--format=%h %s"],
+                             capture_output=True, text=True).stdout.strip()
+        branch = subprocess.run(["git", "-C", where, "rev-parse", "--abbrev-ref", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev, branch = "", ""
+    return "%s (branch %s, commit %s)" % (where, branch or "?", (rev or "?")[:80])
+
+
+def machine_description() -> str:
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) / 2 ** 20
+    except OSError:
+        mem = float("nan")
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    from mpi4py import MPI
+    lib = MPI.Get_library_version().splitlines()[0].strip()
+    return "%s, %d cores (%s), %.0f GiB RAM, Python %s, mpi4py %s, %s" % (
+        platform.node(), os.cpu_count() or 0, model or platform.machine(), mem,
+        platform.python_version(), __import__("mpi4py").__version__, lib)
+
+
+def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started: str,
+             wall: float) -> str:
+    L = ["# Weak scaling: per-rank memory and traffic", "",
+         "Written by `make scale` (bench/scale.py); do not edit by hand.", "",
+         "- Date: %s (UTC), %.0f s in all." % (started, wall),
+         "- Machine: %s. Ranks are oversubscribed on the cores: times are not the figure." %
+         machine_description(),
+         "- Code measured: %s." % code_description(),
+         "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
+         "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
+         (n, n ** 3, 3 * n, 3 * n),
+         "- One fresh `mpiexec -n p` per case and rank count. Each rank runs the case once "
+         "at a small size first (imports, numba kernels, inner communicators), builds the "
+         "input, then resets its RSS high-water mark (`5` > /proc/self/clear_refs) and its "
+         "counters and runs the measured case.", "",
+         "Columns: **mem max / mean** = peak RSS growth during the case (VmHWM after minus "
+         "VmRSS before), max and mean over ranks; **r0/mean** = rank 0's growth over the "
+         "mean; **sent / recv** = most bytes sent / received by one rank (logical payload, "
+         "see bench/_counting.py: an Alltoall(v) counts the blocks to and from other ranks, "
+         "an Allgather(v) one's own block sent and the others' received, a reduction the "
+         "vector once each way, a Bcast once at the root and once at each other rank); "
+         "**coll** = collective calls of the busiest rank (including Dup/Split and "
+         "nonblocking ones); **p2p** = point-to-point messages (persistent halo starts "
+         "included); **steps** = BSP supersteps (`Ledger.record_superstep` calls); "
+         "**its** = Krylov iterations (Hodge: the larger of its two systems).", ""]
+    L += ["## Targets", "",
+          "At fixed work per rank, comparing the largest rank count measured (64 if run) "
+          "with 4 ranks: mem max <= 1.25x + %.0f MiB; bytes (max of sent, recv) <= 1.25x "
+          "+ %d words x p; supersteps <= S(4) log2(p) / 2; rank 0 <= 1.2x the mean + %.0f "
+          "MiB at every p >= 2; iterations <= those at 1 rank + 2. **FAIL** marks a missed "
+          "target." % (MEM_FLOOR / MIB, WORDS_PER_RANK, MEM_FLOOR / 2 / MIB), "",
+          "| case | top p | memory | bytes | supersteps | rank 0 | iterations |",
+          "|---|---|---|---|---|---|---|"]
+    fails = []
+    for c in cases:
+        runs = results.get(c, {})
+        t = check_targets(runs)
+        ok_ps = [p for p in sorted(runs) if "error" not in runs[p]]
+        cells = []
+        for k in ("mem", "bytes", "steps", "rank0", "its"):
+            ok, txt = t[k]
+            mark = "-" if ok is None else ("pass" if ok else "**FAIL**")
+            cells.append("%s: %s" % (mark, txt) if ok is not None else txt)
+            if ok is False:
+                fails.append((c, k))
+        L.append("| %s | %s | %s |" % (c, ok_ps[-1] if ok_ps else "-", " | ".join(cells)))
+    L += ["", "Missed: %s." % (", ".join("%s/%s" % f for f in fails) or "none"), ""]
+    L += ["## Figures per case", ""]
+    for c in cases:
+        runs = results.get(c, {})
+        L += ["### %s: %s" % (c, CASES[c][0]), "",
+              "| p | mem max | mem mean | r0/mean | sent | recv | coll | p2p | steps | its "
+              "| case s | run s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in ranks:
+            r = runs.get(p)
+            if r is None:
+                continue
+            if "error" in r:
+                L.append("| %d | failed: %s |||||||||||" % (p, r["error"].replace("|", "/")))
+                continue
+            ratio = r["mem_rank0"] / r["mem_mean"] if r["mem_mean"] > 0 else float("nan")
+            L.append("| %d | %.1f MiB | %.1f MiB | %.2f | %s | %s | %d | %d | %d | %s | %.1f "
+                     "| %.0f |" % (p, r["mem_max"] / MIB, r["mem_mean"] / MIB, ratio,
+                                   _b(r["sent_max"]), _b(r["recv_max"]), r["collectives"],
+                                   r["p2p_max"], r["supersteps"], r.get("iterations", "-"),
+                                   r["seconds"], r["wall"]))
+        top = max((p for p in runs if "error" not in runs[p]), default=None)
+        if top is not None:
+            calls = runs[top]["by_call_max"]
+            heavy = sorted(calls.items(), key=lambda kv: -max(kv[1][1], kv[1][2]))[:5]
+            L += ["", "Heaviest calls at %d ranks (calls, max bytes sent, max received by "
+                  "one rank): %s." % (top, "; ".join("%s %d, %s, %s" % (
+                      k, v[0], _b(v[1]), _b(v[2])) for k, v in heavy))]
+        L.append("")
+    L += ["## What is not counted", "",
+          "- Traffic on communicators dmsolve makes without going through the case's "
+          "communicator (none seen: `bsp._comm.inner_comm` duplicates the counting "
+          "communicator, which returns a counting communicator; `Split`, `Split_type` and "
+          "`Create_dist_graph_adjacent` do too).",
+          "- Persistent requests are counted at every `MPI.Prequest.Startall` of "
+          "`dmsolve.bsp._pattern` (the harness replaces that module's `MPI` with a view "
+          "whose `Prequest.Startall` tallies the starts); a persistent request started "
+          "another way (`req.Start()`) would not be counted.",
+          "- `Irecv` is counted at posting with the posted buffer's size (an upper bound); "
+          "a receive of unknown size through `Mprobe`/`Mrecv`, one-sided (RMA) calls and "
+          "MPI-IO are not counted (dmsolve uses none today).",
+          "- Supersteps are what `BSP.sync` records in a ledger; exchanges outside BSP "
+          "(collectives in solvers, partitioners) appear under coll only.",
+          "- The memory figure is the whole process's (numpy, numba, MPI buffers, the "
+          "Python heap), not dmsolve's alone; the pymetis and scipy work inside a case "
+          "counts. Inputs built before the case (triplets, fields, the global points array "
+          "that `SimplicialComplex(points=...)` requires on every rank) are not counted "
+          "as growth.", ""]
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", help="worker mode: run this case (under mpiexec)")
+    ap.add_argument("--json", help="worker mode: write the figures here (rank 0)")
+    ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--n", type=int, default=20, help="slab edge: n^3 per rank")
+    ap.add_argument("--warm-n", type=int, default=None,
+                    help="size of the warm-up run (default n // 2; 0: none)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "scaling.md"))
+    ap.add_argument("--results", default=None, help="also write all figures as JSON here")
+    ap.add_argument("--mpiexec", default=os.path.join(os.path.dirname(sys.executable),
+                                                      "mpiexec"))
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per mpiexec")
+    args = ap.parse_args(argv)
+    if args.warm_n is None:
+        args.warm_n = max(args.n // 2, 4)
+    if args.case:
+        worker(args.case, args.n, args.warm_n, args.json)
+        return 0
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    t0 = time.time()
+    results: dict = {}
+    # every case at one rank count before the next count, so that a run stopped
+    # early still has all cases at the smaller counts
+    for p in args.ranks:
+        for c in args.cases:
+            r = run_case(c, p, args.n, args.warm_n, args.mpiexec, args.timeout)
+            results.setdefault(c, {})[p] = r
+            # the document so far, so that a long run that is stopped leaves its figures
+            _write(args, results, started, t0)
+            print("%-16s p=%-3d %s" % (c, p, r.get("error") or "mem %.1f MiB, bytes %s / %s, "
+                  "coll %d, steps %d, %.0f s" % (r["mem_max"] / MIB, _b(r["sent_max"]),
+                                                 _b(r["recv_max"]), r["collectives"],
+                                                 r["supersteps"], r["wall"])), flush=True)
+    _write(args, results, started, t0)
+    print("wrote", args.out)
+    return 0
+
+
+def _write(args, results, started, t0) -> None:
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump(results, f, indent=1)
+    cases = [c for c in args.cases if c in results]
+    text = markdown(results, cases, args.ranks, args.n, started, time.time() - t0)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

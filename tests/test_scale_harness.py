@@ -1,0 +1,168 @@
+"""The counting communicator of the scaling harness (bench/_counting.py):
+exact byte counts of known operations, and that dmsolve's own traffic (the
+inner communicator, persistent halo requests, BSP supersteps) is seen."""
+
+import os
+import pickle
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+from mpitest import Checks
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "bench"))
+from _counting import TALLY, CountingComm, CountingGraphComm, counting  # noqa: E402
+
+
+@pytest.fixture
+def ccomm(comm):
+    c = counting(comm)
+    TALLY.reset()
+    yield c
+    TALLY.reset()
+    c.Free()
+
+
+def _others(per_rank, rank):
+    return int(np.sum(per_rank) - per_rank[rank])
+
+
+def test_allreduce_and_iallreduce_of_k_doubles(comm, ccomm):
+    k = 7
+    x = np.arange(k, dtype=np.float64) + comm.rank
+    y = np.empty(k)
+    ccomm.Allreduce(x, y)
+    ccomm.Iallreduce(x, np.empty(k), op=MPI.MAX).Wait()
+    n = 8 * k if comm.size > 1 else 0
+    with Checks(comm) as ch:
+        ch.add(np.array_equal(y, comm.size * np.arange(k) + sum(range(comm.size))), "sum")
+        ch.add(TALLY.bytes_sent == 2 * n, "sent", TALLY.bytes_sent)
+        ch.add(TALLY.bytes_recv == 2 * n, "recv", TALLY.bytes_recv)
+        ch.add(TALLY.collectives == 2, "collectives", TALLY.collectives)
+
+
+def test_alltoallv_with_known_counts(comm, ccomm):
+    p, r = comm.size, comm.rank
+    scount = np.array([r + 2 * j + 1 for j in range(p)])
+    rcount = np.array([j + 2 * r + 1 for j in range(p)])
+    sdisp = np.concatenate(([0], np.cumsum(scount)[:-1]))
+    rdisp = np.concatenate(([0], np.cumsum(rcount)[:-1]))
+    send = np.concatenate([np.full(c, 100 * r + j, np.int64) for j, c in enumerate(scount)])
+    recv = np.empty(int(rcount.sum()), np.int64)
+    ccomm.Alltoallv([send, (scount, sdisp), MPI.INT64_T], [recv, (rcount, rdisp), MPI.INT64_T])
+    expect = np.concatenate([np.full(c, 100 * j + r, np.int64) for j, c in enumerate(rcount)])
+    # the Alltoall of counts as dmsolve does it: one int64 per rank
+    ccomm.Alltoall(scount.astype(np.int64), np.empty(p, np.int64))
+    with Checks(comm) as ch:
+        ch.add(np.array_equal(recv, expect), "payload")
+        ch.add(TALLY.bytes_sent == 8 * _others(scount, r) + 8 * (p - 1), "sent",
+               TALLY.bytes_sent)
+        ch.add(TALLY.bytes_recv == 8 * _others(rcount, r) + 8 * (p - 1), "recv",
+               TALLY.bytes_recv)
+        ch.add(TALLY.by_call["Alltoallv"] == [1, 8 * _others(scount, r), 8 * _others(rcount, r)],
+               "by call", TALLY.by_call)
+
+
+def test_gathers_bcast_and_pickle_calls(comm, ccomm):
+    p, r = comm.size, comm.rank
+    counts = np.arange(1, p + 1)
+    out = np.empty(int(counts.sum()))
+    ccomm.Allgatherv(np.full(r + 1, float(r)), [out, counts, MPI.DOUBLE])
+    a = TALLY.as_dict()
+    TALLY.reset()
+    buf = np.arange(5, dtype=np.float64) if r == 0 else np.empty(5)
+    ccomm.Bcast(buf, root=0)
+    b = TALLY.as_dict()
+    TALLY.reset()
+    obj = {"rank": r, "data": list(range(r + 3))}
+    got = ccomm.allgather(obj)
+    size = [len(pickle.dumps(o, protocol=MPI.pickle.PROTOCOL)) for o in got]
+    c = TALLY.as_dict()
+    with Checks(comm) as ch:
+        ch.add(a["bytes_sent"] == (8 * (r + 1) if p > 1 else 0), "Allgatherv sent", a)
+        ch.add(a["bytes_recv"] == 8 * _others(counts, r), "Allgatherv recv", a)
+        ch.add(np.array_equal(buf, np.arange(5.0)), "Bcast payload")
+        ch.add((b["bytes_sent"], b["bytes_recv"]) ==
+               ((40 if r == 0 and p > 1 else 0), (40 if r != 0 else 0)), "Bcast", b)
+        ch.add(c["bytes_sent"] == (size[r] if p > 1 else 0), "allgather sent", c)
+        ch.add(c["bytes_recv"] == sum(size) - size[r], "allgather recv", c)
+        ch.add(a["collectives"] == b["collectives"] == c["collectives"] == 1, "collectives")
+
+
+def test_neighbour_alltoallv_on_a_ring(comm, ccomm):
+    p, r = comm.size, comm.rank
+    if p == 1:
+        srcs = dsts = []
+    else:
+        srcs = sorted({(r - 1) % p, (r + 1) % p})
+        dsts = srcs
+    g = ccomm.Create_dist_graph_adjacent(srcs, dsts, reorder=False)
+    # r sends (r + d + 1) doubles to neighbour d
+    sc = np.array([r + d + 1 for d in dsts], dtype=np.intc)
+    rc = np.array([s + r + 1 for s in srcs], dtype=np.intc)
+    send = np.zeros(int(sc.sum()))
+    recv = np.empty(int(rc.sum()))
+    TALLY.reset()
+    g.Neighbor_alltoallv([send, (sc, None), MPI.DOUBLE], [recv, (rc, None), MPI.DOUBLE])
+    t = TALLY.as_dict()
+    g.Free()
+    with Checks(comm) as ch:
+        ch.add(isinstance(g, CountingGraphComm), "graph comm counted", type(g))
+        ch.add(t["bytes_sent"] == 8 * int(sc.sum()), "sent", t)
+        ch.add(t["bytes_recv"] == 8 * int(rc.sum()), "recv", t)
+
+
+def test_distcsr_matvec_halo_bytes_match_the_halo(comm, ccomm):
+    """The bytes of matvecs are 8 per ghost entry, received by the rank that
+    needs it and sent by its owner: computed here from the global matrix."""
+    from dmsolve import DistCSR, DistVector
+    n = 61
+    S = (sp.random(n, n, density=0.06, random_state=3, format="csr")
+         + sp.eye(n, format="csr")).tocsr()
+    A = DistCSR.from_global(S, ccomm)
+    lay = A.row_layout
+    ranges = ccomm.allgather((lay.start, lay.stop))   # not in the counts below
+    ghosts = []
+    for lo, hi in ranges:
+        cols = np.unique(S[lo:hi].indices)
+        ghosts.append(cols[(cols < lo) | (cols >= hi)])
+    lo, hi = ranges[comm.rank]
+    expect_recv = 8 * ghosts[comm.rank].size
+    expect_send = 8 * sum(int(np.sum((gh >= lo) & (gh < hi))) for gh in ghosts)
+    neighbours_in = np.unique(np.searchsorted([h for _, h in ranges], ghosts[comm.rank],
+                                              side="right")).size
+    x = DistVector(A.col_layout, np.arange(lay.start, lay.stop, dtype=np.float64))
+    TALLY.reset()
+    y = A.matvec(x)
+    for _ in range(2):
+        A.matvec(x, out=y)
+    t = TALLY.as_dict()
+    ref = S @ np.arange(n, dtype=np.float64)
+    with Checks(comm) as ch:
+        ch.add(np.allclose(y.local, ref[lo:hi]), "product")
+        ch.add(t["bytes_recv"] == 3 * expect_recv, "recv", (t, expect_recv))
+        ch.add(t["bytes_sent"] == 3 * expect_send, "sent", (t, expect_send))
+        ch.add(t["p2p_recv"] == 3 * neighbours_in, "messages in", t)
+        ch.add(t["collectives"] == 0, "no collectives in a matvec", t)
+
+
+def test_dmsolve_inner_comm_and_bsp_supersteps_are_counted(comm, ccomm):
+    from dmsolve.bsp import BSP
+    from dmsolve.bsp._comm import inner_comm
+    ctx = BSP(ccomm)
+    ctx.send((comm.rank + 1) % comm.size, np.arange(5, dtype=np.int64))
+    TALLY.reset()
+    inbox = ctx.sync()
+    ctx.sync()
+    t = TALLY.as_dict()
+    with Checks(comm) as ch:
+        ch.add(isinstance(inner_comm(ccomm), CountingComm), "inner comm counted")
+        ch.add(np.array_equal(inbox.concat(), np.arange(5)), "payload")
+        ch.add(t["supersteps"] == 2, "supersteps", t)
+        # the payload (5 int64 to another rank) is among the bytes of the first sync
+        ch.add(t["bytes_sent"] >= (40 if comm.size > 1 else 0), "payload bytes", t)
+        ch.add(t["collectives"] >= 2, "collectives", t)
