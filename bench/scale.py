@@ -8,8 +8,9 @@ The driver starts one fresh ``mpiexec -n p`` per case and rank count, which runs
     mpiexec -n p python -m mpi4py bench/scale.py --case NAME --n 20 --json FILE
 
 In the worker, every rank builds the case's input on a counting duplicate of
-COMM_WORLD (bench/_counting.py), runs the case once on a small input (imports
-done, numba kernels loaded, inner communicators made), then resets the
+COMM_WORLD (bench/_counting.py), runs the case once first (by default at the
+same size: imports done, numba kernels loaded, inner communicators made),
+builds the input again, then resets the
 counters and the RSS high-water mark (``5`` into /proc/self/clear_refs) and
 runs the measured case. Figures per rank: peak RSS growth (VmHWM after minus
 VmRSS before), bytes sent and received, collectives, point-to-point
@@ -471,8 +472,8 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
          (n, n ** 3, 3 * n, 3 * n),
          "- One fresh `mpiexec -n p` per case and rank count. Each rank runs the case once "
-         "at a small size first (imports, numba kernels, inner communicators), builds the "
-         "input, then resets its RSS high-water mark (`5` > /proc/self/clear_refs) and its "
+         "first, unmeasured (at the same size by default: imports, numba kernels, inner "
+         "communicators), builds the input again, then resets its RSS high-water mark (`5` > /proc/self/clear_refs) and its "
          "counters and runs the measured case.", "",
          "Columns: **mem max / mean** = peak RSS growth during the case (VmHWM after minus "
          "VmRSS before), max and mean over ranks; **r0/mean** = rank 0's growth over the "
@@ -563,15 +564,29 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--n", type=int, default=20, help="slab edge: n^3 per rank")
     ap.add_argument("--warm-n", type=int, default=None,
-                    help="size of the warm-up run (default n // 2; 0: none)")
+                    help="size of the warm-up run (default n: the same paths and kernels; 0: none)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "scaling.md"))
     ap.add_argument("--results", default=None, help="also write all figures as JSON here")
     ap.add_argument("--mpiexec", default=os.path.join(os.path.dirname(sys.executable),
                                                       "mpiexec"))
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per mpiexec")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only rewrite --out from the figures of an earlier --results file")
+    ap.add_argument("--started", default=None, help="with --render: the date of that run")
     args = ap.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            res = {c: {int(p): r for p, r in v.items()} for c, v in json.load(f).items()}
+        wall = sum(r.get("wall", 0.0) for v in res.values() for r in v.values())
+        ranks = sorted({p for v in res.values() for p in v})
+        n = next(r["n"] for v in res.values() for r in v.values() if "n" in r)
+        cases = [c for c in CASES if c in res]
+        with open(args.out, "w") as f:
+            f.write(markdown(res, cases, ranks, n, args.started or "?", wall))
+        print("wrote", args.out)
+        return 0
     if args.warm_n is None:
-        args.warm_n = max(args.n // 2, 4)
+        args.warm_n = args.n
     if args.case:
         worker(args.case, args.n, args.warm_n, args.json)
         return 0

@@ -1,0 +1,91 @@
+"""The small scaling check for CI: a few cases at 4 and 8 ranks, small sizes;
+fails when a per-rank memory or traffic figure grows with p beyond the targets.
+
+    python bench/scale_ci.py            # (make scale-ci) about 5-10 minutes on 2 cores
+
+Each case runs in a fresh ``mpiexec`` (bench/scale.py's worker) at 4 and at 8
+ranks with the same work per rank. The base is 4 ranks, not 2: the cases are
+stacks of slabs, and at 2 ranks no rank has two neighbours, so every halo
+would "grow" 2x from 2 to 4 ranks (``--ranks 2 8`` runs that comparison). The
+targets are those of docs/scaling.md: max per-rank peak memory growth <=
+1.25x (+ 2 MiB), max per-rank bytes <= 1.25x + 64 words x p, supersteps <=
+S(4) log2(8) / 2, rank 0's memory <= 1.2x the mean (+ 1 MiB).
+
+Today's code misses some of them; those are listed in :data:`KNOWN_FAILING`
+with the reason. A known failure is reported, not fatal; a failure not in the
+list is fatal, and so is a known failure that now passes (so that the list
+shrinks as issue 15's pieces land, and this can go into ``.ci/run``).
+Exit status: 0 when every figure is as expected, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import scale  # noqa: E402
+
+CASES = ["csr", "cg_amg", "partition_rcb", "partition_metis", "complex_metis", "persistence"]
+N = 10
+
+#: (case, target) -> why today's code misses it. Targets: mem, bytes, steps, rank0.
+#: Measured on main at 233a957 (docs/scaling.md has the figures).
+KNOWN_FAILING: dict[tuple[str, str], str] = {
+    ("cg_amg", "bytes"): "AMG's coarse levels are moved to one rank by an Alltoallv whose "
+                         "volume grows with p (issue 15, item 6: agglomerate on a subset)",
+    ("cg_amg", "rank0"): "rank 0 receives and holds the coarse levels (same cause)",
+    ("partition_rcb", "bytes"): "one small allreduce per bit of each bisection, log2 p "
+                                "levels: traffic grows like log p, not with the data",
+    ("partition_metis", "bytes"): "the graph is gathered to rank 0 (Gatherv) for serial "
+                                  "METIS (issue 15, item 2)",
+    ("partition_metis", "rank0"): "rank 0 holds the gathered graph and runs METIS",
+    ("complex_metis", "bytes"): "simplex ids and the vertex renumbering allgather every "
+                                "simplex to every rank (issue 15, item 1)",
+    ("persistence", "bytes"): "D1's Morse-complex columns are gathered to rank 0 and the "
+                              "pairs broadcast (issue 15, item 3)",
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", default=CASES, choices=list(scale.CASES))
+    ap.add_argument("--n", type=int, default=N)
+    ap.add_argument("--ranks", nargs=2, type=int, default=[4, 8], metavar=("BASE", "TOP"))
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--mpiexec", default=os.path.join(os.path.dirname(sys.executable),
+                                                      "mpiexec"))
+    args = ap.parse_args(argv)
+    base, top = args.ranks
+    t0 = time.time()
+    bad = []
+    for case in args.cases:
+        runs = {p: scale.run_case(case, p, args.n, args.n, args.mpiexec, args.timeout)
+                for p in (base, top)}
+        for p, r in runs.items():
+            if "error" in r:
+                bad.append("%s at %d ranks failed: %s" % (case, p, r["error"]))
+        if any("error" in r for r in runs.values()):
+            continue
+        res = scale.check_targets(runs, base=base)
+        for target in ("mem", "bytes", "steps", "rank0"):
+            ok, text = res[target]
+            known = (case, target) in KNOWN_FAILING
+            if ok is None:
+                continue
+            status = ("ok" if ok and not known else "NOW PASSES (remove from KNOWN_FAILING)"
+                      if ok else "known failure: " + KNOWN_FAILING[(case, target)]
+                      if known else "FAIL")
+            print("%-16s %-6s %s  [%s]" % (case, target, text, status), flush=True)
+            if ok == known:
+                bad.append("%s/%s: %s" % (case, target, status))
+    print("scale_ci: %.0f s, %s" % (time.time() - t0,
+                                    "all as expected" if not bad else "; ".join(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
