@@ -429,13 +429,21 @@ def code_description() -> str:
     spec = importlib.util.find_spec("dmsolve")
     where = os.path.dirname(os.path.dirname(spec.origin)) if spec else "?"
     try:
-        rev = subprocess.run(["git", "-C", where, "log", "-1", "--format=%h %s"],
+        # the last commit that changed the measured packages (not bench/ or docs/)
+        rev = subprocess.run(["git", "-C", where, "log", "-1", "--format=%h %s", "--",
+                              "dmsolve", "topology", "preconditioners"],
                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--",
+                                "dmsolve", "topology", "preconditioners"],
+                               capture_output=True, text=True).stdout.strip()
+        if dirty:
+            rev += " + uncommitted changes"
         branch = subprocess.run(["git", "-C", where, "rev-parse", "--abbrev-ref", "HEAD"],
                                 capture_output=True, text=True).stdout.strip()
     except OSError:
         rev, branch = "", ""
-    return "%s (branch %s, commit %s)" % (where, branch or "?", (rev or "?")[:80])
+    return "%s (branch %s; last change to dmsolve/topology/preconditioners: %s)" % (
+        where, branch or "?", (rev or "?")[:100])
 
 
 def machine_description() -> str:
@@ -454,7 +462,7 @@ def machine_description() -> str:
     except OSError:
         pass
     from mpi4py import MPI
-    lib = MPI.Get_library_version().splitlines()[0].strip()
+    lib = " ".join(MPI.Get_library_version().splitlines()[0].split())
     return "%s, %d cores (%s), %.0f GiB RAM, Python %s, mpi4py %s, %s" % (
         platform.node(), os.cpu_count() or 0, model or platform.machine(), mem,
         platform.python_version(), __import__("mpi4py").__version__, lib)
