@@ -25,7 +25,7 @@ PYTEST_ARGS ?=
 # Oversubscribed ranks are slow; e.g. `make scale SCALE_RANKS="1 2 4 8" SCALE_N=10`.
 # The code measured is the dmsolve on PYTHONPATH (default: this checkout).
 SCALE_RANKS ?= 1 2 4 8 16 32 64
-SCALE_N ?= 12
+SCALE_N ?= 10
 SCALE_CASES ?=
 SCALE_OUT ?= docs/scaling.md
 SCALE_TIMEOUT ?= 1800
