@@ -324,10 +324,12 @@ def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
         if bounds[j] >= total:
             split[j] = n
     ctx = BSP(comm, ledger=ledger)
+    decision = None
+    if not open_:                 # the same on every rank: bounds are global
+        return split, 0
     for j in open_:
         _send_median(ctx, local, j, lo[j], hi[j], _T_CAND_KEY, _T_CAND_INT)
     inbox = ctx.sync("psort:candidates")
-    decision = None
     if rank in open_:
         decision = (_START,) + _weighted_median(inbox, _T_CAND_KEY, _T_CAND_INT, ncols,
                                                 local.K.dtype)
