@@ -22,7 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .._errors import agree
-from .._layout import Layout, block_ranges
+from .._layout import block_ranges
 from ._ledger import Ledger
 from ._superstep import BSP
 
