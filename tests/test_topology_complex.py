@@ -214,6 +214,63 @@ def test_partitions_keep_global_ids_and_ghost_layers(dim, partition):
     assert_equal_collective(cx.vertex_values(v).local, fld[mine])
 
 
+def _arrays(obj, name=""):
+    """(name, array) of every numpy array among an object's attributes
+    (through dicts, lists and tuples)."""
+    if isinstance(obj, np.ndarray):
+        yield name, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _arrays(v, "%s[%r]" % (name, k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _arrays(v, "%s[%d]" % (name, i))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("partition", ["metis", "rcb"])
+def test_renumbering_keeps_no_global_size_array(partition):
+    """Under METIS or RCB no rank keeps a per-vertex (or per-simplex) array of
+    global size: the translations are a directory of the owned vertices plus
+    the held ones. Layout <-> global translation is local for held vertices,
+    refused for others, and collective (``global_ids_of``) for replicated ones."""
+    shape = (12, 3 * COMM.size)
+    pts = np.stack(np.meshgrid(*[np.arange(m, dtype=float) for m in shape], indexing="ij"),
+                   -1).transpose(1, 0, 2).reshape(-1, 2)
+    cells = grid_cells(shape)
+    n = pts.shape[0]
+    cx = SimplicialComplex([my_share(cells)], COMM, points=pts, partition=partition)
+    counts = cx.counts()
+    big = []
+    for name, a in _arrays(vars(cx)):
+        if name in ("['points']",) or a.ndim == 0:
+            continue
+        k = 0
+        for tag in ("_local", "_gids", "_global"):
+            for kk in range(1, cx.dimension + 1):
+                if name.startswith("['%s'][%d]" % (tag, kk)):
+                    k = kk
+        if a.shape[0] >= counts[k]:
+            big.append("%s %s" % (name, a.shape))
+    assert_collective(COMM, not big, "global-size arrays: %s" % big)
+    held = cx.ghosted_ids()
+    gids = cx.global_ids(0)
+    assert_equal_collective(cx.layout_to_global(held), gids)
+    assert_equal_collective(cx.global_to_layout(gids), held)
+    missing = np.setdiff1d(np.arange(n), held)
+    refused = True                      # a local call: only ranks missing some check it
+    if missing.size:
+        try:
+            cx.layout_to_global(missing[:1])
+            refused = False
+        except ValueError as e:
+            refused = "not held" in str(e)
+    assert_collective(COMM, refused, "an index this rank does not hold was translated")
+    everyone = np.arange(n)[::-1]
+    owner_gid = np.concatenate(COMM.allgather(cx.owned_global_ids(0)))   # in layout order
+    assert_equal_collective(cx.global_ids_of(everyone), owner_gid[everyone])
+
+
 @pytest.mark.parametrize("partition", ["block", "metis", "rcb"])
 def test_results_do_not_depend_on_the_partition(partition):
     pts, cells = delaunay(60, 2, seed=31)

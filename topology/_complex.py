@@ -16,7 +16,7 @@ from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, agree
-from dmsolve.bsp import BSP, NeighborExchange
+from dmsolve.bsp import BSP, NeighborExchange, rank_of
 from dmsolve.partition import metis_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
@@ -27,7 +27,8 @@ from ._grid import _points3, as_vertex_vector
 __all__ = ["SimplicialComplex", "PARTITIONS"]
 
 MAX_DIMENSION = 3
-_TAG_TOP, _TAG_ASK, _TAG_ANSWER = 0, 10, 20
+_TAG_TOP, _TAG_ASK, _TAG_ANSWER, _TAG_GLOBAL = 0, 10, 20, 30
+_TAG_VASK, _TAG_VOWN, _TAG_VANSWER = 40, 41, 42
 
 
 class SimplicialComplex:
@@ -66,7 +67,9 @@ class SimplicialComplex:
     -----
     Collective on ``comm``: two BSP supersteps (stars to the owners of their
     vertices; global ids of ghost simplices from their owners) and the
-    planning of the vertex ghost exchange. Each rank then holds the closed
+    planning of the vertex ghost exchange; under ``"metis"`` or ``"rcb"``
+    also two supersteps of renumbering, one halo exchange and one
+    :func:`dmsolve.bsp.rank_of` per simplex dimension. Each rank then holds the closed
     star of every vertex it owns: all simplices touching an owned vertex and
     their faces.
 
@@ -85,11 +88,15 @@ class SimplicialComplex:
     indexed by, and what the analyses report (critical point ids, component
     labels); :meth:`global_ids`, :meth:`owned_global_ids` and
     :meth:`gather_global` translate. Under ``"block"`` (the default) both
-    numberings coincide and nothing is translated. The renumbering keeps one
-    int64 per vertex on every rank, and the simplex global ids are found by
-    gathering every simplex to every rank once (O(n_k) memory per rank, as
-    :meth:`simplices`); that is the price of rank-independent ids without a
-    distributed sort, and fine up to some 10^7 simplices.
+    numberings coincide and nothing is translated. No rank holds anything of
+    global size for the translation: the owner of a layout index knows its
+    global id, the block owner of a global id (``Layout.block``) its layout
+    index, and each rank the global ids of the simplices it holds. The
+    simplex global ids are found by a distributed sort
+    (:func:`dmsolve.bsp.rank_of` of the owned simplices written with global
+    vertex ids), so :meth:`layout_to_global` and :meth:`global_to_layout`
+    translate the vertices this rank holds, and :meth:`global_ids_of`
+    (collective) any vertices given on every rank.
 
     References
     ----------
@@ -134,16 +141,16 @@ class SimplicialComplex:
         gmax = int(gmax)
         self.num_vertices = int(pts.shape[0]) if pts is not None else gmax + 1
         self.points = pts
-        # internal vertex numbers: partition order (None: the identity)
-        self._perm = self._gid_of = None
+        # internal vertex numbers: partition order. Nothing of global size is
+        # kept: the block owner of a global id knows its layout index
+        # (``part.local_new_index``), the owner of a layout index its global id
+        self._renumbered = False
+        self._own_gid = None
         self.vertex_layout = Layout.block(self.num_vertices, comm)
         part = PARTITIONS[partition](tops, pts, self.num_vertices, comm)
         if part is not None:
-            self._perm = part.new_index()
-            self._gid_of = np.empty_like(self._perm)
-            self._gid_of[self._perm] = np.arange(self._perm.size, dtype=np.int64)
-            self.vertex_layout = part.new_layout
-            tops = {k: np.sort(self._perm[a], axis=1) for k, a in tops.items()}
+            self._renumbered = True
+            tops = self._renumber_tops(tops, part)
         vl = self.vertex_layout
         # 1. stars: every top simplex goes to the owner of each of its vertices
         ctx = BSP(comm)
@@ -177,7 +184,32 @@ class SimplicialComplex:
             i1 = int(np.searchsorted(rows[:, 0], vl.stop, side="left"))
             self._owned[k] = (i0, i1)
             self._layouts[k] = Layout.from_local_size(i1 - i0, comm)
-        # 3. global ids of the ghost simplices, asked of their owners
+        # 3. vertex ghosts: every vertex of a local simplex that is not owned
+        used = [self._local[k].ravel() for k in self._local]
+        allv = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+        ghosts = allv[~vl.is_local(allv)]
+        self._ids = np.union1d(np.arange(vl.start, vl.stop, dtype=np.int64), ghosts)
+        self._own_pos = np.searchsorted(self._ids, np.arange(vl.start, vl.stop))
+        self._ghost_pos = np.searchsorted(self._ids, ghosts)
+        self._halo = NeighborExchange.from_ghosts(vl, ghosts, dtype=np.float64,
+                                                  name="complex-ghosts")
+        self._halos = {np.dtype(np.float64).str: self._halo}
+        self._global = {0: self._ids}
+        if self._renumbered:
+            # global ids of the ghost vertices from their owners (one halo exchange)
+            self._global[0] = self.ghosted(self._own_gid)
+            self._gid_order = np.argsort(self._global[0], kind="stable")
+        # 4. rank-independent global ids of the owned simplices, when the
+        #    numbering is not the input's: their ranks in the global
+        #    lexicographic order of the simplices written with global vertex
+        #    ids (a distributed sort; the owned sets are disjoint)
+        owned_global = {}
+        if self._renumbered:
+            for k in range(1, self.dimension + 1):
+                i0, i1 = self._owned[k]
+                owned_global[k] = rank_of(self._user_rows(self._local[k][i0:i1]), comm)
+        # 5. layout indices (and global ids) of the ghost simplices, asked of
+        #    their owners
         ctx = BSP(comm)
         asks = {}
         for k in range(1, self.dimension + 1):
@@ -196,6 +228,8 @@ class SimplicialComplex:
             for src, q in inbox.messages(_TAG_ASK + k):
                 pos = _search_rows(mine, q, self.num_vertices)
                 ctx.send(src, pos + start, tag=_TAG_ANSWER + k)
+                if self._renumbered:
+                    ctx.send(src, owned_global[k][pos], tag=_TAG_GLOBAL + k)
         inbox = ctx.sync("complex:answer-ids")
         for k in range(1, self.dimension + 1):
             rows = self._local[k]
@@ -204,30 +238,45 @@ class SimplicialComplex:
             gids[i0:i1] = self._layouts[k].start + np.arange(i1 - i0)
             gids[asks[k]] = inbox.concat(_TAG_ANSWER + k, dtype=np.int64)
             self._gids[k] = gids
-        # 3b. rank-independent global ids, when the numbering is not the input's
-        self._global = dict(self._gids)
-        if self._gid_of is not None:
-            for k in range(1, self.dimension + 1):
-                user = self._user_rows(self._local[k])
-                i0, i1 = self._owned[k]
-                every = _unique_rows(np.concatenate(comm.allgather(user[i0:i1])),
-                                     self.num_vertices)
-                self._global[k] = _search_rows(every, user, self.num_vertices)
-        # 4. vertex ghosts: every vertex of a local simplex that is not owned
-        used = [self._local[k].ravel() for k in self._local]
-        allv = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
-        ghosts = allv[~vl.is_local(allv)]
-        self._ids = np.union1d(np.arange(vl.start, vl.stop, dtype=np.int64), ghosts)
-        self._own_pos = np.searchsorted(self._ids, np.arange(vl.start, vl.stop))
-        self._ghost_pos = np.searchsorted(self._ids, ghosts)
-        self._halo = NeighborExchange.from_ghosts(vl, ghosts, dtype=np.float64,
-                                                  name="complex-ghosts")
-        self._halos = {np.dtype(np.float64).str: self._halo}
-        self._global[0] = self._ids if self._gid_of is None else self._gid_of[self._ids]
+            if self._renumbered:
+                glob = np.empty(rows.shape[0], dtype=np.int64)
+                glob[i0:i1] = owned_global[k]
+                glob[asks[k]] = inbox.concat(_TAG_GLOBAL + k, dtype=np.int64)
+                self._global[k] = glob
+            else:
+                self._global[k] = gids
+
+    def _renumber_tops(self, tops: dict, part) -> dict:
+        """The top simplices in layout indices, and this rank's share of the
+        two directions of the renumbering. Collective on ``comm``: two BSP
+        supersteps, O(local simplices + local vertices) memory."""
+        comm = self.comm
+        blk = Layout.block(self.num_vertices, comm)       # part.old_layout's ranges
+        new_of = np.asarray(part.local_new_index, dtype=np.int64)
+        self.vertex_layout = vl = part.new_layout
+        ctx = BSP(comm)
+        # the layout indices of the vertices of the local top simplices, asked
+        # of the block owners of their global ids
+        used = [a.ravel() for a in tops.values()]
+        u = np.unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+        ctx.send_rows(blk.owner(u) if u.size else np.zeros(0, np.int64), u, tag=_TAG_VASK)
+        # and the global id of every layout index, to its owner
+        gid = np.arange(blk.start, blk.stop, dtype=np.int64)
+        ctx.send_rows(vl.owner(new_of) if new_of.size else np.zeros(0, np.int64),
+                      np.column_stack((new_of, gid)), tag=_TAG_VOWN)
+        inbox = ctx.sync("complex:renumber-ask")
+        got = inbox.concat(_TAG_VOWN, dtype=np.int64, shape=(2,))
+        self._own_gid = np.empty(vl.local_size, dtype=np.int64)
+        self._own_gid[got[:, 0] - vl.start] = got[:, 1]
+        for src, q in inbox.messages(_TAG_VASK):
+            ctx.send(src, new_of[q - blk.start], tag=_TAG_VANSWER)
+        # the answers arrive in source order, i.e. in the (ascending) order of u
+        new_u = ctx.sync("complex:renumber-answer").concat(_TAG_VANSWER, dtype=np.int64)
+        return {k: np.sort(new_u[np.searchsorted(u, a)], axis=1) for k, a in tops.items()}
 
     def _user_rows(self, rows: np.ndarray) -> np.ndarray:
         """Rows of internal vertex numbers written with global vertex ids, sorted."""
-        return rows if self._gid_of is None else np.sort(self._gid_of[rows], axis=1)
+        return rows if not self._renumbered else np.sort(self.layout_to_global(rows), axis=1)
 
     # -- properties (never communicate) ----------------------------------------------
     @property
@@ -244,7 +293,7 @@ class SimplicialComplex:
     def renumbered(self) -> bool:
         """Whether global vertex ids differ from the layout indices (under
         ``"metis"`` or ``"rcb"``; see the class Notes)."""
-        return self._gid_of is not None
+        return self._renumbered
 
     @property
     def halo(self) -> NeighborExchange:
@@ -264,15 +313,57 @@ class SimplicialComplex:
     # -- numbering (not collective) ---------------------------------------------------------
     def layout_to_global(self, index: np.ndarray) -> np.ndarray:
         """Global vertex ids of vertex layout indices (any shape; the same
-        array when not :attr:`renumbered`). Not collective."""
+        array when not :attr:`renumbered`). Not collective. When
+        :attr:`renumbered`, each rank knows the vertices it holds (owned and
+        ghost, :meth:`ghosted_ids`); another index raises ``ValueError`` (on
+        this rank: use :meth:`global_ids_of` for indices known on every rank)."""
         index = np.asarray(index)
-        return index if self._gid_of is None or index.size == 0 else self._gid_of[index]
+        if not self._renumbered or index.size == 0:
+            return index
+        out = _lookup(self._ids, None, self._global[0], index)
+        if np.any(out < 0):
+            raise ValueError("vertex layout index %d is not held by rank %d"
+                             % (index.ravel()[np.argmax(out.ravel() < 0)], self.comm.Get_rank()))
+        return out
 
     def global_to_layout(self, gids: np.ndarray) -> np.ndarray:
         """Vertex layout indices of global vertex ids (any shape; the same
-        array when not :attr:`renumbered`). Not collective."""
+        array when not :attr:`renumbered`). Not collective. When
+        :attr:`renumbered`, only the vertices this rank holds (owned and
+        ghost) are known; another id raises ``ValueError`` on this rank."""
         gids = np.asarray(gids)
-        return gids if self._perm is None or gids.size == 0 else self._perm[gids]
+        if not self._renumbered or gids.size == 0:
+            return gids
+        out = self._held_layout(gids)
+        if np.any(out < 0):
+            raise ValueError("global vertex id %d is not held by rank %d"
+                             % (gids.ravel()[np.argmax(out.ravel() < 0)], self.comm.Get_rank()))
+        return out
+
+    def _held_layout(self, gids: np.ndarray) -> np.ndarray:
+        """Layout indices of global vertex ids held here, -1 for the others.
+        Not collective."""
+        gids = np.asarray(gids, dtype=np.int64)
+        if not self._renumbered:
+            return gids
+        return _lookup(self._global[0], self._gid_order, self._ids, gids)
+
+    # -- numbering (collective) ---------------------------------------------------------
+    def global_ids_of(self, index) -> np.ndarray:
+        """Global vertex ids of vertex layout indices given identically on
+        every rank (e.g. the vertices of a replicated diagram). Collective on
+        ``comm`` when :attr:`renumbered` (one ``Allreduce`` of ``index.size``
+        words: each owner fills in its vertices); not collective otherwise."""
+        index = np.asarray(index, dtype=np.int64)
+        if not self._renumbered:
+            return index
+        vl = self.vertex_layout
+        out = np.zeros(index.shape, dtype=np.int64)
+        mine = vl.is_local(index) if index.size else np.zeros(index.shape, bool)
+        out[mine] = self._own_gid[index[mine] - vl.start]
+        if self.comm.Get_size() > 1:
+            self.comm.Allreduce(MPI.IN_PLACE, out, op=MPI.SUM)
+        return out
 
     # -- layouts and summary (not collective) --------------------------------------------------
     def simplex_layout(self, k: int) -> Layout:
@@ -299,7 +390,7 @@ class SimplicialComplex:
         if k not in self._local:
             return np.zeros((0, k + 1), dtype=np.int64)
         i0, i1 = self._owned[k]
-        if self._gid_of is None:
+        if not self._renumbered:
             parts = self.comm.allgather(self._local[k][i0:i1])
             return np.concatenate(parts).reshape(-1, k + 1)
         parts = self.comm.allgather((self._global[k][i0:i1],
@@ -314,7 +405,7 @@ class SimplicialComplex:
         array indexed by global id (on every rank, or on ``root`` only).
         Under a block partition this is ``vector.gather(root)``. Collective
         on ``comm``."""
-        if self._gid_of is None:
+        if not self._renumbered:
             return vector.gather(root)
         g = self.owned_global_ids(k)
         parts = (self.comm.allgather((g, vector.local)) if root is None
@@ -402,7 +493,7 @@ class SimplicialComplex:
         :meth:`simplex_layout` (from a DistVector on it, or the full global
         array indexed by global id). Collective on ``comm``."""
         lay = self.simplex_layout(k)
-        if self._gid_of is not None and not isinstance(values, DistVector):
+        if self._renumbered and not isinstance(values, DistVector):
             arr = np.asarray(values)
             if arr.ndim == 1 and arr.shape[0] == lay.global_size:
                 values = DistVector(lay, arr[self.owned_global_ids(k)])
@@ -658,3 +749,20 @@ def _search_rows(sorted_rows: np.ndarray, query: np.ndarray, n: int) -> np.ndarr
     where = np.full(int(inv.max()) + 1, -1, dtype=np.int64)
     where[inv[:sorted_rows.shape[0]]] = np.arange(sorted_rows.shape[0])
     return where[inv[sorted_rows.shape[0]:]]
+
+
+def _lookup(keys: np.ndarray, order: np.ndarray | None, values: np.ndarray,
+            query: np.ndarray) -> np.ndarray:
+    """``values[i]`` where ``keys[i] == q`` for each query ``q`` (any shape),
+    -1 where ``q`` is not among the keys; ``order`` sorts ``keys`` (None:
+    they are sorted). Not collective."""
+    q = np.asarray(query, dtype=np.int64)
+    sk = keys if order is None else keys[order]
+    out = np.full(q.shape, -1, dtype=np.int64)
+    if sk.size == 0 or q.size == 0:
+        return out
+    pos = np.minimum(np.searchsorted(sk, q), sk.size - 1)
+    hit = sk[pos] == q
+    at = pos[hit] if order is None else order[pos[hit]]
+    out[hit] = values[at]
+    return out

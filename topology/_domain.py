@@ -89,10 +89,17 @@ class Domain(Protocol):
         """Global ids of the owned vertices (``k = 0``), in layout order. Not collective."""
 
     def layout_to_global(self, index: np.ndarray) -> np.ndarray:
-        """Global vertex ids of vertex layout indices (any shape). Not collective."""
+        """Global vertex ids of vertex layout indices (any shape; of the
+        vertices this rank holds, owned or ghost, when :attr:`renumbered`).
+        Not collective."""
 
     def global_to_layout(self, gids: np.ndarray) -> np.ndarray:
-        """Vertex layout indices of global vertex ids (any shape). Not collective."""
+        """Vertex layout indices of global vertex ids (any shape; of the
+        vertices this rank holds when :attr:`renumbered`). Not collective."""
+
+    def global_ids_of(self, index: np.ndarray) -> np.ndarray:
+        """Global vertex ids of vertex layout indices given identically on
+        every rank. Collective on ``comm`` when :attr:`renumbered`."""
 
     # -- local structure (not collective) ---------------------------------------------
     def local_edges(self) -> tuple[np.ndarray, np.ndarray]:

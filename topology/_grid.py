@@ -362,6 +362,10 @@ class Grid:
         """The identity: global ids are layout indices. Not collective."""
         return gids
 
+    def global_ids_of(self, index: np.ndarray) -> np.ndarray:
+        """The identity: layout indices are global ids. Not collective."""
+        return np.asarray(index)
+
     def vertex_coordinates(self, gids) -> np.ndarray:
         """Grid coordinates of global ids as float64 points, shape (n, 3)
         (``z = 0`` in 2D). Not collective."""

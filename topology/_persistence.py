@@ -383,15 +383,15 @@ def _saddle_pairs(domain, vec, order, report):
 
 def _layout_index(domain, gids: np.ndarray) -> np.ndarray:
     """Vertex layout indices of global vertex ids (the same under a block
-    partition and on grids). Not collective."""
-    perm = getattr(domain, "_perm", None)
-    return gids if perm is None or gids.size == 0 else perm[gids]
+    partition and on grids); on a renumbered complex -1 for the vertices this
+    rank does not hold, which are never its own. Not collective."""
+    return domain._held_layout(gids) if domain.renumbered else gids
 
 
 def _global_id(domain, idx: np.ndarray) -> np.ndarray:
-    """Global vertex ids of vertex layout indices. Not collective."""
-    gid_of = getattr(domain, "_gid_of", None)
-    return idx if gid_of is None or idx.size == 0 else gid_of[idx]
+    """Global vertex ids of vertex layout indices given equally on every
+    rank. Collective on ``domain.comm`` when the domain is renumbered."""
+    return domain.global_ids_of(idx) if domain.renumbered else idx
 
 
 def _values_at(vec: DistVector, gids: np.ndarray) -> np.ndarray:
@@ -600,7 +600,7 @@ def _euler_essential(cx, vec, order, raw):
     if ess.size and ess.min() < 0:
         exc = RuntimeError("inconsistent Euler balance at vertex %d: the complex is probably "
                            "not a manifold (pinched vertex)"
-                           % _global_id(cx, np.array([np.argmin(ess) + lay.start]))[0])
+                           % cx.layout_to_global(np.array([np.argmin(ess) + lay.start]))[0])
     agree(cx.comm, exc)
     at = np.flatnonzero(ess > 0)
     mine = np.repeat(at + lay.start, ess[at])

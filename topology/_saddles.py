@@ -313,14 +313,15 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     stats["reduce_s"] = time.perf_counter() - t3
     stats.update(result.pop("stats"))
     pairs, essential = result["pairs"], result["essential"]
-    gid_of = getattr(G.domain, "_gid_of", None)
-    if gid_of is not None:
+    if G.domain.renumbered:
         # vertices were named by layout index so far: report global ids,
-        # sorted as under a block partition
+        # sorted as under a block partition (the pairs are the same on every
+        # rank, so the translation is collective: each owner fills in its own)
+        gid = G.domain.global_ids_of
         for d, p in pairs.items():
-            p = gid_of[p]
+            p = gid(p)
             pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))] if p.size else p
-        essential = {d: np.sort(gid_of[e]) for d, e in essential.items()}
+        essential = {d: np.sort(gid(e)) for d, e in essential.items()}
     return MorsePersistence(pairs, essential, stats)
 
 

@@ -7,6 +7,8 @@ See docs/bsp.md for the model. Public pieces:
   ``run`` drives supersteps until every rank votes to halt (Pregel).
 - :class:`NeighborExchange`: a registered neighbour pattern for repeated halo
   exchanges, zero allocations per exchange.
+- :func:`psort` and :func:`rank_of`: a distributed sample sort with exact
+  splitters, and the global position of every local item.
 - :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
   BSP parameters g and l.
 """
@@ -14,7 +16,9 @@ See docs/bsp.md for the model. Public pieces:
 from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
 from ._probe import probe
+from ._psort import SortedBlock, psort, rank_of
 from ._superstep import BSP, COMBINERS, Inbox, estimate_distinct_fraction, reduce_by_key
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "NeighborExchange", "Ledger", "BSPParams",
-           "probe", "reduce_by_key", "estimate_distinct_fraction"]
+           "probe", "reduce_by_key", "estimate_distinct_fraction", "psort", "rank_of",
+           "SortedBlock"]

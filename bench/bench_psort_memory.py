@@ -1,0 +1,118 @@
+"""Per-rank peak memory of building a renumbered SimplicialComplex, weak scaling.
+
+    python bench/bench_psort_memory.py --ranks 2 4 8 --before /work/main
+
+Each case is a fresh ``mpiexec -n P`` job: a Freudenthal tetrahedral grid of
+shape (20, 20, 20*P), so 8,000 vertices per rank, each rank passing the
+tetrahedra of its own slab of planes (and, for ``"rcb"``, the global points,
+which the API wants on every rank, made before the measurement starts).
+Every rank writes "5" to /proc/self/clear_refs (resetting VmHWM to the
+current RSS) right before ``SimplicialComplex(...)``, and reads VmHWM after:
+the growth is VmHWM after minus VmRSS before. The table gives the maximum and
+mean over ranks, in MiB, for the code on ``PYTHONPATH`` of each column: the
+code before the distributed sort (``--before``, e.g. /work/main) and this
+checkout. Markdown on stdout. Oversubscribed runs are fine: the figure is
+memory, not time. METIS itself still gathers the vertex graph to rank 0
+(``dmsolve.partition.metis_partition``), which shows in its max column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+PER_RANK = 20          # vertices per rank: PER_RANK**3
+
+
+def _status(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return float(line.split()[1]) / 1024.0     # kB -> MiB
+    raise RuntimeError("no %s in /proc/self/status" % field)
+
+
+def worker(partition: str) -> None:
+    import numpy as np
+    from mpi4py import MPI
+
+    from topology import SimplicialComplex
+    from topology._grid import _grid_cells
+
+    comm = MPI.COMM_WORLD
+    p, r = comm.size, comm.rank
+    shape = (PER_RANK, PER_RANK, PER_RANK * p)
+    cells = _grid_cells(shape, planes=(PER_RANK * r, min(PER_RANK * (r + 1), shape[2] - 1)))
+    pts = None
+    if partition == "rcb":
+        g = np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij")
+        pts = np.column_stack([a.transpose(2, 1, 0).ravel() for a in g])   # x fastest
+    # a warm-up complex, so imports and first-call caches are not counted
+    SimplicialComplex([np.array([[0, 1, 2, 3]])], comm)
+    comm.Barrier()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status("VmRSS")
+    cx = SimplicialComplex([cells], comm, pts, partition=partition)
+    growth = _status("VmHWM") - before
+    every = comm.gather(growth, root=0)
+    counts = cx.counts()
+    if r == 0:
+        print(json.dumps({"max": max(every), "mean": sum(every) / p, "rank0": every[0],
+                          "counts": counts}))
+
+
+def run_case(path: str, partition: str, ranks: int, timeout: float) -> dict | None:
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py", str(HERE /
+           "bench_psort_memory.py"), "--worker", partition]
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in out.stdout.splitlines()[::-1]:
+        if line.startswith("{"):
+            return json.loads(line)
+    sys.stderr.write(out.stdout[-2000:] + out.stderr[-2000:])
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--partitions", nargs="+", default=["metis", "rcb"])
+    ap.add_argument("--before", default=None, help="checkout of the code before (PYTHONPATH)")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker)
+        return
+    columns = ([("before", args.before)] if args.before else []) + [("after", str(ROOT))]
+    print("| partition | ranks | vertices | tets | "
+          + " | ".join("%s max / mean MiB" % name for name, _ in columns) + " |")
+    print("|---|---:|---:|---:|" + "---:|" * len(columns))
+    for part in args.partitions:
+        for p in args.ranks:
+            cells, counts = [], None
+            for _, path in columns:
+                res = run_case(path, part, p, args.timeout)
+                if res is None:
+                    cells.append("failed")
+                    continue
+                counts = res["counts"]
+                cells.append("%.1f / %.1f" % (res["max"], res["mean"]))
+            nv = counts[0] if counts else PER_RANK**3 * p
+            nt = counts[-1] if counts else "?"
+            print("| %s | %d | %s | %s | %s |" % (part, p, nv, nt, " | ".join(cells)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,414 @@
+"""A distributed sort on the BSP layer: exact splitters, one exchange, a merge.
+
+:func:`psort` sorts ``(key, gid)`` pairs spread over the ranks so that rank
+``r`` ends with block ``r`` of the global order (block sizes as
+``Layout.block``); :func:`rank_of` sends every item's global position back
+to the rank that holds it. Nothing of global size is held by any rank.
+
+References
+----------
+E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024 (psort).
+H. Shi and J. Schaeffer, "Parallel sorting by regular sampling", JPDC 14(4),
+1992. P. Sanders, "Parallel algorithms" lecture notes (exact multi-way
+selection by weighted medians of local medians).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+import numpy as np
+from mpi4py import MPI
+
+from .._errors import agree
+from .._layout import block_ranges
+from ._ledger import Ledger
+from ._superstep import BSP
+
+__all__ = ["psort", "rank_of", "SortedBlock"]
+
+# tags of the splitter search and the exchange
+_T_CAND_KEY, _T_CAND_INT = 1, 2          # rank -> leader: candidates (keys, ints)
+_T_LEFT_KEY, _T_LEFT_INT = 3, 4          # ... the medians of the left parts
+_T_RIGHT_KEY, _T_RIGHT_INT = 5, 6        # ... and of the right parts
+_T_COUNT = 7                             # rank -> leader: (splitter, count below pivot)
+_T_PIV_KEY, _T_PIV_INT = 8, 9            # leader -> every rank: decision and pivot
+_T_KEYS, _T_GIDS, _T_ORIGIN = 20, 21, 22  # the exchange of the data
+_T_PAYLOAD = 30                          # + column number
+_T_POS = 40                              # rank_of: positions back to their owners
+
+_FOUND, _LEFT, _RIGHT, _START = 0, 1, 2, 3
+
+
+class SortedBlock(NamedTuple):
+    """This rank's block of a :func:`psort`: the items at global positions
+    ``start .. start + len(keys) - 1`` of the sorted order. Not collective."""
+
+    keys: np.ndarray             #: sorted keys, shape (m,) or (m, c)
+    gids: np.ndarray             #: their global ids (int64, shape (m,))
+    payload: object              #: payload rows in the same order (None if none given)
+    start: int                   #: global position of the first item
+    global_size: int             #: number of items over all ranks
+    rounds: int                  #: rounds of the splitter search
+
+
+def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
+          ledger: Ledger | None = None) -> SortedBlock:
+    """Sort ``(key, gid)`` pairs over the ranks of ``comm`` (a sample sort
+    with exact splitters).
+
+    Parameters
+    ----------
+    keys : array_like, shape (n,) or (n, c)
+        This rank's keys, int (taken as int64) or float (float64); a 2-D
+        array is ``n`` keys of ``c`` columns, ordered lexicographically by
+        rows (column 0 first). Any rank may hold none (shape ``(0,)`` or
+        ``(0, c)``). The dtype kind (integer or float) and ``c`` must be the
+        same on every rank. NaN is refused.
+    comm : MPI.Comm
+    gids : int array, shape (n,), optional
+        Global ids breaking ties between equal keys. Default: the item's
+        position in the concatenation of all ranks' inputs in rank order
+        (which makes the sort stable). Items with equal key and gid are
+        ordered by rank, then by input order.
+    payload : array or tuple of arrays, each of shape (n, ...), optional
+        Columns carried along with the keys (numeric or bool, with the same
+        dtype and trailing shape on every rank).
+    ledger : Ledger, optional
+        Where the supersteps are recorded (bytes and messages per rank).
+
+    Returns
+    -------
+    SortedBlock
+        ``(keys, gids, payload, start, global_size, rounds)``: this rank's
+        block of the global order, ``Layout.block(global_size, comm)``'s
+        block ``comm.rank`` (so at most ``ceil(N/p)`` items per rank, and
+        counts differ by at most one), with payload rows in the same order.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On every rank, if any rank passes keys that are not int or float,
+        NaN keys, gids or payload rows of the wrong length or type, or if the
+        ranks disagree on the key dtype kind, the number of key columns, or
+        the payload's dtypes and shapes.
+
+    Notes
+    -----
+    Collective on ``comm``. Steps:
+
+    1. Local sort of the items by ``(key, gid, rank, index)`` (a strict
+       total order, so every global position is one item).
+    2. **Exact splitters**: for each rank boundary ``j`` (global position
+       ``s_j = block start of rank j``), a leader rank keeps the target; each
+       rank keeps an interval of candidates in its sorted items. Each round
+       the leader takes the weighted median (weights: interval lengths) of
+       the ranks' interval medians as pivot, every rank counts its items
+       below it, and the leader keeps the side holding ``s_j``. At least a
+       quarter of the candidates go each round, so the search ends after at
+       most ``ceil(log_{4/3} N) + 1`` rounds of two supersteps: at most 50
+       rounds for N = 10^6 items, 74 for 10^9; in practice about ``log2 N``
+       (measured: 21-22 rounds for 10^6 random int, float or 2-column keys on
+       4 ranks). All boundaries are searched at once; each rank sends and
+       receives O(p) rows per round, and the search is ``2 * rounds``
+       supersteps.
+    3. **One exchange** (one ``Alltoallv`` of the BSP layer): rank ``r``
+       sends each rank ``j`` its items between boundaries ``j`` and ``j+1``.
+    4. **Merge** of the received sorted runs (a stable sort).
+
+    Per-rank memory and traffic are O(n + N/p + p) rows, never O(N): the
+    only replicated data are the ``p`` input counts (one ``Allgather``).
+
+    Examples
+    --------
+    >>> out = psort(np.array([3, 1, 2]) + comm.rank, comm)   # doctest: +SKIP
+    >>> out.keys, out.gids, out.start                        # doctest: +SKIP
+    """
+    work = _prepare(keys, comm, gids, payload, origin=False)
+    return _sort(work, comm, ledger)
+
+
+def rank_of(keys, comm: MPI.Comm, *, gids=None, ledger: Ledger | None = None) -> np.ndarray:
+    """The global position of each local item in the order of :func:`psort`.
+
+    Parameters are those of :func:`psort`. Returns an int64 array of shape
+    ``(n,)``, aligned with this rank's ``keys``: the positions over all
+    ranks are a permutation of ``0 .. N-1``, and equal ``(key, gid)`` pairs
+    get consecutive positions (by rank, then input order).
+
+    Collective on ``comm``: one :func:`psort` carrying each item's origin,
+    then one superstep that sends every position back to its item's rank.
+    O(n + N/p + p) memory and traffic per rank.
+    """
+    work = _prepare(keys, comm, gids, None, origin=True)
+    block = _sort(work, comm, ledger)
+    origin = block.payload[0]
+    ctx = BSP(comm, ledger=ledger)
+    pos = block.start + np.arange(origin.shape[0], dtype=np.int64)
+    ctx.send_rows(origin[:, 0], np.column_stack((origin[:, 1], pos)), tag=_T_POS)
+    back = ctx.sync("psort:positions").concat(_T_POS, dtype=np.int64, shape=(2,))
+    out = np.empty(work["n"], dtype=np.int64)
+    out[back[:, 0]] = back[:, 1]
+    return out
+
+
+# -- the door ------------------------------------------------------------------------------
+def _signature(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "little")
+
+
+def _prepare(keys, comm, gids, payload, origin: bool) -> dict:
+    """Check the arguments (agreed over the ranks) and count the items.
+    Collective on ``comm``: one agreement and one ``Allgather`` of a few words."""
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+    exc = None
+    k = g = None
+    cols: list = []
+    single = payload is not None and not isinstance(payload, (tuple, list))
+    try:
+        k = np.asarray(keys)
+        if k.dtype.kind not in "iuf" or k.dtype.kind == "b":
+            raise TypeError("keys must be integers or floats, got dtype %s" % k.dtype)
+        if k.ndim not in (1, 2):
+            raise ValueError("keys must be 1-D (n,) or 2-D (n, c), got shape %s" % (k.shape,))
+        if k.ndim == 2 and k.shape[1] == 0:
+            raise ValueError("2-D keys need at least one column, got shape %s" % (k.shape,))
+        if k.dtype.kind == "u" and k.size and k.max() > np.iinfo(np.int64).max:
+            raise ValueError("unsigned keys above 2**63-1 do not fit int64")
+        k = k.astype(np.int64 if k.dtype.kind in "iu" else np.float64, copy=False)
+        n = k.shape[0]
+        if gids is not None:
+            g = np.asarray(gids)
+            if g.dtype.kind not in "iu":
+                raise TypeError("gids must be integers, got dtype %s" % g.dtype)
+            if g.shape != (n,):
+                raise ValueError("gids must have shape (%d,) like the keys, got %s"
+                                 % (n, g.shape))
+            g = g.astype(np.int64, copy=False)
+        if payload is not None:
+            for a in ([payload] if single else list(payload)):
+                a = np.asarray(a)
+                if a.dtype.kind not in "biufc":
+                    raise TypeError("payload columns must be numeric or bool, got dtype %s"
+                                    % a.dtype)
+                if a.ndim == 0 or a.shape[0] != n:
+                    raise ValueError("each payload column needs one row per key (%d), got "
+                                     "shape %s" % (n, a.shape))
+                cols.append(a)
+    except Exception as e:  # noqa: BLE001 - agreed, then raised on every rank
+        exc = e
+    agree(comm, exc)
+    nan = bool(k.dtype.kind == "f" and np.isnan(k).any())
+    sig = "%s/%d/%s" % (k.dtype.kind, 0 if k.ndim == 1 else k.shape[1],
+                        ";".join("%s%s" % (a.dtype.str, a.shape[1:]) for a in cols))
+    row = np.array([n, int(nan), _signature(sig)], dtype=np.int64)
+    every = np.empty((comm.Get_size(), 3), dtype=np.int64)
+    comm.Allgather(row, every)
+    exc = None
+    if every[:, 1].any():
+        bad = np.flatnonzero(every[:, 1]).tolist()
+        exc = ValueError("psort: keys contain NaN (on rank%s %s); NaN has no place in "
+                         "the order" % ("s" if len(bad) > 1 else "",
+                                        ", ".join(map(str, bad))))
+    elif np.any(every[:, 2] != every[0, 2]):
+        exc = ValueError("psort: ranks disagree on the key dtype kind, the number of key "
+                         "columns or the payload's dtypes and shapes (this rank: %s)" % sig)
+    if exc is not None:
+        raise exc     # every rank saw the same rows: every rank raises this
+    counts = every[:, 0]
+    rank = comm.Get_rank()
+    offset = int(counts[:rank].sum())
+    if g is None:
+        g = offset + np.arange(n, dtype=np.int64)
+    if origin:
+        cols = [np.column_stack((np.full(n, rank, np.int64), np.arange(n, dtype=np.int64)))]
+    return {"keys": k, "gids": g, "cols": cols, "single": single and not origin,
+            "n": n, "counts": counts}
+
+
+# -- the sort ------------------------------------------------------------------------------
+def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
+    rank, size = comm.Get_rank(), comm.Get_size()
+    k2 = work["keys"]
+    k2 = k2.reshape(-1, 1) if k2.ndim == 1 else k2
+    ncols = k2.shape[1]
+    n = work["n"]
+    total = int(work["counts"].sum())
+    idx = np.arange(n, dtype=np.int64)
+    # 1. local sort by (key columns, gid); lexsort is stable, so the input
+    #    index orders equal pairs: the strict order (key, gid, rank, index)
+    order = np.lexsort((work["gids"],) + tuple(k2[:, c] for c in range(ncols - 1, -1, -1)))
+    K = k2[order]
+    G = work["gids"][order]
+    O = idx[order]
+    local = _Local(K, G, O, rank)
+    # 2. exact splitters
+    bounds = block_ranges(total, size)
+    split, rounds = _splitters(local, bounds, comm, ledger)
+    # 3. one exchange: the items between boundaries j and j+1 go to rank j
+    ctx = BSP(comm, ledger=ledger)
+    cols = [c[order] for c in work["cols"]]
+    for j in range(size):
+        a, b = int(split[j]), int(split[j + 1])
+        if b > a:
+            ctx.send(j, K[a:b], tag=_T_KEYS)
+            ctx.send(j, G[a:b], tag=_T_GIDS)
+            for i, c in enumerate(cols):
+                ctx.send(j, c[a:b], tag=_T_PAYLOAD + i)
+    inbox = ctx.sync("psort:exchange")
+    del K, G, O, local
+    rk = inbox.concat(_T_KEYS, dtype=k2.dtype, shape=(ncols,))
+    rg = inbox.concat(_T_GIDS, dtype=np.int64)
+    rc = [inbox.concat(_T_PAYLOAD + i, dtype=c.dtype, shape=c.shape[1:])
+          for i, c in enumerate(cols)]
+    # 4. merge the sorted runs (stable: equal pairs stay in source order)
+    merge = np.lexsort((rg,) + tuple(rk[:, c] for c in range(ncols - 1, -1, -1)))
+    out_keys = rk[merge]
+    if work["keys"].ndim == 1:
+        out_keys = out_keys.reshape(-1)
+    out_cols = [c[merge] for c in rc]
+    payload = None
+    if work["cols"]:
+        payload = out_cols[0] if work["single"] else tuple(out_cols)
+    return SortedBlock(np.ascontiguousarray(out_keys), rg[merge], payload,
+                       int(bounds[rank]), total, rounds)
+
+
+class _Local:
+    """This rank's sorted items and the lexicographic search in them."""
+
+    def __init__(self, K, G, O, rank):
+        self.K, self.G, self.O, self.rank = K, G, O, rank
+
+    def item(self, i: int):
+        """The strict key of local item ``i``: (key row, [gid, rank, index])."""
+        return self.K[i], np.array([self.G[i], self.rank, self.O[i]], dtype=np.int64)
+
+    def count_less(self, lo: int, hi: int, key, ints) -> int:
+        """Number of local items below the strict key (key, ints), given that
+        the items before ``lo`` are below it and those from ``hi`` on are not."""
+        a, b = lo, hi
+        for c in range(self.K.shape[1]):
+            col = self.K[a:b, c]
+            a, b = (a + int(np.searchsorted(col, key[c], "left")),
+                    a + int(np.searchsorted(col, key[c], "right")))
+            if a == b:
+                return a
+        col = self.G[a:b]
+        a, b = (a + int(np.searchsorted(col, ints[0], "left")),
+                a + int(np.searchsorted(col, ints[0], "right")))
+        if a == b or self.rank != ints[1]:
+            return b if self.rank < ints[1] else a
+        return a + int(np.searchsorted(self.O[a:b], ints[2], "left"))
+
+
+def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
+    """Local split positions ``split[0..p]`` such that the items below
+    ``split[j]`` on all ranks are exactly the first ``bounds[j]`` of the
+    global order. Collective on ``comm``; returns ``(split, rounds)``."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    n = local.K.shape[0]
+    ncols = local.K.shape[1]
+    total = int(bounds[-1])
+    split = np.zeros(size + 1, dtype=np.int64)
+    split[size] = n
+    # the candidates for boundary j are this rank's items lo[j] .. hi[j]-1;
+    # cl[j], ce[j]: its items below / not above the current pivot
+    lo = np.zeros(size + 1, dtype=np.int64)
+    hi = np.full(size + 1, n, dtype=np.int64)
+    cl = np.zeros(size + 1, dtype=np.int64)
+    ce = np.zeros(size + 1, dtype=np.int64)
+    # boundary j (0 < j < p) is led by rank j; those at position 0 or N are known
+    open_ = [j for j in range(1, size) if 0 < bounds[j] < total]
+    for j in range(1, size):
+        if bounds[j] >= total:
+            split[j] = n
+    ctx = BSP(comm, ledger=ledger)
+    decision = None
+    if not open_:                 # the same on every rank: bounds are global
+        return split, 0
+    for j in open_:
+        _send_median(ctx, local, j, lo[j], hi[j], _T_CAND_KEY, _T_CAND_INT)
+    inbox = ctx.sync("psort:candidates")
+    if rank in open_:
+        decision = (_START,) + _weighted_median(inbox, _T_CAND_KEY, _T_CAND_INT, ncols,
+                                                local.K.dtype)
+    rounds = 0
+    while open_:
+        rounds += 1
+        # leaders -> every rank: the outcome of the last count and the next pivot
+        if decision is not None:
+            dec, pk, pi = decision
+            head = np.concatenate(([rank, dec], pi)).reshape(1, -1)
+            for dest in range(size):
+                ctx.send(dest, pk.reshape(1, -1), tag=_T_PIV_KEY)
+                ctx.send(dest, head, tag=_T_PIV_INT)
+            decision = None
+        inbox = ctx.sync("psort:pivots")
+        pk_all = inbox.concat(_T_PIV_KEY, dtype=local.K.dtype, shape=(ncols,))
+        pi_all = inbox.concat(_T_PIV_INT, dtype=np.int64, shape=(5,))
+        still = []
+        for row, key in zip(pi_all, pk_all):
+            j, dec, ints = int(row[0]), int(row[1]), row[2:]
+            if dec == _FOUND:
+                split[j] = cl[j]
+                continue
+            if dec == _LEFT:
+                hi[j] = cl[j]
+            elif dec == _RIGHT:
+                lo[j] = ce[j]
+            still.append(j)
+            # count below the new pivot; send the count and the medians of both
+            # sides, so that the leader can choose the next pivot at once
+            c = local.count_less(int(lo[j]), int(hi[j]), key, ints)
+            cl[j] = c
+            ce[j] = c + 1 if int(ints[1]) == rank else c
+            ctx.send(j, np.array([c], dtype=np.int64), tag=_T_COUNT)
+            _send_median(ctx, local, j, lo[j], cl[j], _T_LEFT_KEY, _T_LEFT_INT)
+            _send_median(ctx, local, j, ce[j], hi[j], _T_RIGHT_KEY, _T_RIGHT_INT)
+        open_ = still             # the same list on every rank (all saw every leader)
+        if not open_:
+            break
+        inbox = ctx.sync("psort:counts")
+        if rank in open_:
+            below = int(inbox.concat(_T_COUNT, dtype=np.int64).sum())
+            target = int(bounds[rank])
+            if below == target:
+                decision = (_FOUND, np.zeros(ncols, local.K.dtype), np.zeros(3, np.int64))
+            elif below > target:
+                decision = (_LEFT,) + _weighted_median(inbox, _T_LEFT_KEY, _T_LEFT_INT,
+                                                       ncols, local.K.dtype)
+            else:
+                decision = (_RIGHT,) + _weighted_median(inbox, _T_RIGHT_KEY, _T_RIGHT_INT,
+                                                        ncols, local.K.dtype)
+    return split, rounds
+
+
+def _send_median(ctx: BSP, local: _Local, j: int, a, b, tag_key: int, tag_int: int) -> None:
+    """Queue the median of local items ``a .. b-1`` and its weight ``b - a``
+    for the leader of boundary ``j`` (nothing when the range is empty)."""
+    a, b = int(a), int(b)
+    if b <= a:
+        return
+    m = a + (b - a) // 2
+    key, ints = local.item(m)
+    ctx.send(j, key.reshape(1, -1), tag=tag_key)
+    ctx.send(j, np.concatenate(([j, b - a], ints)).reshape(1, -1), tag=tag_int)
+
+
+def _weighted_median(inbox, tag_key: int, tag_int: int, ncols: int, dtype):
+    """The weighted median of the candidates received under these tags, in the
+    strict order (key, gid, rank, index): ``(key row, [gid, rank, index])``.
+
+    At least half the weight lies at or below it and at least half at or
+    above, so a pivot from medians of intervals leaves at least a quarter of
+    all candidates on each side."""
+    keys = inbox.concat(tag_key, dtype=dtype, shape=(ncols,))
+    ints = inbox.concat(tag_int, dtype=np.int64, shape=(5,))
+    order = np.lexsort((ints[:, 4], ints[:, 3], ints[:, 2])
+                       + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
+    w = np.cumsum(ints[order, 1])
+    i = order[int(np.searchsorted(2 * w, w[-1], "left"))]
+    return keys[i].copy(), ints[i, 2:].copy()

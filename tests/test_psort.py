@@ -1,0 +1,210 @@
+"""Tests of the distributed sort (dmsolve.bsp.psort, rank_of) at any number of ranks.
+
+The reference is numpy's lexsort of the keys gathered on every rank (in rank
+order, so the default gids are the positions in that concatenation); each
+rank checks its own block, the balance of the blocks, and the bytes it sent.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from dmsolve import Layout
+from dmsolve.bsp import Ledger, psort, rank_of
+from mpitest import Checks, assert_raises_collective
+
+pytestmark = pytest.mark.timeout(60)
+
+COMM = MPI.COMM_WORLD
+R, P = COMM.rank, COMM.size
+
+
+def _keys(case: str, rng) -> np.ndarray:
+    n = 101 + 37 * R                         # uneven counts
+    if case == "int-ties":
+        return rng.integers(-5, 5, n)
+    if case == "int-wide":
+        return rng.integers(-2**62, 2**62, n)
+    if case == "float":
+        return rng.normal(size=n)
+    if case == "float-skew":                 # heavy tail: most keys near 0
+        return rng.exponential(size=n) ** 6 * (-1) ** R
+    if case == "all-equal":
+        return np.full(n, 7, dtype=np.int64)
+    if case == "one-rank-holds-all":
+        return rng.integers(0, 50, 500 if R == 0 else 0)
+    if case == "last-rank-holds-all":
+        return rng.normal(size=300 if R == P - 1 else 0)
+    if case == "empty":
+        return np.zeros(0, dtype=np.int64)
+    if case == "fewer-than-ranks":
+        return np.array([3 - R], dtype=np.int64) if R < 2 else np.zeros(0, np.int64)
+    if case == "sorted-blocks":              # already sorted, rank r above rank r-1
+        return np.arange(n) + 1000 * R
+    if case == "reverse-blocks":
+        return np.arange(n)[::-1] - 1000 * R
+    if case == "2-col":
+        return rng.integers(0, 4, (n, 2))
+    if case == "3-col":
+        return rng.integers(0, 3, (n, 3))
+    if case == "3-col-float":
+        return np.round(rng.normal(size=(n, 3)), 1)
+    if case == "simplex-tuples":             # sorted vertex triples, shared across ranks
+        t = np.sort(rng.integers(0, 30, (n, 3)), axis=1)
+        return t
+    raise ValueError(case)
+
+
+CASES = ["int-ties", "int-wide", "float", "float-skew", "all-equal", "one-rank-holds-all",
+         "last-rank-holds-all", "empty", "fewer-than-ranks", "sorted-blocks",
+         "reverse-blocks", "2-col", "3-col", "3-col-float", "simplex-tuples"]
+
+
+def _reference(everything: np.ndarray, gids: np.ndarray) -> np.ndarray:
+    """The order of (key row, gid) over all items; ties kept in input order."""
+    k2 = everything.reshape(-1, 1) if everything.ndim == 1 else everything
+    return np.lexsort((gids,) + tuple(k2[:, c] for c in range(k2.shape[1] - 1, -1, -1)))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_psort_matches_lexsort_of_the_gathered_keys(case):
+    rng = np.random.default_rng(100 + R)
+    keys = _keys(case, rng)
+    n = keys.shape[0]
+    pay_a = (np.arange(n) + 10**6 * R).astype(np.int64)
+    first = keys if keys.ndim == 1 else keys[:, 0]
+    pay_b = np.column_stack((first * 2.0, -np.arange(n, dtype=float)))
+    out = psort(keys, COMM, payload=(pay_a, pay_b))
+    every = np.concatenate(COMM.allgather(keys))
+    N = every.shape[0]
+    gids = np.arange(N)
+    ref = _reference(every, gids)
+    lay = Layout.block(N, COMM)
+    mine = ref[lay.start:lay.stop]
+    all_a = np.concatenate(COMM.allgather(pay_a))
+    all_b = np.concatenate(COMM.allgather(pay_b))
+    with Checks(COMM) as c:
+        c.add(out.global_size == N and out.start == lay.start, "layout")
+        c.add(out.keys.shape == (lay.local_size,) + keys.shape[1:], "shape", out.keys.shape)
+        c.add(out.keys.dtype == (np.float64 if keys.dtype.kind == "f" else np.int64), "dtype")
+        c.add(np.array_equal(out.keys, every[mine]), "keys")
+        c.add(np.array_equal(out.gids, mine), "gids (stable order)")
+        c.add(np.array_equal(out.payload[0], all_a[mine]), "payload 1-D")
+        c.add(np.array_equal(out.payload[1], all_b[mine]), "payload 2-D")
+        # balance: exactly Layout.block's counts, so max <= ceil(N/p)
+        c.add(lay.local_size <= math.ceil(N / P), "balance")
+        c.add(out.rounds <= math.ceil(math.log(max(N, 1)) / math.log(4 / 3)) + 1,
+              "rounds", out.rounds)
+
+
+@pytest.mark.parametrize("case", ["int-ties", "all-equal", "3-col", "one-rank-holds-all",
+                                  "empty", "fewer-than-ranks"])
+def test_rank_of_gives_global_positions(case):
+    rng = np.random.default_rng(7 + R)
+    keys = _keys(case, rng)
+    pos = rank_of(keys, COMM)
+    every = np.concatenate(COMM.allgather(keys))
+    N = every.shape[0]
+    ref = _reference(every, np.arange(N))
+    want = np.empty(N, dtype=np.int64)
+    want[ref] = np.arange(N)
+    off = sum(COMM.allgather(keys.shape[0])[:R])
+    with Checks(COMM) as c:
+        c.add(pos.dtype == np.int64 and pos.shape == (keys.shape[0],), "shape")
+        c.add(np.array_equal(pos, want[off:off + keys.shape[0]]), "positions")
+
+
+def test_gids_break_ties_then_rank_then_input_order():
+    rng = np.random.default_rng(R)
+    n = 40 + 3 * R
+    keys = rng.integers(0, 3, n)
+    gids = rng.integers(0, 5, n)            # repeated (key, gid) pairs, also across ranks
+    out = psort(keys, COMM, gids=gids, payload=np.column_stack((np.full(n, R), np.arange(n))))
+    every_k = np.concatenate(COMM.allgather(keys))
+    every_g = np.concatenate(COMM.allgather(gids))
+    origin = np.concatenate(COMM.allgather(np.column_stack((np.full(n, R), np.arange(n)))))
+    ref = np.lexsort((every_g, every_k))     # stable: rank order, then input order
+    lay = Layout.block(every_k.size, COMM)
+    mine = ref[lay.start:lay.stop]
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.keys, every_k[mine]), "keys")
+        c.add(np.array_equal(out.gids, every_g[mine]), "gids")
+        c.add(np.array_equal(out.payload, origin[mine]), "origin order")
+    pos = rank_of(keys, COMM, gids=gids)
+    want = np.empty(every_k.size, dtype=np.int64)
+    want[ref] = np.arange(every_k.size)
+    off = sum(COMM.allgather(n)[:R])
+    with Checks(COMM) as c:
+        c.add(np.array_equal(pos, want[off:off + n]), "rank_of with gids")
+
+
+def test_signed_zero_and_infinities_sort_like_numpy():
+    keys = np.array([np.inf, -0.0, 0.0, -np.inf, 1e-300, -1e300][R % 6:] * 3)
+    out = psort(keys, COMM)
+    every = np.concatenate(COMM.allgather(keys))
+    ref = np.argsort(every, kind="stable")
+    lay = Layout.block(every.size, COMM)
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.gids, ref[lay.start:lay.stop]), "order")
+
+
+def test_nan_on_one_rank_is_refused_on_every_rank():
+    keys = np.arange(5, dtype=np.float64)
+    if R == P - 1:
+        keys[2] = np.nan
+    assert_raises_collective(COMM, ValueError, psort, keys, COMM, match="NaN")
+    assert_raises_collective(COMM, ValueError, rank_of, keys.reshape(-1, 1), COMM,
+                             match="NaN")
+
+
+@pytest.mark.mpi(min_size=2)
+def test_disagreeing_ranks_are_refused_on_every_rank():
+    cols = np.zeros((4, 2 if R == 0 else 3), np.int64)
+    assert_raises_collective(COMM, ValueError, psort, cols, COMM, match="disagree")
+    kind = np.zeros(3, np.float64 if R == 0 else np.int64)
+    assert_raises_collective(COMM, ValueError, psort, kind, COMM, match="disagree")
+    pay = np.zeros(3, np.int32 if R == 0 else np.int64)
+    assert_raises_collective(COMM, ValueError, psort, np.zeros(3), COMM, payload=pay,
+                             match="disagree")
+
+
+def test_bad_arguments_on_one_rank_are_raised_on_every_rank():
+    keys = np.array(["a", "b"]) if R == 0 else np.zeros(2)
+    assert_raises_collective(COMM, TypeError, psort, keys, COMM, match="keys")
+    gids = np.zeros(3 if R == P - 1 else 2, np.int64)
+    assert_raises_collective(COMM, ValueError, psort, np.zeros(2), COMM, gids=gids,
+                             match="gids")
+    pay = np.zeros(1 if R == 0 else 2)
+    assert_raises_collective(COMM, ValueError, psort, np.zeros(2), COMM, payload=pay,
+                             match="payload")
+    assert_raises_collective(COMM, ValueError, psort, np.zeros((2, 2, 2)), COMM,
+                             match="1-D")
+
+
+def test_traffic_and_memory_are_the_local_share_not_the_global_size():
+    """Each rank sends its own items once and receives its block once; the
+    splitter search adds O(p) rows per round. Nothing of global size moves."""
+    rng = np.random.default_rng(R)
+    n = 20000 + 1000 * R
+    keys = rng.integers(0, 1000, (n, 2))
+    pay = rng.normal(size=n)
+    ledger = Ledger(COMM)
+    out = psort(keys, COMM, payload=pay, ledger=ledger)
+    N = COMM.allreduce(n)
+    item = 8 * (2 + 1 + 1)                          # two key columns, gid, payload
+    sent = sum(row[2] for _, row in ledger.steps)
+    recv = sum(row[3] for _, row in ledger.steps)
+    search = 1024 * P * (out.rounds + 2)            # O(p) rows per round, generously
+    with Checks(COMM) as c:
+        c.add(sent <= n * item + search, "sent", (sent, n * item))
+        c.add(recv <= math.ceil(N / P) * item + search, "received", (recv, N * item))
+        c.add(out.rounds <= math.ceil(math.log(N) / math.log(4 / 3)) + 1, "rounds",
+              out.rounds)
+        c.add(len(ledger.steps) == 2 * out.rounds + 1, "supersteps: 2 per round + 1",
+              len(ledger.steps))
+        if P > 1:
+            c.add(recv < 0.75 * N * item, "no gather", recv)
