@@ -639,7 +639,7 @@ def _nbx(inner: MPI.Comm, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray
     """NBX (Hoefler, Siebert & Lumsdaine 2010): deliver each rank's packed
     segment to its destinations, learning the sources and sizes on the way.
 
-    Every rank ``Issend``\ s its segments to the ranks it sends to and then,
+    Every rank sends its segments with ``Issend`` to the ranks it sends to and then,
     until done, receives whatever arrives (``Improbe`` + ``Mrecv``, the size
     from the probe's status). A synchronous send completes only once it is
     matched, so a rank whose sends have all completed has delivered
