@@ -9,6 +9,8 @@ COMM_WORLD; runs at any number of ranks.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -274,8 +276,9 @@ def test_vote_to_halt_runs_the_same():
 @pytest.mark.parametrize("where", ["queue", "compute",
                                    pytest.param("aggregator", marks=pytest.mark.mpi(min_size=2))])
 def test_error_on_one_rank_is_raised_everywhere_on_the_sparse_path(where):
-    # every rank has payload for the failing rank queued: the failure is agreed
-    # in the Allreduce, before any rank enters NBX, so nobody waits there
+    # every rank has payload for the failing rank queued, and the failing rank
+    # for everybody: it takes part in NBX like the others, the failure is
+    # agreed in the Iallreduce that ends it, and nobody waits for anybody
     rank, size = COMM.rank, COMM.size
     bad = size - 1
     ctx = BSP(COMM, exchange="sparse")
@@ -332,16 +335,22 @@ def test_debug_mode_detects_ranks_on_different_exchanges():
 
 
 def test_many_supersteps_do_not_mix_messages():
-    # NBX of superstep s completes before any rank starts s + 1, so the
-    # wildcard-source probes of s + 1 never see a message of s
+    # A rank that sees sync s complete may send its messages of s + 1 to a
+    # rank still receiving in s: they must wait for s + 1 (two alternating
+    # tags per private communicator, shared by every BSP context on it).
+    # Two contexts take turns, every rank sends to every rank, and the
+    # ranks are made uneven by sleeping.
     rank, size = COMM.rank, COMM.size
-    ctx = BSP(COMM, exchange="sparse")
+    ctxs = [BSP(COMM, exchange="sparse"), BSP(COMM, exchange="sparse")]
     checks = Checks(COMM)
-    for s in range(20):
-        for k in range(1 + s % 3):
-            ctx.send((rank + k + 1) % size, np.array([s, rank, k]))
+    for s in range(40):
+        ctx = ctxs[s % 2]
+        for d in range(size):
+            ctx.send(d, np.array([s, rank, d]))
+        if (rank + s) % 3 == 0:
+            time.sleep(0.002)
         inbox = ctx.sync()
         got = sorted(tuple(a) for _, a in inbox.messages())
-        want = sorted((s, (rank - k - 1) % size, k) for k in range(1 + s % 3))
+        want = [(s, src, rank) for src in range(size)]
         checks.add(got == want, "superstep %d" % s, got)
     checks.assert_all()

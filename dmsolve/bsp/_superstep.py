@@ -69,11 +69,19 @@ EXCHANGES = ("auto", "dense", "sparse")
 #: is as fast or faster for sparse and dense patterns alike, and its O(p)
 #: header is a few hundred bytes; from 8 ranks the header is what grows.
 SPARSE_MIN_RANKS = 8
-#: Tag of BSP's NBX payload messages on dmsolve's private duplicate of the
-#: user's communicator; :func:`._comm.next_tag` (the tags of neighbour
-#: patterns there) stays below it, and the user's own traffic is on another
-#: communicator altogether, so the wildcard-source probes match nothing else.
+#: Tags of BSP's NBX payload messages on dmsolve's private duplicate of the
+#: user's communicator: ``_NBX_TAG`` in even-numbered sparse syncs on that
+#: communicator, ``_NBX_TAG + 1`` in odd ones. :func:`._comm.next_tag` (the
+#: tags of neighbour patterns there) stays below them, and the user's own
+#: traffic is on another communicator altogether, so the wildcard-source
+#: probes match nothing else. Two tags, because a rank that has seen sync
+#: *s* complete may already send the messages of sync *s + 1* to a rank
+#: still receiving in *s* (never those of *s + 2*: *s + 1* cannot complete
+#: without that rank).
 _NBX_TAG = 32000
+# sparse syncs so far per private communicator (by handle): the same on
+# every rank, since every rank makes the same syncs on it in the same order
+_SYNCS: dict[int, int] = {}
 
 
 class Inbox:
@@ -371,10 +379,10 @@ class BSP:
         Collective on ``comm``. Under the dense exchange: one ``Alltoall`` of
         a small fixed-size header and one ``Alltoallv`` of payload bytes
         (skipped when no rank sends anything). Under the sparse exchange: one
-        ``Allreduce`` of a small fixed-size record and, when some rank sends
-        something, NBX on dmsolve's private duplicate of ``comm``. Raises on
-        every rank if any rank queued something invalid; then nothing is
-        delivered and no rank is left in the exchange.
+        ``Iallreduce`` of a small fixed-size record, which also serves as
+        the nonblocking barrier of NBX on dmsolve's private duplicate of
+        ``comm``. Raises on every rank if any rank queued something invalid;
+        then nothing is delivered and no rank is left in the exchange.
         """
         t_start = time.perf_counter()
         work = t_start - self._t_last
@@ -467,6 +475,9 @@ class BSP:
     def _sync_sparse(self, label, sendbufs, sendcounts, nmsgs):
         comm = self.comm
         inner = inner_comm(comm)        # collective once per communicator, on every rank
+        count = _SYNCS.get(inner.handle, 0)
+        _SYNCS[inner.handle] = count + 1
+        tag = _NBX_TAG + count % 2
         dests = np.flatnonzero(sendcounts)
         # One Allreduce of a fixed-size record: error flags, votes and the
         # message count reduce like the dense header's columns, and the
@@ -474,6 +485,7 @@ class BSP:
         # aggregator signature differs makes the reduction flag a mismatch
         # (see _reduce_records), so ranks that registered different
         # aggregators, or failed before registering theirs, cannot derail it.
+        # It is nonblocking and doubles as NBX's barrier (see _nbx).
         layout, agg_len = _agg_layout(self._aggs)
         sig = self._agg_signature()
         if len(_LAYOUTS) > 256:
@@ -487,8 +499,12 @@ class BSP:
         if agg_len <= 8 * _AGG_INLINE_WORDS:
             record[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len] = values
         result = np.empty_like(record)
-        comm.Allreduce([record, 1, _record_type(record.size)],
-                       [result, 1, _record_type(record.size)], op=_record_op())
+        # A rank that failed still takes part in the exchange (its messages
+        # are dropped with everybody's below), so no rank waits in NBX for it.
+        segments = _nbx(inner, tag, self.rank, sendbufs, sendcounts, dests,
+                        lambda: comm.Iallreduce([record, 1, _record_type(record.size)],
+                                                [result, 1, _record_type(record.size)],
+                                                op=_record_op()))
         ctrl_bytes = record.nbytes
         err, active, messages, mismatch = result[:8 * _HEADER_WORDS].view(np.int64)[:4]
 
@@ -514,10 +530,6 @@ class BSP:
             ctrl_bytes += big.nbytes
             reduced = out[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len]
         aggregates = _read_aggregates(self._aggs, layout, reduced)
-
-        segments = []
-        if messages:
-            segments = _nbx(inner, self.rank, sendbufs, sendcounts, dests)
         return _unpack(segments), aggregates, bool(active), int(messages), {
             "sent": ctrl_bytes, "recv": ctrl_bytes, "segments": segments}
 
@@ -634,22 +646,26 @@ def _displs(counts: np.ndarray) -> np.ndarray:
 
 # -- the sparse exchange ------------------------------------------------------------
 
-def _nbx(inner: MPI.Comm, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray,
-         dests: np.ndarray) -> list:
+def _nbx(inner: MPI.Comm, tag: int, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray,
+         dests: np.ndarray, start_barrier) -> list:
     """NBX (Hoefler, Siebert & Lumsdaine 2010): deliver each rank's packed
     segment to its destinations, learning the sources and sizes on the way.
 
-    Every rank sends its segments with ``Issend`` to the ranks it sends to and then,
-    until done, receives whatever arrives (``Improbe`` + ``Mrecv``, the size
-    from the probe's status). A synchronous send completes only once it is
-    matched, so a rank whose sends have all completed has delivered
-    everything; it then enters an ``Ibarrier``, and keeps receiving until the
-    barrier completes, which happens when every rank has delivered
+    Every rank sends its segments with ``Issend`` to the ranks it sends to
+    and then, until done, receives whatever arrives (``Improbe`` + ``Mrecv``,
+    the size from the probe's status). A synchronous send completes only once
+    it is matched, so a rank whose sends have all completed has delivered
+    everything; it then starts the nonblocking collective ``start_barrier()``
+    returns (NBX's ``Ibarrier``; here the sync's ``Iallreduce``, which cannot
+    complete before every rank has entered it either), and keeps receiving
+    until that completes, which happens once every rank has delivered
     everything: nothing is in flight any more, and all messages of this
-    superstep have been received before any rank leaves (so the supersteps'
-    messages never mix). Collective on ``inner``. Returns the ``(source,
-    bytes)`` segments received (this rank's own segment included, copied
-    locally), in ascending source order.
+    superstep have been received before any rank leaves. A rank may leave
+    earlier than another notices, and send its next sync's messages to a rank
+    still here: those carry the other of the two tags of :data:`_NBX_TAG`,
+    which this loop does not probe for. Collective on ``inner`` (and on the barrier's
+    communicator). Returns the ``(source, bytes)`` segments received (this
+    rank's own segment included, without a message), in ascending source order.
     """
     offsets = _displs(sendcounts)
     received = {}
@@ -659,11 +675,11 @@ def _nbx(inner: MPI.Comm, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray
         if d == rank:
             received[rank] = segment        # fresh from _pack: no copy needed
         else:
-            requests.append(inner.Issend([segment, MPI.BYTE], d, _NBX_TAG))
+            requests.append(inner.Issend([segment, MPI.BYTE], d, tag))
     status = MPI.Status()
     barrier = None
     while True:
-        message = inner.Improbe(MPI.ANY_SOURCE, _NBX_TAG, status)
+        message = inner.Improbe(MPI.ANY_SOURCE, tag, status)
         if message is not None:
             buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
             source = status.Get_source()
@@ -672,7 +688,7 @@ def _nbx(inner: MPI.Comm, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray
             continue
         if barrier is None:
             if MPI.Request.Testall(requests):
-                barrier = inner.Ibarrier()
+                barrier = start_barrier()
         elif barrier.Test():
             break
     return sorted(received.items())
