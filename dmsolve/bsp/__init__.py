@@ -14,7 +14,8 @@ See docs/bsp.md for the model. Public pieces:
 from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
 from ._probe import probe
-from ._superstep import BSP, COMBINERS, Inbox, estimate_distinct_fraction, reduce_by_key
+from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
+                         estimate_distinct_fraction, reduce_by_key)
 
-__all__ = ["BSP", "Inbox", "COMBINERS", "NeighborExchange", "Ledger", "BSPParams",
-           "probe", "reduce_by_key", "estimate_distinct_fraction"]
+__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
+           "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction"]

@@ -39,7 +39,7 @@ from .._registry import Registry
 from ._comm import inner_comm
 from ._ledger import Ledger
 
-__all__ = ["BSP", "Inbox", "COMBINERS"]
+__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS"]
 
 # dtypes a message may carry (numeric and bool); object arrays are refused
 _DTYPE_CHARS = "?bBhHiIlLqQefdgFDG"
