@@ -66,8 +66,9 @@ EXCHANGES = ("auto", "dense", "sparse")
 #: Under ``exchange="auto"`` the sparse exchange (NBX) is used from this many
 #: ranks up, the dense one (Alltoall + Alltoallv) below. Measured on this
 #: machine (bench/bench_bsp_exchange.py): at 2 and 4 ranks the dense exchange
-#: was 1.7x (2 ranks) to 12x (4 ranks, loaded cores) faster for ring and all-to-all patterns alike, and its O(p)
-#: header is a few hundred bytes; from 8 ranks the header is what grows.
+#: was 1.7x (2 ranks) to 12x (4 ranks, two loaded cores) faster for ring and
+#: all-to-all patterns alike, and its O(p) header is a few hundred bytes;
+#: from 8 ranks the header is what grows (192 bytes per rank and peer).
 SPARSE_MIN_RANKS = 8
 #: Tags of BSP's NBX payload messages on dmsolve's private duplicate of the
 #: user's communicator: ``_NBX_TAG`` in even-numbered sparse syncs on that
