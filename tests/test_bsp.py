@@ -1,7 +1,9 @@
 """Tests of the BSP superstep layer (dmsolve.bsp) at any number of ranks.
 
 Every test is collective on COMM_WORLD; expected answers are computed from
-inputs allgathered on every rank, so each rank checks its own share.
+inputs allgathered on every rank, so each rank checks its own share. Every
+test runs on both exchanges of BSP.sync (dense and sparse, forced through
+DMSOLVE_BSP_EXCHANGE, which BSP reads at construction).
 """
 
 from __future__ import annotations
@@ -23,8 +25,26 @@ pytestmark = pytest.mark.timeout(60)
 COMM = MPI.COMM_WORLD
 
 
+@pytest.fixture(autouse=True, params=["dense", "sparse"])
+def exchange(request, monkeypatch):
+    """The exchange every BSP built in the test uses."""
+    monkeypatch.setenv("DMSOLVE_BSP_EXCHANGE", request.param)
+    return request.param
+
+
+def sync_calls(exchange, payload):
+    """The collectives one sync makes on the user's communicator."""
+    if exchange == "dense":
+        return ["Alltoall", "Alltoallv"] if payload else ["Alltoall"]
+    return ["Iallreduce"]             # NBX's messages go on dmsolve's private duplicate
+
+
 class CountingComm(MPI.Intracomm):
-    """COMM_WORLD's handle, counting the Alltoall/Alltoallv calls made on it."""
+    """COMM_WORLD's handle, counting the collectives made on it."""
+
+    def Iallreduce(self, *args, **kwargs):
+        self.calls.append("Iallreduce")
+        return super().Iallreduce(*args, **kwargs)
 
     def Alltoall(self, *args, **kwargs):
         self.calls.append("Alltoall")
@@ -172,12 +192,13 @@ def test_send_rows_routes_rows_in_order():
     checks.assert_all()
 
 
-def test_empty_superstep_costs_one_alltoall():
+def test_empty_superstep_costs_one_collective(exchange):
     comm = counting_comm()
     ctx = BSP(comm)
-    inbox = ctx.sync("empty")
     checks = Checks(COMM)
-    checks.add(comm.calls == ["Alltoall"], "one Alltoall", comm.calls)
+    checks.add(ctx.exchange == exchange, "exchange", ctx.exchange)
+    inbox = ctx.sync("empty")
+    checks.add(comm.calls == sync_calls(exchange, False), "one collective", comm.calls)
     checks.add(inbox.global_messages == 0 and inbox.tags() == [], "no messages")
     checks.add(not inbox.any_active and inbox.aggregates == {}, "no votes, no aggregates")
     empty = inbox.concat(5, dtype=np.int32, shape=(2,))
@@ -188,13 +209,17 @@ def test_empty_superstep_costs_one_alltoall():
     if comm.rank == comm.size - 1:
         ctx.send(0, np.arange(3.0))
     inbox = ctx.sync()
-    assert_collective(COMM, comm.calls == ["Alltoall", "Alltoallv"]
+    assert_collective(COMM, comm.calls == sync_calls(exchange, True)
                       and inbox.global_messages == 1, "calls %s" % comm.calls)
+    got = inbox.from_source(comm.size - 1)
+    want = [np.arange(3.0)] if comm.rank == 0 else []
+    assert_collective(COMM, len(got) == len(want)
+                      and all(np.array_equal(g, w) for g, w in zip(got, want)), repr(got))
 
 
 # -- aggregators -------------------------------------------------------------------------
 
-def test_aggregators_mixed_dtypes_in_one_sync():
+def test_aggregators_mixed_dtypes_in_one_sync(exchange):
     rank, size = COMM.rank, COMM.size
     ranks = np.arange(size)
     comm = counting_comm()
@@ -226,7 +251,7 @@ def test_aggregators_mixed_dtypes_in_one_sync():
     }
     checks = Checks(COMM)
     checks.add(sorted(agg) == sorted(expected), "aggregate names", sorted(agg))
-    checks.add(comm.calls == ["Alltoall", "Alltoallv"], "calls", comm.calls)
+    checks.add(comm.calls == sync_calls(exchange, True), "calls", comm.calls)
     for k, v in expected.items():
         checks.add(k in agg and np.shape(agg[k]) == np.shape(v) and np.array_equal(agg[k], v),
                    "aggregate %s" % k, agg.get(k))
@@ -238,12 +263,12 @@ def test_aggregators_mixed_dtypes_in_one_sync():
     assert_equal_collective(inbox.concat(), np.arange(2))
 
 
-def test_aggregators_alone_cost_one_alltoall():
+def test_aggregators_alone_cost_one_collective(exchange):
     comm = counting_comm()
     ctx = BSP(comm)
     ctx.aggregate("n", "sum", np.arange(3) * comm.rank)
     inbox = ctx.sync()
-    assert_collective(COMM, comm.calls == ["Alltoall"], "calls %s" % comm.calls)
+    assert_collective(COMM, comm.calls == sync_calls(exchange, False), "calls %s" % comm.calls)
     assert_equal_collective(inbox.aggregates["n"],
                             np.arange(3) * (comm.size * (comm.size - 1) // 2))
 

@@ -1,4 +1,5 @@
-"""examples/bsp_components.py runs at any rank count and agrees with scipy."""
+"""examples/bsp_components.py runs at any rank count and agrees with scipy,
+on both exchanges of BSP.sync (forced through DMSOLVE_BSP_EXCHANGE)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
 pytestmark = pytest.mark.timeout(120)
 
 COMM = MPI.COMM_WORLD
+
+
+@pytest.fixture(autouse=True, params=["dense", "sparse"])
+def exchange(request, monkeypatch):
+    """The exchange every BSP the example builds uses (read at construction)."""
+    monkeypatch.setenv("DMSOLVE_BSP_EXCHANGE", request.param)
+    return request.param
 
 
 def scipy_labels(n, edges):

@@ -17,8 +17,9 @@ from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
 from ._probe import probe
 from ._psort import SortedBlock, psort, rank_of
-from ._superstep import BSP, COMBINERS, Inbox, estimate_distinct_fraction, reduce_by_key
+from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
+                         estimate_distinct_fraction, reduce_by_key)
 
-__all__ = ["BSP", "Inbox", "COMBINERS", "NeighborExchange", "Ledger", "BSPParams",
-           "probe", "reduce_by_key", "estimate_distinct_fraction", "psort", "rank_of",
-           "SortedBlock"]
+__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
+           "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
+           "psort", "rank_of", "SortedBlock"]

@@ -46,11 +46,26 @@ class Ledger:
         self.steps: list[tuple[str, np.ndarray]] = []
         self.exchanges: dict[str, np.ndarray] = {}
 
+    #: the columns of a superstep's record (``steps[i][1]``)
+    STEP_FIELDS = ("work", "comm", "bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv",
+                   "ctrl_sent", "ctrl_recv", "peers_sent", "peers_recv")
+
     def record_superstep(self, label, work_s, comm_s, bytes_sent, bytes_recv,
-                         msgs_sent, msgs_recv) -> None:
-        """Record one superstep of this rank (seconds, bytes, messages). Not collective."""
+                         msgs_sent, msgs_recv, *, ctrl_sent=0, ctrl_recv=0,
+                         peers_sent=0, peers_recv=0) -> None:
+        """Record one superstep of this rank. Not collective.
+
+        Seconds of local work and of the sync; payload bytes and BSP messages
+        sent and received (a rank's messages to itself count both ways);
+        ``ctrl_*``: bytes of this rank's contributions to the sync's
+        collectives and their results (the dense exchange's header rows, the
+        sparse exchange's Allreduce record; what an MPI library moves for
+        them on the wire depends on its algorithm); ``peers_*``: other ranks
+        that payload was sent to / received from (self excluded).
+        """
         self.steps.append((label, np.array([work_s, comm_s, bytes_sent, bytes_recv,
-                                            msgs_sent, msgs_recv], dtype=np.float64)))
+                                            msgs_sent, msgs_recv, ctrl_sent, ctrl_recv,
+                                            peers_sent, peers_recv], dtype=np.float64)))
 
     def record_exchange(self, name, seconds, bytes_sent, bytes_recv, msgs_sent,
                         msgs_recv) -> None:
@@ -70,11 +85,13 @@ class Ledger:
 
         Returns a dict with ``supersteps`` (S), ``work`` (W: sum over
         supersteps of the slowest rank's local work), ``h`` (sum over
-        supersteps of the h-relation in bytes), ``comm_seconds``, and per-step
-        rows ``steps`` of (label, max work, max comm, h, max messages).
+        supersteps of the h-relation in bytes), ``comm_seconds``, ``ctrl``
+        (sum over supersteps of the largest control bytes a rank sent or
+        received, see :meth:`record_superstep`), and per-step rows ``steps``
+        of (label, max work, max comm, h, max messages).
         """
         n = self.comm.allreduce(len(self.steps), op=MPI.MAX)
-        local = np.zeros((n, 6))
+        local = np.zeros((n, len(self.STEP_FIELDS)))
         for i, (_, row) in enumerate(self.steps):
             local[i] = row
         worst = np.empty_like(local)
@@ -91,6 +108,7 @@ class Ledger:
             "work": float(worst[:, 0].sum()),
             "comm_seconds": float(worst[:, 1].sum()),
             "h": float(h.sum()),
+            "ctrl": float(np.maximum(worst[:, 6], worst[:, 7]).sum()),
             "steps": rows,
             "exchanges": {k: dict(zip(("calls", "seconds", "bytes_sent", "bytes_recv",
                                        "msgs_sent", "msgs_recv"), ex[i]))

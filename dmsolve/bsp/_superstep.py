@@ -1,22 +1,33 @@
 """Supersteps: local work, queued messages, one synchronisation.
 
 A :class:`BSP` context queues typed numpy messages per destination and tag
-during local work; :meth:`BSP.sync` delivers all of them at once with one
-small ``Alltoall`` (byte counts, aggregators, halt votes and error flags all
-ride in the same fixed-size header) and one ``Alltoallv`` of the payload
-bytes. Combiners reduce messages to the same key before they leave the rank
-and again at the owner (a distributed GROUP BY / reduce-by-key).
+during local work; :meth:`BSP.sync` delivers all of them at once. Two
+exchanges give the same result:
+
+- ``"dense"``: one small ``Alltoall`` (byte counts, aggregators, halt votes and
+  error flags all ride in the same fixed-size header) and one ``Alltoallv`` of
+  the payload bytes: O(p) words per rank per superstep;
+- ``"sparse"``: one small ``Allreduce`` (aggregators, votes, error flags and
+  the message count) and a sparse dynamic exchange, NBX (synchronous sends,
+  probes, a nonblocking barrier): per rank, words in proportion to the ranks
+  it really talks to, plus O(log p) for the two collectives.
+
+Combiners reduce messages to the same key before they leave the rank and
+again at the owner (a distributed GROUP BY / reduce-by-key).
 
 References
 ----------
 L. G. Valiant, "A bridging model for parallel computation", CACM 33(8), 1990.
 G. Malewicz et al., "Pregel: a system for large-scale graph processing",
 SIGMOD 2010.
+T. Hoefler, C. Siebert and A. Lumsdaine, "Scalable communication protocols
+for dynamic sparse data exchange", PPoPP 2010 (NBX).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections import defaultdict
 
@@ -25,9 +36,10 @@ from mpi4py import MPI
 
 from .._errors import agree
 from .._registry import Registry
+from ._comm import inner_comm
 from ._ledger import Ledger
 
-__all__ = ["BSP", "Inbox", "COMBINERS"]
+__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS"]
 
 # dtypes a message may carry (numeric and bool); object arrays are refused
 _DTYPE_CHARS = "?bBhHiIlLqQefdgFDG"
@@ -47,6 +59,30 @@ _AGG_OPS = ("sum", "min", "max", "any", "all")
 # aggregator signature, aggregator bytes; then the inline aggregator block
 _HEADER_WORDS = 8
 _AGG_INLINE_WORDS = 16  # aggregators up to 128 bytes ride in the header
+
+#: Exchanges of :class:`BSP` (the ``exchange`` keyword and the
+#: ``DMSOLVE_BSP_EXCHANGE`` environment variable).
+EXCHANGES = ("auto", "dense", "sparse")
+#: Under ``exchange="auto"`` the sparse exchange (NBX) is used from this many
+#: ranks up, the dense one (Alltoall + Alltoallv) below. Measured on this
+#: machine (bench/bench_bsp_exchange.py): at 2 and 4 ranks the dense exchange
+#: was 1.7x (2 ranks) to 12x (4 ranks, two loaded cores) faster for ring and
+#: all-to-all patterns alike, and its O(p) header is a few hundred bytes;
+#: from 8 ranks the header is what grows (192 bytes per rank and peer).
+SPARSE_MIN_RANKS = 8
+#: Tags of BSP's NBX payload messages on dmsolve's private duplicate of the
+#: user's communicator: ``_NBX_TAG`` in even-numbered sparse syncs on that
+#: communicator, ``_NBX_TAG + 1`` in odd ones. :func:`._comm.next_tag` (the
+#: tags of neighbour patterns there) stays below them, and the user's own
+#: traffic is on another communicator altogether, so the wildcard-source
+#: probes match nothing else. Two tags, because a rank that has seen sync
+#: *s* complete may already send the messages of sync *s + 1* to a rank
+#: still receiving in *s* (never those of *s + 2*: *s + 1* cannot complete
+#: without that rank).
+_NBX_TAG = 32000
+# sparse syncs so far per private communicator (by handle): the same on
+# every rank, since every rank makes the same syncs on it in the same order
+_SYNCS: dict[int, int] = {}
 
 
 class Inbox:
@@ -120,6 +156,19 @@ class BSP:
         raise the same ``RuntimeError`` on every rank if not.
     ledger : Ledger, optional
         Where supersteps are recorded. A new one by default (:attr:`ledger`).
+    exchange : {"auto", "dense", "sparse"}, optional
+        How :meth:`sync` moves messages (docs/bsp.md, "What one
+        synchronisation costs"). ``"dense"``: one ``Alltoall`` of a fixed
+        header per pair of ranks and one ``Alltoallv``, O(p) words per rank.
+        ``"sparse"``: one small ``Allreduce`` and NBX (``Issend`` to the ranks
+        really sent to, ``Improbe``/``Mrecv`` of whatever arrives, an
+        ``Ibarrier`` once the own sends completed) on dmsolve's private
+        duplicate of ``comm`` (tag ``32000``, so it never matches the user's
+        messages). ``"auto"``: sparse from :data:`SPARSE_MIN_RANKS` ranks up,
+        dense below. Default: the environment variable
+        ``DMSOLVE_BSP_EXCHANGE`` if set (read here, at construction), else
+        ``"auto"``. Both deliver the same messages in the same order; every
+        rank must use the same exchange. The chosen one is :attr:`exchange`.
 
     Notes
     -----
@@ -138,12 +187,23 @@ class BSP:
     >>> inbox.concat(), inbox.aggregates["n"]  # doctest: +SKIP
     """
 
-    def __init__(self, comm: MPI.Comm, *, debug: bool = False, ledger: Ledger | None = None):
+    def __init__(self, comm: MPI.Comm, *, debug: bool = False, ledger: Ledger | None = None,
+                 exchange: str | None = None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm")
+        source = "exchange"
+        if exchange is None:
+            exchange = os.environ.get("DMSOLVE_BSP_EXCHANGE", "").strip() or "auto"
+            source = "DMSOLVE_BSP_EXCHANGE"
+        if exchange not in EXCHANGES:
+            raise ValueError("%s must be one of %s, got %r" % (source, EXCHANGES, exchange))
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
+        if exchange == "auto":
+            exchange = "sparse" if self.size >= SPARSE_MIN_RANKS else "dense"
+        #: the exchange :meth:`sync` uses: ``"dense"`` or ``"sparse"``
+        self.exchange = exchange
         self.debug = debug
         self.ledger = ledger if ledger is not None else Ledger(comm)
         self.step = 0
@@ -317,23 +377,47 @@ class BSP:
     def sync(self, label: str = "") -> Inbox:
         """Deliver every queued message and reduce every aggregator.
 
-        Collective on ``comm``: one ``Alltoall`` of a small fixed-size header
-        and one ``Alltoallv`` of payload bytes (skipped when no rank sends
-        anything). Raises on every rank if any rank queued something invalid.
+        Collective on ``comm``. Under the dense exchange: one ``Alltoall`` of
+        a small fixed-size header and one ``Alltoallv`` of payload bytes
+        (skipped when no rank sends anything). Under the sparse exchange: one
+        ``Iallreduce`` of a small fixed-size record, which also serves as
+        the nonblocking barrier of NBX on dmsolve's private duplicate of
+        ``comm``. Raises on every rank if any rank queued something invalid;
+        then nothing is delivered and no rank is left in the exchange.
         """
         t_start = time.perf_counter()
         work = t_start - self._t_last
-        comm, size = self.comm, self.size
         if self.debug:
             self._check_sequence(label)
+        sendbufs, sendcounts, nmsgs = self._pack()
+        if self.exchange == "dense":
+            by_tag, aggregates, active, messages, ctrl = self._sync_dense(
+                label, sendbufs, sendcounts, nmsgs)
+        else:
+            by_tag, aggregates, active, messages, ctrl = self._sync_sparse(
+                label, sendbufs, sendcounts, nmsgs)
+        nbytes_recv = sum(segment.size for _, segment in ctrl["segments"])
+        t_end = time.perf_counter()
+        others = np.arange(self.size) != self.rank
+        self.ledger.record_superstep(
+            label or "step %d" % self.step, work, t_end - t_start, int(sendcounts.sum()),
+            nbytes_recv, nmsgs, sum(len(pairs) for pairs in by_tag.values()),
+            ctrl_sent=ctrl["sent"], ctrl_recv=ctrl["recv"],
+            peers_sent=int(np.count_nonzero(sendcounts[others])),
+            peers_recv=sum(1 for src, _ in ctrl["segments"] if src != self.rank))
+        self.step += 1
+        self._reset()
+        self._t_last = time.perf_counter()
+        return Inbox(by_tag, aggregates, active, messages)
 
+    def _sync_dense(self, label, sendbufs, sendcounts, nmsgs):
+        comm, size = self.comm, self.size
         # The header has a fixed width on every rank whatever it queued, so a
         # rank that registered other aggregators (or failed before doing so)
         # cannot derail the Alltoall: mismatches are detected from the
         # headers and raised on every rank.
         agg_bytes = b"".join(a.tobytes() for _, _, a in self._aggs)
         err_code = 0 if self._error is None else 1
-        sendbufs, sendcounts, nmsgs = self._pack()
 
         header = np.zeros((size, _HEADER_WORDS + _AGG_INLINE_WORDS), dtype=np.int64)
         header[:, 0] = sendcounts
@@ -350,6 +434,7 @@ class BSP:
             header[:, _HEADER_WORDS:] = block.view(np.int64)
         incoming = np.empty_like(header)
         comm.Alltoall(header, incoming)
+        ctrl_sent = ctrl_recv = header.nbytes   # one row to every rank, one from every rank
 
         if incoming[:, 2].any():
             self._raise_collective()
@@ -370,27 +455,84 @@ class BSP:
             # large aggregators cost one extra collective (documented)
             blocks = np.empty((size, nagg), dtype=np.uint8)
             comm.Allgather(np.frombuffer(agg_bytes, dtype=np.uint8), blocks)
+            ctrl_sent += nagg
+            ctrl_recv += blocks.nbytes
         aggregates = self._reduce_aggregates(blocks.reshape(size, -1))
 
         by_tag: dict = {}
-        nbytes_recv = int(recvcounts.sum())
+        segments = []
         if messages:
-            recvbuf = np.empty(nbytes_recv, dtype=np.uint8)
+            recvbuf = np.empty(int(recvcounts.sum()), dtype=np.uint8)
             sdispl = _displs(sendcounts)
             rdispl = _displs(recvcounts)
             comm.Alltoallv([sendbufs, (sendcounts, sdispl), MPI.BYTE],
                            [recvbuf, (recvcounts, rdispl), MPI.BYTE])
-            by_tag = _unpack(recvbuf, recvcounts, rdispl)
+            segments = [(int(src), recvbuf[rdispl[src]:rdispl[src] + recvcounts[src]])
+                        for src in np.flatnonzero(recvcounts)]
+            by_tag = _unpack(segments)
+        return by_tag, aggregates, active, messages, {
+            "sent": ctrl_sent, "recv": ctrl_recv, "segments": segments}
 
-        t_end = time.perf_counter()
-        self.ledger.record_superstep(label or "step %d" % self.step, work,
-                                     t_end - t_start, int(sendcounts.sum()),
-                                     nbytes_recv, nmsgs,
-                                     sum(len(pairs) for pairs in by_tag.values()))
-        self.step += 1
-        self._reset()
-        self._t_last = time.perf_counter()
-        return Inbox(by_tag, aggregates, active, messages)
+    def _sync_sparse(self, label, sendbufs, sendcounts, nmsgs):
+        comm = self.comm
+        inner = inner_comm(comm)        # collective once per communicator, on every rank
+        count = _SYNCS.get(inner.handle, 0)
+        _SYNCS[inner.handle] = count + 1
+        tag = _NBX_TAG + count % 2
+        dests = np.flatnonzero(sendcounts)
+        # One Allreduce of a fixed-size record: error flags, votes and the
+        # message count reduce like the dense header's columns, and the
+        # aggregators (in their reduction dtypes) reduce in place. A rank whose
+        # aggregator signature differs makes the reduction flag a mismatch
+        # (see _reduce_records), so ranks that registered different
+        # aggregators, or failed before registering theirs, cannot derail it.
+        # It is nonblocking and doubles as NBX's barrier (see _nbx).
+        layout, agg_len = _agg_layout(self._aggs)
+        sig = self._agg_signature()
+        if len(_LAYOUTS) > 256:
+            _LAYOUTS.clear()
+        _LAYOUTS[sig] = layout
+        record = np.zeros(8 * (_HEADER_WORDS + _AGG_INLINE_WORDS), dtype=np.uint8)
+        head = record[:8 * _HEADER_WORDS].view(np.int64)
+        head[:] = (0 if self._error is None else 1, int(self._active), nmsgs, 0, sig,
+                   agg_len, dests.size, 0)
+        values = _agg_values(self._aggs, layout, agg_len)
+        if agg_len <= 8 * _AGG_INLINE_WORDS:
+            record[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len] = values
+        result = np.empty_like(record)
+        # A rank that failed still takes part in the exchange (its messages
+        # are dropped with everybody's below), so no rank waits in NBX for it.
+        segments = _nbx(inner, tag, self.rank, sendbufs, sendcounts, dests,
+                        lambda: comm.Iallreduce([record, 1, _record_type(record.size)],
+                                                [result, 1, _record_type(record.size)],
+                                                op=_record_op()))
+        ctrl_bytes = record.nbytes
+        err, active, messages, mismatch = result[:8 * _HEADER_WORDS].view(np.int64)[:4]
+
+        if err:
+            self._raise_collective()
+        if mismatch:
+            self._reset()
+            self.step += 1
+            raise RuntimeError("BSP sync %r: ranks registered different aggregators "
+                               "(names, ops, shapes or dtypes); every rank must register "
+                               "the same ones in the same order" % label)
+        if agg_len <= 8 * _AGG_INLINE_WORDS:
+            reduced = result[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len]
+        else:
+            # large aggregators cost one extra Allreduce, of a record as long
+            # as they are (every rank's agg_len is the same: checked above)
+            big = np.zeros(8 * _HEADER_WORDS + _pad8(agg_len), dtype=np.uint8)
+            big[:8 * _HEADER_WORDS].view(np.int64)[4:6] = (sig, agg_len)
+            big[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len] = values
+            out = np.empty_like(big)
+            comm.Allreduce([big, 1, _record_type(big.size)],
+                           [out, 1, _record_type(big.size)], op=_record_op())
+            ctrl_bytes += big.nbytes
+            reduced = out[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len]
+        aggregates = _read_aggregates(self._aggs, layout, reduced)
+        return _unpack(segments), aggregates, bool(active), int(messages), {
+            "sent": ctrl_bytes, "recv": ctrl_bytes, "segments": segments}
 
     def run(self, compute, max_steps: int | None = None, label: str = "") -> int:
         """Pregel-style driver: call ``compute(ctx, inbox)`` once per superstep
@@ -474,10 +616,11 @@ class BSP:
         agree(self.comm, exc)
 
     def _check_sequence(self, label: str) -> None:
-        mine = (self.step, label, [(n, o, a.shape, a.dtype.str) for n, o, a in self._aggs])
+        mine = (self.step, label, [(n, o, a.shape, a.dtype.str) for n, o, a in self._aggs],
+                self.exchange)
         everyone = self.comm.allgather(mine)
         if any(e != everyone[0] for e in everyone):
-            diff = ", ".join("rank %d at step %d %r" % (r, e[0], e[1])
+            diff = ", ".join("rank %d at step %d %r (%s exchange)" % (r, e[0], e[1], e[3])
                              for r, e in enumerate(everyone))
             raise RuntimeError("BSP ranks disagree on the superstep sequence "
                                "(or their aggregators): " + diff)
@@ -502,11 +645,163 @@ def _displs(counts: np.ndarray) -> np.ndarray:
     return out
 
 
-def _unpack(buf: np.ndarray, counts, displs) -> dict:
+# -- the sparse exchange ------------------------------------------------------------
+
+def _nbx(inner: MPI.Comm, tag: int, rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray,
+         dests: np.ndarray, start_barrier) -> list:
+    """NBX (Hoefler, Siebert & Lumsdaine 2010): deliver each rank's packed
+    segment to its destinations, learning the sources and sizes on the way.
+
+    Every rank sends its segments with ``Issend`` to the ranks it sends to
+    and then, until done, receives whatever arrives (``Improbe`` + ``Mrecv``,
+    the size from the probe's status). A synchronous send completes only once
+    it is matched, so a rank whose sends have all completed has delivered
+    everything; it then starts the nonblocking collective ``start_barrier()``
+    returns (NBX's ``Ibarrier``; here the sync's ``Iallreduce``, which cannot
+    complete before every rank has entered it either), and keeps receiving
+    until that completes, which happens once every rank has delivered
+    everything: nothing is in flight any more, and all messages of this
+    superstep have been received before any rank leaves. A rank may leave
+    earlier than another notices, and send its next sync's messages to a rank
+    still here: those carry the other of the two tags of :data:`_NBX_TAG`,
+    which this loop does not probe for. Collective on ``inner`` (and on the barrier's
+    communicator). Returns the ``(source, bytes)`` segments received (this
+    rank's own segment included, without a message), in ascending source order.
+    """
+    offsets = _displs(sendcounts)
+    received = {}
+    requests = []
+    for d in dests.tolist():
+        segment = sendbuf[offsets[d]:offsets[d] + sendcounts[d]]
+        if d == rank:
+            received[rank] = segment        # fresh from _pack: no copy needed
+        else:
+            requests.append(inner.Issend([segment, MPI.BYTE], d, tag))
+    status = MPI.Status()
+    barrier = None
+    while True:
+        message = inner.Improbe(MPI.ANY_SOURCE, tag, status)
+        if message is not None:
+            buf = np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8)
+            source = status.Get_source()
+            message.Recv([buf, MPI.BYTE])
+            received[source] = buf
+            continue
+        if barrier is None:
+            if MPI.Request.Testall(requests):
+                barrier = start_barrier()
+        elif barrier.Test():
+            break
+    return sorted(received.items())
+
+
+def _sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype ``np.sum`` accumulates ``dtype`` in (so both exchanges agree)."""
+    return np.add.reduce(np.zeros(1, dtype=dtype)).dtype
+
+
+def _agg_layout(aggs) -> tuple[tuple, int]:
+    """Where each aggregator sits in the sparse record: ``(op, dtype, shape,
+    offset, nbytes)`` per aggregator, with ``dtype`` the reduction's own
+    (``sum`` of int8 accumulates in int64, like ``np.sum``), and the length."""
+    layout = []
+    pos = 0
+    for _, op, arr in aggs:
+        dt = _sum_dtype(arr.dtype) if op == "sum" else arr.dtype
+        nbytes = dt.itemsize * arr.size
+        layout.append((op, dt, arr.shape, pos, nbytes))
+        pos += nbytes
+    return tuple(layout), pos
+
+
+def _agg_values(aggs, layout, length: int) -> np.ndarray:
+    out = np.zeros(length, dtype=np.uint8)
+    for (_, _, arr), (_, dt, _, pos, nbytes) in zip(aggs, layout):
+        out[pos:pos + nbytes] = np.ascontiguousarray(arr, dtype=dt).reshape(-1).view(np.uint8)
+    return out
+
+
+def _read_aggregates(aggs, layout, reduced: np.ndarray) -> dict:
+    out = {}
+    for (name, _, _), (_, dt, shape, pos, nbytes) in zip(aggs, layout):
+        value = reduced[pos:pos + nbytes].copy().view(dt).reshape(shape)
+        out[name] = value[()] if value.ndim == 0 else value   # 0-d: a scalar, as np.sum gives
+    return out
+
+
+# Aggregator layouts by signature, for the reduction operator: an operator
+# is called with two records and no other context, and both records carry
+# their signature. Bounded: cleared when it grows past a few hundred entries.
+_LAYOUTS: dict[int, tuple] = {}
+_AGG_UFUNCS = {"sum": np.add, "min": np.minimum, "max": np.maximum,
+               "any": np.logical_or, "all": np.logical_and}
+_TYPES: dict[int, MPI.Datatype] = {}
+_OP: list = []
+
+
+def _reduce_records(inbuf, inoutbuf, datatype) -> None:
+    """``inout = in (+) inout`` on two sparse-sync records (a user MPI op).
+
+    Header words: error flag (max), active vote (max), message count (sum),
+    mismatch flag (max), aggregator signature and length (must be equal:
+    else the mismatch flag is set and the aggregators are left alone),
+    destinations (max), unused. Then the aggregators, each with its own op,
+    if the record is long enough to hold them (the large-aggregator record
+    of the second Allreduce; in the first one they ride inline only when
+    they fit). Not collective.
+    """
+    a = np.frombuffer(inbuf, dtype=np.uint8)
+    b = np.frombuffer(inoutbuf, dtype=np.uint8)
+    ha = a[:8 * _HEADER_WORDS].view(np.int64)
+    hb = b[:8 * _HEADER_WORDS].view(np.int64)
+    hb[0] = max(ha[0], hb[0])
+    hb[1] = max(ha[1], hb[1])
+    hb[2] += ha[2]
+    hb[6] = max(ha[6], hb[6])
+    if ha[3] or hb[3] or ha[4] != hb[4] or ha[5] != hb[5]:
+        hb[3] = 1
+        return
+    length = int(hb[5])
+    if length == 0 or b.size < 8 * _HEADER_WORDS + length:
+        return
+    layout = _LAYOUTS.get(int(hb[4]))
+    if layout is None:
+        # this rank registered other aggregators than the two records: the
+        # full reduction, which includes this rank's record, is a mismatch
+        hb[3] = 1
+        return
+    ra = a[8 * _HEADER_WORDS:]
+    rb = b[8 * _HEADER_WORDS:]
+    for op, dt, _, pos, nbytes in layout:
+        x = ra[pos:pos + nbytes].view(dt)
+        y = rb[pos:pos + nbytes].view(dt)
+        _AGG_UFUNCS[op](x, y, out=y)
+
+
+def _record_op() -> MPI.Op:
+    """The MPI operator of :func:`_reduce_records`, created on first use
+    (never at import) and kept for the life of the process. Not collective."""
+    if not _OP:
+        _OP.append(MPI.Op.Create(_reduce_records, commute=True))
+    return _OP[0]
+
+
+def _record_type(nbytes: int) -> MPI.Datatype:
+    """A contiguous MPI type of ``nbytes`` bytes, so that MPI treats a whole
+    record as one element and never hands the operator a piece of one.
+    Created on first use, cached. Not collective."""
+    t = _TYPES.get(nbytes)
+    if t is None:
+        t = _TYPES[nbytes] = MPI.BYTE.Create_contiguous(nbytes).Commit()
+    return t
+
+
+def _unpack(segments) -> dict:
+    """Messages by tag from ``(source, bytes)`` segments in ascending source order."""
     by_tag: dict = defaultdict(list)
-    for src in np.flatnonzero(counts):
-        pos = int(displs[src])
-        end = pos + int(counts[src])
+    for src, buf in segments:
+        pos = 0
+        end = buf.size
         while pos < end:
             tag, code, ndim, nbytes = buf[pos:pos + 32].view(np.int64)
             shape = tuple(buf[pos + 32:pos + 32 + 8 * ndim].view(np.int64))
