@@ -26,6 +26,8 @@ from ._domain import check_domain
 from ._mergetree import APEX, lookup, sweep
 from ._order import global_order
 from ._saddles import saddle_saddle_pairs
+from ._vtkxml import check_pvtu_path as _check_pvtu_path
+from ._vtkxml import vtk_type, write_parallel
 
 __all__ = ["persistence_diagram", "PersistenceDiagram"]
 
@@ -65,8 +67,9 @@ class PersistenceDiagram:
 
     Notes
     -----
-    Properties and accessors are not collective; ``write_csv`` and
-    ``write_vtu`` are (rank 0 writes, errors are agreed).
+    Properties and accessors are not collective; ``write_csv``,
+    ``write_vtu`` (rank 0 writes) and ``write_pvtu`` (one piece per rank)
+    are, and their errors are agreed.
     """
 
     _FIELDS = ("dim", "birth", "death", "birth_vertex", "death_vertex")
@@ -151,6 +154,7 @@ class PersistenceDiagram:
         ``PairType`` (the dimension), ``Persistence`` (``-1`` for essential
         classes), ``IsFinite``, ``Scalar`` and ``ttkVertexScalarField`` (the
         global vertex id). Written on rank 0; collective on ``comm``.
+        :meth:`write_pvtu` writes one piece per rank instead.
 
         Raises
         ------
@@ -163,6 +167,62 @@ class PersistenceDiagram:
         OSError
             On every rank, if the file cannot be written.
         """
+        self._check_domain(domain)
+        path = check_writable(path, self.comm)
+        vid, data = self._point_cloud()
+        points = domain.vertex_coordinates(vid)
+        exc = None
+        if self.comm.Get_rank() == 0:
+            try:
+                cells = [("vertex", np.arange(vid.size, dtype=np.int64).reshape(-1, 1))]
+                meshio.Mesh(points, cells, point_data=data).write(path, file_format="vtu")
+            except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
+                exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
+        agree(self.comm, exc)
+
+    def write_pvtu(self, path, domain) -> None:
+        """The points of :meth:`write_vtu` as a parallel VTU: rank ``r``
+        writes the ends of pairs at the vertices it owns to the piece
+        ``<stem>/<stem>_r.vtu`` beside ``path`` (which ends in ``.pvtu``),
+        rank 0 the index ``path`` (the layout of :func:`topology.io.write_pvtu`).
+
+        Each point is one ``vertex`` cell, with the arrays of
+        :meth:`write_vtu` and ``GlobalPointIds`` = ``GlobalCellIds`` = the
+        point's row in :meth:`write_vtu`'s file (births of all kept pairs,
+        then deaths of the finite ones), so pieces can be matched; a vertex
+        that ends several pairs is several points, all in its owner's piece.
+        The pairs themselves are the same on every rank (see the class), so
+        the piece is cut from them without communication.
+
+        Collective on ``comm``: the checks, then three small agreements (see
+        :func:`topology.io.write_pvtu`).
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`write_vtu`; ``ValueError`` also if ``path`` does not end
+            in ``.pvtu``.
+        OSError
+            On every rank, if ``path`` cannot be written, or any rank cannot
+            write its piece (rank 0 the index).
+        """
+        self._check_domain(domain)
+        with agreed(self.comm):
+            path = _check_pvtu_path(path)
+        path = check_writable(path, self.comm)
+        vid, data = self._point_cloud()
+        lay = domain.vertex_layout
+        mine = np.flatnonzero(lay.is_local(domain.global_to_layout(vid)))
+        ids = mine.astype(np.int64)
+        write_parallel(self.comm, path, domain.vertex_coordinates(vid[mine]), "vertex",
+                       np.arange(mine.size, dtype=np.int64).reshape(-1, 1),
+                       {k: v[mine] for k, v in data.items()}, {}, point_ids=ids, cell_ids=ids,
+                       ghost=None,
+                       point_arrays=[(k, vtk_type(v.dtype), 1) for k, v in data.items()],
+                       cell_arrays=[])
+
+    def _check_domain(self, domain) -> None:
+        """Refuse a domain that is not the diagram's, on every rank. Collective on ``comm``."""
         check_domain(domain)
         with agreed(self.comm):
             if domain.comm is not self.comm and MPI.Comm.Compare(domain.comm, self.comm) \
@@ -176,12 +236,14 @@ class PersistenceDiagram:
             if top >= domain.global_num_vertices:
                 raise ValueError("the diagram names vertex %d; domain has %d vertices"
                                  % (top, domain.global_num_vertices))
-        path = check_writable(path, self.comm)
+
+    def _point_cloud(self) -> tuple[np.ndarray, dict]:
+        """``(vertex ids, TTK's arrays)`` of the points of :meth:`write_vtu`:
+        births of all kept pairs, then deaths of the finite ones. Not collective."""
         p = self.pairs
         fin = np.isfinite(p["death"])
         npair = p["dim"].size
         pid = np.arange(npair)
-        # births of all pairs, then deaths of the finite ones
         vid = np.concatenate((p["birth_vertex"], p["death_vertex"][fin]))
         ctype = np.concatenate(([_ttk_type(k, self.dimension) for k in p["dim"].tolist()],
                                 [_ttk_type(k + 1, self.dimension) for k in p["dim"][fin].tolist()]))
@@ -195,15 +257,7 @@ class PersistenceDiagram:
             "Scalar": np.concatenate((p["birth"], p["death"][fin])),
             "ttkVertexScalarField": vid.astype(np.int64),
         }
-        points = domain.vertex_coordinates(vid)
-        exc = None
-        if self.comm.Get_rank() == 0:
-            try:
-                cells = [("vertex", np.arange(vid.size, dtype=np.int64).reshape(-1, 1))]
-                meshio.Mesh(points, cells, point_data=data).write(path, file_format="vtu")
-            except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
-                exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
-        agree(self.comm, exc)
+        return vid.astype(np.int64), data
 
 
 def persistence_diagram(domain, values, *, min_persistence: float = 0.0,

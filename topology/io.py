@@ -1,5 +1,6 @@
 """Mesh and image I/O for topology: meshio for triangle/tetrahedron meshes and
-VTU output (array names as TTK writes them), numpy ``.npy`` for images.
+VTU output (array names as TTK writes them), a ``.pvtu`` with one ``.vtu``
+piece per rank for data too large for one rank, numpy ``.npy`` for images.
 
 Every failure is agreed on: a file that cannot be read or written raises
 ``OSError`` naming it, malformed content ``ValueError``, on every rank."""
@@ -16,9 +17,10 @@ from dmsolve.validate import agreed, check_choice
 
 from ._complex import PARTITIONS, SimplicialComplex
 from ._domain import check_domain
-from ._grid import Grid, freudenthal_cells
+from ._grid import Grid, _grid_cells, _points3, freudenthal_cells
+from ._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
 
-__all__ = ["read_mesh", "read_image", "write_vtu", "CRITICAL_TYPE"]
+__all__ = ["read_mesh", "read_image", "write_vtu", "write_pvtu", "CRITICAL_TYPE"]
 
 #: TTK's point-data name for critical types
 CRITICAL_TYPE = "CriticalType"
@@ -160,6 +162,27 @@ def _field(domain, name, v, k: int, count: int, what: str):
                          "shape %s" % (what, name, count, count, a.dtype, a.shape))
 
 
+def _check_fields(domain, point_data, cell_data) -> int:
+    """The door checks of :func:`write_vtu` and :func:`write_pvtu`: the
+    field dicts and every field's type, length and layout; returns the
+    number of top cells. Not collective (call it in ``agreed``)."""
+    top = domain.dimension
+    for name, data in (("point_data", point_data), ("cell_data", cell_data)):
+        if data is not None and not isinstance(data, dict):
+            raise TypeError("%s must be a dict of name -> values, got %s"
+                            % (name, type(data).__name__))
+    ncells = (int(np.prod([n - 1 for n in domain.shape])) * len(freudenthal_cells(top))
+              if isinstance(domain, Grid) else domain.simplex_layout(top).global_size)
+    for name, v in (point_data or {}).items():
+        _field(domain, name, v, 0, domain.global_num_vertices, "point_data")
+    for name, v in (cell_data or {}).items():
+        if isinstance(domain, Grid) and isinstance(v, DistVector):
+            raise ValueError("cell_data[%r]: a Grid has no cell layout; give a global "
+                             "array of %d values" % (name, ncells))
+        _field(domain, name, v, top, ncells, "cell_data")
+    return ncells
+
+
 def write_vtu(path, domain, point_data: dict | None = None,
               cell_data: dict | None = None) -> None:
     """Write ``domain`` with point data (and cell data on a complex's top
@@ -171,6 +194,10 @@ def write_vtu(path, domain, point_data: dict | None = None,
     data must be global arrays (one row per triangle or tetrahedron).
     Collective on ``domain.comm``; rank 0 checks that the path can be
     written before anything is gathered.
+
+    Every field and the whole mesh pass through rank 0: this is for small
+    data. :func:`write_pvtu` writes one piece per rank instead, with no
+    gathering.
 
     Raises
     ------
@@ -187,19 +214,7 @@ def write_vtu(path, domain, point_data: dict | None = None,
     top = domain.dimension
     with agreed(comm):
         path = _check_path(path)
-        for name, data in (("point_data", point_data), ("cell_data", cell_data)):
-            if data is not None and not isinstance(data, dict):
-                raise TypeError("%s must be a dict of name -> values, got %s"
-                                % (name, type(data).__name__))
-        ncells = (int(np.prod([n - 1 for n in domain.shape])) * len(freudenthal_cells(top))
-                  if isinstance(domain, Grid) else domain.simplex_layout(top).global_size)
-        for name, v in (point_data or {}).items():
-            _field(domain, name, v, 0, domain.global_num_vertices, "point_data")
-        for name, v in (cell_data or {}).items():
-            if isinstance(domain, Grid) and isinstance(v, DistVector):
-                raise ValueError("cell_data[%r]: a Grid has no cell layout; give a global "
-                                 "array of %d values" % (name, ncells))
-            _field(domain, name, v, top, ncells, "cell_data")
+        _check_fields(domain, point_data, cell_data)
     check_writable(path, comm)
 
     def gathered(v, k):
@@ -219,3 +234,186 @@ def write_vtu(path, domain, point_data: dict | None = None,
         except Exception as e:  # noqa: BLE001 - whatever meshio raises is agreed on
             exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
     agree(comm, exc)
+
+
+def _grid_cell_ids(shape, planes) -> np.ndarray:
+    """Global ids of the cells :func:`_grid_cells` ``(shape, planes)`` lists,
+    in its order: their rows in ``_grid_cells(shape)`` (origins in x-major
+    order, then the cells of one grid cell). Not collective."""
+    per = len(freudenthal_cells(len(shape)))
+    ranges = [np.arange(n - 1) for n in shape]
+    ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
+    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
+    index = np.ravel_multi_index(tuple(origins.T), [n - 1 for n in shape]) if origins.size \
+        else np.zeros(0, np.int64)
+    return (index[:, None] * per + np.arange(per)).reshape(-1).astype(np.int64)
+
+
+def _local_piece(domain):
+    """This rank's piece: ``(sel, cells, cell_ids, kind)``, with ``sel`` the
+    positions in ``domain.ghosted_ids()`` of the piece's points (the owned
+    vertices and every vertex of an owned top cell, ascending), ``cells`` the
+    owned top cells as rows of piece point numbers (vertices in the order
+    :func:`write_vtu` writes them) and ``cell_ids`` their global ids. Not
+    collective."""
+    gids = domain.global_ids(0)
+    own = domain.owned_positions()
+    if isinstance(domain, Grid):
+        # the cells whose origin corner lies in an owned plane (none in the last
+        # plane), generated here: a Grid stores no cell
+        p0, p1 = domain.owned_planes
+        planes = (p0, min(p1, domain.shape[-1] - 1))
+        cellpos = _grid_cells(domain.shape, planes) - domain.ghosted_planes[0] * domain.plane_size
+        cell_ids = _grid_cell_ids(domain.shape, planes)
+        kind = "triangle" if domain.dimension == 2 else "tetra"
+    else:
+        d = domain.dimension
+        if d == 0:
+            cellpos, cell_ids = own.reshape(-1, 1), domain.owned_global_ids(0)
+        else:
+            mine = domain.owned_slice(d)
+            cellpos = domain.local_simplex_positions(d)[mine]
+            cell_ids = domain.global_ids(d)[mine]
+            # sorted global vertex ids, as simplices(d) (and so write_vtu) has them
+            cellpos = np.take_along_axis(cellpos, np.argsort(gids[cellpos], axis=1), axis=1)
+        kind = {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[d]
+    sel = np.union1d(own, cellpos.ravel()).astype(np.int64)
+    return sel, np.searchsorted(sel, cellpos), cell_ids, kind
+
+
+def _piece_points(domain, gids: np.ndarray) -> np.ndarray:
+    """Coordinates of vertices by global id as :func:`write_vtu` writes them
+    (a complex without points: zeros, as its ``mesh()``). Not collective."""
+    if isinstance(domain, Grid):
+        return domain.vertex_coordinates(gids)
+    if domain.points is None:
+        return np.zeros((gids.size, 3))
+    return _points3(domain.points[gids])
+
+
+def _signature(point_data, cell_data) -> list:
+    """``(where, name, VTK type, components, is a DistVector)`` of every
+    field, sorted: what must agree across ranks. Not collective."""
+    out = []
+    for where, data in (("point", point_data), ("cell", cell_data)):
+        for name, v in (data or {}).items():
+            dist = isinstance(v, DistVector)
+            a = v.local if dist else np.asarray(v)
+            out.append((where, name, vtk_type(a.dtype), 1 if a.ndim == 1 else int(a.shape[1]),
+                        dist))
+    return sorted(out)
+
+
+def write_pvtu(path, domain, point_data: dict | None = None,
+               cell_data: dict | None = None) -> None:
+    """Write ``domain`` with point data (and cell data on its top cells) as a
+    parallel VTU for ParaView: one ``.vtu`` piece per rank and a ``.pvtu``
+    index, with no rank holding more than its own share.
+
+    Layout: for ``path = "out/field.pvtu"`` rank ``r`` writes
+    ``out/field/field_r.vtu`` (the piece names of VTK's
+    ``vtkXMLPUnstructuredGridWriter``, in the subdirectory its
+    ``UseSubdirectory`` option makes), and rank 0 writes the index
+    ``out/field.pvtu``: a ``PUnstructuredGrid`` declaring every array's
+    name, type and components and naming each piece (``Source`` relative to
+    the index). Files are VTK XML, arrays base64-encoded binary,
+    uncompressed.
+
+    Piece ``r`` holds rank ``r``'s top cells (a complex's owned top
+    simplices; a Grid's Freudenthal cells whose origin corner lies in one
+    of its owned planes, generated locally) and the points it needs: the
+    owned vertices and the ghost vertices of those cells, whose values come
+    from the domain's ghost exchange. Every top cell is in exactly one
+    piece; a ghost vertex is in several, marked ``vtkGhostType`` = 1
+    (DUPLICATEPOINT) in all but its owner's. Each piece has TTK's and VTK's
+    matching arrays ``GlobalPointIds`` (global vertex ids) and
+    ``GlobalCellIds`` (the row of the cell in :func:`write_vtu`'s file:
+    the global simplex id on a complex, the cell's index in the Freudenthal
+    triangulation on a Grid). A rank without cells or vertices writes an
+    empty piece. Cells and values are those :func:`write_vtu` writes, cut
+    into pieces.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The index file; must end in ``.pvtu``.
+    domain : Grid or SimplicialComplex
+    point_data, cell_data : dict of str -> values, optional
+        Point values: DistVectors on ``domain.vertex_layout`` or global
+        arrays of one row per vertex (shape (n,) or (n, c), indexed by
+        global vertex id; each rank takes the rows of its points). Cell
+        values on a complex: DistVectors on ``domain.simplex_layout(top)``
+        or global arrays indexed by global simplex id; on a Grid global
+        arrays in :func:`write_vtu`'s cell order. Real or boolean numbers
+        (booleans are written as UInt8). The names ``GlobalPointIds``,
+        ``GlobalCellIds`` and ``vtkGhostType`` are the writer's.
+
+    Notes
+    -----
+    Collective on ``domain.comm``: the checks below, one ghost exchange per
+    DistVector point field (among neighbouring ranks), and three small
+    agreements (the piece directory, the pieces, the index). Memory and
+    traffic per rank are those of its piece. Rank 0 checks that ``path``
+    can be written before anything is written; the index is written only
+    after every piece was. A piece that fails is removed by its rank.
+
+    Raises
+    ------
+    TypeError
+        On every rank, if ``domain`` is not a Grid or SimplicialComplex, a
+        field dict is not a dict, a name is not a non-empty str, ``path`` is
+        not a path, or a DistVector holds non-real numbers.
+    ValueError
+        On every rank, if ``path`` does not end in ``.pvtu``, a field has
+        the wrong length or layout, uses a reserved name, or the ranks pass
+        different field names, kinds, types or widths.
+    OSError
+        On every rank, if ``path`` cannot be written, the piece directory
+        cannot be made, or any rank cannot write its piece (or rank 0 the
+        index).
+    """
+    check_domain(domain)
+    comm = domain.comm
+    sig = None
+    with agreed(comm):
+        path = check_pvtu_path(path)
+        _check_fields(domain, point_data, cell_data)
+        for what, data in (("point_data", point_data), ("cell_data", cell_data)):
+            for name, v in (data or {}).items():
+                if name in RESERVED:
+                    raise ValueError("%s[%r]: %s are the names of the arrays write_pvtu adds "
+                                     "itself" % (what, name, ", ".join(RESERVED)))
+                if isinstance(v, DistVector) and v.dtype.kind not in "fiub":
+                    raise TypeError("%s[%r] must hold real numbers, got a DistVector of %s"
+                                    % (what, name, v.dtype))
+        sig = _signature(point_data, cell_data)
+    # the same fields on every rank: the index is rank 0's, and the ghost
+    # exchanges below are matched by order
+    sig0 = comm.bcast(sig, root=0)
+    with agreed(comm):
+        if sig != sig0:
+            raise ValueError("point_data and cell_data must name the same fields, of the same "
+                             "kind (DistVector or array), type and width, on every rank; rank "
+                             "0 has %s" % ([a[:4] for a in sig0],))
+    check_writable(path, comm)
+
+    sel, cells, cell_ids, kind = _local_piece(domain)
+    gids = domain.global_ids(0)[sel]
+    is_owned = np.zeros(domain.global_ids(0).size, dtype=bool)
+    is_owned[domain.owned_positions()] = True
+    pd, cd = {}, {}
+    for where, name, _, _, dist in sig:
+        v = (point_data if where == "point" else cell_data)[name]
+        if where == "point" and dist:
+            local = v.local.astype(np.uint8) if v.dtype.kind == "b" else v.local
+            pd[name] = domain.ghosted(local)[sel]
+        elif where == "point":
+            pd[name] = np.asarray(v)[gids]
+        else:
+            cd[name] = v.local if dist else np.asarray(v)[cell_ids]
+    points = _piece_points(domain, gids)
+
+    write_parallel(comm, path, points, kind, cells, pd, cd, point_ids=gids, cell_ids=cell_ids,
+                   ghost=~is_owned[sel],
+                   point_arrays=[a[1:4] for a in sig if a[0] == "point"],
+                   cell_arrays=[a[1:4] for a in sig if a[0] == "cell"])
