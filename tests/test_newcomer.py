@@ -8,8 +8,11 @@ import that same checkout, so that running these tests against another
 checkout's library tests that checkout's files too.
 """
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -20,7 +23,7 @@ from mpi4py import MPI
 import dmsolve
 from dmsolve import DistCSR, DistVector
 from mpitest import (Checks, assert_allclose_collective, assert_raises_collective,
-                     run_mpi_job)
+                     child_env, on_rank0, run_mpi_job)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -267,3 +270,41 @@ def test_make_setup_warms_every_numba_kernel(comm):
                    "exit %r after %.0f s: %s" % (code, seconds, out[-2000:]))
         checks.add(m and m.group(1) == m.group(2) and int(m.group(2)) > 20,
                    "every kernel is in the cache", out[-2000:])
+
+
+# -- README "Running on a cluster", as far as this machine allows --------------------------
+
+def test_readme_hostfile_launch_and_mpi_library(comm, shared_tmp_path):
+    # the wheel's mpiexec with a hostfile of host:slots lines (here localhost:2)
+    # starts the ranks; mpi4py says which libmpi it loaded (the wheel's, in the venv)
+    hosts = shared_tmp_path / "hosts"
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from mpi4py import MPI\nimport dmsolve\n"
+            "A = dmsolve.gallery.poisson2d(20, MPI.COMM_WORLD)\n"
+            "x, info = dmsolve.solve(A, dmsolve.gallery.rhs(A), 'cg', 'jacobi', rtol=1e-8)\n"
+            "me = 'rank %%d of %%d %%s %%d' %% (MPI.COMM_WORLD.rank, MPI.COMM_WORLD.size,"
+            " info.reason.name, info.iterations)\n"
+            "lines = MPI.COMM_WORLD.gather(me)\n"
+            "if lines: print('\\n'.join(lines))\n" % str(CHECKOUT))
+
+    def launch():
+        hosts.write_text("localhost:2\n")
+        mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+        job = subprocess.run([mpiexec, "-f", str(hosts), "-n", "2", sys.executable, "-m",
+                              "mpi4py", "-c", code], capture_output=True, text=True,
+                             timeout=300, env=child_env(), cwd=str(CHECKOUT))
+        lib = subprocess.run([sys.executable, "-m", "mpi4py", "--mpi-library"],
+                             capture_output=True, text=True, timeout=120, env=child_env())
+        return job.returncode, job.stdout + job.stderr, lib.returncode, lib.stdout.strip()
+
+    code_, out, lib_code, lib = on_rank0(comm, launch)
+    lines = sorted(line for line in out.splitlines() if line.startswith("rank "))
+    with Checks(comm) as checks:
+        checks.add(code_ == 0, "the hostfile launch exits with 0", out[-2000:])
+        checks.add([line.split()[:4] for line in lines] == [["rank", "0", "of", "2"],
+                                                            ["rank", "1", "of", "2"]],
+                   "both ranks of the hostfile launch ran in one world", out[-2000:])
+        checks.add(len({line.split(None, 4)[4] for line in lines}) == 1,
+                   "both ranks report the same converged solve", out[-2000:])
+        checks.add(lib_code == 0 and "libmpi" in lib and lib.startswith(sys.prefix),
+                   "mpi4py --mpi-library names the wheel's libmpi in the venv", lib)
