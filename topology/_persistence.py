@@ -211,8 +211,10 @@ class PersistenceDiagram:
             path = _check_pvtu_path(path)
         path = check_writable(path, self.comm)
         vid, data = self._point_cloud()
-        lay = domain.vertex_layout
-        mine = np.flatnonzero(lay.is_local(domain.global_to_layout(vid)))
+        # the pairs' vertices are global ids, replicated on every rank: each
+        # rank writes those it owns (a renumbered complex translates only the
+        # vertices a rank holds, so compare global ids, not layout indices)
+        mine = np.flatnonzero(np.isin(vid, domain.owned_global_ids(0)))
         ids = mine.astype(np.int64)
         write_parallel(self.comm, path, domain.vertex_coordinates(vid[mine]), "vertex",
                        np.arange(mine.size, dtype=np.int64).reshape(-1, 1),
