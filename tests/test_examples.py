@@ -117,6 +117,18 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         m9 = re.search(r"caught as StopEarly on (\d+) of (\d+) ranks", out)
         checks.add(m9 and m9.group(1) == m9.group(2) == str(comm.size),
                    "the user's exception type on every rank", m9 and m9.group(0))
+        m10 = re.search(r"cg \+ jacobi in complex128: CONVERGED_RTOL in \d+ iterations, error "
+                        r"vs spsolve (\S+)", out)
+        checks.add(m10 and float(m10.group(1)) < 1e-7, "complex CG solves the Hermitian system",
+                   m10 and m10.group(0))
+        m10 = re.search(r"psort of (\d+) keys: counts per rank \[([\d, ]+)\], equal to "
+                        r"np.sort: True", out)
+        counts = [int(c) for c in m10.group(2).split(",")] if m10 else []
+        checks.add(m10 and len(counts) == comm.size and sum(counts) == int(m10.group(1))
+                   and max(counts) - min(counts) <= 1, "psort sorts into fair shares",
+                   m10 and m10.group(0))
+        checks.add("write_pvtu: %d pieces (one per rank)" % comm.size in out,
+                   "one pvtu piece per rank")
         m = re.search(r"resumed: (\d+) iterations in all \(uninterrupted (\d+)\), "
                       r"max \|x - x_full\| (\S+)", out)
         checks.add(m and m.group(1) == m.group(2) and float(m.group(3)) < 1e-12,
