@@ -337,6 +337,32 @@ def worker(case: str, n: int, warm_n: int, json_path: str) -> None:
             json.dump(out, f, indent=1)
 
 
+def probe_worker(json_path: str) -> None:
+    """Worker mode: BSP machine parameters g and l of this machine (rank 0 writes)."""
+    from mpi4py import MPI
+    from dmsolve.bsp import probe
+    par = probe(MPI.COMM_WORLD)
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        with open(json_path, "w") as f:
+            json.dump({"g": par.g, "l": par.l, "ranks": par.ranks}, f)
+
+
+def run_probe(mpiexec, timeout, p=2) -> dict | None:
+    """g and l from ``dmsolve.bsp.probe`` at ``p`` ranks, in a fresh mpiexec."""
+    fd, path = tempfile.mkstemp(suffix=".json", prefix="scale-probe-")
+    os.close(fd)
+    cmd = [mpiexec, "-n", str(p), sys.executable, "-m", "mpi4py", os.path.abspath(__file__),
+           "--probe", "--json", path]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        ok = proc.returncode == 0 and os.path.getsize(path) > 0
+        res = json.load(open(path)) if ok else None
+    except subprocess.TimeoutExpired:
+        res = None
+    os.unlink(path)
+    return res
+
+
 # -- targets --------------------------------------------------------------------------------
 #: Absolute slack on the memory targets (RSS moves in pages and allocator arenas).
 MEM_FLOOR = 2 * MIB
@@ -568,6 +594,9 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
           "(allocator arenas, MPI's per-peer buffers), hence the absolute slack on the "
           "memory targets. Arrays of global size are above 64 KiB from a few thousand "
           "entries on, and are seen.", ""]
+    import scale_project
+    L.append(scale_project.markdown({c: results[c] for c in cases if c in results},
+                                    results.get("_probe")))
     return "\n".join(L) + "\n"
 
 
@@ -575,6 +604,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", help="worker mode: run this case (under mpiexec)")
     ap.add_argument("--json", help="worker mode: write the figures here (rank 0)")
+    ap.add_argument("--probe", action="store_true",
+                    help="worker mode: measure g and l with dmsolve.bsp.probe")
     ap.add_argument("--ranks", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32, 64])
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     ap.add_argument("--n", type=int, default=20, help="slab edge: n^3 per rank")
@@ -591,23 +622,33 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.render:
         with open(args.render) as f:
-            res = {c: {int(p): r for p, r in v.items()} for c, v in json.load(f).items()}
+            raw = json.load(f)
+        probe = raw.pop("_probe", None)
+        res = {c: {int(p): r for p, r in v.items()} for c, v in raw.items()}
         wall = sum(r.get("wall", 0.0) for v in res.values() for r in v.values())
         ranks = sorted({p for v in res.values() for p in v})
         n = next(r["n"] for v in res.values() for r in v.values() if "n" in r)
         cases = [c for c in CASES if c in res]
+        if probe:
+            res["_probe"] = probe
         with open(args.out, "w") as f:
             f.write(markdown(res, cases, ranks, n, args.started or "?", wall))
         print("wrote", args.out)
         return 0
     if args.warm_n is None:
         args.warm_n = args.n
+    if args.probe:
+        probe_worker(args.json)
+        return 0
     if args.case:
         worker(args.case, args.n, args.warm_n, args.json)
         return 0
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.time()
     results: dict = {}
+    probe = run_probe(args.mpiexec, args.timeout)
+    if probe:
+        results["_probe"] = probe
     # every case at one rank count before the next count, so that a run stopped
     # early still has all cases at the smaller counts
     for p in args.ranks:

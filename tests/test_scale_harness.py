@@ -166,3 +166,44 @@ def test_dmsolve_inner_comm_and_bsp_supersteps_are_counted(comm, ccomm):
         # the payload (5 int64 to another rank) is among the bytes of the first sync
         ch.add(t["bytes_sent"] >= (40 if comm.size > 1 else 0), "payload bytes", t)
         ch.add(t["collectives"] >= 2, "collectives", t)
+
+
+# -- the cost-model projection (bench/scale_project.py; serial arithmetic) -----------------
+def _synthetic_runs(h0, h1, s0, s1, mem1=0.0):
+    runs = {1: {"seconds": 0.5, "sent_max": 0, "recv_max": 0, "p2p_max": 0,
+                "supersteps": 0, "collectives": 0, "mem_max": 0.0}}
+    for p in (4, 8, 16, 32):
+        runs[p] = {"seconds": 9.0, "sent_max": h0 + h1 * p, "recv_max": 1,
+                   "p2p_max": 6, "supersteps": int(s0 + s1 * np.log2(p)),
+                   "collectives": 3, "mem_max": 1e6 + mem1 * p}
+    return runs
+
+
+def test_projection_recovers_linear_and_log_growth():
+    import scale_project as sp_
+    runs = _synthetic_runs(1000, 64, 10, 4, mem1=2048)
+    t = sp_._terms(runs)
+    assert t["W"] == 0.5                        # the 1-rank time, not the oversubscribed ones
+    assert np.allclose(t["H"], (1000, 64)) and np.allclose(t["S"], (10, 4))
+    assert np.allclose(t["M"], (6, 0)) and np.allclose(t["mem"], (1e6, 2048))
+    m = {"g": 1e-9, "a": 1e-6, "c": 2e-6}
+    r = sp_.project(t, 4096, m)
+    assert np.isclose(r["bandwidth"], 1e-9 * (1000 + 64 * 4096))
+    assert np.isclose(r["messages"], 6e-6)
+    assert np.isclose(r["sync"], 2e-6 * 12 * (10 + 4 * 12))
+    assert np.isclose(r["T"], 0.5 + r["bandwidth"] + r["messages"] + r["sync"])
+
+
+def test_projection_keeps_flat_terms_flat_and_writes_every_case():
+    import scale_project as sp_
+    flat = _synthetic_runs(5000, 0, 20, 0)
+    t = sp_._terms(flat)
+    assert abs(t["H"][1]) < 1e-9 and abs(t["S"][1]) < 1e-9   # no growth where none measured
+    r256, r4096 = (sp_.project(t, p, sp_.CLUSTER) for p in (256, 4096))
+    assert np.isclose(r256["bandwidth"], r4096["bandwidth"])
+    text = sp_.markdown({"flat": flat, "grows": _synthetic_runs(0, 1e5, 5, 5),
+                         "short": {1: flat[1], 4: flat[4]}},
+                        {"g": 1e-9, "l": 1e-5, "ranks": 2})
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ")][1:]
+    assert [ln.split(" | ")[0] for ln in rows] == ["| flat", "| grows", "| short"]
+    assert "bandwidth" in rows[1] and "too few runs" in rows[2]
