@@ -500,8 +500,8 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          "Written by `make scale` (bench/scale.py); do not edit by hand.", "",
          "- Date: %s (UTC), %.0f s in all." % (started, wall),
          "- Machine: %s. Ranks are oversubscribed on the cores: times are not the figure." %
-         machine_description(),
-         "- Code measured: %s." % code_description(),
+         results.get("_meta", {}).get("machine", machine_description()),
+         "- Code measured: %s." % results.get("_meta", {}).get("code", code_description()),
          "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
          "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
          (n, n ** 3, 3 * n, 3 * n),
@@ -623,14 +623,13 @@ def main(argv=None) -> int:
     if args.render:
         with open(args.render) as f:
             raw = json.load(f)
-        probe = raw.pop("_probe", None)
+        probe, meta = raw.pop("_probe", None), raw.pop("_meta", None)
         res = {c: {int(p): r for p, r in v.items()} for c, v in raw.items()}
         wall = sum(r.get("wall", 0.0) for v in res.values() for r in v.values())
         ranks = sorted({p for v in res.values() for p in v})
         n = next(r["n"] for v in res.values() for r in v.values() if "n" in r)
         cases = [c for c in CASES if c in res]
-        if probe:
-            res["_probe"] = probe
+        res.update({k: v for k, v in (("_probe", probe), ("_meta", meta)) if v})
         with open(args.out, "w") as f:
             f.write(markdown(res, cases, ranks, n, args.started or "?", wall))
         print("wrote", args.out)
@@ -646,6 +645,8 @@ def main(argv=None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     t0 = time.time()
     results: dict = {}
+    # named now: a later --render of these figures must not name the code checked out then
+    results["_meta"] = {"code": code_description(), "machine": machine_description()}
     probe = run_probe(args.mpiexec, args.timeout)
     if probe:
         results["_probe"] = probe
