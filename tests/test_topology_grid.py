@@ -78,6 +78,29 @@ def test_global_order_matches_lexsort(shape):
     assert_equal_collective(order, ref)
 
 
+@pytest.mark.parametrize("max_ranks", [0, 8], ids=["psort", "psrs"])
+def test_global_order_both_sorts_with_ids_match_lexsort(monkeypatch, max_ranks):
+    # PSRS_MAX_RANKS = 0 sends every communicator through rank_of (the path of
+    # more than 8 ranks); permuted ids break the ties, as a METIS complex's do
+    import topology._order as order_mod
+    monkeypatch.setattr(order_mod, "PSRS_MAX_RANKS", max_ranks)
+    g = Grid((6, 5, 4), COMM)
+    n = 120
+    fld = random_field((6, 5, 4), seed=11, levels=3)
+    ids = np.random.default_rng(5).permutation(n)
+    vec = g.vertex_values(fld)
+    lay = vec.layout
+    got = global_order(vec, ids=ids[lay.start:lay.stop]).gather()
+    ref = np.empty(n, dtype=np.int64)
+    ref[np.lexsort((ids, fld))] = np.arange(n)
+    assert_equal_collective(got, ref)
+    for f in (np.zeros(n), np.arange(n, 0, -1, dtype=float)):
+        got = global_order(g.vertex_values(f)).gather()
+        ref = np.empty(n, dtype=np.int64)
+        ref[np.lexsort((np.arange(n), f))] = np.arange(n)
+        assert_equal_collective(got, ref)
+
+
 def test_global_order_all_ties_and_unbalanced():
     g = Grid((4, 3, 9), COMM)
     n = 4 * 3 * 9
