@@ -335,6 +335,22 @@ class _Counting:
         TALLY.p2p_recv += 1
         return out
 
+    def _matched(self, name, message, st):
+        # a matched probe is a receive of exactly the probed message (BSP's NBX
+        # path receives by Improbe + Message.Recv)
+        if message is not None and st.Get_source() != MPI.PROC_NULL:
+            self._add(name, 0, st.Get_count(MPI.BYTE), collective=False)
+            TALLY.p2p_recv += 1
+        return message
+
+    def Mprobe(self, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
+        st = status if status is not None else MPI.Status()
+        return self._matched("Mprobe", super().Mprobe(source, tag, st), st)
+
+    def Improbe(self, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
+        st = status if status is not None else MPI.Status()
+        return self._matched("Improbe", super().Improbe(source, tag, st), st)
+
     def Irecv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG):
         # counted at posting, as the posted buffer's size (an upper bound)
         self._add("Irecv", 0, spec_nbytes(buf) if source != MPI.PROC_NULL else 0,

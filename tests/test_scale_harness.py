@@ -168,6 +168,25 @@ def test_dmsolve_inner_comm_and_bsp_supersteps_are_counted(comm, ccomm):
         ch.add(t["collectives"] >= 2, "collectives", t)
 
 
+def test_sparse_bsp_exchange_receives_are_counted(comm, ccomm):
+    # the NBX path receives by Improbe + Message.Recv: the matched probe counts
+    from dmsolve.bsp import BSP
+    ctx = BSP(ccomm, exchange="sparse")
+    ctx.sync()                                    # inner communicators made
+    TALLY.reset()
+    ctx.send((comm.rank + 1) % comm.size, np.arange(5, dtype=np.int64))
+    inbox = ctx.sync()
+    t = TALLY.as_dict()
+    probed = t["by_call"].get("Improbe", [0, 0, 0])
+    with Checks(comm) as ch:
+        ch.add(np.array_equal(inbox.concat(), np.arange(5)), "payload")
+        if comm.size > 1:
+            # one message from the left neighbour: its 40 payload bytes (plus
+            # the keys of the segment) were received
+            ch.add(probed[0] == 1 and probed[2] >= 40, "Improbe receive counted", probed)
+            ch.add(t["bytes_recv"] >= probed[2], "in the total", t)
+
+
 # -- the cost-model projection (bench/scale_project.py; serial arithmetic) -----------------
 def _synthetic_runs(h0, h1, s0, s1, mem1=0.0):
     runs = {1: {"seconds": 0.5, "sent_max": 0, "recv_max": 0, "p2p_max": 0,
