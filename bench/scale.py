@@ -580,8 +580,9 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
           "whose `Prequest.Startall` tallies the starts); a persistent request started "
           "another way (`req.Start()`) would not be counted.",
           "- `Irecv` is counted at posting with the posted buffer's size (an upper bound); "
-          "a receive of unknown size through `Mprobe`/`Mrecv`, one-sided (RMA) calls and "
-          "MPI-IO are not counted (dmsolve uses none today).",
+          "a receive matched by `Mprobe`/`Improbe` (the sparse BSP exchange's NBX) at the "
+          "probe, with the probed size. One-sided (RMA) calls and MPI-IO are not counted "
+          "(dmsolve uses none today).",
           "- Supersteps are what `BSP.sync` records in a ledger; exchanges outside BSP "
           "(collectives in solvers, partitioners) appear under coll only.",
           "- The memory figure is the whole process's (numpy, numba, MPI buffers, the "
