@@ -18,6 +18,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from .._layout import Layout
+from ..bsp import NeighborExchange
 from ..validate import agreed, check_int, check_real
 from ._exchange import exchange, fetch
 from ._partition import Partition
@@ -31,6 +32,11 @@ COARSE_PER_PART = 40
 #: this factor ends the coarsening (the matching has stalled).
 MATCH_ROUNDS = 6
 STALL_RATIO = 0.92
+#: METIS's imbalance allowance on the coarse graph, in thousandths (1.01): tighter
+#: than the target, so that the refinement has room to move vertices.
+COARSE_UFACTOR = 10
+#: METIS tries this many partitions of the coarse graph and keeps the best (cheap: it is small).
+COARSE_NCUTS = 4
 #: Refinement rounds at coarse levels and at the finest level.
 COARSE_REFINE_ROUNDS = 4
 FINE_REFINE_ROUNDS = 10
@@ -57,16 +63,24 @@ class _Graph:
         start, stop = self.layout.start, self.layout.stop
         self.is_local = (self.adj >= start) & (self.adj < stop)
         self._lidx = self.adj[self.is_local] - start
-        self.ghosts, inv = np.unique(self.adj[~self.is_local], return_inverse=True)
+        ghosts, inv = np.unique(self.adj[~self.is_local], return_inverse=True)
         self._ginv = inv.ravel()
+        # planned once per level, exchanged a dozen times (only values travel)
+        self.halo = NeighborExchange.from_ghosts(self.layout, ghosts, dtype=np.int64,
+                                                 name="multilevel.halo")
 
     def neighbour_values(self, local_values: np.ndarray) -> np.ndarray:
-        """``values[adj]`` of a vertex array; collective (one fetch of the ghosts)."""
-        out = np.empty(self.adj.size, dtype=local_values.dtype)
+        """``values[adj]`` of a vertex array (int64). Collective among the
+        neighbours (one halo exchange)."""
+        out = np.empty(self.adj.size, dtype=np.int64)
         out[self.is_local] = local_values[self._lidx]
-        got = fetch(self.layout, local_values, self.ghosts)
+        got = self.halo.exchange(np.ascontiguousarray(local_values, dtype=np.int64))
         out[~self.is_local] = got[self._ginv]
         return out
+
+    def free(self) -> None:
+        """Release the halo's persistent requests. Not collective."""
+        self.halo.free()
 
 
 def _csr(layout: Layout, rows: np.ndarray, cols: np.ndarray, w: np.ndarray,
@@ -134,7 +148,7 @@ def _match(G: _Graph, max_vw: int, salt: int) -> np.ndarray:
     mate = np.full(n, -1, dtype=np.int64)
     for _ in range(MATCH_ROUNDS):
         free = mate < 0
-        nbr_free = G.neighbour_values(free.astype(np.int8)).astype(bool)
+        nbr_free = G.neighbour_values(free).astype(bool)
         cand = np.flatnonzero(allowed & free[G.rows] & nbr_free)
         prop = np.full(n, -1, dtype=np.int64)
         if cand.size:
@@ -226,7 +240,7 @@ def _metis_weighted(vw, deg, adj, ew, nparts: int, seed: int) -> np.ndarray:
         cum = np.cumsum(vw) - vw
         return np.minimum(cum * nparts // max(int(vw.sum()), 1), nparts - 1).astype(np.int64)
     xadj = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
-    opts = pymetis.Options(seed=int(seed))
+    opts = pymetis.Options(seed=int(seed), ufactor=COARSE_UFACTOR, ncuts=COARSE_NCUTS)
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2
         graph = {"adjacency": pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adj)}
     else:
@@ -266,7 +280,9 @@ def _refine(G: _Graph, part: np.ndarray, nparts: int, max_w: int, rounds: int) -
         if balance:
             ok = ~mine & (W[pu] > max_w) & (W[qq] + G.vw[uu] <= max_w)
         else:
-            ok = ~mine & (gain > 0) & ((qq > pu) if r % 2 == 0 else (qq < pu))
+            # a move that cuts fewer edges, or as many and evens the weights
+            better = (gain > 0) | ((gain == 0) & (W[qq] + G.vw[uu] < W[pu]))
+            ok = ~mine & better & ((qq > pu) if r % 2 == 0 else (qq < pu))
         ok &= W[qq] + G.vw[uu] <= max_w
         c = np.flatnonzero(ok)
         # the best move of each vertex: highest gain, then lowest part
@@ -380,30 +396,42 @@ def multilevel_partition(A, nparts: int | None = None, seed: int = 0, *,
         ubfactor = check_real("ubfactor", ubfactor, low=1.0)
     if coarse_size is None:
         coarse_size = max(COARSE_SIZE, COARSE_PER_PART * nparts)
-    G = _graph_of(A)
+    graphs = [_graph_of(A)]
+    try:
+        return _multilevel(A, graphs, nparts, seed, coarse_size, ubfactor)
+    finally:
+        for G in graphs:
+            G.free()
+
+
+def _multilevel(A, graphs: list, nparts: int, seed: int, coarse_size: int,
+                ubfactor: float) -> Partition:
+    # graphs[0] is the finest; every graph made is appended (freed by the caller)
     n = A.shape[0]
-    levels: list[tuple[_Graph, np.ndarray]] = []
+    G = graphs[0]
+    cmaps: list[np.ndarray] = []   # cmaps[k]: graphs[k] -> graphs[k + 1]
     # a coarse vertex may weigh at most 1.5x the mean weight of the target
     # size, so that the coarse graph can still be balanced
     max_vw = max(1, int(1.5 * n / coarse_size))
     while G.layout.global_size > coarse_size:
-        cmap, Gc = _coarsen(G, max_vw, seed * 1000003 + len(levels))
-        if Gc.layout.global_size > STALL_RATIO * G.layout.global_size:
-            if Gc.layout.global_size < G.layout.global_size:
-                levels.append((G, cmap))
-                G = Gc
-            break
-        levels.append((G, cmap))
-        G = Gc
-    total = n
-    max_w = max(int(np.floor(ubfactor * total / nparts)), -(-total // nparts))
+        cmap, Gc = _coarsen(G, max_vw, seed * 1000003 + len(cmaps))
+        graphs.append(Gc)
+        shrunk = Gc.layout.global_size < G.layout.global_size
+        if shrunk:
+            cmaps.append(cmap)
+        else:
+            graphs.pop().free()
+        G = graphs[-1]
+        if not shrunk or Gc.layout.global_size > STALL_RATIO * graphs[-2].layout.global_size:
+            break  # the matching has stalled: partition what we have
+    max_w = max(int(np.floor(ubfactor * n / nparts)), -(-n // nparts))
     part = _gather_partition(G, nparts, seed)
-    if levels:
+    if cmaps:
         part = _refine(G, part, nparts, max_w, COARSE_REFINE_ROUNDS)
-    for depth in range(len(levels) - 1, -1, -1):
-        Gf, cmap = levels[depth]
-        part = fetch(G.layout, part, cmap)
-        G = Gf
+    for depth in range(len(cmaps) - 1, -1, -1):
+        part = fetch(graphs[depth + 1].layout, part, cmaps[depth])
+        graphs[depth + 1].free()
+        G = graphs[depth]
         part = _refine(G, part, nparts, max_w,
                        FINE_REFINE_ROUNDS if depth == 0 else COARSE_REFINE_ROUNDS)
     return Partition(A.row_layout, part, nparts=nparts)
