@@ -142,12 +142,13 @@ def multilevel_cases():
     return {"poisson2d-50": n2, "poisson3d-16": n3, "delaunay-2000": A}
 
 
-@pytest.mark.parametrize("nparts", [4, None], ids=["nparts4", "nparts-size"])
-def test_multilevel_cut_and_balance_against_serial_metis(nparts):
+def test_multilevel_cut_and_balance_against_serial_metis():
+    # 4 parts: nparts == size at 4 ranks, nparts != size below
+    nparts = 4
     checks = Checks(COMM)
     for name, A in multilevel_cases().items():
         S = A.to_scipy()
-        k = nparts or COMM.size
+        k = nparts
         p = part.multilevel_partition(A, nparts=nparts, coarse_size=300)
         got = p.parts()
         ref = _metis.metis_graph_parts(*map(np.int64, sp.coo_matrix(S).nonzero()),
@@ -213,3 +214,19 @@ def test_partition_counts_need_no_size_by_nparts_table():
     want[np.argsort(parts, kind="stable")] = np.arange(23)
     assert_equal_collective(new, want)
     assert_equal_collective(p.part_sizes, np.bincount(parts, minlength=5))
+
+
+def test_metis_hands_large_graphs_to_multilevel():
+    A = gallery.poisson2d(30, COMM)
+    routed = part.metis_partition(A, seed=2, gather_limit=100)
+    if COMM.size > 1:
+        want = part.multilevel_partition(A, seed=2)
+    else:                                  # one rank: nothing to gather, the exact path
+        want = part.metis_partition(A, seed=2)
+    assert_equal_collective(routed.local_parts, want.local_parts)
+    # below the limit (the default is 4 million entries) the exact METIS path
+    S = A.to_scipy()
+    ref = _metis.metis_graph_parts(*map(np.int64, sp.coo_matrix(S).nonzero()), 900,
+                                   COMM.size, seed=2)
+    assert_equal_collective(part.metis_partition(A, seed=2).parts(), ref)
+    assert_raises_collective(COMM, ValueError, part.metis_partition, A, gather_limit=-1)
