@@ -17,7 +17,8 @@ Partitioners (looked up by name in :data:`PARTITIONERS`)
   matrix, via ``pymetis``. The graph is gathered to rank 0, which runs
   serial METIS and scatters the parts: rank 0 must hold the whole
   adjacency structure (about ``12 * nnz`` bytes) and the run time is serial.
-  That is fine up to some 10^7 nonzeros; beyond that ParMETIS is the tool.
+  Above ``METIS_GATHER_NNZ`` stored entries (4 million) on more than one
+  rank, ``"metis"`` runs ``"multilevel"`` instead (``gather_limit=``).
 - ``"multilevel"``: the same graph as ``"metis"`` partitioned in parallel
   in the ParMETIS manner (see :func:`multilevel_partition`): heavy-edge
   matching coarsens it to a few thousand vertices, METIS partitions that

@@ -3,8 +3,10 @@ a matrix, run serially on rank 0 (via ``pymetis``), and the serial graph call.
 
 The graph is gathered to rank 0, which runs serial METIS and scatters the
 parts: rank 0 must hold the whole adjacency structure (about ``12 * nnz``
-bytes) and the run time is serial. That is fine up to some 10^7 nonzeros;
-beyond that ParMETIS is the tool.
+bytes) and the run time is serial. Above :data:`METIS_GATHER_NNZ` stored
+entries (on more than one rank) the graph is not gathered: the parallel
+``multilevel_partition`` (coarsening by matching, METIS on the coarse graph
+only, parallel refinement) is used instead.
 """
 
 from __future__ import annotations
