@@ -230,3 +230,19 @@ def test_metis_hands_large_graphs_to_multilevel():
                                    COMM.size, seed=2)
     assert_equal_collective(part.metis_partition(A, seed=2).parts(), ref)
     assert_raises_collective(COMM, ValueError, part.metis_partition, A, gather_limit=-1)
+
+
+@pytest.mark.parametrize("empty_rank0", [False, True], ids=["blocks", "rank0-empty"])
+def test_nnz_cuts_equal_from_weights_on_the_gathered_row_lengths(empty_rank0):
+    n = 101
+    rng = np.random.default_rng(5)
+    S = sp.random(n, n, density=0.08, random_state=6, format="csr")
+    S = S + sp.diags(rng.random(n) + 1.0)        # row lengths from 1 to ~20, uneven
+    size = COMM.size
+    ranges = (np.concatenate(([0], block_ranges(n, size - 1))) if empty_rank0 and size > 1
+              else block_ranges(n, size))
+    A = DistCSR.from_global(sp.csr_matrix(S), COMM, layout=Layout(ranges, COMM))
+    p = part.nnz_partition(A)
+    want = Layout.from_weights(np.diff(sp.csr_matrix(S).indptr), COMM)
+    assert_equal_collective(p.new_layout.ranges, want.ranges)
+    assert_equal_collective(p.parts(), want.owner(np.arange(n)))
