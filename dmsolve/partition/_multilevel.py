@@ -194,9 +194,11 @@ def _coarsen(G: _Graph, max_vw: int, salt: int) -> tuple[np.ndarray, _Graph]:
     return cmap, _csr(clayout, r - clayout.start, c, w, cvw)
 
 
-def _gather_partition(G: _Graph, nparts: int, seed: int) -> np.ndarray:
+def _gather_partition(G: _Graph, nparts: int, seed: int, coarse: bool) -> np.ndarray:
     """METIS parts of the (small) graph ``G``, computed on rank 0; this
-    rank's entries. Collective: Gatherv of the graph, Scatterv of the parts."""
+    rank's entries. Collective: Gatherv of the graph, Scatterv of the parts.
+    Not ``coarse``: the input graph itself, partitioned exactly as
+    ``metis_partition`` does (default options, no weights)."""
     comm = G.layout.comm
     rank = comm.Get_rank()
     lay = G.layout
@@ -208,7 +210,7 @@ def _gather_partition(G: _Graph, nparts: int, seed: int) -> np.ndarray:
     parts_all, exc = None, None
     if rank == 0:
         try:
-            parts_all = _metis_weighted(g_vw, g_deg, g_adj, g_ew, nparts, seed)
+            parts_all = _metis_weighted(g_vw, g_deg, g_adj, g_ew, nparts, seed, coarse)
         except Exception as e:  # noqa: BLE001 - agreed below, raised everywhere
             exc = RuntimeError("METIS failed on the coarse graph: %s" % e)
     agree(comm, exc)
@@ -231,22 +233,25 @@ def _gatherv(comm, a: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _metis_weighted(vw, deg, adj, ew, nparts: int, seed: int) -> np.ndarray:
+def _metis_weighted(vw, deg, adj, ew, nparts: int, seed: int, coarse: bool) -> np.ndarray:
     n = vw.size
     if nparts == 1 or n == 0:
         return np.zeros(n, dtype=np.int64)
-    if adj.size == 0 or n <= nparts:
+    if coarse and (adj.size == 0 or n <= nparts):
         # no edges to cut (or a vertex per part at most): contiguous weight blocks
         cum = np.cumsum(vw) - vw
         return np.minimum(cum * nparts // max(int(vw.sum()), 1), nparts - 1).astype(np.int64)
     xadj = np.concatenate(([0], np.cumsum(deg))).astype(np.int64)
-    opts = pymetis.Options(seed=int(seed), ufactor=COARSE_UFACTOR, ncuts=COARSE_NCUTS)
     if hasattr(pymetis, "CSRAdjacency"):  # pymetis >= 2025.2
         graph = {"adjacency": pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adj)}
     else:
         graph = {"xadj": xadj, "adjncy": adj}
-    _, parts = pymetis.part_graph(nparts, options=opts, vweights=vw.tolist(),
-                                  eweights=ew.tolist(), **graph)
+    if coarse:
+        opts = pymetis.Options(seed=int(seed), ufactor=COARSE_UFACTOR, ncuts=COARSE_NCUTS)
+        graph.update(vweights=vw.tolist(), eweights=ew.tolist())
+    else:  # the same call as metis_graph_parts: the same parts as "metis"
+        opts = pymetis.Options(seed=int(seed))
+    _, parts = pymetis.part_graph(nparts, options=opts, **graph)
     return np.asarray(parts, dtype=np.int64)
 
 
@@ -367,7 +372,8 @@ def multilevel_partition(A, nparts: int | None = None, seed: int = 0, *,
     coarse_size : int, optional
         Coarsening stops at this many vertices; default
         ``max(COARSE_SIZE, COARSE_PER_PART * nparts)``. A graph no larger is
-        partitioned by METIS directly (gathered to rank 0).
+        gathered to rank 0 and partitioned by METIS directly: the same parts
+        as ``metis_partition``.
     ubfactor : float, optional
         Allowed ``max(part weight) / mean``, at least 1 (default 1.03).
 
@@ -425,7 +431,7 @@ def _multilevel(A, graphs: list, nparts: int, seed: int, coarse_size: int,
         if not shrunk or Gc.layout.global_size > STALL_RATIO * graphs[-2].layout.global_size:
             break  # the matching has stalled: partition what we have
     max_w = max(int(np.floor(ubfactor * n / nparts)), -(-n // nparts))
-    part = _gather_partition(G, nparts, seed)
+    part = _gather_partition(G, nparts, seed, coarse=bool(cmaps))
     if cmaps:
         part = _refine(G, part, nparts, max_w, COARSE_REFINE_ROUNDS)
     for depth in range(len(cmaps) - 1, -1, -1):
