@@ -182,7 +182,7 @@ def _prep_partition(comm, n):
 def _run_partition(method):
     def run(s):
         from dmsolve.partition import partition
-        opts = {"coords": s["coords"]} if method == "rcb" else {}
+        opts = {"coords": s["coords"]} if method in ("rcb", "hilbert") else {}
         part = partition(s["A"], method, **opts)
         return {"local_parts": int(np.size(getattr(part, "parts", [])))}
     return run
@@ -275,6 +275,10 @@ CASES = {
     "partition_block": ("partition 'block', 3D Poisson", _prep_partition, _run_partition("block")),
     "partition_metis": ("partition 'metis', 3D Poisson", _prep_partition, _run_partition("metis")),
     "partition_rcb": ("partition 'rcb', 3D Poisson", _prep_partition, _run_partition("rcb")),
+    "partition_hilbert": ("partition 'hilbert', 3D Poisson", _prep_partition,
+                          _run_partition("hilbert")),
+    "partition_multilevel": ("partition 'multilevel', 3D Poisson", _prep_partition,
+                             _run_partition("multilevel")),
     "complex_block": ("SimplicialComplex (tets) 'block' + critical points", _prep_complex,
                       _run_complex("block")),
     "complex_metis": ("SimplicialComplex (tets) 'metis' + critical points", _prep_complex,

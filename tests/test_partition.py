@@ -203,7 +203,7 @@ def test_bad_inputs_raise_everywhere():
 
 def test_partitioners_registry_and_names():
     assert isinstance(part.PARTITIONERS, Registry)
-    assert part.PARTITIONERS.names() == ["block", "metis", "nnz", "rcb"]
+    assert part.PARTITIONERS.names() == ["block", "hilbert", "metis", "multilevel", "nnz", "rcb"]
     A, _ = scrambled_poisson2d(7)
     ref = part.metis_partition(A, seed=2)
     for method in ("METIS", ("metis", {"seed": 2})):
@@ -212,7 +212,7 @@ def test_partitioners_registry_and_names():
     assert_equal_collective(part.partition(A, "Block").local_parts,
                             part.block_partition(A).local_parts)
     with pytest.raises(ValueError, match="unknown partitioner 'scotch'; available: block, "
-                       "metis, nnz, rcb"):
+                       "hilbert, metis, multilevel, nnz, rcb"):
         part.partition(A, "scotch")
     # a name that differs across ranks fails on every rank, with no rank left waiting
     name = "metis" if COMM.rank == 0 else "metsi"

@@ -6,7 +6,7 @@ back, exactly. The package is split by job:
 
 - ``_exchange``: data movement (:func:`exchange`, :func:`fetch`);
 - ``_partition``: :class:`Partition` and :func:`redistribute`;
-- ``_block``, ``_metis``, ``_rcb``: the partitioners;
+- ``_block``, ``_metis``, ``_rcb``, ``_hilbert``, ``_multilevel``: the partitioners;
 - ``_quality``: :class:`PartitionQuality` and :func:`partition_quality`.
 
 Partitioners (looked up by name in :data:`PARTITIONERS`)
@@ -17,12 +17,24 @@ Partitioners (looked up by name in :data:`PARTITIONERS`)
   matrix, via ``pymetis``. The graph is gathered to rank 0, which runs
   serial METIS and scatters the parts: rank 0 must hold the whole
   adjacency structure (about ``12 * nnz`` bytes) and the run time is serial.
-  That is fine up to some 10^7 nonzeros; beyond that ParMETIS is the tool.
+  Above ``METIS_GATHER_NNZ`` stored entries (4 million) on more than one
+  rank, ``"metis"`` runs ``"multilevel"`` instead (``gather_limit=``).
+- ``"multilevel"``: the same graph as ``"metis"`` partitioned in parallel
+  in the ParMETIS manner (see :func:`multilevel_partition`): heavy-edge
+  matching coarsens it to a few thousand vertices, METIS partitions that
+  coarse graph on rank 0, and the parts are projected back and refined by
+  size-constrained boundary moves; no rank holds more than its share of
+  the graph (rank 0 also holds the coarse graph).
 - ``"rcb"``: recursive coordinate bisection of the coordinates of the rows
   (``partition(A, "rcb", coords=xyz)``, see :func:`rcb_partition`; :func:`rcb`
   partitions bare points); fully distributed (each bisection finds an exact
   weighted median by bisection on the bit patterns of the coordinates, one
   small ``allreduce`` per step).
+- ``"hilbert"``: the rows' coordinates ordered along a Hilbert space-filling
+  curve by the distributed sort (:func:`dmsolve.bsp.rank_of`) and the curve
+  cut into equal counts (``partition(A, "hilbert", coords=xyz)``, see
+  :func:`hilbert_partition`; :func:`hilbert` partitions bare points);
+  O(n/p + p) memory and traffic per rank.
 
 The numbering after a move keeps parts contiguous and, inside a part, the
 old order (see :class:`Partition`); nothing of size ``global_size`` is
@@ -35,7 +47,9 @@ from .._registry import Registry
 from ..validate import agreed
 from ._block import block_partition, nnz_partition
 from ._exchange import exchange, fetch
+from ._hilbert import hilbert, hilbert_keys, hilbert_partition
 from ._metis import metis_graph_parts, metis_partition
+from ._multilevel import multilevel_partition
 from ._partition import Partition, redistribute
 from ._quality import PartitionQuality, partition_quality
 from ._rcb import rcb, rcb_partition
@@ -44,6 +58,7 @@ __all__ = [
     "Partition", "PartitionQuality", "PARTITIONERS", "partition",
     "block_partition", "nnz_partition", "metis_partition", "rcb", "rcb_partition",
     "partition_quality", "redistribute", "exchange", "fetch", "metis_graph_parts",
+    "hilbert", "hilbert_keys", "hilbert_partition", "multilevel_partition",
 ]
 
 #: Partitioners by name: ``PARTITIONERS[name](A, **options) -> Partition``.
@@ -52,6 +67,8 @@ PARTITIONERS.register("block", block_partition)
 PARTITIONERS.register("nnz", nnz_partition)
 PARTITIONERS.register("metis", metis_partition)
 PARTITIONERS.register("rcb", rcb_partition)
+PARTITIONERS.register("hilbert", hilbert_partition)
+PARTITIONERS.register("multilevel", multilevel_partition)
 
 
 def partition(A, method="metis", **options) -> Partition:

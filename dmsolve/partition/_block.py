@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 
 from .._layout import Layout
 from .._matrix import DistCSR
@@ -47,9 +48,31 @@ def block_partition(obj) -> Partition:
 def nnz_partition(A) -> Partition:
     """Contiguous blocks of nearly equal nonzero counts (``Layout.from_weights``).
 
-    Collective on ``A.comm``; gathers the row lengths (O(rows) per rank).
+    Collective on ``A.comm``: an ``Exscan`` and two ``Allreduce`` of at most
+    ``comm.size`` words, O(local rows + size) memory per rank. The cuts are
+    those of ``Layout.from_weights`` on the gathered row lengths (row ``i``
+    starts part ``k`` where the nonzeros before it first reach ``k / size``
+    of the total), found without gathering them.
     """
     old = A.row_layout
-    row_nnz = np.diff(sp.csr_matrix(A.local_rows()).indptr).astype(np.float64)
-    weights = DistVector(old, row_nnz).gather()
-    return _from_new_layout(old, Layout.from_weights(weights, old.comm))
+    comm, size = old.comm, old.comm.Get_size()
+    row_nnz = np.diff(sp.csr_matrix(A.local_rows()).indptr).astype(np.int64)
+    # the global prefix sums cum[start + 1 .. stop] of the row lengths
+    mine = np.array([row_nnz.sum()], dtype=np.int64)
+    offset = np.zeros(1, dtype=np.int64)
+    comm.Exscan(mine, offset, op=MPI.SUM)
+    if comm.Get_rank() == 0:
+        offset[:] = 0
+    total = np.empty(1, dtype=np.int64)
+    comm.Allreduce(mine, total, op=MPI.SUM)
+    cum = (offset[0] + np.cumsum(row_nnz)).astype(np.float64)  # integers: exact
+    targets = float(total[0]) * np.arange(1, size) / size
+    # searchsorted(cum_global, t, "left") = number of entries of cum below t
+    # (cum_global[0] = 0 is on rank 0)
+    below = np.searchsorted(cum, targets, side="left").astype(np.int64)
+    if comm.Get_rank() == 0:
+        below += targets > 0
+    cuts = np.empty_like(below)
+    comm.Allreduce(below, cuts, op=MPI.SUM)
+    ranges = np.concatenate(([0], cuts, [old.global_size])).astype(np.int64)
+    return _from_new_layout(old, Layout(np.maximum.accumulate(ranges), comm))

@@ -3,8 +3,10 @@ a matrix, run serially on rank 0 (via ``pymetis``), and the serial graph call.
 
 The graph is gathered to rank 0, which runs serial METIS and scatters the
 parts: rank 0 must hold the whole adjacency structure (about ``12 * nnz``
-bytes) and the run time is serial. That is fine up to some 10^7 nonzeros;
-beyond that ParMETIS is the tool.
+bytes) and the run time is serial. Above :data:`METIS_GATHER_NNZ` stored
+entries (on more than one rank) the graph is not gathered: the parallel
+``multilevel_partition`` (coarsening by matching, METIS on the coarse graph
+only, parallel refinement) is used instead.
 """
 
 from __future__ import annotations
@@ -16,17 +18,32 @@ from mpi4py import MPI
 
 from .._errors import agree
 from ..validate import agreed, check_int
+from ._multilevel import multilevel_partition
 from ._partition import Partition
 
 __all__ = ["metis_partition", "metis_graph_parts"]
 
 
-def metis_partition(A, nparts: int | None = None, seed: int = 0) -> Partition:
+#: Above this many stored entries (over all ranks, on more than one rank)
+#: ``metis_partition`` hands the graph to the parallel ``multilevel_partition``
+#: instead of gathering it: 4 million entries is a 3-D Poisson matrix of some
+#: 570,000 rows, whose gathered graph and METIS's work arrays would take rank 0
+#: about 240 MiB (measured at 4 ranks: 53 MiB peak growth on rank 0 for
+#: poisson3d(50), 875,000 entries, against 24 MiB per rank for multilevel).
+METIS_GATHER_NNZ = 4_000_000
+
+
+def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
+                    gather_limit: int | None = None) -> Partition:
     """METIS k-way partition of the symmetrised graph of ``A`` (via pymetis).
 
     Collective on ``A.comm``. The graph (pattern of ``A + A^T`` without the
     diagonal) is gathered to rank 0, partitioned by serial METIS and the
-    parts scattered back: see the module docstring for the limits.
+    parts scattered back: see the module docstring for the limits. A matrix
+    with more than ``gather_limit`` stored entries on more than one rank is
+    partitioned by :func:`~dmsolve.partition.multilevel_partition` instead
+    (nothing of global size on any rank; cut within 1.3x of METIS's, see
+    bench/partition_quality.md).
 
     Parameters
     ----------
@@ -36,6 +53,8 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0) -> Partition:
         Default ``comm.size``.
     seed : int, optional
         METIS random seed; the result is deterministic for a given seed.
+    gather_limit : int, optional
+        Default :data:`METIS_GATHER_NNZ`.
 
     Raises
     ------
@@ -56,6 +75,10 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0) -> Partition:
             raise ValueError("metis_partition needs a square matrix, got shape %s" % (A.shape,))
         nparts = check_int("nparts", size if nparts is None else nparts, low=1)
         seed = check_int("seed", seed)
+        gather_limit = check_int("gather_limit", METIS_GATHER_NNZ if gather_limit is None
+                                 else gather_limit, low=0)
+    if size > 1 and A.global_nnz() > gather_limit:
+        return multilevel_partition(A, nparts, seed)
     layout = A.row_layout
     n = layout.global_size
     local = sp.csr_matrix(A.local_rows())

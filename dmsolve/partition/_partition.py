@@ -33,8 +33,8 @@ class Partition:
 
     Notes
     -----
-    Collective on ``old_layout.comm`` (one ``allgather`` of the part
-    counts, and the argument checks are agreed). Attributes:
+    Collective on ``old_layout.comm`` (an ``Exscan`` and an ``Allreduce``
+    of the ``nparts`` part counts, and the argument checks are agreed). Attributes:
     ``local_parts``, ``local_new_index`` (new global index of each owned
     index), ``part_sizes`` (replicated) and ``new_layout`` (when
     ``nparts == comm.size``).
@@ -71,11 +71,15 @@ class Partition:
         self.local_parts.setflags(write=False)
 
         counts = np.bincount(parts, minlength=self.nparts).astype(np.int64)
-        all_counts = np.empty((size, self.nparts), dtype=np.int64)
-        comm.Allgather(counts, all_counts)
-        self.part_sizes = all_counts.sum(axis=0)
+        # O(nparts) per rank: the counts of earlier ranks by a prefix sum and the
+        # totals by a sum (not a size x nparts table on every rank)
+        before = np.zeros(self.nparts, dtype=np.int64)    # earlier ranks, same part
+        comm.Exscan(counts, before, op=MPI.SUM)
+        if comm.Get_rank() == 0:
+            before[:] = 0  # Exscan leaves rank 0's buffer undefined
+        self.part_sizes = np.empty_like(counts)
+        comm.Allreduce(counts, self.part_sizes, op=MPI.SUM)
         starts = np.concatenate(([0], np.cumsum(self.part_sizes)))
-        before = all_counts[:comm.Get_rank()].sum(axis=0)  # earlier ranks, same part
         # stable order by part keeps the old order inside each part
         order = np.argsort(parts, kind="stable")
         rank_in_part = np.arange(parts.size) - np.concatenate(([0], np.cumsum(counts)))[

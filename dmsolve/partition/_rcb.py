@@ -28,22 +28,30 @@ def _kth_threshold(comm, keys: np.ndarray, group: np.ndarray, active: np.ndarray
     """Per group ``g``, the smallest ``t`` in ``[lo, hi]`` with ``#{key <= t} >= target``.
 
     ``keys`` are uint64; ``group`` indexes ``target``/``lo``/``hi``; only
-    groups with ``active`` take part. Bisection on the integers, one
-    ``Allreduce`` of the per-group counts per step (at most 64 steps).
+    groups with ``active`` take part. ``active``, ``target``, ``lo`` and
+    ``hi`` are the same on every rank, so every rank knows which groups are
+    still open without asking. Bisection on the integers, one ``Allreduce``
+    of the counts of the open groups per step (at most 64 steps).
     Collective on ``comm``.
     """
     ng = target.size
     lo, hi = lo.copy(), hi.copy()
+    slot = np.full(ng, -1, dtype=np.int64)
     while True:
         todo = active & (lo < hi)
-        if not comm.allreduce(bool(todo.any()), op=MPI.LOR):
+        open_ = np.flatnonzero(todo)
+        if open_.size == 0:
             return hi
         mid = lo + (hi - lo) // np.uint64(2)
-        below = keys <= mid[group]
-        count = np.bincount(group[below], minlength=ng).astype(np.int64)
+        slot[:] = -1
+        slot[open_] = np.arange(open_.size)
+        s = slot[group]
+        below = (s >= 0) & (keys <= mid[group])
+        count = np.bincount(s[below], minlength=open_.size).astype(np.int64)
         total = np.empty_like(count)
         comm.Allreduce(count, total, op=MPI.SUM)
-        enough = total >= target
+        enough = np.zeros(ng, dtype=bool)
+        enough[open_] = total >= target[open_]
         hi = np.where(todo & enough, mid, hi)
         lo = np.where(todo & ~enough, mid + np.uint64(1), lo)
 
@@ -110,20 +118,28 @@ def rcb(coords, comm: MPI.Comm, nparts: int | None = None) -> Partition:
         if not split.any():
             break
         group = p0
+        # The reductions carry the groups still to cut only (2^level of them,
+        # O(nparts) words per level in all, not nparts per level).
+        cut_groups = np.flatnonzero(split)
+        slot = np.full(nparts, -1, dtype=np.int64)
+        slot[cut_groups] = np.arange(cut_groups.size)
+        s = slot[group]
+        sel = s >= 0
         # extent of each group along each axis, to choose the cut axis
         big = np.uint64(np.iinfo(np.uint64).max)
-        kmin = np.full((dim, nparts), big, dtype=np.uint64)
-        kmax = np.zeros((dim, nparts), dtype=np.uint64)
+        kmin = np.full((dim, cut_groups.size), big, dtype=np.uint64)
+        kmax = np.zeros((dim, cut_groups.size), dtype=np.uint64)
         for d in range(dim):
-            np.minimum.at(kmin[d], group, keys[d])
-            np.maximum.at(kmax[d], group, keys[d])
-        gmin = np.empty_like(kmin)
-        gmax = np.empty_like(kmax)
-        comm.Allreduce(kmin, gmin, op=MPI.MIN)
-        comm.Allreduce(kmax, gmax, op=MPI.MAX)
-        count = np.bincount(group, minlength=nparts).astype(np.int64)
-        gcount = np.empty_like(count)
-        comm.Allreduce(count, gcount, op=MPI.SUM)
+            np.minimum.at(kmin[d], s[sel], keys[d][sel])
+            np.maximum.at(kmax[d], s[sel], keys[d][sel])
+        comm.Allreduce(MPI.IN_PLACE, kmin, op=MPI.MIN)
+        comm.Allreduce(MPI.IN_PLACE, kmax, op=MPI.MAX)
+        count = np.bincount(s[sel], minlength=cut_groups.size).astype(np.int64)
+        comm.Allreduce(MPI.IN_PLACE, count, op=MPI.SUM)
+        gmin = np.full((dim, nparts), big, dtype=np.uint64)
+        gmax = np.zeros((dim, nparts), dtype=np.uint64)
+        gcount = np.zeros(nparts, dtype=np.int64)
+        gmin[:, cut_groups], gmax[:, cut_groups], gcount[cut_groups] = kmin, kmax, count
         lo_f = np.empty((dim, nparts))
         hi_f = np.empty((dim, nparts))
         for d in range(dim):
@@ -141,9 +157,10 @@ def rcb(coords, comm: MPI.Comm, nparts: int | None = None) -> Partition:
         t = _kth_threshold(comm, key, group, active, target, np.minimum(lo, hi), hi)
         # points strictly below the threshold key go left; ties split by gid
         below = key < t[group]
-        nbelow = np.bincount(group[below], minlength=nparts).astype(np.int64)
-        gbelow = np.empty_like(nbelow)
-        comm.Allreduce(nbelow, gbelow, op=MPI.SUM)
+        nbelow = np.bincount(s[below & sel], minlength=cut_groups.size).astype(np.int64)
+        comm.Allreduce(MPI.IN_PLACE, nbelow, op=MPI.SUM)
+        gbelow = np.zeros(nparts, dtype=np.int64)
+        gbelow[cut_groups] = nbelow
         tie = key == t[group]
         need = target - gbelow
         tie_active = active & (need > 0)
