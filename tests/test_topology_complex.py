@@ -175,7 +175,7 @@ def global_rows(cx, k):
     return np.sort(gv, axis=1), cx.global_ids(k)
 
 
-@pytest.mark.parametrize("partition", ["metis", "rcb"])
+@pytest.mark.parametrize("partition", ["metis", "multilevel", "rcb", "hilbert"])
 @pytest.mark.parametrize("dim", [2, 3], ids=["triangles", "tetrahedra"])
 def test_partitions_keep_global_ids_and_ghost_layers(dim, partition):
     n = 60 if dim == 2 else 35
@@ -228,7 +228,7 @@ def _arrays(obj, name=""):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("partition", ["metis", "rcb"])
+@pytest.mark.parametrize("partition", ["metis", "multilevel", "rcb", "hilbert"])
 def test_renumbering_keeps_no_global_size_array(partition):
     """Under METIS or RCB no rank keeps a per-vertex (or per-simplex) array of
     global size: the translations are a directory of the owned vertices plus
@@ -271,7 +271,7 @@ def test_renumbering_keeps_no_global_size_array(partition):
     assert_equal_collective(cx.global_ids_of(everyone), owner_gid[everyone])
 
 
-@pytest.mark.parametrize("partition", ["block", "metis", "rcb"])
+@pytest.mark.parametrize("partition", ["block", "metis", "multilevel", "rcb", "hilbert"])
 def test_results_do_not_depend_on_the_partition(partition):
     pts, cells = delaunay(60, 2, seed=31)
     n = 60
@@ -293,8 +293,9 @@ def test_results_do_not_depend_on_the_partition(partition):
 
 def test_partition_errors_raise_on_every_rank():
     pts, cells = delaunay(20, 2, seed=3)
-    assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
-                             partition="rcb", match="points")
+    for geometric in ("rcb", "hilbert"):
+        assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
+                                 partition=geometric, match="give points")
     assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
                              points=pts, partition="spectral", match="partition")
 
@@ -307,7 +308,7 @@ def _gathered(comm, owned_ids, local):
     return vals[np.argsort(ids)]
 
 
-@pytest.mark.parametrize("partition", ["block", "metis", "rcb"])
+@pytest.mark.parametrize("partition", ["block", "metis", "multilevel", "rcb", "hilbert"])
 @pytest.mark.parametrize("shape", [(5, 4), (4, 3, 5)], ids=["2d", "3d"])
 def test_grid_and_complex_answer_the_domain_protocol_alike(shape, partition):
     grid = Grid(shape, COMM)
@@ -359,7 +360,7 @@ def test_grid_and_complex_answer_the_domain_protocol_alike(shape, partition):
 def test_partition_registry_names_and_errors():
     pts, cells = delaunay(20, 2, seed=3)
     assert_collective(COMM, isinstance(PARTITIONS, Registry)
-                      and PARTITIONS.names() == ["block", "metis", "rcb"], "registry")
+                      and PARTITIONS.names() == ["block", "hilbert", "metis", "multilevel", "rcb"], "registry")
     # the registry's one rule for names: case and _/- do not matter
     cx = SimplicialComplex([my_share(cells)], COMM, points=pts, partition="RCB")
     assert_collective(COMM, cx.partition == "rcb", "canonical name")
@@ -367,6 +368,6 @@ def test_partition_registry_names_and_errors():
     assert_equal_collective(cx.owned_global_ids(0), ref.owned_global_ids(0))
     assert_raises_collective(COMM, ValueError, SimplicialComplex, [my_share(cells)], COMM,
                              points=pts, partition="spectral",
-                             match="unknown partition 'spectral'; available: block, metis, rcb")
+                             match="unknown partition 'spectral'; available: block, hilbert, metis, multilevel, rcb")
     assert_raises_collective(COMM, TypeError, SimplicialComplex, [my_share(cells)], COMM,
                              points=pts, partition=3, match="partition")

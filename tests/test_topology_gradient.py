@@ -317,7 +317,7 @@ def test_gradient_and_pairs_do_not_depend_on_partition(name):
     ref = COMM.bcast(ref, root=0)
     if d == 3:
         res0 = persistence_pairs_all(serial, global_order(serial.vertex_values(values)))
-    for part in ("block", "metis", "rcb"):
+    for part in ("block", "metis", "multilevel", "rcb", "hilbert"):
         cx = SimplicialComplex(tops[COMM.rank::COMM.size], COMM, pts, partition=part)
         G = discrete_gradient(cx, values)
         assert_equal_collective(G.critical_counts(), G0.critical_counts(), err_msg=part)

@@ -348,7 +348,7 @@ def test_partition_independent_diagrams_and_trees(name):
     fin = np.isfinite(want["death"])
     assert_equal_collective(f[want["birth_vertex"]], want["birth"])
     assert_equal_collective(f[want["death_vertex"][fin]], want["death"][fin])
-    for part in ("block", "metis", "rcb"):
+    for part in ("block", "metis", "multilevel", "rcb", "hilbert"):
         cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, pts, partition=part)
         dg = persistence_diagram(cx, f)
         # equal to the serial pairs, hence to gudhi's diagram too

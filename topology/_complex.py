@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, agree
 from dmsolve.bsp import BSP, NeighborExchange, rank_of
-from dmsolve.partition import metis_partition, rcb
+from dmsolve.partition import hilbert, metis_partition, multilevel_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
 # owned_global_ids and ghosted_global_ids are imported from here by the analyses
@@ -46,13 +46,18 @@ class SimplicialComplex:
         Vertex coordinates, the same global array on every rank. When given,
         the vertices are ``0 .. n-1``; otherwise ``0 .. max id``. Every id in
         that range is a vertex (an unused one is an isolated vertex).
-    partition : {"block", "metis", "rcb"}
+    partition : {"block", "metis", "multilevel", "rcb", "hilbert"}
         How vertices are distributed (a name in :data:`PARTITIONS`; case
         and ``-``/``_`` do not matter):
-        contiguous blocks of ids (default), a METIS k-way partition of the
-        vertex graph (``dmsolve.partition.metis_partition``; the graph is
-        gathered to rank 0), or recursive coordinate bisection of
-        ``points`` (``dmsolve.partition.rcb``; needs ``points``).
+        contiguous blocks of ids (default); a METIS k-way partition of the
+        vertex graph (``dmsolve.partition.metis_partition``: the graph is
+        gathered to rank 0 up to its ``gather_limit``, partitioned in
+        parallel above); the parallel multilevel partition of the vertex
+        graph (``dmsolve.partition.multilevel_partition``: only a small
+        coarse graph is gathered); recursive coordinate bisection of
+        ``points`` (``dmsolve.partition.rcb``); or ``points`` cut along a
+        Hilbert curve (``dmsolve.partition.hilbert``). The last two need
+        ``points`` and gather nothing.
 
     Raises
     ------
@@ -113,8 +118,8 @@ class SimplicialComplex:
         with agreed(comm):
             partition = check_choice("partition", partition, PARTITIONS)
             pts = _check_points(points)
-            if partition == "rcb" and pts is None:
-                raise ValueError("partition='rcb' bisects coordinates: give points")
+            if partition in GEOMETRIC_PARTITIONS and pts is None:
+                raise ValueError("partition=%r cuts coordinates: give points" % partition)
             tops = _check_simplices(simplices, None if pts is None else pts.shape[0])
         # the vertices are 0 .. max id: a stray huge id would make every rank
         # allocate its share of them (refused here, before anybody does)
@@ -647,10 +652,25 @@ def _metis_partition(tops, pts, n, comm):
     return metis_partition(_vertex_graph(tops, n, comm))
 
 
+@PARTITIONS.register("multilevel")
+def _multilevel_partition(tops, pts, n, comm):
+    return multilevel_partition(_vertex_graph(tops, n, comm))
+
+
 @PARTITIONS.register("rcb")
 def _rcb_partition(tops, pts, n, comm):
     lay = Layout.block(n, comm)
     return rcb(pts[lay.start:lay.stop], comm)
+
+
+@PARTITIONS.register("hilbert")
+def _hilbert_partition(tops, pts, n, comm):
+    lay = Layout.block(n, comm)
+    return hilbert(pts[lay.start:lay.stop], comm)
+
+
+#: The partitions that cut the vertices' coordinates (they need ``points``).
+GEOMETRIC_PARTITIONS = ("rcb", "hilbert")
 
 
 # -- helpers ------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialCo
 
     Rank 0 reads the file and broadcasts points and cells; each rank then
     passes its share of the cells. ``partition`` is passed on to
-    :class:`SimplicialComplex` ("block", "metis" or "rcb": the mesh has
+    :class:`SimplicialComplex` (any of :data:`PARTITIONS`: the mesh has
     points). Collective on ``comm``; a file meshio
     cannot read (missing, unknown format, truncated or corrupt: whatever
     meshio raises), or one without line/triangle/tetra cells, raises the
