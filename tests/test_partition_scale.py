@@ -166,23 +166,27 @@ def test_multilevel_cut_and_balance_against_serial_metis():
 def test_multilevel_gathers_only_the_coarse_graph(monkeypatch):
     A = gallery.poisson2d(60, COMM)              # 3600 vertices, coarse graph <= 200
     seen = []
-    real = _multilevel._gatherv
+    widths = []
+    real = _multilevel.gather_to_root
 
-    def spy(comm, a):
+    def spy(comm, a, wide):
         seen.append(a.size)
-        return real(comm, a)
+        widths.append(wide)
+        return real(comm, a, wide)
 
     def refuse(*args, **kwargs):
         raise AssertionError("the multilevel partitioner gathered the graph")
-    monkeypatch.setattr(_multilevel, "_gatherv", spy)
-    monkeypatch.setattr(_metis, "_gatherv", refuse)
+    monkeypatch.setattr(_multilevel, "gather_to_root", spy)
+    monkeypatch.setattr(_metis, "gather_to_root", refuse)
     for cls, name in ((DistVector, "gather"), (DistCSR, "to_scipy"),
                       (part.Partition, "parts"), (part.Partition, "new_index")):
         monkeypatch.setattr(cls, name, refuse)
     p = part.partition(A, "multilevel", coarse_size=200)
     monkeypatch.undo()
-    # _gatherv of vertex weights, degrees, adjacency, edge weights: each rank's share
+    # gathers of vertex weights, degrees, adjacency, edge weights: each rank's
+    # share, in 32-bit words (every value fits)
     vw, deg, adj = (COMM.allreduce(seen[i]) for i in range(3))
+    assert_collective(COMM, not any(widths), "the coarse graph travelled as int64")
     assert_collective(COMM, len(seen) == 4 and vw <= 200, "coarse graph of %d vertices" % vw)
     assert_collective(COMM, 0 < adj <= 20 * vw, "coarse adjacency of %d entries" % adj)
     assert_collective(COMM, p.part_sizes.max() <= 1.05 * 3600 / COMM.size)
@@ -246,3 +250,17 @@ def test_nnz_cuts_equal_from_weights_on_the_gathered_row_lengths(empty_rank0):
     want = Layout.from_weights(np.diff(sp.csr_matrix(S).indptr), COMM)
     assert_equal_collective(p.new_layout.ranges, want.ranges)
     assert_equal_collective(p.parts(), want.owner(np.arange(n)))
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["int32", "int64"])
+def test_gather_to_root_is_the_concatenation_in_either_width(wide):
+    top = 2 ** 40 if wide else 2 ** 31 - 1
+    mine = np.arange(COMM.rank + 1, dtype=np.int64) * 7 + COMM.rank
+    mine[-1] = top - COMM.rank
+    got = _multilevel.gather_to_root(COMM, mine, wide)
+    want = np.concatenate(COMM.allgather(mine))
+    if COMM.rank == 0:
+        ok = got.dtype == np.int64 and np.array_equal(got, want)
+    else:
+        ok = got is None
+    assert_collective(COMM, ok, "gather_to_root(wide=%s)" % wide)

@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from ..validate import agreed, check_int
-from ._multilevel import multilevel_partition
+from ._multilevel import gather_to_root, multilevel_partition
 from ._partition import Partition
 
 __all__ = ["metis_partition", "metis_graph_parts"]
@@ -85,8 +85,9 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
     row_len = np.diff(local.indptr).astype(np.int64)
     rows = np.repeat(np.arange(layout.start, layout.stop, dtype=np.int64), row_len)
     cols = local.indices.astype(np.int64)
-    g_rows = _gatherv(comm, rows)
-    g_cols = _gatherv(comm, cols)
+    wide = n > np.iinfo(np.int32).max           # ids as 32-bit words when they fit
+    g_rows = gather_to_root(comm, rows, wide)
+    g_cols = gather_to_root(comm, cols, wide)
     parts_all, exc = None, None
     if rank == 0:
         try:
@@ -99,18 +100,6 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
     comm.Scatterv([parts_all, (counts, layout.ranges[:-1]), MPI.INT64_T] if rank == 0
                   else None, [parts, MPI.INT64_T], root=0)
     return Partition(layout, parts, nparts=nparts)
-
-
-def _gatherv(comm, a: np.ndarray) -> np.ndarray | None:
-    counts = np.array(comm.gather(a.size, root=0) or [0], dtype=np.int64)
-    out = None
-    if comm.Get_rank() == 0:
-        out = np.empty(int(counts.sum()), dtype=np.int64)
-        displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        comm.Gatherv([a, MPI.INT64_T], [out, (counts, displs), MPI.INT64_T], root=0)
-    else:
-        comm.Gatherv([a, MPI.INT64_T], None, root=0)
-    return out
 
 
 def metis_graph_parts(rows, cols, n: int, nparts: int, seed: int = 0) -> np.ndarray:

@@ -203,33 +203,38 @@ def _gather_partition(G: _Graph, nparts: int, seed: int, coarse: bool) -> np.nda
     rank = comm.Get_rank()
     lay = G.layout
     deg = np.diff(G.indptr)
-    g_vw = _gatherv(comm, G.vw)
-    g_deg = _gatherv(comm, deg)
-    g_adj = _gatherv(comm, G.adj)
-    g_ew = _gatherv(comm, G.ew)
+    # 32-bit words when every value fits (ids, degrees and weights of a
+    # coarse graph nearly always do): half the bytes rank 0 receives
+    top = max((int(a.max()) for a in (G.vw, deg, G.adj, G.ew) if a.size), default=0)
+    wide = comm.allreduce(top, op=MPI.MAX) > np.iinfo(np.int32).max
+    g_vw, g_deg, g_adj, g_ew = (gather_to_root(comm, a, wide) for a in (G.vw, deg, G.adj, G.ew))
     parts_all, exc = None, None
     if rank == 0:
         try:
             parts_all = _metis_weighted(g_vw, g_deg, g_adj, g_ew, nparts, seed, coarse)
+            parts_all = parts_all.astype(np.int32)
         except Exception as e:  # noqa: BLE001 - agreed below, raised everywhere
             exc = RuntimeError("METIS failed on the coarse graph: %s" % e)
     agree(comm, exc)
-    parts = np.empty(lay.local_size, dtype=np.int64)
-    comm.Scatterv([parts_all, (lay.local_sizes, lay.ranges[:-1]), MPI.INT64_T]
-                  if rank == 0 else None, [parts, MPI.INT64_T], root=0)
-    return parts
+    parts = np.empty(lay.local_size, dtype=np.int32)
+    comm.Scatterv([parts_all, (lay.local_sizes, lay.ranges[:-1]), MPI.INT32_T]
+                  if rank == 0 else None, [parts, MPI.INT32_T], root=0)
+    return parts.astype(np.int64)
 
 
-def _gatherv(comm, a: np.ndarray) -> np.ndarray | None:
-    a = np.ascontiguousarray(a, dtype=np.int64)
+def gather_to_root(comm, a: np.ndarray, wide: bool) -> np.ndarray | None:
+    """``a`` of every rank concatenated on rank 0 as int64 (None elsewhere),
+    sent as int64 words when ``wide``, else as int32. Collective."""
+    dtype, mpitype = (np.int64, MPI.INT64_T) if wide else (np.int32, MPI.INT32_T)
+    a = np.ascontiguousarray(a, dtype=dtype)
     counts = comm.gather(a.size, root=0)
     if comm.Get_rank() == 0:
         counts = np.array(counts, dtype=np.int64)
-        out = np.empty(int(counts.sum()), dtype=np.int64)
+        out = np.empty(int(counts.sum()), dtype=dtype)
         displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        comm.Gatherv([a, MPI.INT64_T], [out, (counts, displs), MPI.INT64_T], root=0)
-        return out
-    comm.Gatherv([a, MPI.INT64_T], None, root=0)
+        comm.Gatherv([a, mpitype], [out, (counts, displs), mpitype], root=0)
+        return out.astype(np.int64)
+    comm.Gatherv([a, mpitype], None, root=0)
     return None
 
 
