@@ -86,7 +86,7 @@ scale: setup
 	  $(if $(SCALE_CASES),--cases $(SCALE_CASES)) --timeout $(SCALE_TIMEOUT) \
 	  --out $(SCALE_OUT) --results $(basename $(SCALE_OUT)).json
 
-# The small scaling check meant for CI (2 and 8 ranks; see bench/scale_ci.py)
+# The small scaling check run by .ci/run (4 and 8 ranks; see bench/scale_ci.py)
 scale-ci: setup
 	PYTHONPATH=$(SCALE_PYTHONPATH) timeout $(RUN_TIMEOUT) $(PY) bench/scale_ci.py
 

@@ -9,12 +9,14 @@ stacks of slabs, and at 2 ranks no rank has two neighbours, so every halo
 would "grow" 2x from 2 to 4 ranks (``--ranks 2 8`` runs that comparison). The
 targets are those of docs/scaling.md: max per-rank peak memory growth <=
 1.25x (+ 2 MiB), max per-rank bytes <= 1.25x + 64 words x p, supersteps <=
-S(4) log2(8) / 2, rank 0's memory <= 1.2x the mean (+ 1 MiB).
+S(4) log2(8) / 2, rank 0's memory <= 1.2x the mean (+ 2 MiB).
 
 Today's code misses some of them; those are listed in :data:`KNOWN_FAILING`
 with the reason. A known failure is reported, not fatal; a failure not in the
-list is fatal, and so is a known failure that now passes (so that the list
-shrinks as issue 15's pieces land, and this can go into ``.ci/run``).
+list is fatal. A known failure that now passes is reported as such, and is
+fatal under ``--strict`` (run that when issue 15's pieces land, to shrink the
+list); ``.ci/run`` runs it without, so that a figure near its limit cannot
+fail CI by passing.
 Exit status: 0 when every figure is as expected, 1 otherwise.
 """
 
@@ -29,22 +31,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import scale  # noqa: E402
 
-CASES = ["csr", "cg_amg", "partition_rcb", "partition_metis", "complex_metis", "persistence"]
+CASES = ["csr", "cg_amg", "partition_rcb", "partition_multilevel", "complex_hilbert",
+         "complex_multilevel", "persistence"]
 N = 10
 
 #: (case, target) -> why today's code misses it. Targets: mem, bytes, steps, rank0.
-#: Measured on main at 233a957 (docs/scaling.md has the figures).
+#: Measured on main at 0dec455 (4, 8 and 16 ranks, n = 10).
 KNOWN_FAILING: dict[tuple[str, str], str] = {
     ("cg_amg", "bytes"): "AMG's coarse levels are moved to one rank by an Alltoallv whose "
                          "volume grows with p (issue 15, item 6: agglomerate on a subset)",
     ("cg_amg", "rank0"): "rank 0 receives and holds the coarse levels (same cause)",
-    ("partition_rcb", "bytes"): "one small allreduce per bit of each bisection, log2 p "
-                                "levels: traffic grows like log p, not with the data",
-    ("partition_metis", "bytes"): "the graph is gathered to rank 0 (Gatherv) for serial "
-                                  "METIS (issue 15, item 2)",
-    ("partition_metis", "rank0"): "rank 0 holds the gathered graph and runs METIS",
-    ("complex_metis", "bytes"): "simplex ids and the vertex renumbering allgather every "
-                                "simplex to every rank (issue 15, item 1)",
+    ("partition_multilevel", "bytes"): "one more level of matching per doubling of the graph "
+                                       "(each level's halo is a per-rank share: bytes grow "
+                                       "like log p), and the gathered coarse graph densifies "
+                                       "(rank 0 receives 100, 138, 161 KiB at 4, 8, 16 ranks)",
+    ("complex_multilevel", "bytes"): "at 4 ranks METIS's parts of the coarse graph coincide "
+                                     "with the input slabs and few vertices move; from 8 ranks "
+                                     "they do not and every rank receives most of its share "
+                                     "(max 1.9 MiB at 8, 2.0 MiB at 16 ranks: not growing with p)",
     ("persistence", "bytes"): "D1's Morse-complex columns are gathered to rank 0 and the "
                               "pairs broadcast (issue 15, item 3)",
 }
@@ -56,6 +60,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=N)
     ap.add_argument("--ranks", nargs=2, type=int, default=[4, 8], metavar=("BASE", "TOP"))
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--strict", action="store_true",
+                    help="a known failure that now passes is fatal too (so that the list "
+                         "is kept short); by default it is reported")
     ap.add_argument("--mpiexec", default=os.path.join(os.path.dirname(sys.executable),
                                                       "mpiexec"))
     args = ap.parse_args(argv)
@@ -80,7 +87,7 @@ def main(argv=None) -> int:
                       if ok else "known failure: " + KNOWN_FAILING[(case, target)]
                       if known else "FAIL")
             print("%-16s %-6s %s  [%s]" % (case, target, text, status), flush=True)
-            if ok == known:
+            if (not ok and not known) or (ok and known and args.strict):
                 bad.append("%s/%s: %s" % (case, target, status))
     print("scale_ci: %.0f s, %s" % (time.time() - t0,
                                     "all as expected" if not bad else "; ".join(bad)))
