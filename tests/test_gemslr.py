@@ -14,7 +14,7 @@ from scipy.sparse.linalg import spilu
 
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistVector, Layout
+from dmsolve import DistCSR, DistVector, Layout
 from dmsolve.partition import Partition
 from dmsolve.krylov import fgmres
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
@@ -168,6 +168,47 @@ def test_ordering_separates_interiors_and_is_rank_count_independent():
         for a, b in zip(M1.ordering()[0], my_levels):
             for x, y in zip(a, b):
                 assert_equal_collective(x, y)
+
+
+def _check_levels(Ag, levels, last, nparts):
+    """Every node once; interiors of different subdomains uncoupled; the nodes
+    left after level l are exactly those with a neighbour (in A + A^T) in a part
+    of smaller number among the nodes of level l."""
+    n = Ag.shape[0]
+    allids = np.concatenate([np.concatenate(s) for s in levels] + [last])
+    ok = np.array_equal(np.sort(allids), np.arange(n))
+    G = (abs(Ag) + abs(Ag.T)).tocoo()
+    remaining = np.arange(n)
+    for subs in levels:
+        label = np.full(n, -1)
+        for j, ids in enumerate(subs):
+            label[ids] = j
+        both = (label[G.row] >= 0) & (label[G.col] >= 0)
+        ok &= bool(np.all(label[G.row][both] == label[G.col][both]))
+        remaining = np.setdiff1d(remaining, np.concatenate(subs))
+    return ok and np.array_equal(remaining, last) and len(levels[0]) == nparts
+
+
+def test_ordering_above_the_gather_limit_gathers_nothing(monkeypatch):
+    """With metis_partition's gather limit at 0 every level's subgraph is
+    partitioned in parallel (multilevel): with the last level factored per
+    rank ("bjacobi"; "redundant" gathers that small level by design) nothing
+    of the matrix is gathered, and the levels still separate the interiors."""
+    from dmsolve.partition import _metis
+    A = _small()
+    Ag = A.to_scipy()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the gemslr ordering gathered the matrix")
+    monkeypatch.setattr(_metis, "METIS_GATHER_NNZ", 0)
+    monkeypatch.setattr(DistCSR, "to_scipy", refuse)
+    M = preconditioners.make("gemslr", A, lr_rank=0, last_level="bjacobi", **SMALL)
+    monkeypatch.undo()
+    levels, last = M.ordering()
+    assert_collective(COMM, _check_levels(Ag, levels, last, M.nparts), "ordering")
+    assert_collective(COMM, len(levels) == SMALL["nlev"] - 1, "levels")
+    x, info = fgmres(A, gallery.rhs(A, "ones"), M=M, rtol=1e-8, restart=50, maxiter=200)
+    assert_collective(COMM, info.converged, "fgmres + gemslr on the parallel ordering")
 
 
 def test_rows_are_placed_by_a_partition():

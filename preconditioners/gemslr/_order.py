@@ -10,8 +10,9 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from dmsolve import Layout, agree
-from dmsolve.partition import Partition, metis_graph_parts
+from dmsolve import DistCSR, Layout
+from dmsolve.partition import Partition, metis_graph_parts, metis_partition
+from dmsolve.partition._exchange import fetch
 
 __all__ = ["multilevel_order", "Ordering", "order"]
 
@@ -146,39 +147,26 @@ def _sub_owner(nparts: int, size: int) -> np.ndarray:
 def order(A, nlev: int, nparts: int, seed: int) -> Ordering:
     """The GeMSLR ordering of ``A`` and the :class:`Ordering` that places it.
 
-    Collective on ``A.comm``. The graph is gathered to rank 0, which runs
-    :func:`multilevel_order` (serial METIS, as
-    :func:`dmsolve.partition.metis_partition`) and scatters each row's group
-    to its owner; the ordering does not depend on the number of ranks.
+    Collective on ``A.comm``. The same levels as :func:`multilevel_order`,
+    computed where the rows are: level by level, the remaining nodes'
+    subgraph (of the pattern of ``A + A^T``) is renumbered in place (an
+    ``Exscan``), partitioned by :func:`dmsolve.partition.metis_partition`
+    and each node's interface status found from its neighbours' parts (one
+    fetch of the ghost columns' parts). Below ``metis_partition``'s gather
+    limit METIS runs on the gathered subgraph and the ordering equals the
+    serial one (and does not depend on the number of ranks); above it the
+    subgraph is partitioned in parallel (``"multilevel"``) and nothing of
+    global size is held by any rank.
 
     Raises
     ------
     RuntimeError
-        On every rank, if the ordering fails on rank 0.
+        On every rank, if METIS fails.
     """
     comm = A.comm
-    rank, size = comm.Get_rank(), comm.Get_size()
+    size = comm.Get_size()
     old = A.row_layout
-    A0 = A.to_scipy(root=0)
-    groups, sub_sizes, exc = None, None, None
-    if rank == 0:
-        try:
-            levels, last = multilevel_order(A0, nlev, nparts, seed)
-            L = len(levels)
-            groups = np.full(old.global_size, L * nparts, dtype=np.int64)
-            sub_sizes = np.zeros((L, nparts), dtype=np.int64)
-            for l, subs in enumerate(levels):
-                for j, ids in enumerate(subs):
-                    groups[ids] = l * nparts + j
-                    sub_sizes[l, j] = ids.size
-        except Exception as e:  # noqa: BLE001 - agreed below, raised everywhere
-            exc = RuntimeError("gemslr: multilevel ordering failed: %s" % e)
-    agree(comm, exc)
-    del A0
-    sub_sizes = comm.bcast(sub_sizes, root=0)
-    local_group = np.empty(old.local_size, dtype=np.int64)
-    comm.Scatterv([groups, (old.local_sizes, old.ranges[:-1]), MPI.INT64_T] if rank == 0
-                  else None, [local_group, MPI.INT64_T], root=0)
+    local_group, sub_sizes = _levels(A, nlev, nparts, seed)
     L = sub_sizes.shape[0]
     # the last level in contiguous blocks of its rows, in id order
     is_last = local_group == L * nparts
@@ -194,3 +182,63 @@ def order(A, nlev: int, nparts: int, seed: int) -> Ordering:
         np.add.at(counts[:, l], sub_owner, sub_sizes[l])
     counts[:, L] = last_layout.local_sizes
     return Ordering(Partition(old, owners), local_group, sub_sizes, counts)
+
+
+def _levels(A, nlev: int, ncomp: int, seed: int, min_size: int | None = None):
+    """:func:`multilevel_order`'s levels, distributed: each owned row's group
+    ``l * ncomp + j`` (``L * ncomp`` for the last level) and the interior
+    sizes ``(L, ncomp)`` (replicated). Collective on ``A.comm``."""
+    comm = A.comm
+    lay = A.row_layout
+    min_size = 2 * ncomp if min_size is None else min_size
+    # the symmetrised pattern, each rank its own rows (A's rows and A^T's)
+    loc = sp.coo_matrix(A.local_rows())
+    r = loc.row.astype(np.int64) + lay.start
+    c = loc.col.astype(np.int64)
+    G = DistCSR.from_coo(np.concatenate((r, c)), np.concatenate((c, r)),
+                         np.ones(2 * r.size), A.shape, comm, layout=lay, mode="insert")
+    g = sp.coo_matrix(G.local_rows())
+    rows = g.row.astype(np.int64)                  # local row positions
+    # the columns, each asked for once per level
+    ucols, cinv = np.unique(g.col.astype(np.int64), return_inverse=True)
+    alive = np.ones(lay.local_size, dtype=bool)    # owned rows still in N_l
+    group = np.full(lay.local_size, -1, dtype=np.int64)
+    sizes: list[np.ndarray] = []
+    for level in range(nlev - 1):
+        count = int(alive.sum())
+        total = comm.allreduce(count)
+        if total < max(min_size, 2):
+            break
+        # the subgraph of the remaining nodes, numbered in id order (as the serial
+        # G[nodes][:, nodes]): new ids by a prefix sum, the ghosts' by one fetch
+        first = comm.exscan(count) or 0
+        new_id = np.full(lay.local_size, -1, dtype=np.int64)
+        new_id[alive] = first + np.arange(count, dtype=np.int64)
+        col_id = fetch(lay, new_id, ucols)[cinv]
+        keep = alive[rows] & (col_id >= 0)
+        sub_lay = Layout.from_local_size(count, comm)
+        sr, sc = new_id[rows[keep]], col_id[keep]
+        sub = DistCSR.from_coo(sr, sc, np.ones(sr.size), (total, total), comm,
+                               layout=sub_lay, mode="insert")
+        parts = metis_partition(sub, ncomp, seed).local_parts
+        # interface: a neighbour in a part of smaller number
+        usc, sinv = np.unique(sc, return_inverse=True)
+        col_part = fetch(sub_lay, parts, usc)[sinv]
+        row_part = parts[sr - sub_lay.start]
+        iface_sub = np.zeros(count, dtype=bool)
+        iface_sub[(sr - sub_lay.start)[row_part > col_part]] = True
+        n_iface = comm.allreduce(int(iface_sub.sum()))
+        if n_iface in (0, total):
+            break
+        where = np.flatnonzero(alive)
+        inner = where[~iface_sub]
+        group[inner] = level * ncomp + parts[~iface_sub]
+        sizes.append(np.bincount(parts[~iface_sub], minlength=ncomp).astype(np.int64))
+        alive[inner] = False
+    L = len(sizes)
+    group[alive] = L * ncomp
+    sub_sizes = np.zeros((L, ncomp), dtype=np.int64)
+    if L:
+        sub_sizes[:] = np.stack(sizes)
+        comm.Allreduce(MPI.IN_PLACE, sub_sizes, op=MPI.SUM)
+    return group, sub_sizes

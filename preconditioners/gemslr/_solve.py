@@ -92,16 +92,17 @@ class GeMSLR(Preconditioner):
 
     Notes
     -----
-    Set-up is collective on ``A.comm``. The ordering is computed by serial
-    METIS on rank 0 (the graph is gathered there, as in
-    :func:`dmsolve.partition.metis_partition`) and does not depend on the
-    number of ranks; subdomain ``j`` of ``K`` goes to rank
-    ``j * size // K``. Rank 0 scatters each row's level and subdomain to
-    the row's owner, and the rows move to their GeMSLR owners as a
-    :class:`dmsolve.partition.Partition` with
-    :func:`dmsolve.partition.redistribute`: apart from the gathered graph
-    on rank 0 (fine up to some 10^7 rows), nothing of the global size is
-    kept on any rank; :meth:`ordering` gathers the ordering on request.
+    Set-up is collective on ``A.comm``. The ordering is computed where the
+    rows are, level by level: the remaining nodes' subgraph is partitioned
+    by :func:`dmsolve.partition.metis_partition` (serial METIS on the
+    gathered subgraph below its ``gather_limit``, so that the ordering does
+    not depend on the number of ranks; in parallel, ``"multilevel"``, above
+    it) and the interface found by one fetch of the neighbours' parts.
+    Subdomain ``j`` of ``K`` goes to rank ``j * size // K``, and the rows
+    move to their GeMSLR owners as a :class:`dmsolve.partition.Partition`
+    with :func:`dmsolve.partition.redistribute`: nothing of the global size
+    is kept on any rank (a ``"redundant"`` last level is factored on every
+    rank); :meth:`ordering` gathers the ordering on request.
     :meth:`apply` is collective on ``A.comm`` (halo
     exchanges of the coupling blocks, one ``Allreduce`` per low-rank level,
     one ``Allgatherv`` for a redundant last level) and allocates nothing
