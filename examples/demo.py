@@ -62,12 +62,21 @@ def distributed_data(comm, n):
     S, xs = A.to_scipy(), x.gather()
     err = np.abs(y.gather() - S @ xs).max() / np.abs(S @ xs).max()
     q = partition_quality(A, metis_partition(A))
+    # partitions computed in parallel, nothing gathered: multilevel (matching,
+    # METIS on a small coarse graph) and a Hilbert curve through the grid points
+    i = np.arange(*A.row_layout.owned_range)
+    xyz = np.stack((i % n, i // n % n, i // (n * n)), axis=1).astype(float)
+    q_ml = partition_quality(A, dmsolve.partition.partition(A, "multilevel"))
+    q_hc = partition_quality(A, dmsolve.partition.partition(A, "hilbert", coords=xyz))
     say(comm, "[1] Distributed data: 3D Poisson %d^3, %d rows, %d nonzeros" % (
         n, A.shape[0], A.global_nnz()),
         "    rows per rank %s, ghost columns per rank %s" % (rows, ghosts),
         "    A @ x vs scipy: max relative error %.1e" % err,
         "    METIS partition: edge cut %d (block layout: %d)" % (
-            q.edge_cut, partition_quality(A, dmsolve.partition.block_partition(A)).edge_cut))
+            q.edge_cut, partition_quality(A, dmsolve.partition.block_partition(A)).edge_cut),
+        "    in parallel, nothing gathered: multilevel cut %d, hilbert cut %d, "
+        "imbalance %.3f and %.3f" % (q_ml.edge_cut, q_hc.edge_cut, q_ml.row_imbalance,
+                                     q_hc.row_imbalance))
     return A
 
 

@@ -83,6 +83,11 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add("max relative error" in out, "max relative error printed")
         err = float(out.split("max relative error ")[1].split()[0])
         checks.add(err < 1e-14, "max relative error < 1e-14", err)
+        m1 = re.search(r"METIS partition: edge cut (\d+).*\n.*multilevel cut (\d+), hilbert "
+                       r"cut (\d+), imbalance (\S+) and (\S+)", out)
+        checks.add(m1 and int(m1.group(2)) <= 1.3 * int(m1.group(1))
+                   and max(float(m1.group(4)), float(m1.group(5))) <= 1.05,
+                   "multilevel cut within 1.3x METIS's, both balanced", m1 and m1.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
