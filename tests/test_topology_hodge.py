@@ -260,3 +260,31 @@ def test_default_tolerance_meets_the_issue_figures():
     ref = hodge_decomposition(cx, f, rtol=1e-13)
     assert_allclose_collective(h.gather(), ref.harmonic.gather(), rtol=0,
                                atol=1e-6 * np.sqrt(nf2))
+
+
+@pytest.mark.parametrize("limit", [10, 2])
+def test_component_nullspace_sums_component_sizes_across_ranks(limit):
+    """Three triangulated squares side by side but not touching, and isolated
+    vertices: one indicator per component with an edge (three), each the
+    serial component's vertices; none when more than ``limit``."""
+    from scipy.sparse.csgraph import connected_components as cc
+    from topology import connected_components
+    from topology._hodge import _component_nullspace
+    cells = []
+    for b in range(3):
+        cells.append(grid_cells((4, 3)) + 12 * b)
+    cells = np.concatenate(cells)
+    n = 40                                     # vertices 36..39 isolated
+    pts = np.column_stack((np.arange(n), np.zeros(n))).astype(float)
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, points=pts)
+    ns = _component_nullspace(cx, connected_components(cx), limit)
+    E = faces(cells, 1)
+    G = sp.coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+    _, lab = cc(G, directed=False)
+    want = [np.flatnonzero(lab == c) for c in range(lab.max() + 1) if np.sum(lab == c) >= 2]
+    got = [np.flatnonzero(cx.gather_global(v)) for v in ns]
+    if limit >= 3:
+        ok = len(got) == 3 and sorted(map(tuple, got)) == sorted(map(tuple, want))
+    else:
+        ok = got == []
+    assert_collective(COMM, ok, "component indicators %s vs %s" % (got, want))

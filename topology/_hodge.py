@@ -473,16 +473,27 @@ def _laplacian0(cx, cache=None) -> DistCSR:
 
 
 def _component_nullspace(cx, labels: DistVector, limit: int) -> list[DistVector]:
-    """Indicator vectors of the components with at least one edge."""
+    """Indicator vectors of the components with at least one edge (two or more
+    vertices); none when there are more than ``limit`` of them. Collective on
+    ``cx.comm``: each component's vertex count is summed at the rank
+    ``label % size`` (one superstep), then only the labels of the large
+    components, at most ``limit`` of them, are allgathered."""
+    comm = cx.comm
+    size = comm.Get_size()
     own = labels.local
-    roots, counts = np.unique(own, return_counts=True)
-    parts = cx.comm.allgather((roots, counts))
-    allr = np.concatenate([p[0] for p in parts])
-    u, inv = np.unique(allr, return_inverse=True)
-    sizes = np.bincount(inv.ravel(), weights=np.concatenate([p[1] for p in parts]))
-    big = u[sizes >= 2]
-    if big.size > limit:
+    roots, counts = np.unique(own.astype(np.int64), return_counts=True)
+    ctx = BSP(comm)
+    dest = roots % size
+    ctx.send_rows(dest, roots, 1)
+    ctx.send_rows(dest, counts.astype(np.int64), 2)
+    inbox = ctx.sync("hodge:component-sizes")
+    got = inbox.concat(1, dtype=np.int64)
+    u, inv = np.unique(got, return_inverse=True)
+    sizes = np.bincount(inv.ravel(), weights=inbox.concat(2, dtype=np.int64), minlength=u.size)
+    mine = u[sizes >= 2]
+    if comm.allreduce(int(mine.size)) > limit:
         return []
+    big = np.sort(np.concatenate(comm.allgather(mine)))
     return [DistVector(cx.vertex_layout, (own == r).astype(np.float64)) for r in big]
 
 
