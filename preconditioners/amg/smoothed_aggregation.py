@@ -23,7 +23,8 @@ from .._diagonal import checked_diagonal
 from .._registry import register
 from ..smoothers import MAX_SWEEPS, adjoint_smoother, check_smoother, make_smoother
 from .aggregate import AGGREGATIONS
-from .coarse import (MAX_RANK_REDUCTION, CoarseSolver, IdleCoarseSolver,
+from . import coarse as _coarse
+from .coarse import (CoarseSolver, IdleCoarseSolver,
                      RelaxationCoarseSolver, plan_coarse_level, redistribute_rows,
                      sub_communicator, sub_layout)
 from .cycle import CYCLES, run_cycle
@@ -363,8 +364,10 @@ class SmoothedAggregation(Preconditioner):
             if total == 0 or total >= Ak.shape[0]:
                 break                         # no coarsening possible
             if self._agglomerate:
-                clay, first, active = plan_coarse_level(count * k, lcomm, min_rows_per_rank,
-                                                        gathered=lcomm is not comm)
+                # the limit is read here, so that a test may lower it
+                clay, first, active = plan_coarse_level(
+                    count * k, lcomm, min_rows_per_rank,
+                    max_reduction=_coarse.MAX_RANK_REDUCTION, gathered=lcomm is not comm)
             else:
                 clay, first, active = plan_coarse_level(count * k, lcomm, min_rows_per_rank,
                                                         max_reduction=None)
