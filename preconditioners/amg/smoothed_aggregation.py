@@ -251,7 +251,9 @@ class SmoothedAggregation(Preconditioner):
     :class:`IdleLevel` there (and an :class:`.coarse.IdleCoarseSolver` if
     outside the coarsest level's). The sub-communicators are cached on
     ``A.comm`` and reused by later set-ups
-    (:func:`.coarse.free_sub_communicators` frees them). :meth:`describe` adds
+    (:func:`.coarse.free_sub_communicators` frees them). :meth:`gather_operator`
+    and :meth:`gather_prolongator` give any level's matrices on every rank
+    (collective). :meth:`describe` adds
     ``levels`` (rows, nonzeros, ranks owning rows), ``level_comm_ranks``
     (the size of each level's communicator), the complexities,
     ``hierarchy_bytes_max_rank`` (operators, prolongators and the coarse
