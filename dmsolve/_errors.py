@@ -16,7 +16,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete", "CollectiveError", "AGREE_GRACE"]
+__all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete",
+           "CollectiveError", "AGREE_GRACE"]
 
 #: Seconds a rank that holds an error waits, at an agreement made with a
 #: grace period (``agree(..., grace=AGREE_GRACE)``; every agreement of a

@@ -21,7 +21,7 @@ import dmsolve.gallery as gallery
 import preconditioners
 import preconditioners.amg.coarse as coarse
 from dmsolve import DistCSR, Layout, block_ranges
-from dmsolve.bsp._comm import free_inner_comm
+from dmsolve.bsp import free_inner_comm
 from dmsolve.krylov import cg
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
                      assert_equal_collective, assert_raises_collective)

@@ -9,8 +9,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import Layout, block_ranges
-from dmsolve.bsp import BSP
-from dmsolve.bsp._comm import free_inner_comm
+from dmsolve.bsp import BSP, free_inner_comm
 
 __all__ = ["MAX_RANK_REDUCTION", "coarse_layout", "plan_coarse_level", "sub_communicator",
            "sub_layout", "free_sub_communicators", "redistribute_rows", "CoarseSolver",

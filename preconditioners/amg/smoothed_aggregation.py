@@ -15,8 +15,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, Preconditioner, Progress, Registry
-from dmsolve._errors import raise_from_root
+from dmsolve import (DistCSR, DistVector, Preconditioner, Progress, Registry,
+                     raise_from_root)
 from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
