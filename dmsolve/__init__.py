@@ -4,7 +4,7 @@ Importing dmsolve initialises MPI (through mpi4py) but performs no
 communication and creates no MPI objects.
 """
 
-from ._errors import CollectiveError, agree, raise_collective
+from ._errors import CollectiveError, agree, raise_collective, raise_from_root
 from ._layout import Layout, block_range, block_ranges
 from ._registry import PRECONDITIONERS, Registry, split_descriptor
 from ._vector import DistVector
@@ -12,7 +12,7 @@ from ._vector import DistVector
 __version__ = "0.1.0"
 
 __all__ = [
-    "CollectiveError", "agree", "raise_collective",
+    "CollectiveError", "agree", "raise_collective", "raise_from_root",
     "Registry", "split_descriptor", "PRECONDITIONERS",
     "Layout", "block_range", "block_ranges",
     "DistVector",

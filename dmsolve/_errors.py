@@ -16,7 +16,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["agree", "raise_collective", "poll", "complete", "CollectiveError", "AGREE_GRACE"]
+__all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete",
+           "CollectiveError", "AGREE_GRACE"]
 
 #: Seconds a rank that holds an error waits, at an agreement made with a
 #: grace period (``agree(..., grace=AGREE_GRACE)``; every agreement of a
@@ -271,3 +272,27 @@ def raise_collective(comm: MPI.Comm, condition_failed: bool,
     whose message is known beforehand on every rank.
     """
     agree(comm, cls(message) if condition_failed else None)
+
+
+def raise_from_root(comm: MPI.Comm, exc: BaseException | None, failed: bool,
+                    root: int = 0) -> None:
+    """Raise, on every rank, the exception that some ranks already agreed on
+    (on a sub-communicator holding ``root``) when ``failed``.
+
+    For errors agreed among some of the ranks only (a coarse AMG level on a
+    sub-communicator): the ranks that hold the exception (``exc``) raise it
+    unchanged; the others raise a copy of ``root``'s, of the same type and
+    message, rebuilt as :func:`agree` does. ``failed`` must be the same on
+    every rank (it was reduced), and ``root`` must hold an exception then.
+
+    Collective on ``comm`` when ``failed`` (one ``bcast`` from ``root``);
+    not collective otherwise.
+    """
+    if not failed:
+        return
+    mine = _payload(exc) if comm.Get_rank() == root else None
+    payload = comm.bcast(mine, root=root)
+    if exc is not None:
+        raise exc
+    err = _rebuild(payload, "")
+    raise err if err is not None else _fallback(payload, "")

@@ -196,7 +196,8 @@ def test_rank_independent_smoothers_give_rank_independent_cycle_on_one_level_blo
 # -- options: PyAMG's descriptor form and the keyword shorthands ---------------------------
 
 def _prolongators(M):
-    return [L.P.to_scipy().toarray() for L in M.levels]
+    # gathered on every rank: a level on a sub-communicator holds P on its ranks only
+    return [M.gather_prolongator(k).toarray() for k in range(len(M.levels))]
 
 
 def test_descriptor_form_gives_the_keyword_form_hierarchy():

@@ -11,8 +11,11 @@ See docs/bsp.md for the model. Public pieces:
   splitters, and the global position of every local item.
 - :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
   BSP parameters g and l.
+- :func:`free_inner_comm`: free dmsolve's private duplicate of a
+  communicator, before freeing the communicator itself.
 """
 
+from ._comm import free_inner_comm
 from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
 from ._probe import probe
@@ -22,4 +25,4 @@ from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
-           "psort", "rank_of", "SortedBlock"]
+           "psort", "rank_of", "SortedBlock", "free_inner_comm"]

@@ -44,3 +44,24 @@ def next_tag(comm: MPI.Comm) -> int:
     tag = _TAGS.get(key, 100)
     _TAGS[key] = 100 + (tag - 99) % 30000  # stays below the guaranteed MPI_TAG_UB
     return tag
+
+
+def free_inner_comm(comm: MPI.Comm) -> None:
+    """Free the private duplicate of ``comm`` made by :func:`inner_comm`, if
+    any, before ``comm`` itself is freed (whoever frees ``comm`` calls it;
+    the attribute has no delete callback). Nothing using it (halo plans,
+    supersteps on ``comm``) may be used afterwards.
+
+    Collective on ``comm`` when a duplicate exists (``MPI_Comm_free``);
+    every rank of ``comm`` has one or none alike, as :func:`inner_comm` is
+    collective.
+    """
+    if _KEYVAL is None:
+        return
+    inner = comm.Get_attr(_KEYVAL)
+    if inner is None or inner is comm:
+        return
+    comm.Delete_attr(_KEYVAL)
+    inner.Delete_attr(_KEYVAL)
+    _TAGS.pop(inner.handle, None)
+    inner.Free()

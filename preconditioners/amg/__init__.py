@@ -6,6 +6,6 @@
 hierarchy; the relaxation on each level is :mod:`preconditioners.smoothers`.
 """
 
-from .smoothed_aggregation import Level, SmoothedAggregation
+from .smoothed_aggregation import IdleLevel, Level, SmoothedAggregation
 
-__all__ = ["SmoothedAggregation", "Level"]
+__all__ = ["SmoothedAggregation", "Level", "IdleLevel"]

@@ -1,5 +1,6 @@
-"""Coarse levels: gathering small levels onto fewer ranks, and the coarsest
-level's solve: redundant and dense when it is small, relaxation when not."""
+"""Coarse levels: gathering small levels onto fewer ranks (and onto a
+sub-communicator of those ranks), and the coarsest level's solve: redundant
+and dense when it is small, relaxation when not."""
 
 from __future__ import annotations
 
@@ -8,19 +9,48 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import Layout, block_ranges
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, free_inner_comm
 
-__all__ = ["coarse_layout", "redistribute_rows", "CoarseSolver", "RelaxationCoarseSolver"]
+__all__ = ["MAX_RANK_REDUCTION", "coarse_layout", "plan_coarse_level", "sub_communicator",
+           "sub_layout", "free_sub_communicators", "redistribute_rows", "CoarseSolver",
+           "RelaxationCoarseSolver", "IdleCoarseSolver"]
+
+#: The ranks holding a level shrink by at most this factor from one level to
+#: the next (GAMG's rank reduction): no rank receives the coarse rows of more
+#: than this many ranks in one redistribution.
+MAX_RANK_REDUCTION = 4
 
 
-def coarse_layout(local_count: int, comm, min_rows_per_rank: int) -> tuple[Layout, int]:
-    """The layout of the next level and this rank's first coarse id.
+def plan_coarse_level(local_count: int, comm, min_rows_per_rank: int, *,
+                      max_reduction: int | None = MAX_RANK_REDUCTION,
+                      gathered: bool = False) -> tuple[Layout, int, int]:
+    """The layout of the next level, this rank's first coarse id, and the
+    number of ranks (the first ones of ``comm``) that the next level lives on.
 
     Coarse unknowns are numbered rank by rank in the order they were made.
     When fewer than ``min_rows_per_rank`` would land on each rank, the level
-    is gathered onto ``ceil(N / min_rows_per_rank)`` ranks (the first ones),
-    the others owning nothing: the layout stays contiguous, so no
-    renumbering is needed. Collective on ``comm`` (one ``allgather``).
+    is gathered onto the first ``ceil(N / min_rows_per_rank)`` ranks, but
+    onto no fewer than ``ceil(comm.size / max_reduction)`` (None: no limit),
+    the others owning nothing: the layout stays contiguous, so no renumbering
+    is needed, and the active ranks are a prefix of ``comm``. The natural
+    layout (each rank keeps the unknowns it made) is kept when every rank
+    would stay active with at least a quarter of ``min_rows_per_rank`` rows,
+    and only on the hierarchy's own communicator (``gathered=False``): a level
+    that was already gathered onto a sub-communicator is balanced with
+    :func:`~dmsolve.block_ranges`, as when the idle ranks were counted as
+    owning nothing.
+
+    Collective on ``comm`` (one ``allgather``).
+
+    Returns
+    -------
+    layout : Layout
+        On ``comm``; the ranks from ``active`` on own nothing.
+    first : int
+        Global id of this rank's first coarse unknown (in the numbering of
+        the ranks that made them).
+    active : int
+        The number of ranks the next level is distributed over.
     """
     counts = np.array(comm.allgather(int(local_count)), dtype=np.int64)
     first = int(counts[:comm.rank].sum())
@@ -28,10 +58,121 @@ def coarse_layout(local_count: int, comm, min_rows_per_rank: int) -> tuple[Layou
     size = comm.Get_size()
     natural = np.concatenate(([0], np.cumsum(counts)))
     active = int(min(size, max(1, -(-N // max(1, min_rows_per_rank)))))
-    if active == size and counts.min() >= min_rows_per_rank // 4:
-        return Layout(natural, comm), first
+    if max_reduction is not None:
+        active = max(active, -(-size // int(max_reduction)))
+    if not gathered and active == size and counts.min() >= min_rows_per_rank // 4:
+        return Layout(natural, comm)._trusted(), first, size
     ranges = np.concatenate((block_ranges(N, active), np.full(size - active, N)))
-    return Layout(ranges, comm), first
+    return Layout(ranges, comm)._trusted(), first, active
+
+
+def coarse_layout(local_count: int, comm, min_rows_per_rank: int) -> tuple[Layout, int]:
+    """The layout of the next level and this rank's first coarse id, with
+    no limit on the rank reduction and every rank of ``comm`` counted:
+    :func:`plan_coarse_level` with ``max_reduction=None``.
+    Collective on ``comm`` (one ``allgather``).
+    """
+    layout, first, _ = plan_coarse_level(local_count, comm, min_rows_per_rank,
+                                         max_reduction=None)
+    return layout, first
+
+
+# Sub-communicators are cached as an MPI attribute of their parent: a dict
+# {(start, count): sub-communicator, or None on the ranks outside}. The keyval
+# is created on first use (no MPI at import time).
+_SUB_KEYVAL = None
+
+
+def _sub_cache(comm, create: bool) -> dict | None:
+    global _SUB_KEYVAL
+    if _SUB_KEYVAL is None:
+        if not create:
+            return None
+        _SUB_KEYVAL = MPI.Comm.Create_keyval()
+    cache = comm.Get_attr(_SUB_KEYVAL)
+    if cache is None and create:
+        cache = {}
+        comm.Set_attr(_SUB_KEYVAL, cache)
+    return cache
+
+
+def sub_communicator(comm, count: int, start: int = 0):
+    """The communicator of ranks ``start, ..., start + count - 1`` of ``comm``
+    (ranks numbered alike), or None on the other ranks; ``comm`` itself when
+    that is every rank.
+
+    One ``comm.Split`` the first time a set of ranks is asked for; the result
+    is cached on ``comm`` (an MPI attribute) and returned again by later
+    calls, so repeated AMG set-ups create no new communicators. Cached
+    communicators live as long as ``comm``: :func:`free_sub_communicators`
+    frees them (call it before freeing ``comm``).
+
+    Collective on ``comm`` the first time for a given ``(start, count)``
+    (every rank of ``comm`` must ask for the same one), not collective
+    afterwards.
+    """
+    size = comm.Get_size()
+    start, count = int(start), int(count)
+    if not (0 <= start and 1 <= count and start + count <= size):
+        raise ValueError("sub_communicator: ranks %d..%d are not ranks of a communicator of "
+                         "%d" % (start, start + count - 1, size))
+    if start == 0 and count == size:
+        return comm
+    cache = _sub_cache(comm, create=True)
+    key = (start, count)
+    if key not in cache:
+        inside = start <= comm.Get_rank() < start + count
+        sub = comm.Split(0 if inside else MPI.UNDEFINED, comm.Get_rank())
+        cache[key] = sub if inside else None
+    return cache[key]
+
+
+def free_sub_communicators(comm) -> int:
+    """Free the communicators :func:`sub_communicator` cached on ``comm``
+    (and, first, those cached on them, and dmsolve's private duplicates of
+    them); return how many this rank freed.
+
+    Call it when nothing built on them (an AMG hierarchy of a matrix on
+    ``comm``) is used any more: their halo exchanges and coarse solves would
+    fail. A later set-up creates them again. ``comm`` itself is not freed.
+
+    Collective on ``comm`` (``MPI_Comm_free`` of each sub-communicator is
+    collective on it; every rank of ``comm`` holds the same cache keys).
+    """
+    cache = _sub_cache(comm, create=False)
+    if not cache:
+        return 0
+    freed = 0
+    for key in sorted(cache):
+        sub = cache.pop(key)
+        if sub is not None:
+            freed += free_sub_communicators(sub)
+            free_inner_comm(sub)
+            sub.Free()
+            freed += 1
+    return freed
+
+
+def sub_layout(layout: Layout, sub) -> Layout | None:
+    """``layout`` relabelled onto ``sub``, the communicator of its first
+    ``sub.size`` ranks (:func:`sub_communicator`), or None where ``sub`` is
+    None. Pure relabelling: the ranks outside ``sub`` must own nothing, so
+    every global index keeps its owner. Not collective.
+    """
+    if sub is None:
+        if layout.local_size:
+            raise RuntimeError("sub_layout: a rank outside the sub-communicator owns %d rows"
+                               % layout.local_size)
+        return None
+    if sub is layout.comm:
+        return layout
+    count = sub.Get_size()
+    ranges = layout.ranges[:count + 1]
+    if ranges[-1] != layout.global_size:
+        raise RuntimeError("sub_layout: the ranks from %d on own %d rows"
+                           % (count, layout.global_size - int(ranges[-1])))
+    out = Layout(ranges, sub)
+    return out._trusted() if layout.agreed else out
 
 
 def redistribute_rows(values: np.ndarray, first: int, layout: Layout) -> np.ndarray:
@@ -135,3 +276,24 @@ class RelaxationCoarseSolver:
             self.presmoother.smooth(b, x, zero_guess=(k == 0))
         for _ in range(self.sweeps):
             self.postsmoother.smooth(b, x, False)
+
+
+class IdleCoarseSolver:
+    """The coarsest level's solve on a rank outside the coarsest level's
+    communicator: it owns no rows of that level, so there is nothing to
+    solve and nobody to talk to. ``kind`` is the real solver's (the same in
+    every rank's summary). Not collective; :meth:`solve` does nothing.
+    """
+
+    nnz = 0
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes kept on this rank: none. Not collective."""
+        return 0
+
+    def solve(self, b: np.ndarray, x: np.ndarray) -> None:
+        """Nothing (``b`` and ``x`` are empty here). Not collective."""

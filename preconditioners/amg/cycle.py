@@ -19,14 +19,18 @@ def run_cycle(levels, coarse, lvl: int, b: np.ndarray, x: np.ndarray, gamma: int
     """One cycle on level ``lvl``: improve ``x`` towards ``A_lvl x = b``.
 
     Pre-smooth, restrict the residual with ``P^T``, visit the next level
-    ``gamma`` times, prolongate the correction, post-smooth. Collective on
-    the hierarchy's communicator; allocates nothing (every level carries its
-    work vectors).
+    ``gamma`` times, prolongate the correction, post-smooth. A rank outside a
+    level's communicator (an idle level: it owns no rows there or below)
+    returns at once; ``coarse`` is then an idle solver that does nothing.
+    Collective on each level's communicator in turn; allocates nothing
+    (every level carries its work vectors).
     """
     if lvl == len(levels):
         coarse.solve(b, x)
         return
     L = levels[lvl]
+    if not L.active:
+        return
     L.presmoother.smooth(b, x, zero_guess)
     L.residual(b, x, L.r.local)
     L.P.rmatvec(L.r, out=L.bc)

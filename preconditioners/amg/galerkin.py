@@ -18,13 +18,26 @@ from dmsolve.bsp import BSP
 
 from .._dist import matmat_local
 
-__all__ = ["galerkin_product"]
+__all__ = ["galerkin_product", "galerkin_rows"]
 
 _ROW, _COL, _VAL = 21, 22, 23
 
 
 def galerkin_product(A: DistCSR, P: DistCSR) -> DistCSR:
     """``P^T A P`` distributed like ``P``'s columns.
+
+    Collective on ``A.comm``: one ghost-row fetch (two supersteps), one
+    superstep for the partial rows of ghost coarse unknowns, and the
+    result's construction.
+    """
+    lay = P.col_layout
+    return DistCSR.from_local_rows(galerkin_rows(A, P), lay, lay, check_finite=False)
+
+
+def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
+    """This rank's rows of ``P^T A P`` (the rows of ``P.col_layout``), with
+    global column ids, as scipy CSR; for building the result on another
+    communicator (:func:`.coarse.sub_layout`).
 
     Collective on ``A.comm``: one ghost-row fetch (two supersteps) and one
     superstep for the partial rows of ghost coarse unknowns.
@@ -49,4 +62,4 @@ def galerkin_product(A: DistCSR, P: DistCSR) -> DistCSR:
         cols = inbox.concat(_COL, dtype=np.int64)
         vals = inbox.concat(_VAL, dtype=C.dtype)
         own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
-    return DistCSR.from_local_rows(own, lay, lay, check_finite=False)
+    return own

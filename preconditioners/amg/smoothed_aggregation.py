@@ -15,27 +15,35 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, Preconditioner, Progress, Registry
-from dmsolve.validate import agreed, check_choice, check_int
+from dmsolve import (DistCSR, DistVector, Preconditioner, Progress, Registry,
+                     raise_from_root)
+from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
 from .._registry import register
 from ..smoothers import MAX_SWEEPS, adjoint_smoother, check_smoother, make_smoother
 from .aggregate import AGGREGATIONS
-from .coarse import CoarseSolver, RelaxationCoarseSolver, coarse_layout, redistribute_rows
+from . import coarse as _coarse
+from .coarse import (CoarseSolver, IdleCoarseSolver,
+                     RelaxationCoarseSolver, plan_coarse_level, redistribute_rows,
+                     sub_communicator, sub_layout)
 from .cycle import CYCLES, run_cycle
-from .galerkin import galerkin_product
+from .galerkin import galerkin_rows
 from .smooth import PROLONGATOR_SMOOTHERS
 from .strength import STRENGTH
 from .tentative import tentative_prolongator
 
-__all__ = ["SmoothedAggregation", "Level"]
+__all__ = ["SmoothedAggregation", "Level", "IdleLevel"]
 
 
 class Level:
     """One level of the hierarchy: its operator ``A``, the prolongator ``P`` to
     it from the next level, the smoothers and preallocated work vectors.
-    Construction is not collective (allocation only)."""
+    ``A`` and ``P`` live on the level's communicator (:attr:`comm`), which
+    may hold only some ranks of the hierarchy's. Construction is not
+    collective (allocation only)."""
+
+    active = True
 
     def __init__(self, A: DistCSR, P: DistCSR, presmoother, postsmoother):
         self.A, self.P = A, P
@@ -44,6 +52,11 @@ class Level:
         self.corr = DistVector.zeros(A.row_layout)
         self.bc = DistVector.zeros(P.col_layout)
         self.xc = DistVector.zeros(P.col_layout)
+
+    @property
+    def comm(self):
+        """The communicator of the level's ranks."""
+        return self.A.comm
 
     def residual(self, b: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
         """``out = b - A x`` on this level; ``x`` and ``out`` are local arrays,
@@ -54,6 +67,18 @@ class Level:
         assert y.local is out, "out must be a contiguous float64 array"
         self.A.matvec(DistVector(lay, x), out=y)
         np.subtract(b, out, out=out)
+
+
+class IdleLevel:
+    """A level on a rank outside its communicator: the rank owns no rows of
+    it (nor of any coarser level) and skips it in the cycle. ``A``, ``P``,
+    the smoothers and :attr:`comm` are None. Not collective."""
+
+    active = False
+    A = P = presmoother = postsmoother = comm = None
+
+    def __repr__(self) -> str:
+        return "IdleLevel()"
 
 
 def _candidates(A, B) -> np.ndarray:
@@ -171,7 +196,9 @@ class SmoothedAggregation(Preconditioner):
     max_coarse : int >= 1
         Coarsening stops at or below this many unknowns.
     min_rows_per_rank : int >= 0
-        Levels with fewer unknowns per rank are gathered onto fewer ranks.
+        Levels with fewer unknowns per rank are gathered onto fewer ranks
+        (the first ones), by at most :data:`.coarse.MAX_RANK_REDUCTION`
+        (4) times fewer ranks per level.
     strength : str or (str, dict)
         Strength measure from :data:`.strength.STRENGTH`, as PyAMG's
         ``("symmetric", {"theta": 0.08})``; its threshold also filters weak
@@ -191,6 +218,16 @@ class SmoothedAggregation(Preconditioner):
         stays proportional to each rank's rows.
     coarse_sweeps : int in [1, MAX_SWEEPS]
         Sweeps of each smoother in a relaxed coarsest level (default 2).
+    agglomerate : bool
+        True (default): a gathered level lives on a sub-communicator of its
+        ranks (GAMG's ``process_eq_limit``), so the other ranks take no part
+        in its set-up, its halo exchanges or the coarsest solve, and the
+        ranks shrink by at most ``MAX_RANK_REDUCTION`` per level. False:
+        every rank of ``A.comm`` takes part in every level, and a level is
+        gathered onto as few ranks as ``min_rows_per_rank`` asks in one step
+        (the hierarchy before agglomeration; with at most
+        ``MAX_RANK_REDUCTION`` ranks both give the same operators and
+        cycles, bit for bit).
     progress : None, True or callable
         Report each level as it is built (``"level 1: 4096 rows, 35840
         nonzeros"``), then a summary: see :class:`dmsolve.Progress`. Given
@@ -208,9 +245,17 @@ class SmoothedAggregation(Preconditioner):
     Notes
     -----
     Set-up is collective on ``A.comm``. :meth:`apply` is collective on
-    ``A.comm`` (halo exchanges on every level, one ``Allgatherv`` at a dense
-    coarsest level) and allocates no vectors. :meth:`describe` adds
-    ``levels`` (rows, nonzeros, active ranks), the complexities,
+    ``A.comm`` (halo exchanges on every level among the level's ranks, one
+    ``Allgatherv`` at a dense coarsest level among its ranks) and allocates
+    no vectors. A rank outside a level's communicator holds an
+    :class:`IdleLevel` there (and an :class:`.coarse.IdleCoarseSolver` if
+    outside the coarsest level's). The sub-communicators are cached on
+    ``A.comm`` and reused by later set-ups
+    (:func:`.coarse.free_sub_communicators` frees them). :meth:`gather_operator`
+    and :meth:`gather_prolongator` give any level's matrices on every rank
+    (collective). :meth:`describe` adds
+    ``levels`` (rows, nonzeros, ranks owning rows), ``level_comm_ranks``
+    (the size of each level's communicator), the complexities,
     ``hierarchy_bytes_max_rank`` (operators, prolongators and the coarse
     solver), ``coarse`` (``solver``: ``"dense"`` or ``"relax"``, ``rows``,
     ``stored_bytes_max_rank``, ``max_dense_coarse``, ``sweeps``), the
@@ -231,7 +276,8 @@ class SmoothedAggregation(Preconditioner):
                  postsmoother=("gauss-seidel", {"sweep": "symmetric"}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
                  min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi",
-                 max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None):
+                 max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
+                 agglomerate: bool = True):
         super().__init__(A)
         comm = self.comm
         with agreed(comm):
@@ -251,6 +297,7 @@ class SmoothedAggregation(Preconditioner):
             min_rows_per_rank = check_int("min_rows_per_rank", min_rows_per_rank, low=0)
             max_dense_coarse = check_int("max_dense_coarse", max_dense_coarse, low=0)
             coarse_sweeps = check_int("coarse_sweeps", coarse_sweeps, low=1, high=MAX_SWEEPS)
+            agglomerate = check_bool("agglomerate", agglomerate)
             report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
@@ -269,24 +316,64 @@ class SmoothedAggregation(Preconditioner):
         # when the postsmoother undoes the presmoother's asymmetry
         self._symmetric = None if adjoint is None else adjoint == postsmoother
         self.gamma = CYCLES[cycle]
-        self.levels: list[Level] = []
+        self.levels: list[Level | IdleLevel] = []
+        self.coarse = self.coarse_A = None
         self.timings: dict = {k: 0.0 for k in ("strength", "aggregate", "tentative",
                                                "smooth", "galerkin", "smoothers", "coarse")}
+        self._agglomerate = agglomerate
+        self._level_info = []
+        # Levels are built by the ranks of each level's communicator only. A
+        # report of a level on a sub-communicator waits for the end, where
+        # every rank takes part; so does an error raised there (agreed among
+        # that level's ranks), which the idle ranks then raise too.
+        deferred: list = []
+        exc = None
+        try:
+            self._build(A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
+                        min_rows_per_rank, max_dense_coarse, coarse_sweeps, report, deferred)
+        except Exception as e:  # noqa: BLE001 - re-raised on every rank by _finish
+            if self._lcomm is comm:
+                raise           # every rank of comm is raising it
+            exc = e
+        self._finish(exc, report, deferred, max_dense_coarse, coarse_sweeps)
+        self._done()
+
+    def _build(self, A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
+               min_rows_per_rank, max_dense_coarse, coarse_sweeps, report, deferred):
+        """The levels and the coarsest solve on this rank's levels. Collective
+        on each level's communicator in turn (``self._lcomm``)."""
+        comm = self.comm
         tm = self.timings
         aggregate_fn = AGGREGATIONS[aggregate]
         Ak = A
-        self._level_info = []
+        lcomm = self._lcomm = comm
+
+        def note(message, *args):
+            # report now if every rank of comm is here, else at the end
+            if lcomm is comm:
+                report(message, *args)
+            else:
+                deferred.append((message, args))
+
         while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
             t = time.perf_counter()
             S = self.strength(Ak)
             t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
             agg, count = aggregate_fn(S)
             k = Bl.shape[1]
-            total = comm.allreduce(count * k, op=MPI.SUM)
+            total = lcomm.allreduce(count * k, op=MPI.SUM)
             t, tm["aggregate"] = time.perf_counter(), tm["aggregate"] + time.perf_counter() - t
             if total == 0 or total >= Ak.shape[0]:
                 break                         # no coarsening possible
-            clay, first = coarse_layout(count * k, comm, min_rows_per_rank)
+            if self._agglomerate:
+                # the limit is read here, so that a test may lower it
+                clay, first, active = plan_coarse_level(
+                    count * k, lcomm, min_rows_per_rank,
+                    max_reduction=_coarse.MAX_RANK_REDUCTION, gathered=lcomm is not comm)
+            else:
+                clay, first, active = plan_coarse_level(count * k, lcomm, min_rows_per_rank,
+                                                        max_reduction=None)
+                active = lcomm.Get_size()
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
@@ -294,16 +381,26 @@ class SmoothedAggregation(Preconditioner):
             if P is not T:
                 T.free()
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
-            Ac = galerkin_product(Ak, P)
+            rows = galerkin_rows(Ak, P)
+            # the ranks from `active` on own no coarse rows: the next level
+            # lives on the first `active` ranks' communicator, its layout the
+            # same ranges relabelled (no data moves)
+            sub = sub_communicator(lcomm, active)
+            slay = sub_layout(clay, sub)
+            Ac = (DistCSR.from_local_rows(rows, slay, slay, check_finite=False)
+                  if sub is not None else None)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
             pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, P, pre, post))
             self._level_info.append({"rho": rho})
             if report:
-                report("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
-                       Ak.global_nnz())
+                note("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
+                     Ak.global_nnz())
             Ak, Bl = Ac, Bc
+            lcomm = self._lcomm = sub
+            if sub is None:
+                return                          # idle from here on: see _finish
         t = time.perf_counter()
         self.coarse_A = Ak
         if Ak.shape[0] <= max_dense_coarse:
@@ -311,17 +408,43 @@ class SmoothedAggregation(Preconditioner):
         else:
             pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
             self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
-        self._coarse_options = {"max_dense_coarse": max_dense_coarse, "sweeps": coarse_sweeps}
         tm["coarse"] = time.perf_counter() - t
         if report:
-            report("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
-                   self.coarse.kind, Ak.shape[0], Ak.global_nnz())
-        self._summary = self._summarise()
+            note("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
+                 self.coarse.kind, Ak.shape[0], Ak.global_nnz())
+
+    def _finish(self, exc, report, deferred, max_dense_coarse, coarse_sweeps):
+        """Every rank of ``comm`` again: rank 0 (on every level) tells the
+        others the hierarchy's shape, an error raised on a sub-communicator,
+        and the reports held back; idle ranks fill their levels in. Collective
+        on ``comm``: one ``bcast``, and the summary's two reductions."""
+        comm = self.comm
+        shape = None
+        if comm.Get_rank() == 0:
+            ops = [L.A for L in self.levels] + ([self.coarse_A] if exc is None else [])
+            shape = {"failed": exc is not None, "levels": len(self.levels),
+                     "rows": [int(A.shape[0]) for A in ops],
+                     "comm_ranks": [int(A.comm.Get_size()) for A in ops],
+                     "coarse": None if exc is not None else self.coarse.kind,
+                     "deferred": deferred}
+        if comm.Get_size() > 1:
+            shape = comm.bcast(shape, root=0)
+        raise_from_root(comm, exc, shape["failed"])
+        while len(self.levels) < shape["levels"]:
+            self.levels.append(IdleLevel())
+            self._level_info.append({"rho": None})
+        if self.coarse is None:
+            self.coarse_A = None
+            self.coarse = IdleCoarseSolver(shape["coarse"])
+        self._coarse_options = {"max_dense_coarse": max_dense_coarse, "sweeps": coarse_sweeps}
+        if report:
+            for message, args in shape["deferred"]:
+                report(message, *args)
+        self._summary = self._summarise(shape["rows"], shape["comm_ranks"])
         if report:
             report("done: %d levels, operator complexity %.3f, grid complexity %.3f",
                    len(self._summary["levels"]), self.operator_complexity(),
                    self.grid_complexity())
-        self._done()
 
     @staticmethod
     def _smoothers(Ak, level: int, presmoother, postsmoother):
@@ -341,27 +464,58 @@ class SmoothedAggregation(Preconditioner):
         run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
 
     # -- summary -----------------------------------------------------------------
-    def _summarise(self) -> dict:
+    def _summarise(self, rows: list, comm_ranks: list) -> dict:
+        # collective on comm: rows and communicator sizes come from rank 0;
+        # nonzeros and ranks owning rows are summed over all ranks (0 on an
+        # idle level); bytes are maxima
         comm = self.comm
         ops = [L.A for L in self.levels] + [self.coarse_A]
-        rows = [int(A.shape[0]) for A in ops]
-        nnz = comm.allreduce(np.array([A.local_nnz for A in ops], dtype=np.int64), op=MPI.SUM)
-        active = comm.allreduce(np.array([1 if A.row_layout.local_size else 0 for A in ops],
-                                         dtype=np.int64), op=MPI.SUM)
-        nbytes = sum(A.local_nbytes for A in ops) + sum(L.P.local_nbytes for L in self.levels) \
-            + self.coarse.nbytes
+        mine = np.zeros(2 * len(ops), dtype=np.int64)
+        for i, A in enumerate(ops):
+            if A is not None:
+                mine[i] = A.local_nnz
+                mine[len(ops) + i] = 1 if A.row_layout.local_size else 0
+        summed = comm.allreduce(mine, op=MPI.SUM)
+        nnz, active = summed[:len(ops)], summed[len(ops):]
+        nbytes = sum(A.local_nbytes for A in ops if A is not None) \
+            + sum(L.P.local_nbytes for L in self.levels if L.active) + self.coarse.nbytes
+        most = np.zeros(2, dtype=np.int64)
+        comm.Allreduce(np.array([nbytes, self.coarse.nbytes], dtype=np.int64), most, op=MPI.MAX)
+        hier_max, coarse_max = most
         levels = [{"rows": r, "nnz": int(z), "ranks": int(a)}
                   for r, z, a in zip(rows, nnz, active)]
         coarse = {"solver": self.coarse.kind, "rows": rows[-1],
-                  "stored_bytes_max_rank": int(comm.allreduce(self.coarse.nbytes, op=MPI.MAX))}
+                  "stored_bytes_max_rank": int(coarse_max)}
         coarse.update(self._coarse_options)
         return {
             "levels": levels,
+            "level_comm_ranks": [int(c) for c in comm_ranks],
             "coarse": coarse,
             "operator_complexity": float(nnz.sum() / nnz[0]) if nnz[0] else 1.0,
             "grid_complexity": float(sum(rows) / rows[0]) if rows[0] else 1.0,
-            "hierarchy_bytes_max_rank": int(comm.allreduce(nbytes, op=MPI.MAX)),
+            "hierarchy_bytes_max_rank": int(hier_max),
         }
+
+    def gather_operator(self, level: int):
+        """The operator of ``level`` (``len(levels)``: the coarsest) as scipy
+        CSR on every rank, for tests and small matrices. Collective on
+        ``comm``: the level's ranks gather it (on the level's communicator),
+        then rank 0 broadcasts it."""
+        ops = [L.A for L in self.levels] + [self.coarse_A]
+        return self._gather(ops[level])
+
+    def gather_prolongator(self, level: int):
+        """The prolongator ``P`` of ``level`` (to it from ``level + 1``) as
+        scipy CSR on every rank, for tests and small matrices. Collective on
+        ``comm``, as :meth:`gather_operator`."""
+        return self._gather(self.levels[level].P)
+
+    def _gather(self, M):
+        comm = self.comm
+        if M is not None and M.comm is comm:
+            return M.to_scipy()
+        out = M.to_scipy(root=0) if M is not None else None
+        return comm.bcast(out, root=0)
 
     def operator_complexity(self) -> float:
         """Sum of nonzeros over all levels / nonzeros of the finest. Not collective."""
