@@ -11,8 +11,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, Layout
-from dmsolve.partition import Partition, metis_graph_parts, metis_partition
-from dmsolve.partition._exchange import fetch
+from dmsolve.partition import Partition, fetch, metis_graph_parts, metis_partition
 
 __all__ = ["multilevel_order", "Ordering", "order"]
 
