@@ -2,8 +2,9 @@
 discrete gradient: minimum-saddle, saddle-saddle and saddle-maximum pairs.
 
 The V-paths are followed where the gradient lives (BSP supersteps hand a path
-to the rank owning its next cell); only the Morse complex (critical cells and
-their boundaries) is gathered on rank 0, reduced there and broadcast.
+to the rank owning its next cell); the Morse complex (critical cells and their
+boundaries) is reduced where it lives (topology/_dist_reduction.py): no rank
+gathers it, only the resulting pairs are allgathered.
 """
 
 from __future__ import annotations
@@ -42,11 +43,11 @@ class MorsePersistence:
     essential : dict int -> int64 array
         Birth vertices of the classes that never die, sorted.
     stats : dict
-        Sizes of the gathered Morse complex: ``critical`` (critical cells per
+        Sizes of the Morse complex: ``critical`` (critical cells per
         dimension), ``boundary_entries`` (V-path ends of the 2-saddles'
         boundaries, before cancelling mod 2), ``boundary_nonzeros``,
         ``d1_columns``/``d1_rows`` (the reduced matrix); supersteps of each
-        traversal; seconds per stage (``gradient_s``, ``paths_s``,
+        traversal and ``supersteps_reduce`` (placing and reducing); seconds per stage (``gradient_s``, ``paths_s``,
         ``union_find_s``, ``walls_s``, ``reduce_s``), slowest rank not
         agreed (rank-local clocks).
 
@@ -127,29 +128,41 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
        to) and co-boundaries of critical triangles (the two critical tets, or
        the outside, that their cofacets flow up to), by following V-paths in
        BSP supersteps;
-    3. on rank 0: D0 by elder-rule union-find over critical edges in
-       filtration order; D2 by the same on the dual graph (critical tets and
-       the domain's outside as a node born last), critical triangles in
-       reverse order. This is the reduction of the complex with one 3-cell
-       glued on the boundary, which adds cells after all others and so
-       leaves every finite pair unchanged;
-    4. the Morse boundaries (mod 2 counts of V-paths) of the critical
-       triangles D2 left unpaired, traced in supersteps, gathered on rank 0
-       and reduced by the standard Z2 column algorithm, rows restricted to
-       the critical edges D0 left unpaired (an edge that kills a component
-       is never the lowest entry of a reduced column, so dropping its row
+    3. filtration positions of the critical cells of each dimension by a
+       distributed sort (:func:`dmsolve.bsp.rank_of`); each V-path end is sent
+       to the owner of the cell it reached (which names its position), then
+       to the owner of the cell it started from, which holds the column;
+    4. D0: the critical edges' columns (two minima each, filtration order)
+       reduced by :func:`reduce_z2` (for a graph, the standard reduction
+       gives the elder-rule pairs of a union-find); D2: the critical
+       triangles' columns (the two critical tets, or the outside, that their
+       cofacets flow up to) in reverse filtration order against the tets in
+       reverse order, the outside a row born last. This is the reduction of
+       the complex with one 3-cell glued on the boundary, which adds cells
+       after all others and so leaves every finite pair unchanged;
+    5. the Morse boundaries (mod 2 counts of V-paths) of the critical
+       triangles D2 left unpaired (walls), traced in supersteps, routed to
+       each edge's owner (where mod 2 is exact) and then to the wall's
+       owner, and reduced by :func:`reduce_z2`, rows restricted to the
+       critical edges D0 left unpaired (an edge that kills a component is
+       never the lowest entry of a reduced column, so dropping its row
        changes no pivot).
+
+    :func:`reduce_z2` reduces each column on the rank owning the pivots of
+    its lowest row (blocks of filtration positions), so every rank holds its
+    share of the pivots plus the columns in transit; only the pairs are
+    allgathered (the diagram is the output, the same on every rank).
 
     A cell's filtration key is the orders of its vertices sorted descending,
     compared lexicographically: the lower-star filtration of the order with
     ties between cells of one lower star broken as gudhi's SimplexTree does
-    by dimension. The gathered Morse complex is the limit: its size is
-    reported in ``stats`` (critical cells per dimension, boundary entries).
-    Measured on 128^3 grids: a smooth field gives 12/18/8/1 critical cells
-    and 30 boundary entries; the same field plus 10 % Gaussian noise gives
-    117k/466k/458k/109k critical cells and 1.6M boundary entries (about
-    40 MB on rank 0), against 2.1M vertices and 55M simplices. Rank 0's
-    memory and the serial reduction grow with the noise, not the grid.
+    by dimension. The size of the Morse complex is reported in ``stats``
+    (critical cells per dimension, boundary entries). Measured on 128^3
+    grids (when the reduction was still made on rank 0): a smooth field
+    gives 12/18/8/1 critical cells and 30 boundary entries; the same field
+    plus 10 % Gaussian noise gives 117k/466k/458k/109k critical cells and
+    1.6M boundary entries (about 40 MB, now spread over the ranks), against
+    2.1M vertices and 55M simplices.
     Triangles with more than two cofacet tets (non-manifold meshes) are not
     supported.
 
@@ -162,6 +175,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
     .. [3] U. Bauer, M. Kerber, J. Reininghaus, "Clear and compress:
        computing persistent homology in chunks", Topological Methods in Data
        Analysis and Visualization III, 2014.
+    .. [4] U. Bauer, M. Kerber, J. Reininghaus, "Distributed computation of
+       persistent homology", ALENEX 2014 (DIPHA).
     """
     comm = domain.comm
     exc = None
