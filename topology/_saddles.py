@@ -28,7 +28,7 @@ from ._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths
 __all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
 
 _TAG_D0, _TAG_D2, _TAG_D1 = 71, 72, 73
-_TAG_R1, _TAG_R2, _TAG_R3, _TAG_PLACE = 74, 75, 76, 77
+_TAG_R1, _TAG_R2, _TAG_R3, _TAG_PLACE = 74, 75, 76, 77   # _TAG_PLACE + d, d < 4
 
 
 class MorsePersistence:
@@ -262,11 +262,10 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     d0 = tuple(np.concatenate(col) for col in zip(*d0))
     d2 = tuple(np.concatenate(col) for col in zip(*d2))
     sup = [0]
-    vplace = _place(comm, crit[0]["key"], crit[0]["top"], sup)
-    eplace = _place(comm, crit[1]["key"], crit[1]["top"], sup)
     # triangles and tets in reverse filtration order (D2 is reduced backwards)
-    tplace = _place(comm, -crit[2]["key"], crit[2]["top"], sup)
-    qplace = _place(comm, -crit[3]["key"], crit[3]["top"], sup)
+    vplace, eplace, tplace, qplace = _place(
+        comm, [crit[0]["key"], crit[1]["key"], -crit[2]["key"], -crit[3]["key"]],
+        [crit[d]["top"] for d in range(4)], sup)
     critical = [int(pl.global_size) for pl in (vplace, eplace, tplace, qplace)]
 
     # -- D0: critical edges (columns, filtration order) against minima (rows):
@@ -430,23 +429,43 @@ class _Placed:
         return self.local_tops[np.asarray(positions, np.int64) - self.ranges[self.rank]]
 
 
-def _place(comm, key, top, sup) -> _Placed:
-    """Positions of this rank's cells in the order of their keys over all
-    ranks (:func:`dmsolve.bsp.rank_of`), and the top vertices of the block of
-    positions this rank owns. Collective on ``comm``."""
-    key = np.ascontiguousarray(key, dtype=np.int64)
-    pos = rank_of(key, comm)
-    total = int(comm.allreduce(int(pos.size), op=MPI.SUM))
-    ranges = block_ranges(total, comm.Get_size())
+def _place(comm, keys, tops, sup) -> list[_Placed]:
+    """Positions of this rank's cells of each dimension in the order of their
+    keys over all ranks, and the top vertices of the block of positions this
+    rank owns. One :func:`dmsolve.bsp.rank_of` for all dimensions (keys
+    prefixed by their dimension and padded to one width, so each
+    dimension's positions are consecutive) and one superstep. Collective
+    on ``comm``."""
+    width = 1 + max(k.shape[1] for k in keys)
+    rows = []
+    for d, k in enumerate(keys):
+        r = np.zeros((k.shape[0], width), np.int64)
+        r[:, 0] = d
+        r[:, 1:1 + k.shape[1]] = k
+        rows.append(r)
+    pos = rank_of(np.concatenate(rows), comm)
+    counts = np.array([k.shape[0] for k in keys], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    p, r = comm.Get_size(), comm.Get_rank()
     ctx = BSP(comm)
-    ctx.send_rows(np.searchsorted(ranges, pos, side="right") - 1,
-                  np.column_stack((pos, top)).astype(np.int64), tag=_TAG_PLACE)
-    got = ctx.sync("morse:place").concat(_TAG_PLACE, dtype=np.int64, shape=(2,))
+    split = np.cumsum([k.shape[0] for k in keys])[:-1]
+    out = []
+    for d, (dpos, top) in enumerate(zip(np.split(pos, split), tops)):
+        dpos = dpos - offsets[d]
+        ranges = block_ranges(int(counts[d]), p)
+        ctx.send_rows(np.searchsorted(ranges, dpos, side="right") - 1,
+                      np.column_stack((dpos, top)).astype(np.int64), tag=_TAG_PLACE + d)
+        out.append([dpos, int(counts[d]), ranges])
+    inbox = ctx.sync("morse:place")
     sup[0] += 1
-    r = comm.Get_rank()
-    tops = np.empty(ranges[r + 1] - ranges[r], np.int64)
-    tops[got[:, 0] - ranges[r]] = got[:, 1]
-    return _Placed(pos, total, ranges, tops, r)
+    placed = []
+    for d, (dpos, total, ranges) in enumerate(out):
+        got = inbox.concat(_TAG_PLACE + d, dtype=np.int64, shape=(2,))
+        t = np.empty(ranges[r + 1] - ranges[r], np.int64)
+        t[got[:, 0] - ranges[r]] = got[:, 1]
+        placed.append(_Placed(dpos, total, ranges, t, r))
+    return placed
 
 
 def _agreed(comm, f, *args):
