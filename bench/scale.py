@@ -259,6 +259,16 @@ def run_hodge(s):
     return {"iterations": max(its.values()) if its else 0, "iterations_by_system": its}
 
 
+def prep_betti(comm, n):
+    from topology import SimplicialComplex
+    return {"cx": SimplicialComplex([_tets_of_slab(comm, n)], comm)}
+
+
+def run_betti(s):
+    from topology import betti_numbers
+    return {"betti": betti_numbers(s["cx"])}
+
+
 def prep_gemslr(comm, n):
     return {"A": _poisson(comm, n)}
 
@@ -293,6 +303,8 @@ CASES = {
     "mergetree": ("grid join tree, noisy field", prep_mergetree, run_mergetree),
     "hodge": ("Hodge decomposition, triangulated 2D grid (CG + amg)", prep_hodge, run_hodge),
     "gemslr": ("gemslr set-up, 3D Poisson", prep_gemslr, run_gemslr),
+    "betti": ("Betti numbers (GF(2) ranks of B_2, B_3), tets of the slab", prep_betti,
+              run_betti),
 }
 
 

@@ -1,5 +1,5 @@
-"""Z2 column reduction (the standard persistence algorithm) of the Morse
-boundary matrix gathered on rank 0.
+"""Z2 column reduction (the standard persistence algorithm) of columns held by
+one process: the serial reference, and the kernels of _dist_reduction.py.
 """
 
 from __future__ import annotations

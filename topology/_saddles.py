@@ -2,8 +2,9 @@
 discrete gradient: minimum-saddle, saddle-saddle and saddle-maximum pairs.
 
 The V-paths are followed where the gradient lives (BSP supersteps hand a path
-to the rank owning its next cell); only the Morse complex (critical cells and
-their boundaries) is gathered on rank 0, reduced there and broadcast.
+to the rank owning its next cell); the Morse complex (critical cells and their
+boundaries) is reduced where it lives (topology/_dist_reduction.py): no rank
+gathers it, only the resulting pairs are allgathered.
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ import time
 
 import numpy as np
 
-from dmsolve import DistVector, agree
+from mpi4py import MPI
 
-from ._column_reduction import reduce_columns
+from dmsolve import DistVector, agree
+from dmsolve._layout import block_ranges
+from dmsolve.bsp import BSP, rank_of
+
+from ._dist_reduction import reduce_z2
 from ._gradient import DiscreteGradient, gradient_from_order
 from ._star_tables import locate_edges, locate_tets
-from ._union_find import union_find
 from ._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths,
                       triangle_cofacets)
 
 __all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
 
 _TAG_D0, _TAG_D2, _TAG_D1 = 71, 72, 73
+_TAG_R1, _TAG_R2, _TAG_R3, _TAG_PLACE = 74, 75, 76, 77   # _TAG_PLACE + d, d < 4
 
 
 class MorsePersistence:
@@ -38,11 +43,11 @@ class MorsePersistence:
     essential : dict int -> int64 array
         Birth vertices of the classes that never die, sorted.
     stats : dict
-        Sizes of the gathered Morse complex: ``critical`` (critical cells per
+        Sizes of the Morse complex: ``critical`` (critical cells per
         dimension), ``boundary_entries`` (V-path ends of the 2-saddles'
         boundaries, before cancelling mod 2), ``boundary_nonzeros``,
         ``d1_columns``/``d1_rows`` (the reduced matrix); supersteps of each
-        traversal; seconds per stage (``gradient_s``, ``paths_s``,
+        traversal and ``supersteps_reduce`` (placing and reducing); seconds per stage (``gradient_s``, ``paths_s``,
         ``union_find_s``, ``walls_s``, ``reduce_s``), slowest rank not
         agreed (rank-local clocks).
 
@@ -123,29 +128,41 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
        to) and co-boundaries of critical triangles (the two critical tets, or
        the outside, that their cofacets flow up to), by following V-paths in
        BSP supersteps;
-    3. on rank 0: D0 by elder-rule union-find over critical edges in
-       filtration order; D2 by the same on the dual graph (critical tets and
-       the domain's outside as a node born last), critical triangles in
-       reverse order. This is the reduction of the complex with one 3-cell
-       glued on the boundary, which adds cells after all others and so
-       leaves every finite pair unchanged;
-    4. the Morse boundaries (mod 2 counts of V-paths) of the critical
-       triangles D2 left unpaired, traced in supersteps, gathered on rank 0
-       and reduced by the standard Z2 column algorithm, rows restricted to
-       the critical edges D0 left unpaired (an edge that kills a component
-       is never the lowest entry of a reduced column, so dropping its row
+    3. filtration positions of the critical cells of each dimension by a
+       distributed sort (:func:`dmsolve.bsp.rank_of`); each V-path end is sent
+       to the owner of the cell it reached (which names its position), then
+       to the owner of the cell it started from, which holds the column;
+    4. D0: the critical edges' columns (two minima each, filtration order)
+       reduced by :func:`reduce_z2` (for a graph, the standard reduction
+       gives the elder-rule pairs of a union-find); D2: the critical
+       triangles' columns (the two critical tets, or the outside, that their
+       cofacets flow up to) in reverse filtration order against the tets in
+       reverse order, the outside a row born last. This is the reduction of
+       the complex with one 3-cell glued on the boundary, which adds cells
+       after all others and so leaves every finite pair unchanged;
+    5. the Morse boundaries (mod 2 counts of V-paths) of the critical
+       triangles D2 left unpaired (walls), traced in supersteps, routed to
+       each edge's owner (where mod 2 is exact) and then to the wall's
+       owner, and reduced by :func:`reduce_z2`, rows restricted to the
+       critical edges D0 left unpaired (an edge that kills a component is
+       never the lowest entry of a reduced column, so dropping its row
        changes no pivot).
+
+    :func:`reduce_z2` reduces each column on the rank owning the pivots of
+    its lowest row (blocks of filtration positions), so every rank holds its
+    share of the pivots plus the columns in transit; only the pairs are
+    allgathered (the diagram is the output, the same on every rank).
 
     A cell's filtration key is the orders of its vertices sorted descending,
     compared lexicographically: the lower-star filtration of the order with
     ties between cells of one lower star broken as gudhi's SimplexTree does
-    by dimension. The gathered Morse complex is the limit: its size is
-    reported in ``stats`` (critical cells per dimension, boundary entries).
-    Measured on 128^3 grids: a smooth field gives 12/18/8/1 critical cells
-    and 30 boundary entries; the same field plus 10 % Gaussian noise gives
-    117k/466k/458k/109k critical cells and 1.6M boundary entries (about
-    40 MB on rank 0), against 2.1M vertices and 55M simplices. Rank 0's
-    memory and the serial reduction grow with the noise, not the grid.
+    by dimension. The size of the Morse complex is reported in ``stats``
+    (critical cells per dimension, boundary entries). Measured on 128^3
+    grids (when the reduction was still made on rank 0): a smooth field
+    gives 12/18/8/1 critical cells and 30 boundary entries; the same field
+    plus 10 % Gaussian noise gives 117k/466k/458k/109k critical cells and
+    1.6M boundary entries (about 40 MB, now spread over the ranks), against
+    2.1M vertices and 55M simplices.
     Triangles with more than two cofacet tets (non-manifold meshes) are not
     supported.
 
@@ -158,6 +175,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
     .. [3] U. Bauer, M. Kerber, J. Reininghaus, "Clear and compress:
        computing persistent homology in chunks", Topological Methods in Data
        Analysis and Visualization III, 2014.
+    .. [4] U. Bauer, M. Kerber, J. Reininghaus, "Distributed computation of
+       persistent homology", ALENEX 2014 (DIPHA).
     """
     comm = domain.comm
     exc = None
@@ -238,41 +257,66 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     if release:
         G.tp = G.qp = None
 
-    # -- gather the Morse complex on rank 0; union-finds for D0 and D2
+    # -- filtration positions of the critical cells (distributed sorts)
     t1 = time.perf_counter()
-    local = ({d: (crit[d].pop("code") if d != 2 else crit[d]["code"], crit[d].pop("top"),
-                  crit[d].pop("key")) for d in range(4)},
-             tuple(np.concatenate(col) for col in zip(*d0)),
-             tuple(np.concatenate(col) for col in zip(*d2)))
-    del d0, d2, c1, crit[0], crit[1], crit[3]
-    everything = comm.gather(local, root=0)
-    del local
-    msg = None
-    if comm.rank == 0:
-        cells = {}
-        for d in range(4):
-            code = np.concatenate([e[0][d][0] for e in everything])
-            top = np.concatenate([e[0][d][1] for e in everything])
-            key = np.concatenate([e[0][d][2] for e in everything]).reshape(-1, d + 1)
-            o = np.lexsort(key.T[::-1])
-            cells[d] = (code[o], top[o], key[o])
-        d0 = [np.concatenate([e[1][k] for e in everything]) for k in range(2)]
-        d2 = [np.concatenate([e[2][k] for e in everything]) for k in range(2)]
-        del everything
-        try:
-            msg = _union_finds(cells, d0, d2)
-            del cells, d0, d2
-        except Exception as e:          # raised on every rank below, not on rank 0 alone
-            msg = e
-    walls = comm.bcast(msg["walls"] if isinstance(msg, dict) else msg, root=0)
-    if isinstance(walls, Exception):
-        raise walls
-    first = msg
+    d0 = tuple(np.concatenate(col) for col in zip(*d0))
+    d2 = tuple(np.concatenate(col) for col in zip(*d2))
+    sup = [0]
+    # triangles and tets in reverse filtration order (D2 is reduced backwards)
+    vplace, eplace, tplace, qplace = _place(
+        comm, [crit[0]["key"], crit[1]["key"], -crit[2]["key"], -crit[3]["key"]],
+        [crit[d]["top"] for d in range(4)], sup)
+    critical = [int(pl.global_size) for pl in (vplace, eplace, tplace, qplace)]
+
+    # -- D0: critical edges (columns, filtration order) against minima (rows):
+    # the elder rule of a union-find is this reduction of the graph's matrix
+    ctx = BSP(comm)
+    eq, ev = d0
+    ctx.send_rows(layout.owner(ev), np.column_stack((eq // 2, ev)), tag=_TAG_R1)
+    got = ctx.sync("morse:d0-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    row = _agreed(comm, vplace.position_of, crit[0]["top"], got[:, 1])
+    ctx.send_rows(layout.owner(got[:, 0] // mult[1]), np.column_stack((got[:, 0], row)),
+                  tag=_TAG_R2)
+    got = ctx.sync("morse:d0-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
+    sup[0] += 2
+    ptr, rows = _columns(_agreed(comm, eplace.local_index, crit[1]["code"], got[:, 0]), got[:, 1],
+                         crit[1]["code"].size)
+    red0 = reduce_z2(ptr, rows, eplace.pos, vplace.global_size, comm,
+                     labels=crit[1]["top"], row_ranges=vplace.ranges, lows=True)
+    positive = red0.low < 0
+    p0 = np.column_stack((vplace.top_of(red0.pair_rows), red0.pair_labels))
+    alive = np.ones(vplace.local_tops.size, bool)
+    alive[red0.pair_rows - vplace.ranges[comm.rank]] = False
+    ess0 = vplace.local_tops[alive]
+    del d0, eq, ev, got, row, ptr, rows
+
+    # -- D2: critical triangles (columns, reverse order) against the critical
+    # tets in reverse order (rows 1..) and the outside (row 0, born last)
+    tq, tc = d2
+    inside = tc >= 0
+    ctx.send_rows(layout.owner(tc[inside] // mult[3]),
+                  np.column_stack((tq[inside], tc[inside])), tag=_TAG_R1)
+    got = ctx.sync("morse:d2-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    row = 1 + _agreed(comm, qplace.position_of, crit[3]["code"], got[:, 1])
+    out = np.concatenate((np.column_stack((got[:, 0], row)),
+                          np.column_stack((tq[~inside], np.zeros(int((~inside).sum()),
+                                                                 np.int64)))))
+    ctx.send_rows(layout.owner(out[:, 0] // mult[2]), out, tag=_TAG_R2)
+    got = ctx.sync("morse:d2-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
+    sup[0] += 2
+    ptr, rows = _columns(_agreed(comm, tplace.local_index, c2["code"], got[:, 0]), got[:, 1],
+                         c2["code"].size)
+    qranges = np.concatenate(([0], qplace.ranges[1:] + 1))
+    red2 = reduce_z2(ptr, rows, tplace.pos, qplace.global_size + 1, comm,
+                     labels=crit[2]["top"], row_ranges=qranges, lows=True)
+    wall = red2.low < 0
+    p2 = np.column_stack((red2.pair_labels, qplace.top_of(red2.pair_rows - 1)))
+    del d2, tq, tc, got, row, out, ptr, rows, crit[0], crit[3]
     stats["union_find_s"] = time.perf_counter() - t1
 
     # -- Morse boundaries of the critical triangles D2 left unpaired
     t2 = time.perf_counter()
-    pick = np.isin(c2["code"], walls)
+    pick = wall
     i, s, qq = c2["i"][pick], c2["s"][pick], c2["code"][pick]
     nb = S.tri(i, s).reshape(-1, 2)
     pa, pb = S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])
@@ -299,20 +343,53 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
                                               tag=_TAG_D1, label="morse:walls")
     stats["walls_s"] = time.perf_counter() - t2
 
+    # -- D1: walls (columns, filtration order) against the positive edges
+    # (rows); an edge that kills a component is never the lowest entry of a
+    # reduced column, so dropping its row changes no pivot
     t3 = time.perf_counter()
-    gathered = comm.gather(tuple(np.concatenate(col) for col in zip(*d1)), root=0)
-    result = None
-    if comm.rank == 0:
-        try:
-            result = _reduce_d1(first, gathered, keep_zero)
-        except Exception as e:
-            result = e
-    result = comm.bcast(result, root=0)
-    if isinstance(result, Exception):
-        raise result
+    wq, we = (np.concatenate(col) for col in zip(*d1)) if d1 else (np.zeros(0, np.int64),) * 2
+    entries = int(wq.size)
+    ctx.send_rows(layout.owner(we // mult[1]), np.column_stack((wq, we)), tag=_TAG_R1)
+    got = ctx.sync("morse:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    got = _odd(got)                      # every entry of an edge is here: mod 2 is exact
+    nonzeros = got.shape[0]
+    eidx = _agreed(comm, eplace.local_index, crit[1]["code"], got[:, 1])
+    keep = positive[eidx]
+    ctx.send_rows(layout.owner(got[keep, 0] // mult[2]),
+                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=_TAG_R2)
+    ppos = eplace.pos[positive]
+    ctx.send_rows(np.searchsorted(eplace.ranges, ppos, side="right") - 1, ppos, tag=_TAG_R3)
+    inbox = ctx.sync("morse:d1-columns")
+    sup[0] += 2
+    got = inbox.concat(_TAG_R2, dtype=np.int64, shape=(2,))
+    prow = inbox.concat(_TAG_R3, dtype=np.int64)
+    widx = np.flatnonzero(wall)
+    col = np.full(wall.size, -1, np.int64)
+    col[widx] = np.arange(widx.size)
+    ptr, rows = _columns(col[_agreed(comm, tplace.local_index, c2["code"], got[:, 0])],
+                         got[:, 1], widx.size)
+    nt = tplace.global_size
+    red1 = reduce_z2(ptr, rows, nt - 1 - tplace.pos[widx], eplace.global_size, comm,
+                     labels=c2["top"][widx],
+                     row_ranges=eplace.ranges)
+    p1 = np.column_stack((eplace.top_of(red1.pair_rows), red1.pair_labels))
+    unpaired = np.setdiff1d(prow, red1.pair_rows)
+    ess1 = eplace.top_of(unpaired)
+    ess2 = red1.zero_labels
+    counts = np.array([entries, nonzeros, widx.size, int(positive.sum())], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    stats["supersteps_reduce"] = sup[0] + red0.supersteps + red2.supersteps + red1.supersteps
+    pairs, essential = {}, {}
+    for d, pr, es in ((0, p0, ess0), (1, p1, ess1), (2, p2, ess2)):
+        pr = np.concatenate(comm.allgather(pr.reshape(-1, 2).astype(np.int64)))
+        if not keep_zero:
+            pr = pr[pr[:, 0] != pr[:, 1]]
+        pairs[d] = pr[np.lexsort((pr[:, 1], pr[:, 0]))]
+        essential[d] = np.sort(np.concatenate(comm.allgather(es.astype(np.int64))))
     stats["reduce_s"] = time.perf_counter() - t3
-    stats.update(result.pop("stats"))
-    pairs, essential = result["pairs"], result["essential"]
+    stats.update({"critical": critical,
+                  "boundary_entries": int(counts[0]), "boundary_nonzeros": int(counts[1]),
+                  "d1_columns": int(counts[2]), "d1_rows": int(counts[3])})
     if G.domain.renumbered:
         # vertices were named by layout index so far: report global ids,
         # sorted as under a block partition (the pairs are the same on every
@@ -325,91 +402,96 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     return MorsePersistence(pairs, essential, stats)
 
 
-# -- rank 0
-def _union_finds(cells, d0, d2) -> dict:
-    v_code, v_top, v_key = cells[0]
-    e_code, e_top, e_key = cells[1]
-    t_code, t_top, t_key = cells[2]
-    q_code, q_top, q_key = cells[3]
-    # D0: nodes are minima (age = order), edges in filtration order
-    vo = np.argsort(v_top)
-    ends = np.full((e_code.size, 2), -1, np.int64)
-    eo = np.argsort(e_code)
-    ei = eo[np.searchsorted(e_code[eo], d0[0] // 2)]
-    ends[ei, d0[0] % 2] = vo[np.searchsorted(v_top[vo], d0[1])]
-    dead = union_find(ends[:, 0], ends[:, 1], v_key[:, 0])[0]
-    kill = dead >= 0
-    p0 = np.column_stack((v_top[dead[kill]], e_top[kill]))
-    alive = np.ones(v_code.size, bool)
-    alive[dead[kill]] = False
-    # D2: nodes are critical tets and the outside (elder than all), triangles
-    # taken in reverse filtration order
-    nq = q_code.size
-    qo = np.argsort(q_code)
-    node = np.full(d2[1].size, nq, dtype=np.int64)
-    inside = d2[1] >= 0
-    node[inside] = qo[np.searchsorted(q_code[qo], d2[1][inside])]
-    to = np.argsort(t_code)
-    ti = to[np.searchsorted(t_code[to], d2[0])]
-    tends = np.full((t_code.size, 2), -1, np.int64)
-    first = np.ones(ti.size, bool)
-    srt = np.argsort(ti, kind="stable")
-    first[srt[1:]] = ti[srt[1:]] != ti[srt[:-1]]
-    tends[ti[first], 0] = node[first]
-    tends[ti[~first], 1] = node[~first]
-    age = np.concatenate((-np.arange(nq, dtype=np.int64), [-(nq + 1)]))
-    rev = np.arange(t_code.size)[::-1]
-    dead2 = np.full(t_code.size, -1, np.int64)
-    dead2[rev] = union_find(tends[rev, 0], tends[rev, 1], age)[0]
-    kill2 = dead2 >= 0
-    p2 = np.column_stack((t_top[kill2], q_top[dead2[kill2]]))
-    return dict(cells={d: cells[d][:2] for d in (1, 2)},
-                critical=[int(cells[d][0].size) for d in range(4)],
-                p0=p0, ess0=np.sort(v_top[alive]), positive=~kill,
-                p2=p2, walls=np.sort(t_code[~kill2]), wall_mask=~kill2)
+# -- distributed bookkeeping of the Morse complex
+class _Placed:
+    """Filtration positions of one dimension's critical cells: ``pos`` for
+    this rank's cells, and the top vertex of each position in this rank's
+    block ``ranges[rank]:ranges[rank+1]`` of positions. Not collective to use."""
+
+    def __init__(self, pos, global_size, ranges, local_tops, rank):
+        self.pos, self.global_size, self.ranges = pos, global_size, ranges
+        self.local_tops, self.rank = local_tops, rank
+
+    def local_index(self, names, query):
+        """Index in this rank's cells of each ``query`` among ``names``."""
+        o = np.argsort(names, kind="stable")
+        idx = o[np.minimum(np.searchsorted(names[o], query), max(names.size - 1, 0))] \
+            if names.size else np.zeros(np.size(query), np.int64)
+        if np.size(query) and (names.size == 0 or np.any(names[idx] != query)):
+            raise RuntimeError("Morse complex: a cell reached by a V-path is not critical "
+                               "on its owner (internal error)")
+        return idx
+
+    def position_of(self, names, query):
+        return self.pos[self.local_index(names, query)]
+
+    def top_of(self, positions):
+        return self.local_tops[np.asarray(positions, np.int64) - self.ranges[self.rank]]
 
 
-def _reduce_d1(first, gathered, keep_zero) -> dict:
-    cells = first["cells"]
-    e_code, e_top = cells[1]
-    t_code, t_top = cells[2]
-    q = np.concatenate([g[0] for g in gathered])
-    e = np.concatenate([g[1] for g in gathered])
-    entries = q.size
-    positive = first["positive"]
-    prow = np.full(e_code.size, -1, np.int64)
-    prow[positive] = np.arange(int(positive.sum()))
-    wall_idx = np.flatnonzero(first["wall_mask"])          # in filtration order
-    col_of = np.full(t_code.size, -1, np.int64)
-    col_of[wall_idx] = np.arange(wall_idx.size)
-    eo = np.argsort(e_code)
-    to = np.argsort(t_code)
-    eidx = eo[np.searchsorted(e_code[eo], e)]
-    cidx = col_of[to[np.searchsorted(t_code[to], q)]]
-    # odd multiplicities survive (one int64 key per entry: column, edge)
-    key, cnt = np.unique(cidx * max(e_code.size, 1) + eidx, return_counts=True)
-    key = key[cnt % 2 == 1]
-    nonzeros = key.size
-    cols, rows = key // max(e_code.size, 1), prow[key % max(e_code.size, 1)]
-    keep = rows >= 0
-    rows, cols = rows[keep], cols[keep]
-    o = np.lexsort((rows, cols))
-    rows, cols = rows[o], cols[o]
-    ptr = np.concatenate(([0], np.cumsum(np.bincount(cols, minlength=wall_idx.size))))
-    pivot, zero = reduce_columns(ptr.astype(np.int64), rows.astype(np.int64),
-                                    int(positive.sum()))
-    pos_edges = np.flatnonzero(positive)
-    paired = pivot >= 0
-    p1 = np.column_stack((e_top[pos_edges[paired]], t_top[wall_idx[pivot[paired]]]))
-    ess1 = np.sort(e_top[pos_edges[~paired]])
-    ess2 = np.sort(t_top[wall_idx[zero]])
-    pairs = {}
-    for d, p in ((0, first["p0"]), (1, p1), (2, first["p2"])):
-        p = p.reshape(-1, 2).astype(np.int64)
-        if not keep_zero:
-            p = p[p[:, 0] != p[:, 1]]
-        pairs[d] = p[np.lexsort((p[:, 1], p[:, 0]))]
-    stats = {"critical": first["critical"],
-             "boundary_entries": int(entries), "boundary_nonzeros": int(nonzeros),
-             "d1_columns": int(wall_idx.size), "d1_rows": int(positive.sum())}
-    return dict(pairs=pairs, essential={0: first["ess0"], 1: ess1, 2: ess2}, stats=stats)
+def _place(comm, keys, tops, sup) -> list[_Placed]:
+    """Positions of this rank's cells of each dimension in the order of their
+    keys over all ranks, and the top vertices of the block of positions this
+    rank owns. One :func:`dmsolve.bsp.rank_of` for all dimensions (keys
+    prefixed by their dimension and padded to one width, so each
+    dimension's positions are consecutive) and one superstep. Collective
+    on ``comm``."""
+    width = 1 + max(k.shape[1] for k in keys)
+    rows = []
+    for d, k in enumerate(keys):
+        r = np.zeros((k.shape[0], width), np.int64)
+        r[:, 0] = d
+        r[:, 1:1 + k.shape[1]] = k
+        rows.append(r)
+    pos = rank_of(np.concatenate(rows), comm)
+    counts = np.array([k.shape[0] for k in keys], np.int64)
+    comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    p, r = comm.Get_size(), comm.Get_rank()
+    ctx = BSP(comm)
+    split = np.cumsum([k.shape[0] for k in keys])[:-1]
+    out = []
+    for d, (dpos, top) in enumerate(zip(np.split(pos, split), tops)):
+        dpos = dpos - offsets[d]
+        ranges = block_ranges(int(counts[d]), p)
+        ctx.send_rows(np.searchsorted(ranges, dpos, side="right") - 1,
+                      np.column_stack((dpos, top)).astype(np.int64), tag=_TAG_PLACE + d)
+        out.append([dpos, int(counts[d]), ranges])
+    inbox = ctx.sync("morse:place")
+    sup[0] += 1
+    placed = []
+    for d, (dpos, total, ranges) in enumerate(out):
+        got = inbox.concat(_TAG_PLACE + d, dtype=np.int64, shape=(2,))
+        t = np.empty(ranges[r + 1] - ranges[r], np.int64)
+        t[got[:, 0] - ranges[r]] = got[:, 1]
+        placed.append(_Placed(dpos, total, ranges, t, r))
+    return placed
+
+
+def _agreed(comm, f, *args):
+    """``f(*args)``, its failure on any rank raised on every rank. Collective."""
+    out = exc = None
+    try:
+        out = f(*args)
+    except Exception as e:      # noqa: BLE001 - agreed, then raised everywhere
+        exc = e
+    agree(comm, exc)
+    return out
+
+
+def _odd(pairs):
+    """The distinct rows of an (n, 2) int array that occur an odd number of times."""
+    if pairs.shape[0] == 0:
+        return pairs.reshape(0, 2)
+    u, cnt = np.unique(pairs, axis=0, return_counts=True)
+    return u[cnt % 2 == 1]
+
+
+def _columns(col, row, ncols):
+    """CSR columns (rows ascending) of the entries ``(col, row)`` mod 2."""
+    e = _odd(np.column_stack((col, row)).astype(np.int64))
+    o = np.lexsort((e[:, 1], e[:, 0]))
+    e = e[o]
+    ptr = np.concatenate(([0], np.cumsum(np.bincount(e[:, 0], minlength=ncols))))
+    return ptr.astype(np.int64), e[:, 1].copy()
+
