@@ -13,8 +13,7 @@ from mpi4py import MPI
 from numba import njit, types
 from numba.typed import List
 
-from dmsolve import agree
-from dmsolve._layout import block_ranges
+from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP
 
 from ._column_reduction import _symdiff

@@ -15,8 +15,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from dmsolve import DistVector, agree
-from dmsolve._layout import block_ranges
+from dmsolve import DistVector, agree, block_ranges
 from dmsolve.bsp import BSP, rank_of
 
 from ._dist_reduction import reduce_z2
