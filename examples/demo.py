@@ -157,6 +157,10 @@ def preconditioning(comm, A):
         _, info = dmsolve.solve(A, b, method="cg", pc=pc, rtol=1e-8)
         lines.append("    CG + %-40s %4d iterations  %.2f s" % (
             name, info.iterations, time.perf_counter() - t))
+    # small coarse levels live on fewer ranks (at most 4x fewer per level)
+    d = preconditioners.make("amg", A).describe()
+    lines.append("    AMG levels: rows %s on ranks %s" % ([lv["rows"] for lv in d["levels"]],
+                                                      d["level_comm_ranks"]))
     say(comm, "[4] Preconditioners on the 3D Poisson matrix (rtol 1e-8):", *lines)
 
 

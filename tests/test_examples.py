@@ -88,6 +88,11 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(m1 and int(m1.group(2)) <= 1.3 * int(m1.group(1))
                    and max(float(m1.group(4)), float(m1.group(5))) <= 1.05,
                    "multilevel cut within 1.3x METIS's, both balanced", m1 and m1.group(0))
+        m4 = re.search(r"AMG levels: rows \[([\d, ]+)\] on ranks \[([\d, ]+)\]", out)
+        lr = [int(r) for r in m4.group(2).split(",")] if m4 else []
+        checks.add(m4 and lr[0] == comm.size and all(b <= a and 4 * b >= a
+                                                     for a, b in zip(lr, lr[1:])),
+                   "AMG's levels on at most 4x fewer ranks each", m4 and m4.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
