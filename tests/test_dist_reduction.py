@@ -11,19 +11,48 @@ import gudhi
 import numpy as np
 import pytest
 from mpi4py import MPI
+from numba import njit, types
+from numba.typed import List
 
 import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from test_topology_persistence import tet_cavity, torus, tri_holes
 from topology import SimplicialComplex, betti_numbers
-from topology._column_reduction import reduce_columns
-from topology._dist_reduction import gf2_rank, reduce_z2
+from topology._dist_reduction import _symdiff, gf2_rank, reduce_z2
 
 COMM = MPI.COMM_WORLD
 P, ME = COMM.size, COMM.rank
 
 
 # -- serial references ----------------------------------------------------------------------
+@njit
+def reduce_columns(ptr, rows, nrows):
+    """Z2 column reduction (standard algorithm) of sparse columns given in
+    CSR form (row indices sorted ascending, columns in filtration order).
+
+    Returns ``pivot_col``: for every row the column whose reduced lowest
+    entry it is, or -1; and ``zero``: whether each column reduced to 0.
+    Not collective.
+    """
+    ncol = ptr.shape[0] - 1
+    pivot = np.full(nrows, -1, np.int64)
+    zero = np.zeros(ncol, np.bool_)
+    red = List.empty_list(types.int64[:])
+    for c in range(ncol):
+        col = rows[ptr[c]:ptr[c + 1]].copy()
+        while col.shape[0] > 0:
+            low = col[-1]
+            k = pivot[low]
+            if k < 0:
+                pivot[low] = c
+                break
+            col = _symdiff(col, red[k])
+        red.append(col)
+        if col.shape[0] == 0:
+            zero[c] = True
+    return pivot, zero
+
+
 def serial_pairs(cols, nrows):
     """Pairs (row, column) and zero columns of the serial standard algorithm."""
     ptr = np.concatenate(([0], np.cumsum([c.size for c in cols]))).astype(np.int64)

@@ -16,11 +16,37 @@ from numba.typed import List
 from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP
 
-from ._column_reduction import _symdiff
-
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
 _T_HEAD, _T_ROWS, _T_BACK = 81, 82, 83
+
+
+@njit(cache=True)
+def _symdiff(a, b):  # pragma: no cover
+    """Symmetric difference of two sorted unique int64 arrays (Z2 column sum)."""
+    out = np.empty(a.shape[0] + b.shape[0], np.int64)
+    i = j = n = 0
+    while i < a.shape[0] and j < b.shape[0]:
+        if a[i] < b[j]:
+            out[n] = a[i]
+            i += 1
+            n += 1
+        elif b[j] < a[i]:
+            out[n] = b[j]
+            j += 1
+            n += 1
+        else:
+            i += 1
+            j += 1
+    while i < a.shape[0]:
+        out[n] = a[i]
+        i += 1
+        n += 1
+    while j < b.shape[0]:
+        out[n] = b[j]
+        j += 1
+        n += 1
+    return out[:n]
 
 
 class Reduction:
@@ -213,7 +239,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     vote). When a column meets a pivot of a larger id, the two swap roles,
     so a column is only ever added to a later one: the reduced matrix is
     ``D V`` with ``V`` upper triangular and the pairs are exactly those of
-    the serial algorithm (``_column_reduction.reduce_columns``), whatever
+    the serial standard algorithm (tests/test_dist_reduction.py), whatever
     the distribution. Each rank stores only the pivots of its rows plus
     the columns in transit.
 
