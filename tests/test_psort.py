@@ -15,12 +15,20 @@ from mpi4py import MPI
 
 from dmsolve import Layout
 from dmsolve.bsp import Ledger, psort, rank_of
+from dmsolve.bsp._psort import SAMPLES
 from mpitest import Checks, assert_raises_collective
 
 pytestmark = pytest.mark.timeout(60)
 
 COMM = MPI.COMM_WORLD
 R, P = COMM.rank, COMM.size
+
+
+def max_rounds(N: int) -> int:
+    """The splitter search's bound: a round keeps fewer than 4/SAMPLES of the
+    candidates plus two, one more round picks the exact item among at most
+    SAMPLES per rank, and a last one confirms it."""
+    return math.ceil(math.log(max(N, 2)) / math.log(SAMPLES / 4)) + 2
 
 
 def _keys(case: str, rng) -> np.ndarray:
@@ -97,8 +105,7 @@ def test_psort_matches_lexsort_of_the_gathered_keys(case):
         c.add(np.array_equal(out.payload[1], all_b[mine]), "payload 2-D")
         # balance: exactly Layout.block's counts, so max <= ceil(N/p)
         c.add(lay.local_size <= math.ceil(N / P), "balance")
-        c.add(out.rounds <= math.ceil(math.log(max(N, 1)) / math.log(4 / 3)) + 1,
-              "rounds", out.rounds)
+        c.add(out.rounds <= max_rounds(N), "rounds", out.rounds)
 
 
 @pytest.mark.parametrize("case", ["int-ties", "all-equal", "3-col", "one-rank-holds-all",
@@ -202,8 +209,7 @@ def test_traffic_and_memory_are_the_local_share_not_the_global_size():
     with Checks(COMM) as c:
         c.add(sent <= n * item + search, "sent", (sent, n * item))
         c.add(recv <= math.ceil(N / P) * item + search, "received", (recv, N * item))
-        c.add(out.rounds <= math.ceil(math.log(N) / math.log(4 / 3)) + 1, "rounds",
-              out.rounds)
+        c.add(out.rounds <= max_rounds(N), "rounds", out.rounds)
         c.add(len(ledger.steps) == 2 * out.rounds + 1, "supersteps: 2 per round + 1",
               len(ledger.steps))
         if P > 1:

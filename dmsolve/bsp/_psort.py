@@ -29,16 +29,13 @@ from ._superstep import BSP
 __all__ = ["psort", "rank_of", "SortedBlock"]
 
 # tags of the splitter search and the exchange
-_T_CAND_KEY, _T_CAND_INT = 1, 2          # rank -> leader: candidates (keys, ints)
-_T_LEFT_KEY, _T_LEFT_INT = 3, 4          # ... the medians of the left parts
-_T_RIGHT_KEY, _T_RIGHT_INT = 5, 6        # ... and of the right parts
-_T_COUNT = 7                             # rank -> leader: (splitter, count below pivot)
-_T_PIV_KEY, _T_PIV_INT = 8, 9            # leader -> every rank: decision and pivot
+_T_SAMPLE_KEY, _T_SAMPLE_INT = 1, 2      # member -> leader: samples of its candidates
+_T_COUNT = 7                             # member -> leader: counts below both pivots
+_T_PIV_KEY, _T_PIV_INT = 8, 9            # leader -> members: decision and pivots
 _T_KEYS, _T_GIDS, _T_ORIGIN = 20, 21, 22  # the exchange of the data
 _T_PAYLOAD = 30                          # + column number
 _T_POS = 40                              # rank_of: positions back to their owners
 
-_FOUND, _LEFT, _RIGHT, _START = 0, 1, 2, 3
 
 
 class SortedBlock(NamedTuple):
@@ -102,20 +99,23 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
        total order, so every global position is one item).
     2. **Exact splitters**: for each rank boundary ``j`` (global position
        ``s_j = block start of rank j``), a leader rank keeps the target; each
-       rank keeps an interval of candidates in its sorted items. Each round
-       the leader takes the weighted median (weights: interval lengths) of
-       the ranks' interval medians as pivot, every rank counts its items
-       below it, and the leader keeps the side holding ``s_j``. At least a
-       quarter of the candidates go each round, so the search ends after at
-       most ``ceil(log_{4/3} N) + 1`` rounds of two supersteps: at most 50
-       rounds for N = 10^6 items, 74 for 10^9; in practice about ``log2 N``
-       (measured: 21-22 rounds for 10^6 random int, float or 2-column keys on
-       4 ranks). All boundaries are searched at once, and the search is ``2 *
-       rounds`` supersteps. A leader talks only to the ranks that still hold
-       candidates for its boundary: each rank sends and receives O(p) rows per
-       round for keys spread over every block, O(blocks its keys fall in) once
-       the first rounds have placed them (keys near their final place, as in a
-       renumbering: 135 -> 40 messages per rank at 8 ranks).
+       rank keeps an interval of candidates in its sorted items and sends the
+       leader :data:`SAMPLES` (16) evenly spaced samples of it, weighted by
+       the items each stands for. From them the leader takes two pivots that
+       are certain to bracket ``s_j`` (the count below a sample is known to
+       within the members' sample spacing), every rank counts its items
+       below both and keeps those between, so a round keeps fewer than
+       ``4/SAMPLES`` of the candidates plus two: at most ``ceil(log_4 N) + 2``
+       rounds of two supersteps, and in practice fewer (measured: 5 rounds
+       for 2x10^4 random int or float keys per rank at 4 and 16 ranks,
+       where the single-median search took 18-20; 2-4 for keys near their
+       final place). A rank left without candidates drops out with its
+       final count; when one rank alone holds candidates, the leader places
+       the boundary among them at once. All boundaries are searched at once,
+       and the search is ``2 * rounds`` supersteps. A leader talks only to
+       the ranks that still hold candidates for its boundary: each rank sends
+       and receives O(p) rows per round for keys spread over every block,
+       O(blocks its keys fall in) once the first rounds have placed them.
     3. **One exchange** (one ``Alltoallv`` of the BSP layer): rank ``r``
        sends each rank ``j`` its items between boundaries ``j`` and ``j+1``.
     4. **Merge** of the received sorted runs (a stable sort).
@@ -310,124 +310,173 @@ class _Local:
 def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
     """Local split positions ``split[0..p]`` such that the items below
     ``split[j]`` on all ranks are exactly the first ``bounds[j]`` of the
-    global order. Collective on ``comm``; returns ``(split, rounds)``."""
+    global order. Collective on ``comm``; returns ``(split, rounds)``.
+
+    Boundary ``j`` (0 < j < p) is led by rank ``j``. Every rank that still
+    holds candidates for it (a *member*: its items ``lo[j] .. hi[j]-1``) sends
+    the leader :data:`SAMPLES` evenly spaced samples of them, each weighted by
+    the number of items it stands for. From the samples the leader bounds the
+    count below any key to within ``E`` (the members' largest weights, less
+    one each) and takes two pivots that bracket the target for certain: the
+    last sample estimated at or below it, and the first one at or above it
+    even after ``E``. Members count below both and keep what lies between, so
+    the target never leaves the bracket and a round keeps fewer than
+    ``4/SAMPLES`` of the candidates plus two. A member left with nothing
+    drops out with its final count; when one member remains, the leader
+    places the boundary in its items at once; when every candidate was sent
+    (no member holds more than ``SAMPLES``), the leader picks the exact item.
+    """
     rank, size = comm.Get_rank(), comm.Get_size()
     n = local.K.shape[0]
     ncols = local.K.shape[1]
+    dtype = local.K.dtype
     total = int(bounds[-1])
     split = np.zeros(size + 1, dtype=np.int64)
     split[size] = n
-    # the candidates for boundary j are this rank's items lo[j] .. hi[j]-1;
-    # cl[j], ce[j]: its items below / not above the current pivot
+    # this rank's candidates for boundary j: its items lo[j] .. hi[j]-1
     lo = np.zeros(size + 1, dtype=np.int64)
     hi = np.full(size + 1, n, dtype=np.int64)
-    cl = np.zeros(size + 1, dtype=np.int64)
-    ce = np.zeros(size + 1, dtype=np.int64)
-    # boundary j (0 < j < p) is led by rank j; those at position 0 or N are known
     open_ = [j for j in range(1, size) if 0 < bounds[j] < total]
     for j in range(1, size):
         if bounds[j] >= total:
             split[j] = n
-    ctx = BSP(comm, ledger=ledger)
-    decision = None
     if not open_:                 # the same on every rank: bounds are global
         return split, 0
+    ctx = BSP(comm, ledger=ledger)
     for j in open_:
-        _send_median(ctx, local, j, lo[j], hi[j], _T_CAND_KEY, _T_CAND_INT)
+        _send_samples(ctx, local, j, 0, n)
     inbox = ctx.sync("psort:candidates")
-    # a leader talks only to the ranks that still have candidates for its
-    # boundary: a rank whose interval is empty has a fixed count (``base``),
-    # sends it once and drops out, so that for data already near its place
-    # (a rank's keys falling into a few blocks) a round costs O(peers), not O(p)
+    # the leader's state: its members, the items below the members' intervals
+    # on the ranks that dropped out (base), and below the intervals (below)
     members: list[int] = []
-    base = 0
+    base = below = 0
+    decision = None
+    target = int(bounds[rank])
     if rank in open_:
-        members = inbox.sources(_T_CAND_INT)
-        decision = (_START,) + _weighted_median(inbox, _T_CAND_KEY, _T_CAND_INT, ncols,
-                                                local.K.dtype)
+        members = inbox.sources(_T_SAMPLE_INT)
+        decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
     rounds = 0
     while True:
         rounds += 1
-        # leaders -> their members: the outcome of the last count and the next pivot
+        # leaders -> their members: the outcome of the last count, or the pivots
         searching = False
         if decision is not None:
-            dec, pk, pi = decision
-            head = np.concatenate(([rank, dec], pi)).reshape(1, -1)
+            keys, head = decision
             for dest in members:
-                ctx.send(dest, pk.reshape(1, -1), tag=_T_PIV_KEY)
+                ctx.send(dest, keys, tag=_T_PIV_KEY)
                 ctx.send(dest, head, tag=_T_PIV_INT)
-            searching = dec != _FOUND
+            searching = int(head[0, 1]) == _SEARCH
             decision = None
         ctx.vote(searching)
         inbox = ctx.sync("psort:pivots")
-        pk_all = inbox.concat(_T_PIV_KEY, dtype=local.K.dtype, shape=(ncols,))
-        pi_all = inbox.concat(_T_PIV_INT, dtype=np.int64, shape=(5,))
-        for row, key in zip(pi_all, pk_all):
-            j, dec, ints = int(row[0]), int(row[1]), row[2:]
-            if dec == _FOUND:
-                split[j] = cl[j]
-                continue
-            if dec == _LEFT:
-                hi[j] = cl[j]
-            elif dec == _RIGHT:
-                lo[j] = ce[j]
-            if lo[j] == hi[j]:
-                # no candidates left here: lo items lie below boundary j for good
+        pk_all = inbox.concat(_T_PIV_KEY, dtype=dtype, shape=(2, ncols))
+        pi_all = inbox.concat(_T_PIV_INT, dtype=np.int64, shape=(_HEAD,))
+        for row, keys in zip(pi_all, pk_all):
+            j, dec = int(row[0]), int(row[1])
+            if dec == _FOUND_LO:
                 split[j] = lo[j]
-                ctx.send(j, np.array([[lo[j], 1]], dtype=np.int64), tag=_T_COUNT)
                 continue
-            # count below the new pivot; send the count and the medians of both
-            # sides, so that the leader can choose the next pivot at once
-            c = local.count_less(int(lo[j]), int(hi[j]), key, ints)
-            cl[j] = c
-            ce[j] = c + 1 if int(ints[1]) == rank else c
-            ctx.send(j, np.array([[c, 0]], dtype=np.int64), tag=_T_COUNT)
-            _send_median(ctx, local, j, lo[j], cl[j], _T_LEFT_KEY, _T_LEFT_INT)
-            _send_median(ctx, local, j, ce[j], hi[j], _T_RIGHT_KEY, _T_RIGHT_INT)
+            if dec == _FOUND_HI:
+                split[j] = hi[j]
+                continue
+            if dec == _PLACE:
+                split[j] = int(row[2])
+                continue
+            # count below both pivots and keep the items between them
+            a, b = int(lo[j]), int(hi[j])
+            new_lo = local.count_less(a, b, keys[0], row[2:5])
+            new_hi = local.count_less(new_lo, b, keys[1], row[5:8]) if row[8] else b
+            lo[j], hi[j] = new_lo, new_hi
+            gone = int(new_lo == new_hi)
+            if gone:
+                split[j] = new_lo   # the boundary lies past these items for good
+            ctx.send(j, np.array([[new_lo, new_hi, gone]], dtype=np.int64), tag=_T_COUNT)
+            if not gone:
+                _send_samples(ctx, local, j, new_lo, new_hi)
         if not inbox.any_active:  # every open boundary was found: the same on every rank
             break
         inbox = ctx.sync("psort:counts")
         if searching:
-            counts, sources = inbox.concat_with_sources(_T_COUNT, dtype=np.int64, shape=(2,))
-            below = base + int(counts[:, 0].sum())
-            gone = counts[:, 1] == 1
+            counts, sources = inbox.concat_with_sources(_T_COUNT, dtype=np.int64, shape=(3,))
+            below_lo = base + int(counts[:, 0].sum())
+            below_hi = base + int(counts[:, 1].sum())
+            gone = counts[:, 2] == 1
             base += int(counts[gone, 0].sum())
-            members = [m for m in members if m not in set(sources[gone].tolist())]
-            target = int(bounds[rank])
-            if below == target:
-                decision = (_FOUND, np.zeros(ncols, local.K.dtype), np.zeros(3, np.int64))
-            elif below > target:
-                decision = (_LEFT,) + _weighted_median(inbox, _T_LEFT_KEY, _T_LEFT_INT,
-                                                       ncols, local.K.dtype)
+            dropped = set(sources[gone].tolist())
+            members = [m for m in members if m not in dropped]
+            if below_lo == target:
+                decision = _outcome(rank, _FOUND_LO, 0, ncols, dtype)
+            elif below_hi == target:
+                decision = _outcome(rank, _FOUND_HI, 0, ncols, dtype)
             else:
-                decision = (_RIGHT,) + _weighted_median(inbox, _T_RIGHT_KEY, _T_RIGHT_INT,
-                                                        ncols, local.K.dtype)
+                below = below_lo
+                decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
     return split, rounds
 
 
-def _send_median(ctx: BSP, local: _Local, j: int, a, b, tag_key: int, tag_int: int) -> None:
-    """Queue the median of local items ``a .. b-1`` and its weight ``b - a``
-    for the leader of boundary ``j`` (nothing when the range is empty)."""
-    a, b = int(a), int(b)
-    if b <= a:
+#: samples each member sends its leader per round (a round keeps fewer than
+#: 4/SAMPLES of the candidates, plus two)
+SAMPLES = 16
+_SEARCH, _FOUND_LO, _FOUND_HI, _PLACE = 0, 1, 2, 3
+_HEAD = 9          # [boundary, decision, pivot 1's 3 ints, pivot 2's 3 ints, has pivot 2]
+
+
+def _send_samples(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
+    """Queue for the leader of boundary ``j`` evenly spaced samples of local
+    items ``a .. b-1``, each with the number of items it stands for (itself
+    and those up to the next sample); all of them when there are at most
+    :data:`SAMPLES`."""
+    m = b - a
+    if m <= 0:
         return
-    m = a + (b - a) // 2
-    key, ints = local.item(m)
-    ctx.send(j, key.reshape(1, -1), tag=tag_key)
-    ctx.send(j, np.concatenate(([j, b - a], ints)).reshape(1, -1), tag=tag_int)
+    k = min(SAMPLES, m)
+    pos = a + (np.arange(k + 1, dtype=np.int64) * m) // k
+    at = pos[:-1]
+    ints = np.empty((k, 5), dtype=np.int64)
+    ints[:, 0] = j
+    ints[:, 1] = np.diff(pos)
+    ints[:, 2] = local.G[at]
+    ints[:, 3] = local.rank
+    ints[:, 4] = local.O[at]
+    ctx.send(j, local.K[at], tag=_T_SAMPLE_KEY)
+    ctx.send(j, ints, tag=_T_SAMPLE_INT)
 
 
-def _weighted_median(inbox, tag_key: int, tag_int: int, ncols: int, dtype):
-    """The weighted median of the candidates received under these tags, in the
-    strict order (key, gid, rank, index): ``(key row, [gid, rank, index])``.
+def _outcome(rank: int, dec: int, value: int, ncols: int, dtype):
+    """A leader's message without pivots: found, or placed at ``value``."""
+    head = np.zeros((1, _HEAD), dtype=np.int64)
+    head[0, :3] = rank, dec, value
+    return np.zeros((1, 2, ncols), dtype=dtype), head
 
-    At least half the weight lies at or below it and at least half at or
-    above, so a pivot from medians of intervals leaves at least a quarter of
-    all candidates on each side."""
-    keys = inbox.concat(tag_key, dtype=dtype, shape=(ncols,))
-    ints = inbox.concat(tag_int, dtype=np.int64, shape=(5,))
+
+def _decide(inbox, rank, members, target, base, below, ncols, dtype):
+    """The leader's next message from its members' samples: the target is
+    ``target`` items, ``base`` of them on ranks that dropped out and ``below``
+    below the members' intervals."""
+    if len(members) == 1:
+        return _outcome(rank, _PLACE, target - base, ncols, dtype)
+    keys = inbox.concat(_T_SAMPLE_KEY, dtype=dtype, shape=(ncols,))
+    ints, sources = inbox.concat_with_sources(_T_SAMPLE_INT, dtype=np.int64, shape=(5,))
     order = np.lexsort((ints[:, 4], ints[:, 3], ints[:, 2])
                        + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
-    w = np.cumsum(ints[order, 1])
-    i = order[int(np.searchsorted(2 * w, w[-1], "left"))]
-    return keys[i].copy(), ints[i, 2:].copy()
+    w = ints[order, 1]
+    # U: the weight of the samples strictly below each sample; the count of
+    # candidates below it lies in [U - E, U]
+    U = np.concatenate(([0], np.cumsum(w)[:-1]))
+    heaviest = np.zeros(int(sources.max()) + 1, dtype=np.int64)
+    np.maximum.at(heaviest, sources, ints[:, 1])
+    E = int((heaviest[np.unique(sources)] - 1).sum())
+    t = target - below
+    first = order[int(np.searchsorted(U, t, "right")) - 1]     # last with U <= t
+    head = np.zeros((1, _HEAD), dtype=np.int64)
+    head[0, :2] = rank, _SEARCH
+    head[0, 2:5] = ints[first, 2:]
+    piv = np.zeros((1, 2, ncols), dtype=dtype)
+    piv[0, 0] = keys[first]
+    i = int(np.searchsorted(U - E, t, "left"))                 # first with U - E >= t
+    if i < U.size:
+        second = order[i]
+        head[0, 5:8] = ints[second, 2:]
+        head[0, 8] = 1
+        piv[0, 1] = keys[second]
+    return piv, head
