@@ -10,7 +10,7 @@ References
 E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024 (psort).
 H. Shi and J. Schaeffer, "Parallel sorting by regular sampling", JPDC 14(4),
 1992. P. Sanders, "Parallel algorithms" lecture notes (exact multi-way
-selection by weighted medians of local medians).
+selection from weighted samples of the ranks' candidates).
 """
 
 from __future__ import annotations
