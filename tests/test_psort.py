@@ -15,7 +15,7 @@ from mpi4py import MPI
 
 from dmsolve import Layout
 from dmsolve.bsp import Ledger, psort, rank_of
-from dmsolve.bsp._psort import SAMPLES
+from dmsolve.bsp._psort import SAMPLES, _key_gid_order
 from mpitest import Checks, assert_raises_collective
 
 pytestmark = pytest.mark.timeout(60)
@@ -147,6 +147,20 @@ def test_gids_break_ties_then_rank_then_input_order():
     off = sum(COMM.allgather(n)[:R])
     with Checks(COMM) as c:
         c.add(np.array_equal(pos, want[off:off + n]), "rank_of with gids")
+
+
+@pytest.mark.parametrize("gids", ["ascending", "random", "descending"])
+@pytest.mark.parametrize("ncols", [1, 2])
+def test_local_order_is_lexsorts_with_and_without_the_single_column_fast_path(gids, ncols):
+    """The stable argsort taken for one key column whose ties have ascending
+    gids, and the lexsort fallback otherwise, give lexsort's order."""
+    rng = np.random.default_rng(7)
+    n = 500
+    K = np.where(rng.random((n, ncols)) < 0.1, -0.0, rng.integers(-3, 3, (n, ncols)) * 1.0)
+    G = {"ascending": np.arange(n), "random": rng.integers(0, 20, n),
+         "descending": np.arange(n)[::-1]}[gids].astype(np.int64)
+    ref = np.lexsort((G,) + tuple(K[:, c] for c in range(ncols - 1, -1, -1)))
+    assert np.array_equal(_key_gid_order(K, G), ref)
 
 
 def test_signed_zero_and_infinities_sort_like_numpy():

@@ -242,7 +242,7 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
     idx = np.arange(n, dtype=np.int64)
     # 1. local sort by (key columns, gid); lexsort is stable, so the input
     #    index orders equal pairs: the strict order (key, gid, rank, index)
-    order = np.lexsort((work["gids"],) + tuple(k2[:, c] for c in range(ncols - 1, -1, -1)))
+    order = _key_gid_order(k2, work["gids"])
     K = k2[order]
     G = work["gids"][order]
     O = idx[order]
@@ -267,7 +267,7 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
     rc = [inbox.concat(_T_PAYLOAD + i, dtype=c.dtype, shape=c.shape[1:])
           for i, c in enumerate(cols)]
     # 4. merge the sorted runs (stable: equal pairs stay in source order)
-    merge = np.lexsort((rg,) + tuple(rk[:, c] for c in range(ncols - 1, -1, -1)))
+    merge = _key_gid_order(rk, rg)
     out_keys = rk[merge]
     if work["keys"].ndim == 1:
         out_keys = out_keys.reshape(-1)
@@ -277,6 +277,21 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
         payload = out_cols[0] if work["single"] else tuple(out_cols)
     return SortedBlock(np.ascontiguousarray(out_keys), rg[merge], payload,
                        int(bounds[rank]), total, rounds)
+
+
+def _key_gid_order(K: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """The stable order of the rows by (key columns, gid), as ``np.lexsort``.
+
+    One key column whose ties already have ascending gids (a global order's
+    ``(value, id)`` keys, or the sorted runs psort merges) is sorted by a
+    stable argsort of the key alone, about twice as fast; the tie check
+    costs one pass. Not collective."""
+    if K.shape[1] == 1:
+        order = np.argsort(K[:, 0], kind="stable")
+        k, g = K[order, 0], G[order]
+        if not np.any((k[1:] == k[:-1]) & (g[1:] < g[:-1])):
+            return order
+    return np.lexsort((G,) + tuple(K[:, c] for c in range(K.shape[1] - 1, -1, -1)))
 
 
 class _Local:
