@@ -436,25 +436,45 @@ _SEARCH, _FOUND_LO, _FOUND_HI, _PLACE = 0, 1, 2, 3
 _HEAD = 9          # [boundary, decision, pivot 1's 3 ints, pivot 2's 3 ints, has pivot 2]
 
 
+def _sample_positions(m: int) -> np.ndarray:
+    """Positions (from the interval's start) of the samples of an interval of
+    ``m`` items, and ``m`` last: sample ``i`` stands for the items from its
+    position up to the next one's."""
+    k = min(SAMPLES, m)
+    return (np.arange(k + 1, dtype=np.int64) * m) // k
+
+
 def _send_samples(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
     """Queue for the leader of boundary ``j`` evenly spaced samples of local
-    items ``a .. b-1``, each with the number of items it stands for (itself
-    and those up to the next sample); all of them when there are at most
-    :data:`SAMPLES`."""
+    items ``a .. b-1`` (all of them when there are at most :data:`SAMPLES`):
+    their keys, and ``[m, 0]`` then each sample's ``[gid, index]`` (the
+    leader knows the source rank, and the weights follow from ``m``)."""
     m = b - a
     if m <= 0:
         return
-    k = min(SAMPLES, m)
-    pos = a + (np.arange(k + 1, dtype=np.int64) * m) // k
-    at = pos[:-1]
-    ints = np.empty((k, 5), dtype=np.int64)
-    ints[:, 0] = j
-    ints[:, 1] = np.diff(pos)
-    ints[:, 2] = local.G[at]
-    ints[:, 3] = local.rank
-    ints[:, 4] = local.O[at]
+    at = a + _sample_positions(m)[:-1]
+    ints = np.empty((at.size + 1, 2), dtype=np.int64)
+    ints[0] = m, 0
+    ints[1:, 0] = local.G[at]
+    ints[1:, 1] = local.O[at]
     ctx.send(j, local.K[at], tag=_T_SAMPLE_KEY)
     ctx.send(j, ints, tag=_T_SAMPLE_INT)
+
+
+def _received_samples(inbox, ncols: int, dtype):
+    """The samples a leader received: keys, ``[weight, gid, rank, index]``
+    rows, and each sample's source."""
+    keys = inbox.concat(_T_SAMPLE_KEY, dtype=dtype, shape=(ncols,))
+    rows, src = [], []
+    for source, a in inbox.messages(_T_SAMPLE_INT):
+        r = np.empty((a.shape[0] - 1, 4), dtype=np.int64)
+        r[:, 0] = np.diff(_sample_positions(int(a[0, 0])))
+        r[:, 1] = a[1:, 0]
+        r[:, 2] = source
+        r[:, 3] = a[1:, 1]
+        rows.append(r)
+        src.append(np.full(r.shape[0], source, dtype=np.int64))
+    return keys, np.concatenate(rows), np.concatenate(src)
 
 
 def _outcome(rank: int, dec: int, value: int, ncols: int, dtype):
@@ -470,28 +490,27 @@ def _decide(inbox, rank, members, target, base, below, ncols, dtype):
     below the members' intervals."""
     if len(members) == 1:
         return _outcome(rank, _PLACE, target - base, ncols, dtype)
-    keys = inbox.concat(_T_SAMPLE_KEY, dtype=dtype, shape=(ncols,))
-    ints, sources = inbox.concat_with_sources(_T_SAMPLE_INT, dtype=np.int64, shape=(5,))
-    order = np.lexsort((ints[:, 4], ints[:, 3], ints[:, 2])
+    keys, ints, sources = _received_samples(inbox, ncols, dtype)
+    order = np.lexsort((ints[:, 3], ints[:, 2], ints[:, 1])
                        + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
-    w = ints[order, 1]
+    w = ints[order, 0]
     # U: the weight of the samples strictly below each sample; the count of
     # candidates below it lies in [U - E, U]
     U = np.concatenate(([0], np.cumsum(w)[:-1]))
     heaviest = np.zeros(int(sources.max()) + 1, dtype=np.int64)
-    np.maximum.at(heaviest, sources, ints[:, 1])
+    np.maximum.at(heaviest, sources, ints[:, 0])
     E = int((heaviest[np.unique(sources)] - 1).sum())
     t = target - below
     first = order[int(np.searchsorted(U, t, "right")) - 1]     # last with U <= t
     head = np.zeros((1, _HEAD), dtype=np.int64)
     head[0, :2] = rank, _SEARCH
-    head[0, 2:5] = ints[first, 2:]
+    head[0, 2:5] = ints[first, 1:]
     piv = np.zeros((1, 2, ncols), dtype=dtype)
     piv[0, 0] = keys[first]
     i = int(np.searchsorted(U - E, t, "left"))                 # first with U - E >= t
     if i < U.size:
         second = order[i]
-        head[0, 5:8] = ints[second, 2:]
+        head[0, 5:8] = ints[second, 1:]
         head[0, 8] = 1
         piv[0, 1] = keys[second]
     return piv, head
