@@ -228,3 +228,29 @@ def test_traffic_and_memory_are_the_local_share_not_the_global_size():
               len(ledger.steps))
         if P > 1:
             c.add(recv < 0.75 * N * item, "no gather", recv)
+
+
+@pytest.mark.parametrize("overlap", [0, 60])
+def test_keys_near_their_place_keep_the_search_among_neighbours(overlap):
+    """A rank whose first and last items put all of it on one side of a
+    boundary never joins that boundary's search, so for keys near their place
+    (rank r's keys overlap only its neighbours' ranges, as a block-partitioned
+    mesh's simplices do) a rank's search talks to at most a few peers,
+    however many ranks there are; with no overlap there is no search."""
+    rng = np.random.default_rng(7 + R)
+    n = 200 + 13 * R
+    start = COMM.exscan(n) or 0
+    keys = start + rng.permutation(n) + rng.integers(-overlap, overlap + 1, n)
+    ledger = Ledger(COMM)
+    out = psort(keys, COMM, ledger=ledger)
+    every = np.concatenate(COMM.allgather(keys))
+    ref = _reference(every, np.arange(every.shape[0]))
+    lay = Layout.block(every.shape[0], COMM)
+    search = ledger.steps[:-1]                     # all but the exchange
+    peers = max((int(row[8]) for _, row in search), default=0)
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.gids, ref[lay.start:lay.stop]), "order")
+        c.add(peers <= 4, "search peers per superstep", peers)
+        if overlap == 0:
+            c.add(out.rounds == 0 and len(ledger.steps) == 1, "no search when nothing "
+                  "overlaps", (out.rounds, len(ledger.steps)))

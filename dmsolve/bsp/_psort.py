@@ -113,15 +113,18 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
        final count; when one rank alone holds candidates, the leader places
        the boundary among them at once. All boundaries are searched at once,
        and the search is ``2 * rounds`` supersteps. A leader talks only to
-       the ranks that still hold candidates for its boundary: each rank sends
-       and receives O(p) rows per round for keys spread over every block,
-       O(blocks its keys fall in) once the first rounds have placed them.
+       the ranks that still hold candidates for its boundary, and a rank
+       whose first and last items (one ``Allgather``) put all its items on
+       one side of a boundary never joins that search: each rank sends and
+       receives O(p) rows per round for keys spread over every block, and
+       O(blocks its keys fall in) for keys near their place.
     3. **One exchange** (one ``Alltoallv`` of the BSP layer): rank ``r``
        sends each rank ``j`` its items between boundaries ``j`` and ``j+1``.
     4. **Merge** of the received sorted runs (a stable sort).
 
     Per-rank memory and traffic are O(n + N/p + p) rows, never O(N): the
-    only replicated data are the ``p`` input counts (one ``Allgather``).
+    only replicated data are the ``p`` input counts and the ranks' first
+    and last items (two ``Allgather``\ s).
 
     Examples
     --------
@@ -249,7 +252,7 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
     local = _Local(K, G, O, rank)
     # 2. exact splitters
     bounds = block_ranges(total, size)
-    split, rounds = _splitters(local, bounds, comm, ledger)
+    split, rounds = _splitters(local, bounds, work["counts"], comm, ledger)
     # 3. one exchange: the items between boundaries j and j+1 go to rank j
     ctx = BSP(comm, ledger=ledger)
     cols = [c[order] for c in work["cols"]]
@@ -322,7 +325,8 @@ class _Local:
         return a + int(np.searchsorted(self.O[a:b], ints[2], "left"))
 
 
-def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
+def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.Comm,
+               ledger):
     """Local split positions ``split[0..p]`` such that the items below
     ``split[j]`` on all ranks are exactly the first ``bounds[j]`` of the
     global order. Collective on ``comm``; returns ``(split, rounds)``.
@@ -340,6 +344,14 @@ def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
     drops out with its final count; when one member remains, the leader
     places the boundary in its items at once; when every candidate was sent
     (no member holds more than ``SAMPLES``), the leader picks the exact item.
+
+    Before the search, the ranks' first and last items (one ``Allgather``)
+    bound every rank's positions in the global order (:func:`_position_bounds`):
+    a rank whose items all lie below a boundary, or all at or above it, is
+    settled for that boundary and never joins its search. For keys already
+    near their place (a block-partitioned mesh, a slab's vertex order) that
+    leaves a few members per boundary, so a rank talks to a few leaders, not
+    to every rank; for keys spread over every block it settles nothing.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     n = local.K.shape[0]
@@ -357,17 +369,31 @@ def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
             split[j] = n
     if not open_:                 # the same on every rank: bounds are global
         return split, 0
-    ctx = BSP(comm, ledger=ledger)
+    last_pos, first_pos = _position_bounds(local, counts, comm)
+    nmembers, settled_below = _members(bounds, counts, last_pos, first_pos)
     for j in open_:
-        _send_samples(ctx, local, j, 0, n)
+        if last_pos[rank] < bounds[j]:       # all of this rank's items are below j
+            split[j] = n
+        elif first_pos[rank] >= bounds[j]:   # all at or above j
+            split[j] = 0
+        elif nmembers[j] == 1:               # the others are settled: j is in my items
+            split[j] = bounds[j] - settled_below[j]
+    searched = [j for j in open_ if nmembers[j] > 1]
+    if not searched:              # the same on every rank: the table is global
+        return split, 0
+    ctx = BSP(comm, ledger=ledger)
+    for j in searched:
+        if first_pos[rank] < bounds[j] <= last_pos[rank]:
+            _send_samples(ctx, local, j, 0, n)
     inbox = ctx.sync("psort:candidates")
     # the leader's state: its members, the items below the members' intervals
-    # on the ranks that dropped out (base), and below the intervals (below)
+    # on the ranks that dropped out or were settled below (base), and below
+    # the intervals (below)
     members: list[int] = []
-    base = below = 0
     decision = None
     target = int(bounds[rank])
-    if rank in open_:
+    base = below = int(settled_below[rank])
+    if rank in searched:
         members = inbox.sources(_T_SAMPLE_INT)
         decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
     rounds = 0
@@ -427,6 +453,68 @@ def _splitters(local: _Local, bounds: np.ndarray, comm: MPI.Comm, ledger):
                 below = below_lo
                 decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
     return split, rounds
+
+
+def _position_bounds(local: _Local, counts: np.ndarray, comm: MPI.Comm):
+    """Bounds on every rank's positions in the global order, from the ranks'
+    first and last items (one ``Allgather`` of ``2c + 4`` words per rank).
+
+    Returns ``(last_pos, first_pos)``, the same on every rank: rank ``q``'s
+    last item is at a position at most ``last_pos[q]`` (the items of the
+    ranks whose first item is not above it, less one), and its first item at
+    a position at least ``first_pos[q]`` (the items of the ranks whose last
+    item is below it). A rank without items gets ``-1`` and ``N``.
+    Collective on ``comm``."""
+    size = comm.Get_size()
+    n, ncols = local.K.shape
+    width = ncols + 2
+    row = np.zeros(2 * width, dtype=np.int64)
+    if n:
+        for half, i in ((0, 0), (1, n - 1)):
+            at = half * width
+            row[at:at + ncols] = np.ascontiguousarray(local.K[i]).view(np.int64)
+            row[at + ncols:at + width] = local.G[i], local.O[i]
+    table = np.empty((size, 2 * width), dtype=np.int64)
+    comm.Allgather(row, table)
+    has = np.flatnonzero(counts > 0)
+    last_pos = np.full(size, -1, dtype=np.int64)
+    first_pos = np.full(size, int(counts.sum()), dtype=np.int64)
+    if has.size == 0:
+        return last_pos, first_pos
+    # the 2m endpoints in the strict order (key, gid, rank, index); a first
+    # item sorts before a last one with the same strict key (the same item)
+    ends = np.concatenate((table[has, :width], table[has, width:]))
+    keys = np.ascontiguousarray(ends[:, :ncols]).view(local.K.dtype)
+    owner = np.concatenate((has, has))
+    last = np.repeat([0, 1], has.size)
+    order = np.lexsort((last, ends[:, ncols + 1], owner, ends[:, ncols])
+                       + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
+    w = counts[owner[order]]
+    is_last = last[order] == 1
+    firsts_upto = np.cumsum(np.where(is_last, 0, w))
+    lasts_before = np.cumsum(np.where(is_last, w, 0)) - np.where(is_last, w, 0)
+    last_pos[owner[order][is_last]] = firsts_upto[is_last] - 1
+    first_pos[owner[order][~is_last]] = lasts_before[~is_last]
+    return last_pos, first_pos
+
+
+def _members(bounds, counts, last_pos, first_pos):
+    """For each boundary ``j``: how many ranks may hold items on both sides
+    of it (``first_pos < bounds[j] <= last_pos``; the others are settled), and
+    how many items the ranks settled below it hold. Not collective; the same
+    on every rank. O(p log p)."""
+    size = counts.size
+    member = counts > 0
+    a = np.searchsorted(bounds, first_pos[member], "right")   # first j above first_pos
+    b = np.searchsorted(bounds, last_pos[member], "right")    # j below b: bounds[j] <= last_pos
+    diff = np.zeros(size + 2, dtype=np.int64)
+    np.add.at(diff, a, 1)
+    np.add.at(diff, b, -1)
+    nmembers = np.cumsum(diff)[:size + 1]
+    by_last = np.argsort(last_pos, kind="stable")
+    cum = np.concatenate(([0], np.cumsum(counts[by_last])))
+    settled_below = cum[np.searchsorted(last_pos[by_last], bounds, "left")]
+    return nmembers, settled_below
 
 
 #: samples each member sends its leader per round (a round keeps fewer than
