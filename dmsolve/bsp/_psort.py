@@ -32,7 +32,7 @@ __all__ = ["psort", "rank_of", "SortedBlock"]
 _T_SAMPLE_KEY, _T_SAMPLE_INT = 1, 2      # member -> leader: samples of its candidates
 _T_COUNT = 7                             # member -> leader: counts below both pivots
 _T_PIV_KEY, _T_PIV_INT = 8, 9            # leader -> members: decision and pivots
-_T_KEYS, _T_GIDS, _T_ORIGIN = 20, 21, 22  # the exchange of the data
+_T_KEYS, _T_GIDS = 20, 21                # the exchange of the data
 _T_PAYLOAD = 30                          # + column number
 _T_POS = 40                              # rank_of: positions back to their owners
 
@@ -131,7 +131,7 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
     >>> out = psort(np.array([3, 1, 2]) + comm.rank, comm)   # doctest: +SKIP
     >>> out.keys, out.gids, out.start                        # doctest: +SKIP
     """
-    work = _prepare(keys, comm, gids, payload, origin=False)
+    work = _prepare(keys, comm, gids, payload)
     return _sort(work, comm, ledger)
 
 
@@ -143,20 +143,15 @@ def rank_of(keys, comm: MPI.Comm, *, gids=None, ledger: Ledger | None = None) ->
     ranks are a permutation of ``0 .. N-1``, and equal ``(key, gid)`` pairs
     get consecutive positions (by rank, then input order).
 
-    Collective on ``comm``: one :func:`psort` carrying each item's origin,
-    then one superstep that sends every position back to its item's rank.
+    Collective on ``comm``: one :func:`psort` of the keys and gids alone,
+    then one superstep in which each block's rank sends every source rank
+    the positions of that source's items, in the order they came (so
+    neither an item's origin nor its index travels, and a position is a
+    4-byte offset in its block while blocks hold fewer than 2**31 items).
     O(n + N/p + p) memory and traffic per rank.
     """
-    work = _prepare(keys, comm, gids, None, origin=True)
-    block = _sort(work, comm, ledger)
-    origin = block.payload[0]
-    ctx = BSP(comm, ledger=ledger)
-    pos = block.start + np.arange(origin.shape[0], dtype=np.int64)
-    ctx.send_rows(origin[:, 0], np.column_stack((origin[:, 1], pos)), tag=_T_POS)
-    back = ctx.sync("psort:positions").concat(_T_POS, dtype=np.int64, shape=(2,))
-    out = np.empty(work["n"], dtype=np.int64)
-    out[back[:, 0]] = back[:, 1]
-    return out
+    work = _prepare(keys, comm, gids, None)
+    return _sort(work, comm, ledger, positions=True)
 
 
 # -- the door ------------------------------------------------------------------------------
@@ -164,7 +159,7 @@ def _signature(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=7).digest(), "little")
 
 
-def _prepare(keys, comm, gids, payload, origin: bool) -> dict:
+def _prepare(keys, comm, gids, payload) -> dict:
     """Check the arguments (agreed over the ranks) and count the items.
     Collective on ``comm``: one agreement and one ``Allgather`` of a few words."""
     if not isinstance(comm, MPI.Comm):
@@ -228,14 +223,14 @@ def _prepare(keys, comm, gids, payload, origin: bool) -> dict:
     offset = int(counts[:rank].sum())
     if g is None:
         g = offset + np.arange(n, dtype=np.int64)
-    if origin:
-        cols = [np.column_stack((np.full(n, rank, np.int64), np.arange(n, dtype=np.int64)))]
-    return {"keys": k, "gids": g, "cols": cols, "single": single and not origin,
+    return {"keys": k, "gids": g, "cols": cols, "single": single,
             "n": n, "counts": counts}
 
 
 # -- the sort ------------------------------------------------------------------------------
-def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
+def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
+    """psort's steps; with ``positions``, :func:`rank_of`'s answer instead
+    of the block."""
     rank, size = comm.Get_rank(), comm.Get_size()
     k2 = work["keys"]
     k2 = k2.reshape(-1, 1) if k2.ndim == 1 else k2
@@ -271,6 +266,8 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
           for i, c in enumerate(cols)]
     # 4. merge the sorted runs (stable: equal pairs stay in source order)
     merge = _key_gid_order(rk, rg)
+    if positions:
+        return _positions_back(inbox, merge, order, split, bounds, comm, ledger)
     out_keys = rk[merge]
     if work["keys"].ndim == 1:
         out_keys = out_keys.reshape(-1)
@@ -280,6 +277,27 @@ def _sort(work: dict, comm: MPI.Comm, ledger) -> SortedBlock:
         payload = out_cols[0] if work["single"] else tuple(out_cols)
     return SortedBlock(np.ascontiguousarray(out_keys), rg[merge], payload,
                        int(bounds[rank]), total, rounds)
+
+
+def _positions_back(inbox, merge, order, split, bounds, comm: MPI.Comm, ledger) -> np.ndarray:
+    """:func:`rank_of`'s last superstep: this rank's block positions of the
+    runs it received go back to their sources in the order they came; each
+    source knows which of its items it sent where. Collective on ``comm``."""
+    # offsets in the block: 4 bytes while every block is below 2**31 items
+    # (the same on every rank: bounds are global)
+    wide = int(np.diff(bounds).max()) >= 2 ** 31
+    offset = np.empty(merge.size, dtype=np.int64 if wide else np.int32)
+    offset[merge] = np.arange(merge.size)
+    ctx = BSP(comm, ledger=ledger)
+    at = 0
+    for source, run in inbox.messages(_T_KEYS):
+        ctx.send(source, offset[at:at + run.shape[0]], tag=_T_POS)
+        at += run.shape[0]
+    back = ctx.sync("psort:positions")
+    out = np.empty(order.size, dtype=np.int64)
+    for j, run in back.messages(_T_POS):
+        out[order[split[j]:split[j + 1]]] = bounds[j] + run
+    return out
 
 
 def _key_gid_order(K: np.ndarray, G: np.ndarray) -> np.ndarray:
