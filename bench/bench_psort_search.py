@@ -4,8 +4,9 @@
 
 Each case is a fresh ``mpiexec -n P`` job running ``psort`` on ``n`` keys per
 rank (the kinds of bench/psort_rounds.md: keys near their place — rank r holds
-n + 0.075 n r keys, a permutation of its own range of positions, so block
-boundaries fall inside a rank's range —, random int and float keys, and
+n + 0.075 n r keys, a permutation of its own range of positions moved by
+up to n/20, so block boundaries fall inside a rank's range and neighbours
+overlap —, random int and float keys, and
 4-column int rows), once to warm up and then ``--repeat`` times with a
 :class:`dmsolve.bsp.Ledger`. Figures (max over ranks, of the last repeat):
 search rounds, the supersteps the ledger records, the bytes of the search
@@ -36,8 +37,10 @@ def _keys(kind: str, n: int, rank: int):
     import numpy as np
     rng = np.random.default_rng(1000 + rank)
     if kind == "near place":       # uneven counts: block boundaries inside ranks' ranges
-        step = 3 * n // 40
-        return n * rank + step * rank * (rank - 1) // 2 + rng.permutation(n + step * rank)
+        step, jitter = 3 * n // 40, n // 20
+        m = n + step * rank
+        return (n * rank + step * rank * (rank - 1) // 2 + rng.permutation(m)
+                + rng.integers(-jitter, jitter + 1, m))
     if kind == "random int":
         return rng.integers(0, 2 ** 40, n)
     if kind == "random float":
