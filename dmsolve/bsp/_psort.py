@@ -29,9 +29,8 @@ from ._superstep import BSP
 __all__ = ["psort", "rank_of", "SortedBlock"]
 
 # tags of the splitter search and the exchange
-_T_SAMPLE_KEY, _T_SAMPLE_INT = 1, 2      # member -> leader: samples of its candidates
-_T_COUNT = 7                             # member -> leader: counts below both pivots
-_T_PIV_KEY, _T_PIV_INT = 8, 9            # leader -> members: decision and pivots
+_T_CANDIDATES = 1                        # member -> leader: its interval and samples
+_T_PIVOTS = 8                            # leader -> member: its split, or two pivots
 _T_KEYS, _T_GIDS = 20, 21                # the exchange of the data
 _T_PAYLOAD = 30                          # + column number
 _T_POS = 40                              # rank_of: positions back to their owners
@@ -237,14 +236,12 @@ def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
     ncols = k2.shape[1]
     n = work["n"]
     total = int(work["counts"].sum())
-    idx = np.arange(n, dtype=np.int64)
     # 1. local sort by (key columns, gid); lexsort is stable, so the input
     #    index orders equal pairs: the strict order (key, gid, rank, index)
     order = _key_gid_order(k2, work["gids"])
     K = k2[order]
     G = work["gids"][order]
-    O = idx[order]
-    local = _Local(K, G, O, rank)
+    local = _Local(K, G, rank)
     # 2. exact splitters
     bounds = block_ranges(total, size)
     split, rounds = _splitters(local, bounds, work["counts"], comm, ledger)
@@ -259,7 +256,7 @@ def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
             for i, c in enumerate(cols):
                 ctx.send(j, c[a:b], tag=_T_PAYLOAD + i)
     inbox = ctx.sync("psort:exchange")
-    del K, G, O, local
+    del K, G, local
     rk = inbox.concat(_T_KEYS, dtype=k2.dtype, shape=(ncols,))
     rg = inbox.concat(_T_GIDS, dtype=np.int64)
     rc = [inbox.concat(_T_PAYLOAD + i, dtype=c.dtype, shape=c.shape[1:])
@@ -316,18 +313,23 @@ def _key_gid_order(K: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 
 class _Local:
-    """This rank's sorted items and the lexicographic search in them."""
+    """This rank's sorted items and the lexicographic search in them.
 
-    def __init__(self, K, G, O, rank):
-        self.K, self.G, self.O, self.rank = K, G, O, rank
+    An item travels in the search as its strict key ``(key row, gid, rank,
+    position)``, ``position`` being its place in this rank's sorted items:
+    within one rank, the positions of equal ``(key, gid)`` pairs are in the
+    order of their input indices, so this is the order ``(key, gid, rank,
+    index)``, and only the rank that owns an item needs its position."""
 
-    def item(self, i: int):
-        """The strict key of local item ``i``: (key row, [gid, rank, index])."""
-        return self.K[i], np.array([self.G[i], self.rank, self.O[i]], dtype=np.int64)
+    def __init__(self, K, G, rank):
+        self.K, self.G, self.rank = K, G, rank
 
     def count_less(self, lo: int, hi: int, key, ints) -> int:
         """Number of local items below the strict key (key, ints), given that
-        the items before ``lo`` are below it and those from ``hi`` on are not."""
+        the items before ``lo`` are below it and those from ``hi`` on are not
+        (``ints``: gid, rank, position)."""
+        if ints[1] == self.rank:        # one of mine: the items below it are its position
+            return int(ints[2])
         a, b = lo, hi
         for c in range(self.K.shape[1]):
             col = self.K[a:b, c]
@@ -338,9 +340,7 @@ class _Local:
         col = self.G[a:b]
         a, b = (a + int(np.searchsorted(col, ints[0], "left")),
                 a + int(np.searchsorted(col, ints[0], "right")))
-        if a == b or self.rank != ints[1]:
-            return b if self.rank < ints[1] else a
-        return a + int(np.searchsorted(self.O[a:b], ints[2], "left"))
+        return b if self.rank < ints[1] else a
 
 
 def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.Comm,
@@ -351,17 +351,19 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
 
     Boundary ``j`` (0 < j < p) is led by rank ``j``. Every rank that still
     holds candidates for it (a *member*: its items ``lo[j] .. hi[j]-1``) sends
-    the leader :data:`SAMPLES` evenly spaced samples of them, each weighted by
-    the number of items it stands for. From the samples the leader bounds the
-    count below any key to within ``E`` (the members' largest weights, less
-    one each) and takes two pivots that bracket the target for certain: the
-    last sample estimated at or below it, and the first one at or above it
-    even after ``E``. Members count below both and keep what lies between, so
-    the target never leaves the bracket and a round keeps fewer than
-    ``4/SAMPLES`` of the candidates plus two. A member left with nothing
-    drops out with its final count; when one member remains, the leader
-    places the boundary in its items at once; when every candidate was sent
-    (no member holds more than ``SAMPLES``), the leader picks the exact item.
+    the leader one message a round: ``[lo, hi]`` and :data:`SAMPLES` evenly
+    spaced samples of its candidates, each standing for the items up to the
+    next. From the samples the leader bounds the count below any key to
+    within ``E`` (the members' largest weights, less one each) and takes two
+    pivots that bracket the target for certain: the last sample estimated at
+    or below it, and the first one at or above it even after ``E``. Members
+    count below both and keep what lies between, so the target never leaves
+    the bracket and a round keeps fewer than ``4/SAMPLES`` of the candidates
+    plus two. A member left with nothing drops out with its final count.
+    The leader places the boundary (one message per member with its split)
+    when the counts hit the target, when one member remains, or when every
+    member sent all its candidates (then it sorts them and counts off the
+    target).
 
     Before the search, the ranks' first and last items (one ``Allgather``)
     bound every rank's positions in the global order (:func:`_position_bounds`):
@@ -373,111 +375,72 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     n = local.K.shape[0]
-    ncols = local.K.shape[1]
-    dtype = local.K.dtype
     total = int(bounds[-1])
     split = np.zeros(size + 1, dtype=np.int64)
     split[size] = n
-    # this rank's candidates for boundary j: its items lo[j] .. hi[j]-1
-    lo = np.zeros(size + 1, dtype=np.int64)
-    hi = np.full(size + 1, n, dtype=np.int64)
     open_ = [j for j in range(1, size) if 0 < bounds[j] < total]
     for j in range(1, size):
         if bounds[j] >= total:
             split[j] = n
     if not open_:                 # the same on every rank: bounds are global
         return split, 0
-    last_pos, first_pos = _position_bounds(local, counts, comm)
+    _, last_pos, first_pos = _position_bounds(local, counts, comm)
     nmembers, settled_below = _members(bounds, counts, last_pos, first_pos)
+    # this rank's candidates for boundary j: its items lo[j] .. hi[j]-1, and
+    # the items of all ranks below the members' candidates: below[j]
+    lo = np.zeros(size + 1, dtype=np.int64)
+    hi = np.full(size + 1, n, dtype=np.int64)
+    below = settled_below.copy()
     for j in open_:
         if last_pos[rank] < bounds[j]:       # all of this rank's items are below j
-            split[j] = n
+            split[j] = lo[j] = n
         elif first_pos[rank] >= bounds[j]:   # all at or above j
-            split[j] = 0
+            split[j] = hi[j] = 0
         elif nmembers[j] == 1:               # the others are settled: j is in my items
-            split[j] = bounds[j] - settled_below[j]
+            split[j] = lo[j] = hi[j] = bounds[j] - settled_below[j]
     searched = [j for j in open_ if nmembers[j] > 1]
     if not searched:              # the same on every rank: the table is global
         return split, 0
+    rounds = 0
     ctx = BSP(comm, ledger=ledger)
     for j in searched:
-        if first_pos[rank] < bounds[j] <= last_pos[rank]:
-            _send_samples(ctx, local, j, 0, n)
+        if lo[j] < hi[j]:
+            _send_candidates(ctx, local, j, int(lo[j]), int(hi[j]))
     inbox = ctx.sync("psort:candidates")
-    # the leader's state: its members, the items below the members' intervals
-    # on the ranks that dropped out or were settled below (base), and below
-    # the intervals (below)
-    members: list[int] = []
-    decision = None
-    target = int(bounds[rank])
-    base = below = int(settled_below[rank])
-    if rank in searched:
-        members = inbox.sources(_T_SAMPLE_INT)
-        decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
-    rounds = 0
+    leader = _Leader(int(bounds[rank]), int(below[rank]), local.K.shape[1], local.K.dtype) \
+        if rank in searched else None
     while True:
         rounds += 1
-        # leaders -> their members: the outcome of the last count, or the pivots
-        searching = False
-        if decision is not None:
-            keys, head = decision
-            for dest in members:
-                ctx.send(dest, keys, tag=_T_PIV_KEY)
-                ctx.send(dest, head, tag=_T_PIV_INT)
-            searching = int(head[0, 1]) == _SEARCH
-            decision = None
+        # leaders -> their members: a split each, or two pivots
+        searching = leader is not None and leader.decide(ctx, inbox)
         ctx.vote(searching)
         inbox = ctx.sync("psort:pivots")
-        pk_all = inbox.concat(_T_PIV_KEY, dtype=dtype, shape=(2, ncols))
-        pi_all = inbox.concat(_T_PIV_INT, dtype=np.int64, shape=(_HEAD,))
-        for row, keys in zip(pi_all, pk_all):
-            j, dec = int(row[0]), int(row[1])
-            if dec == _FOUND_LO:
-                split[j] = lo[j]
-                continue
-            if dec == _FOUND_HI:
-                split[j] = hi[j]
-                continue
-            if dec == _PLACE:
-                split[j] = int(row[2])
+        for j, msg in inbox.messages(_T_PIVOTS):
+            if msg[0] == _PLACE:
+                split[j] = msg[1]
                 continue
             # count below both pivots and keep the items between them
             a, b = int(lo[j]), int(hi[j])
-            new_lo = local.count_less(a, b, keys[0], row[2:5])
-            new_hi = local.count_less(new_lo, b, keys[1], row[5:8]) if row[8] else b
+            key1, key2 = _pivot_keys(msg, local.K.shape[1], local.K.dtype)
+            new_lo = local.count_less(a, b, key1, msg[2:5])
+            new_hi = local.count_less(new_lo, b, key2, msg[5:8]) if msg[1] else b
             lo[j], hi[j] = new_lo, new_hi
-            gone = int(new_lo == new_hi)
-            if gone:
+            if new_lo == new_hi:
                 split[j] = new_lo   # the boundary lies past these items for good
-            ctx.send(j, np.array([[new_lo, new_hi, gone]], dtype=np.int64), tag=_T_COUNT)
-            if not gone:
-                _send_samples(ctx, local, j, new_lo, new_hi)
-        if not inbox.any_active:  # every open boundary was found: the same on every rank
+            _send_candidates(ctx, local, j, new_lo, new_hi)
+        if not inbox.any_active:  # every open boundary was placed: the same on every rank
             break
         inbox = ctx.sync("psort:counts")
-        if searching:
-            counts, sources = inbox.concat_with_sources(_T_COUNT, dtype=np.int64, shape=(3,))
-            below_lo = base + int(counts[:, 0].sum())
-            below_hi = base + int(counts[:, 1].sum())
-            gone = counts[:, 2] == 1
-            base += int(counts[gone, 0].sum())
-            dropped = set(sources[gone].tolist())
-            members = [m for m in members if m not in dropped]
-            if below_lo == target:
-                decision = _outcome(rank, _FOUND_LO, 0, ncols, dtype)
-            elif below_hi == target:
-                decision = _outcome(rank, _FOUND_HI, 0, ncols, dtype)
-            else:
-                below = below_lo
-                decision = _decide(inbox, rank, members, target, base, below, ncols, dtype)
     return split, rounds
 
 
 def _position_bounds(local: _Local, counts: np.ndarray, comm: MPI.Comm):
     """Bounds on every rank's positions in the global order, from the ranks'
-    first and last items (one ``Allgather`` of ``2c + 4`` words per rank).
+    first and last items (one ``Allgather`` of ``2c + 2`` words per rank).
 
-    Returns ``(last_pos, first_pos)``, the same on every rank: rank ``q``'s
+    Returns ``(table, last_pos, first_pos)``, the same on every rank:
+    ``table[q]`` holds rank ``q``'s first and last items (key words and gid,
+    twice; their positions are 0 and ``counts[q] - 1``), and rank ``q``'s
     last item is at a position at most ``last_pos[q]`` (the items of the
     ranks whose first item is not above it, less one), and its first item at
     a position at least ``first_pos[q]`` (the items of the ranks whose last
@@ -485,27 +448,27 @@ def _position_bounds(local: _Local, counts: np.ndarray, comm: MPI.Comm):
     Collective on ``comm``."""
     size = comm.Get_size()
     n, ncols = local.K.shape
-    width = ncols + 2
+    width = ncols + 1
     row = np.zeros(2 * width, dtype=np.int64)
     if n:
         for half, i in ((0, 0), (1, n - 1)):
             at = half * width
             row[at:at + ncols] = np.ascontiguousarray(local.K[i]).view(np.int64)
-            row[at + ncols:at + width] = local.G[i], local.O[i]
+            row[at + ncols] = local.G[i]
     table = np.empty((size, 2 * width), dtype=np.int64)
     comm.Allgather(row, table)
     has = np.flatnonzero(counts > 0)
     last_pos = np.full(size, -1, dtype=np.int64)
     first_pos = np.full(size, int(counts.sum()), dtype=np.int64)
     if has.size == 0:
-        return last_pos, first_pos
-    # the 2m endpoints in the strict order (key, gid, rank, index); a first
-    # item sorts before a last one with the same strict key (the same item)
+        return table, last_pos, first_pos
+    # the 2m endpoints in the strict order (key, gid, rank, position); a
+    # first item sorts before a last one with the same strict key (the same item)
     ends = np.concatenate((table[has, :width], table[has, width:]))
     keys = np.ascontiguousarray(ends[:, :ncols]).view(local.K.dtype)
     owner = np.concatenate((has, has))
     last = np.repeat([0, 1], has.size)
-    order = np.lexsort((last, ends[:, ncols + 1], owner, ends[:, ncols])
+    order = np.lexsort((last, last * (counts[owner] - 1), owner, ends[:, ncols])
                        + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
     w = counts[owner[order]]
     is_last = last[order] == 1
@@ -513,7 +476,7 @@ def _position_bounds(local: _Local, counts: np.ndarray, comm: MPI.Comm):
     lasts_before = np.cumsum(np.where(is_last, w, 0)) - np.where(is_last, w, 0)
     last_pos[owner[order][is_last]] = firsts_upto[is_last] - 1
     first_pos[owner[order][~is_last]] = lasts_before[~is_last]
-    return last_pos, first_pos
+    return table, last_pos, first_pos
 
 
 def _members(bounds, counts, last_pos, first_pos):
@@ -538,8 +501,7 @@ def _members(bounds, counts, last_pos, first_pos):
 #: samples each member sends its leader per round (a round keeps fewer than
 #: 4/SAMPLES of the candidates, plus two)
 SAMPLES = 16
-_SEARCH, _FOUND_LO, _FOUND_HI, _PLACE = 0, 1, 2, 3
-_HEAD = 9          # [boundary, decision, pivot 1's 3 ints, pivot 2's 3 ints, has pivot 2]
+_SEARCH, _PLACE = 0, 1
 
 
 def _sample_positions(m: int) -> np.ndarray:
@@ -550,73 +512,113 @@ def _sample_positions(m: int) -> np.ndarray:
     return (np.arange(k + 1, dtype=np.int64) * m) // k
 
 
-def _send_samples(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
-    """Queue for the leader of boundary ``j`` evenly spaced samples of local
-    items ``a .. b-1`` (all of them when there are at most :data:`SAMPLES`):
-    their keys, and ``[m, 0]`` then each sample's ``[gid, index]`` (the
-    leader knows the source rank, and the weights follow from ``m``)."""
-    m = b - a
-    if m <= 0:
-        return
-    at = a + _sample_positions(m)[:-1]
-    ints = np.empty((at.size + 1, 2), dtype=np.int64)
-    ints[0] = m, 0
-    ints[1:, 0] = local.G[at]
-    ints[1:, 1] = local.O[at]
-    ctx.send(j, local.K[at], tag=_T_SAMPLE_KEY)
-    ctx.send(j, ints, tag=_T_SAMPLE_INT)
+def _send_candidates(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
+    """Queue for the leader of boundary ``j`` one message: ``a, b`` (this
+    rank's candidates are its items ``a .. b-1``), then the key words and
+    gid of each of their samples, evenly spaced (all of them when there are
+    at most :data:`SAMPLES`). The leader knows the source rank, and the
+    samples' positions and weights follow from ``a`` and ``b``."""
+    ncols = local.K.shape[1]
+    at = a + _sample_positions(b - a)[:-1] if b > a else np.zeros(0, dtype=np.int64)
+    msg = np.empty(2 + at.size * (ncols + 1), dtype=np.int64)
+    msg[:2] = a, b
+    rows = msg[2:].reshape(at.size, ncols + 1)
+    rows[:, :ncols] = np.ascontiguousarray(local.K[at]).view(np.int64)
+    rows[:, ncols] = local.G[at]
+    ctx.send(j, msg, tag=_T_CANDIDATES)
 
 
-def _received_samples(inbox, ncols: int, dtype):
-    """The samples a leader received: keys, ``[weight, gid, rank, index]``
-    rows, and each sample's source."""
-    keys = inbox.concat(_T_SAMPLE_KEY, dtype=dtype, shape=(ncols,))
-    rows, src = [], []
-    for source, a in inbox.messages(_T_SAMPLE_INT):
-        r = np.empty((a.shape[0] - 1, 4), dtype=np.int64)
-        r[:, 0] = np.diff(_sample_positions(int(a[0, 0])))
-        r[:, 1] = a[1:, 0]
-        r[:, 2] = source
-        r[:, 3] = a[1:, 1]
-        rows.append(r)
-        src.append(np.full(r.shape[0], source, dtype=np.int64))
-    return keys, np.concatenate(rows), np.concatenate(src)
+def _pivot_keys(msg: np.ndarray, ncols: int, dtype):
+    """The two pivot keys of a leader's search message."""
+    keys = np.ascontiguousarray(msg[8:8 + 2 * ncols]).view(dtype)
+    return keys[:ncols], keys[ncols:]
 
 
-def _outcome(rank: int, dec: int, value: int, ncols: int, dtype):
-    """A leader's message without pivots: found, or placed at ``value``."""
-    head = np.zeros((1, _HEAD), dtype=np.int64)
-    head[0, :3] = rank, dec, value
-    return np.zeros((1, 2, ncols), dtype=dtype), head
+class _Leader:
+    """A boundary leader's state: the target position, the items below the
+    members' candidates on ranks that left the search (``base``), and the
+    last round's members."""
 
+    def __init__(self, target: int, below: int, ncols: int, dtype):
+        self.target, self.below, self.ncols, self.dtype = target, below, ncols, dtype
+        self.base = None
+        self.done = False
 
-def _decide(inbox, rank, members, target, base, below, ncols, dtype):
-    """The leader's next message from its members' samples: the target is
-    ``target`` items, ``base`` of them on ranks that dropped out and ``below``
-    below the members' intervals."""
-    if len(members) == 1:
-        return _outcome(rank, _PLACE, target - base, ncols, dtype)
-    keys, ints, sources = _received_samples(inbox, ncols, dtype)
-    order = np.lexsort((ints[:, 3], ints[:, 2], ints[:, 1])
-                       + tuple(keys[:, c] for c in range(ncols - 1, -1, -1)))
-    w = ints[order, 0]
-    # U: the weight of the samples strictly below each sample; the count of
-    # candidates below it lies in [U - E, U]
-    U = np.concatenate(([0], np.cumsum(w)[:-1]))
-    heaviest = np.zeros(int(sources.max()) + 1, dtype=np.int64)
-    np.maximum.at(heaviest, sources, ints[:, 0])
-    E = int((heaviest[np.unique(sources)] - 1).sum())
-    t = target - below
-    first = order[int(np.searchsorted(U, t, "right")) - 1]     # last with U <= t
-    head = np.zeros((1, _HEAD), dtype=np.int64)
-    head[0, :2] = rank, _SEARCH
-    head[0, 2:5] = ints[first, 1:]
-    piv = np.zeros((1, 2, ncols), dtype=dtype)
-    piv[0, 0] = keys[first]
-    i = int(np.searchsorted(U - E, t, "left"))                 # first with U - E >= t
-    if i < U.size:
-        second = order[i]
-        head[0, 5:8] = ints[second, 1:]
-        head[0, 8] = 1
-        piv[0, 1] = keys[second]
-    return piv, head
+    def decide(self, ctx: BSP, inbox) -> bool:
+        """Read the members' messages and queue the next ones: a split for
+        each member, or two pivots. Returns whether the search goes on."""
+        if self.done:
+            return False
+        msgs = inbox.messages(_T_CANDIDATES)
+        src = np.array([q for q, _ in msgs], dtype=np.int64)
+        lo = np.array([int(a[0]) for _, a in msgs], dtype=np.int64)
+        hi = np.array([int(a[1]) for _, a in msgs], dtype=np.int64)
+        if self.base is None:           # the first round: below the members' lo
+            self.base = self.below - int(lo.sum())
+        below_lo = self.base + int(lo.sum())
+        below_hi = self.base + int(hi.sum())
+        left = lo < hi
+        self.base += int(lo[~left].sum())  # members that dropped out keep their count
+        t = self.target - below_lo
+        if t == 0 or below_hi == self.target:
+            self._place(ctx, src[left], lo[left] if t == 0 else hi[left])
+            return False
+        src, lo, hi = src[left], lo[left], hi[left]
+        if src.size == 1:
+            self._place(ctx, src, lo + t)
+            return False
+        keys, ints, owner = self._samples([a for (_, a), k in zip(msgs, left) if k], src,
+                                          lo, hi)
+        order = np.lexsort((ints[:, 3], ints[:, 2], ints[:, 1])
+                           + tuple(keys[:, c] for c in range(self.ncols - 1, -1, -1)))
+        w = ints[order, 0]
+        if np.all(w == 1):                # every candidate is here: count off t of them
+            taken = np.bincount(owner[order[:t]], minlength=src.size)
+            self._place(ctx, src, lo + taken)
+            return False
+        # U: the weight of the samples strictly below each sample; the count
+        # of candidates below it lies in [U - E, U]
+        U = np.concatenate(([0], np.cumsum(w)[:-1]))
+        heaviest = np.zeros(src.size, dtype=np.int64)
+        np.maximum.at(heaviest, owner, ints[:, 0])
+        E = int((heaviest - 1).sum())
+        first = order[int(np.searchsorted(U, t, "right")) - 1]     # last with U <= t
+        msg = np.zeros(8 + 2 * self.ncols, dtype=np.int64)
+        msg[0] = _SEARCH
+        msg[2:5] = ints[first, 1:]
+        piv = np.zeros((2, self.ncols), dtype=self.dtype)
+        piv[0] = keys[first]
+        i = int(np.searchsorted(U - E, t, "left"))                 # first with U - E >= t
+        if i < U.size:
+            second = order[i]
+            msg[1] = 1
+            msg[5:8] = ints[second, 1:]
+            piv[1] = keys[second]
+        msg[8:] = piv.reshape(-1).view(np.int64)
+        for dest in src:
+            ctx.send(int(dest), msg, tag=_T_PIVOTS)
+        return True
+
+    def _place(self, ctx: BSP, dests, splits) -> None:
+        for dest, value in zip(dests, splits):
+            ctx.send(int(dest), np.array([_PLACE, value], dtype=np.int64), tag=_T_PIVOTS)
+        self.done = True
+
+    def _samples(self, arrays, src, lo, hi):
+        """The members' samples: keys, ``[weight, gid, rank, position]`` rows,
+        and each sample's member (its index in ``src``)."""
+        nc = self.ncols
+        rows = [a[2:].reshape(-1, nc + 1) for a in arrays]
+        keys = np.ascontiguousarray(np.concatenate([r[:, :nc] for r in rows])).view(
+            self.dtype)
+        ints, owner = [], []
+        for k, (r, q, a, b) in enumerate(zip(rows, src, lo, hi)):
+            at = _sample_positions(int(b - a))
+            x = np.empty((r.shape[0], 4), dtype=np.int64)
+            x[:, 0] = np.diff(at)
+            x[:, 1] = r[:, nc]
+            x[:, 2] = q
+            x[:, 3] = a + at[:-1]
+            ints.append(x)
+            owner.append(np.full(r.shape[0], k, dtype=np.int64))
+        return keys, np.concatenate(ints), np.concatenate(owner)
