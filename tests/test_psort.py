@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 from dmsolve import Layout
 from dmsolve.bsp import Ledger, psort, rank_of
+from dmsolve.bsp import _psort
 from dmsolve.bsp._psort import SAMPLES, _key_gid_order
 from mpitest import Checks, assert_raises_collective
 
@@ -105,6 +106,25 @@ def test_psort_matches_lexsort_of_the_gathered_keys(case):
         c.add(np.array_equal(out.payload[1], all_b[mine]), "payload 2-D")
         # balance: exactly Layout.block's counts, so max <= ceil(N/p)
         c.add(lay.local_size <= math.ceil(N / P), "balance")
+        c.add(out.rounds <= max_rounds(N), "rounds", out.rounds)
+
+
+@pytest.mark.parametrize("histogram", [False, True], ids=["leaders-only", "histogram"])
+@pytest.mark.parametrize("case", ["int-ties", "float", "float-skew", "all-equal", "3-col",
+                                  "one-rank-holds-all", "fewer-than-ranks", "simplex-tuples"])
+def test_both_first_rounds_give_the_same_order(case, histogram, monkeypatch):
+    """The search with and without the histogram round (taken by default
+    only for crowded boundaries) finds the same exact splitters."""
+    monkeypatch.setattr(_psort, "_crowded", lambda nmembers, size: histogram)
+    rng = np.random.default_rng(300 + R)
+    keys = _keys(case, rng)
+    out = psort(keys, COMM)
+    every = np.concatenate(COMM.allgather(keys))
+    N = every.shape[0]
+    lay = Layout.block(N, COMM)
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.gids, _reference(every, np.arange(N))[lay.start:lay.stop]),
+              "order")
         c.add(out.rounds <= max_rounds(N), "rounds", out.rounds)
 
 
@@ -228,6 +248,32 @@ def test_traffic_and_memory_are_the_local_share_not_the_global_size():
               len(ledger.steps))
         if P > 1:
             c.add(recv < 0.75 * N * item, "no gather", recv)
+
+
+@pytest.mark.parametrize("ncols", [1, 2])
+def test_search_bytes_per_rank_are_a_few_words_per_rank_for_spread_keys(ncols):
+    """Random keys put every rank on both sides of every boundary. A rank
+    then sends and receives its own items once, plus at most 48 (c + 2)
+    words per rank of the communicator for the whole splitter search and
+    the message headers (c key columns; a search row is the key and a gid).
+    Measured at 1-8 ranks: about 35 (c + 2) words per rank with the
+    histogram round, 80-95 (c + 2) with leaders gathering 16 samples from
+    every rank in every round (04bab36)."""
+    rng = np.random.default_rng(R)
+    n = 2000 + 100 * R
+    keys = rng.normal(size=n) if ncols == 1 else rng.integers(0, 1000, (n, ncols))
+    ledger = Ledger(COMM)
+    out = psort(keys, COMM, ledger=ledger)
+    N = COMM.allreduce(n)
+    item = 8 * (ncols + 1)                          # key columns and gid
+    allowance = 8 * 48 * (ncols + 2) * P
+    sent = sum(row[2] for _, row in ledger.steps)
+    recv = sum(row[3] for _, row in ledger.steps)
+    with Checks(COMM) as c:
+        c.add(sent <= n * item + allowance, "sent", (sent - n * item, allowance))
+        c.add(recv <= math.ceil(N / P) * item + allowance, "received",
+              (recv - math.ceil(N / P) * item, allowance))
+        c.add(out.rounds <= max_rounds(N), "rounds", out.rounds)
 
 
 @pytest.mark.parametrize("overlap", [0, 60])

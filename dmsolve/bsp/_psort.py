@@ -16,6 +16,7 @@ selection from weighted samples of the ranks' candidates).
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -95,35 +96,57 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
     Collective on ``comm``. Steps:
 
     1. Local sort of the items by ``(key, gid, rank, index)`` (a strict
-       total order, so every global position is one item).
-    2. **Exact splitters**: for each rank boundary ``j`` (global position
-       ``s_j = block start of rank j``), a leader rank keeps the target; each
-       rank keeps an interval of candidates in its sorted items and sends the
-       leader :data:`SAMPLES` (16) evenly spaced samples of it, weighted by
-       the items each stands for. From them the leader takes two pivots that
-       are certain to bracket ``s_j`` (the count below a sample is known to
-       within the members' sample spacing), every rank counts its items
-       below both and keeps those between, so a round keeps fewer than
-       ``4/SAMPLES`` of the candidates plus two: at most ``ceil(log_4 N) + 2``
-       rounds of two supersteps, and in practice fewer (measured: 5 rounds
-       for 2x10^4 random int or float keys per rank at 4 and 16 ranks,
-       where the single-median search took 18-20; 2-4 for keys near their
-       final place). A rank left without candidates drops out with its
-       final count; when one rank alone holds candidates, the leader places
-       the boundary among them at once. All boundaries are searched at once,
-       and the search is ``2 * rounds`` supersteps. A leader talks only to
-       the ranks that still hold candidates for its boundary, and a rank
-       whose first and last items (one ``Allgather``) put all its items on
-       one side of a boundary never joins that search: each rank sends and
-       receives O(p) rows per round for keys spread over every block, and
-       O(blocks its keys fall in) for keys near their place.
+       total order, so every global position is one item). In the search an
+       item travels as its key, gid and rank, and its position in its
+       rank's sorted items (which orders it like the index, and which only
+       its own rank needs).
+    2. **Exact splitters** for each rank boundary ``j`` (global position
+       ``s_j``, the block start of rank ``j``), all boundaries at once:
+
+       - *Settling*: the ranks' first and last items (one ``Allgather``)
+         bound every rank's positions; a rank whose items all lie on one
+         side of a boundary never joins its search, and a boundary with one
+         rank left is placed at once. For keys near their place (a
+         block-partitioned mesh) that leaves two or three members a
+         boundary; for keys spread over every block, every rank.
+       - *Histogram round*, when the boundaries left have
+         :data:`HISTOGRAM_MEMBERS` (4) members on average, or every rank:
+         each member contributes its first and last items and
+         :data:`HISTOGRAM_SAMPLES` (8) evenly spaced ones at a phase of its
+         own (one ``Allgatherv`` of key and gid), every rank counts its items
+         below every sample, and one ``Allreduce`` of the counts gives every
+         sample its exact global position. A boundary then lies on a sample
+         (found) or between two consecutive ones: for random keys about
+         ``2N / (8p)`` candidates, a few on each rank. The exact counts are
+         what make a small sample enough: with weighted samples alone the
+         uncertainty adds up over the members.
+       - *Leader rounds*: rank ``j`` leads boundary ``j``; each rank still
+         holding candidates sends it one message a round, its interval and
+         :data:`SAMPLES` (16) evenly spaced samples (all of them if fewer).
+         The leader takes two pivots certain to bracket ``s_j`` (the count
+         below a sample is known to within the members' sample spacing),
+         every member counts its items below both and keeps those between:
+         a round keeps fewer than ``4/SAMPLES`` of the candidates plus two.
+         The leader sends each member its split as soon as the counts hit
+         the target, one member is left, or every candidate is in hand.
+
+       At most ``ceil(log_4 N) + 2`` rounds (the histogram counts as one),
+       two supersteps each (the histogram's two collectives are recorded
+       in the ledger as ``psort:samples`` and ``psort:histogram``);
+       measured: 3 for 1000 random keys per rank at 4 to 64 ranks, 4-5 for
+       2x10^4 (see bench/psort_rounds.md). Per rank, for spread keys, the
+       histogram costs at most ``8 (c + 2)`` words per rank of ``comm``, and
+       a leader receives one message from each member a round, but the
+       members are few after the first leader round; for keys near their
+       place a rank talks to the leaders of the blocks its keys fall in.
     3. **One exchange** (one ``Alltoallv`` of the BSP layer): rank ``r``
        sends each rank ``j`` its items between boundaries ``j`` and ``j+1``.
     4. **Merge** of the received sorted runs (a stable sort).
 
     Per-rank memory and traffic are O(n + N/p + p) rows, never O(N): the
-    only replicated data are the ``p`` input counts and the ranks' first
-    and last items (two ``Allgather``\ s).
+    only replicated data are the ``p`` input counts, the ranks' first and
+    last items (two ``Allgather``\ s) and, for spread keys, the histogram's
+    ``10 p`` samples and counts.
 
     Examples
     --------
@@ -371,9 +394,17 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
     settled for that boundary and never joins its search. For keys already
     near their place (a block-partitioned mesh, a slab's vertex order) that
     leaves a few members per boundary, so a rank talks to a few leaders, not
-    to every rank; for keys spread over every block it settles nothing.
+    to every rank. For keys spread over every block it settles nothing, and
+    the first round is then a histogram (:func:`_histogram`): a regular sample
+    of every rank's items is gathered by all, and one ``Allreduce`` of the
+    ranks' counts below the samples gives each sample's exact global
+    position, so that every boundary starts between two consecutive samples
+    with no search messages at all; the members of what is left are few, and
+    hold few candidates each.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
+    if ledger is None:            # the histogram's collectives are recorded too
+        ledger = Ledger(comm)
     n = local.K.shape[0]
     total = int(bounds[-1])
     split = np.zeros(size + 1, dtype=np.int64)
@@ -384,7 +415,7 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
             split[j] = n
     if not open_:                 # the same on every rank: bounds are global
         return split, 0
-    _, last_pos, first_pos = _position_bounds(local, counts, comm)
+    table, last_pos, first_pos = _position_bounds(local, counts, comm)
     nmembers, settled_below = _members(bounds, counts, last_pos, first_pos)
     # this rank's candidates for boundary j: its items lo[j] .. hi[j]-1, and
     # the items of all ranks below the members' candidates: below[j]
@@ -402,6 +433,12 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
     if not searched:              # the same on every rank: the table is global
         return split, 0
     rounds = 0
+    if _crowded(nmembers[searched], size):   # the same on every rank
+        rounds = 1
+        searched = _histogram(local, bounds, counts, table, last_pos, first_pos, searched,
+                              lo, hi, below, split, comm, ledger)
+        if not searched:
+            return split, rounds
     ctx = BSP(comm, ledger=ledger)
     for j in searched:
         if lo[j] < hi[j]:
@@ -432,6 +469,118 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
             break
         inbox = ctx.sync("psort:counts")
     return split, rounds
+
+
+def _histogram(local: _Local, bounds, counts, table, last_pos, first_pos, searched, lo, hi,
+               below, split, comm: MPI.Comm, ledger) -> list:
+    """The first round of the search when its boundaries are crowded: the
+    exact global position of a sample of the members' items.
+
+    Every rank holding items on both sides of a searched boundary contributes
+    its first and last items (already in ``table``) and
+    :data:`HISTOGRAM_SAMPLES` evenly spaced ones at a phase of its own
+    (:func:`_histogram_positions`; one ``Allgatherv`` of ``c + 1`` words
+    each: the key and gid, the owner alone needs the position); every rank
+    counts its items below every sample, and one ``Allreduce`` of the counts
+    (int32 while ``N < 2**31``) gives each sample's global position. Each
+    searched boundary then lies on a sample, or between two consecutive
+    ones: ``lo``, ``hi``, ``below`` and ``split`` are updated in place, and
+    the boundaries still to search are returned (the same on every rank).
+    The two collectives are recorded in the ledger as supersteps
+    (``psort:samples``, ``psort:histogram``). Collective on ``comm``."""
+    size = comm.Get_size()
+    n, ncols = local.K.shape
+    width = ncols + 1
+    t0 = time.perf_counter()
+    # the senders: the ranks that are members of a searched boundary
+    at = np.sort(bounds[searched])
+    sender = (counts > 0) & (np.searchsorted(at, last_pos, "right")
+                             > np.searchsorted(at, first_pos, "right"))
+    nsamp = np.where(sender, np.minimum(counts, HISTOGRAM_SAMPLES), 0)
+    rank = comm.Get_rank()
+    pos = _histogram_positions(n, rank, size) if sender[rank] else np.zeros(0, np.int64)
+    mine = np.empty((pos.size, width), dtype=np.int64)
+    mine[:, :ncols] = np.ascontiguousarray(local.K[pos]).view(np.int64)
+    mine[:, ncols] = local.G[pos]
+    gathered = np.empty((int(nsamp.sum()), width), dtype=np.int64)
+    t1 = time.perf_counter()
+    comm.Allgatherv(mine, [gathered, nsamp * width, None, MPI.INT64_T])
+    t2 = time.perf_counter()
+    ledger.record_superstep("psort:samples", t1 - t0, t2 - t1, mine.nbytes,
+                            gathered.nbytes - mine.nbytes, 0, 0)
+    # the samples: the senders' first items, gathered ones and last items
+    ends = np.flatnonzero(sender)
+    rows = np.concatenate((table[ends, :width], gathered, table[ends, width:]))
+    src = np.concatenate((ends, np.repeat(np.arange(size), nsamp), ends))
+    place = np.full(src.size, -1, dtype=np.int64)   # the positions of my own samples
+    if sender[rank]:
+        place[src == rank] = np.concatenate(([0], pos, [n - 1]))
+    keys = np.ascontiguousarray(rows[:, :ncols]).view(local.K.dtype)
+    ints = np.column_stack((rows[:, ncols], src, place))
+    below_here = _count_below(local, keys, ints)
+    if int(bounds[-1]) < 2 ** 31:     # the same on every rank
+        below_here = below_here.astype(np.int32)
+    position = np.empty_like(below_here)
+    t3 = time.perf_counter()
+    comm.Allreduce(below_here, position, op=MPI.SUM)
+    t4 = time.perf_counter()
+    ledger.record_superstep("psort:histogram", t3 - t2, t4 - t3, position.nbytes,
+                            position.nbytes, 0, 0)
+    # a sample's global position is the count below it, so their order is
+    # the samples' order (an item sampled twice, as first item and as a
+    # sample, is there twice with the same counts, which does no harm)
+    order = np.argsort(position, kind="stable")
+    position, below_here = position[order], below_here[order]
+    target = bounds[searched]
+    i = np.searchsorted(position, target, "right") - 1       # the last sample at or below
+    left = np.where(i >= 0, below_here[np.maximum(i, 0)], 0)
+    right = np.where(i + 1 < position.size,
+                     below_here[np.minimum(i + 1, position.size - 1)], n)
+    at_sample = (i >= 0) & (position[np.maximum(i, 0)] == target)
+    rest = []
+    for k, j in enumerate(searched):
+        lo[j] = left[k]
+        hi[j] = left[k] if at_sample[k] else right[k]
+        below[j] = position[i[k]] if i[k] >= 0 else 0
+        if lo[j] == hi[j]:
+            split[j] = lo[j]
+        if not at_sample[k]:
+            rest.append(j)
+    return rest
+
+
+def _crowded(nmembers: np.ndarray, size: int) -> bool:
+    """Whether the searched boundaries (``nmembers`` members each) start with
+    a histogram round: when they have :data:`HISTOGRAM_MEMBERS` members on
+    average, or every rank. Not collective."""
+    return float(np.mean(nmembers)) >= min(HISTOGRAM_MEMBERS, size)
+
+
+def _histogram_positions(m: int, rank: int, size: int) -> np.ndarray:
+    """Positions of the :data:`HISTOGRAM_SAMPLES` evenly spaced samples of
+    ``m`` sorted items (all of them when there are fewer), at a phase that
+    depends on the rank: rank ``q`` samples its quantiles ``(k + (q + 1/2)
+    / size) / HISTOGRAM_SAMPLES``, so that ranks whose keys are alike (random
+    keys) sample different quantiles and the samples of all ranks, sorted,
+    are about ``N / (size HISTOGRAM_SAMPLES)`` items apart, not clustered
+    into ``HISTOGRAM_SAMPLES`` groups of ``size``."""
+    s = HISTOGRAM_SAMPLES
+    if m <= s:
+        return np.arange(m, dtype=np.int64)
+    phase = (2 * rank + 1) / (2 * size)
+    return ((np.arange(s) + phase) * m / s).astype(np.int64)
+
+
+def _count_below(local: _Local, keys: np.ndarray, ints: np.ndarray) -> np.ndarray:
+    """This rank's number of items below each strict key ``(keys[i],
+    ints[i])`` (``ints``: gid, rank, index): a vectorised search of the first
+    key column, and a full one only for the keys it ties. Not collective."""
+    col = local.K[:, 0]
+    a = np.searchsorted(col, keys[:, 0], "left").astype(np.int64)
+    b = np.searchsorted(col, keys[:, 0], "right")
+    for i in np.flatnonzero(b > a):
+        a[i] = local.count_less(int(a[i]), int(b[i]), keys[i], ints[i])
+    return a
 
 
 def _position_bounds(local: _Local, counts: np.ndarray, comm: MPI.Comm):
@@ -501,6 +650,14 @@ def _members(bounds, counts, last_pos, first_pos):
 #: samples each member sends its leader per round (a round keeps fewer than
 #: 4/SAMPLES of the candidates, plus two)
 SAMPLES = 16
+#: samples of every member's items in the histogram round, besides its first
+#: and last item
+HISTOGRAM_SAMPLES = 8
+#: the histogram round is taken when the searched boundaries have at least
+#: this many members on average, or every rank (keys spread over the blocks);
+#: keys near their place (two or three members a boundary) skip it, as its
+#: two collectives cost O(p) words per rank
+HISTOGRAM_MEMBERS = 4
 _SEARCH, _PLACE = 0, 1
 
 
