@@ -145,7 +145,7 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
 
     Per-rank memory and traffic are O(n + N/p + p) rows, never O(N): the
     only replicated data are the ``p`` input counts, the ranks' first and
-    last items (two ``Allgather``\ s) and, for spread keys, the histogram's
+    last items (two ``Allgather`` calls) and, for spread keys, the histogram's
     ``10 p`` samples and counts.
 
     Examples
