@@ -168,19 +168,19 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
     rank, size = comm.Get_rank(), comm.Get_size()
     try:
-        keys, links, has_parity = _check(keys, link_local, link_rank, link_remote, parity,
-                                         max_supersteps, size)
+        keys, links = _check(keys, link_local, link_rank, link_remote, parity,
+                             max_supersteps, size)
         error = None
     except (TypeError, ValueError) as e:
         if size == 1:
             raise
         # raised by the first sync on every rank (BSP's misuse path)
         error = e
-        keys, links, has_parity = np.zeros(0, np.int64), np.zeros((0, 4), np.int64), False
+        keys, links = np.zeros(0, np.int64), np.zeros((0, 4), np.int64)
     run = _Run(comm, keys, links, max_supersteps, ledger)
     if error is not None:
         run.ctx._fail(error)
-    return run.solve(has_parity, parity is not None)
+    return run.solve(parity is not None)
 
 
 def _check(keys, link_local, link_rank, link_remote, parity, max_supersteps, size):
@@ -195,6 +195,8 @@ def _check(keys, link_local, link_rank, link_remote, parity, max_supersteps, siz
     if k.dtype.kind not in "iu" or k.ndim != 1:
         raise TypeError("keys must be a 1-D integer array, got dtype %s and shape %s"
                         % (k.dtype, k.shape))
+    if k.dtype.kind == "u" and k.size and k.max() > _INF:
+        raise ValueError("keys above 2**63 - 1 do not fit int64")
     if k.size > _MASK:
         raise ValueError("at most 2**32 - 1 pieces per rank, got %d" % k.size)
     cols = []
@@ -219,7 +221,7 @@ def _check(keys, link_local, link_rank, link_remote, parity, max_supersteps, siz
         raise ValueError("parity must be +1 or -1")
     links = np.unique(np.stack((lu, lr, lv, ls), axis=1), axis=0) if lu.size \
         else np.zeros((0, 4), np.int64)
-    return k.astype(np.int64, copy=False), links, parity is not None
+    return k.astype(np.int64, copy=False), links
 
 
 def _less(k1, a1, k2, a2):
@@ -287,14 +289,15 @@ class _Run:
         return (np.concatenate((data, local)),
                 np.concatenate((src, np.full(local.shape[0], self.rank, np.int64))))
 
-    def _over_budget(self, done: bool) -> None:
-        if not done and self.limit is not None and self.steps >= self.limit:
+    def _over_budget(self) -> None:
+        """Raise if the bound is reached (called when not done)."""
+        if self.limit is not None and self.steps >= self.limit:
             # every rank counts the same supersteps and sees the same flags
             raise RuntimeError("piece_components did not finish within %d supersteps"
                                % self.limit)
 
     # -- the rounds --------------------------------------------------------------------------
-    def solve(self, has_parity: bool, parity_here: bool) -> PieceComponents:
+    def solve(self, has_parity: bool) -> PieceComponents:
         m, rank = self.m, self.rank
         rounds = 0
         while True:
@@ -313,9 +316,10 @@ class _Run:
             asked, back = np.unique(f[remote_parent, 1], return_inverse=True)
             if self.ctx is not None:
                 self.ctx.send_rows(asked >> _SHIFT, asked & _MASK, _T_ASK)
-            start = np.array([self.links.shape[0] > 0, parity_here, not parity_here])
-            if first and self.ctx is not None:
-                self.ctx.aggregate("start", "any", start)
+            if first:   # any links at all; parity given here, not given here
+                start = np.array([self.links.shape[0] > 0, has_parity, not has_parity])
+                if self.ctx is not None:
+                    self.ctx.aggregate("start", "any", start)
             inbox, _ = self._sync("pieces:links")
             if first:
                 if inbox is not None:
@@ -324,7 +328,7 @@ class _Run:
                     raise ValueError("piece_components: parity is given on some ranks only")
                 if not start[0]:                # no links anywhere: every piece is a root
                     return self._result(has_parity, True, rounds)
-            self._over_budget(False)
+            self._over_budget()
             bad = None
             got, src = self._received(inbox, _T_LINK, 4, link_mine)
             ok = (got[:, 0] >= 0) & (got[:, 0] < m)
@@ -376,7 +380,7 @@ class _Run:
             inbox, flags = self._sync("pieces:hook", flags)
             if not flags[0]:
                 return self._result(has_parity, not flags[1], rounds)
-            self._over_budget(False)
+            self._over_budget()
             # the new parent: the smallest of f, n, the parent's answer, the hooks
             if inbox is not None:
                 ans = inbox.concat(_T_ANSWER, dtype=np.int64, shape=(3,))
