@@ -28,8 +28,8 @@ from ._superstep import BSP
 __all__ = ["piece_components", "PieceComponents"]
 
 # tags of the two supersteps of a round
-_T_LINK, _T_ASK = 1, 2          # "pieces:links": neighbours' parents, questions to parents
-_T_ANSWER, _T_HOOK = 3, 4       # "pieces:hook": parents' answers, hooks onto parents
+_T_LINK, _T_WATCH = 1, 2        # "pieces:links": neighbours' parents; (un)subscriptions
+_T_STATE, _T_HOOK = 3, 4        # "pieces:hook": parents' changed states; hooks onto parents
 # a piece's address: rank << _SHIFT | index, so addresses order by (rank, index)
 _SHIFT = 32
 _MASK = (1 << _SHIFT) - 1
@@ -115,34 +115,42 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     smallest pieces. A round is two supersteps:
 
     1. ``"pieces:links"``: each link sends its local end's parent (label and
-       parity) to the rank of its remote end, and each piece asks its
-       parent's rank for the parent's state (one row per distinct remote
-       parent). In the first round the link rows also tell the remote end
-       about the link, so both ends know it from then on.
-    2. ``"pieces:hook"``: each parent answers with the better of its own
-       parent and its smallest neighbour's parent; each piece whose smallest
-       neighbour's parent ``n[u]`` is below its own parent hooks that parent
-       onto ``n[u]`` (one row per distinct parent: the smallest hook). The
-       flag "some link joins pieces with different parents" is reduced in
-       the same sync.
+       parity) to the rank of its remote end. Each rank subscribes to the
+       remote parents its pieces have newly taken (one row per distinct
+       parent) and cancels those no piece points at any more. In the first
+       round the link rows also tell the remote end about the link, so
+       both ends know it from then on.
+    2. ``"pieces:hook"``: each piece with watchers sends them its state,
+       the better of its own parent and its smallest neighbour's parent,
+       if that changed since they last heard or they are new; each piece
+       whose smallest neighbour's parent ``n[u]`` is below its own parent
+       hooks that parent onto ``n[u]`` (one row per distinct parent: the
+       smallest hook). The flag "some link joins pieces with different
+       parents" is reduced in the same sync.
 
     After the second sync every piece takes the smallest of its parent, the
-    hooks onto it, ``n[u]`` and its parent's answer (shortcutting). The
+    hooks onto it, ``n[u]`` and its parent's state (shortcutting). The
     loop ends after the first round (but the first, in which links are not
     yet known on both ends) in which every link joins pieces with one
     parent: then each component has one parent, which lies in it and so is
     its own parent: every component is one star, whose root is its smallest
-    piece. Without links anywhere it
-    ends after the first superstep.
+    piece. Without links anywhere it ends after the first superstep. The
+    rounds do not depend on how the pieces are spread over the ranks when
+    the keys are distinct (on one rank they are counted, with no superstep).
 
     The number of rounds grows like ``log2`` of the number of pieces a
-    component chains (measured: 2.5-3.3 ``log2 L`` supersteps for a path of
-    ``L`` pieces under any order of the keys, 14-20 supersteps for
-    ``L = 64``, where min-label propagation takes ``L``). SV's unconditional
-    hooking of stagnant stars, which gives the worst-case ``O(log n)``
-    bound, is left out, as in FastSV. Each round, a rank sends and receives
-    O(its links + its pieces) rows of 3-4 words (a root piece is asked by at
-    most one row per rank per round).
+    component chains. Measured for a path of ``L`` pieces zig-zagging over 4
+    ranks, with increasing, decreasing, alternating and random keys: 10-14
+    supersteps for ``L = 16``, 14-18 for ``L = 64``, 22-32 for ``L = 1024``
+    (at most 3.5 ``log2 L``), where min-label propagation takes about ``L``.
+    SV's unconditional hooking of stagnant stars, which gives the worst-case
+    ``O(log n)`` bound, is left out, as in FastSV. Each round, a rank sends
+    and receives O(its links + its pieces) rows of 2-4 words; a parent's
+    rank hears from each watching rank once, when it subscribes, and sends
+    it rows only when the parent's state changes, so the rank of a
+    component's root talks to every rank of the component about once, not
+    once per round. That fan-in is the one place where a rank talks to
+    O(p) others (pointer jumping makes stars).
 
     References
     ----------
@@ -224,6 +232,15 @@ def _check(keys, link_local, link_rank, link_remote, parity, max_supersteps, siz
     return k.astype(np.int64, copy=False), links
 
 
+def _row_in(rows, table):
+    """Whether each row of ``rows`` (shape (r, 2)) is a row of ``table``. Not
+    collective."""
+    if rows.shape[0] == 0 or table.shape[0] == 0:
+        return np.zeros(rows.shape[0], dtype=bool)
+    key = lambda a: a[:, 0] * np.int64(1 << _SHIFT) + a[:, 1]    # noqa: E731 (index, rank)
+    return np.isin(key(rows), key(table))
+
+
 def _less(k1, a1, k2, a2):
     """Whether label ``(k1, a1)`` is below ``(k2, a2)``, elementwise. Not collective."""
     return (k1 < k2) | ((k1 == k2) & (a1 < a2))
@@ -259,6 +276,13 @@ class _Run:
         # parent label (key, addr) and this piece's parity relative to it
         self.f = np.stack((keys, self.self_addr, np.ones(m, np.int64)), axis=1)
         self.links = links            # rows (local, rank, remote, parity)
+        # the remote parents this rank watches (sorted addresses) and their
+        # last known states; the (piece, rank) pairs watching this rank's
+        # pieces, and the state each piece last sent them
+        self.watched = np.zeros(0, np.int64)
+        self.known = np.zeros((0, 3), np.int64)
+        self.watchers = np.zeros((0, 2), np.int64)
+        self.sent = np.full((m, 3), _INF, np.int64)
 
     # -- messages ------------------------------------------------------------------------
     def _post(self, dests, rows, tag):
@@ -313,9 +337,7 @@ class _Run:
                 rows = np.stack((lv, f[lu, 0], f[lu, 1], f[lu, 2] * ls), axis=1)
             link_mine = self._post(lr, rows, _T_LINK)
             remote_parent = (f[:, 1] >> _SHIFT) != rank
-            asked, back = np.unique(f[remote_parent, 1], return_inverse=True)
-            if self.ctx is not None:
-                self.ctx.send_rows(asked >> _SHIFT, asked & _MASK, _T_ASK)
+            self._watch(f[remote_parent, 1])
             if first:   # any links at all; parity given here, not given here
                 start = np.array([self.links.shape[0] > 0, has_parity, not has_parity])
                 if self.ctx is not None:
@@ -351,14 +373,10 @@ class _Run:
             clash = bool(np.any((cand[:, 0] == f[j, 0]) & (cand[:, 1] == f[j, 1])
                                 & (cand[:, 2] != f[j, 2])))
             best = np.where(below[:, None], nb, f)      # what a parent answers
-            if inbox is not None:
-                q, qsrc = inbox.concat_with_sources(_T_ASK, dtype=np.int64)
-            else:
-                q, qsrc = np.zeros(0, np.int64), np.zeros(0, np.int64)
             lp = f[~remote_parent, 1] & _MASK          # parents on this rank
-            # superstep 2: parents answer; pieces hook their parents onto n[u]
-            if self.ctx is not None:
-                self.ctx.send_rows(qsrc, best[q], _T_ANSWER)
+            # superstep 2: parents tell their watchers their new state;
+            # pieces hook their parents onto n[u]
+            self._tell(inbox, best)
             u = np.flatnonzero(below)
             hooks = np.stack((f[u, 1], nb[u, 0], nb[u, 1], f[u, 2] * nb[u, 2]), axis=1)
             if u.size:      # one hook per parent: the smallest
@@ -382,11 +400,7 @@ class _Run:
                 return self._result(has_parity, not flags[1], rounds)
             self._over_budget()
             # the new parent: the smallest of f, n, the parent's answer, the hooks
-            if inbox is not None:
-                ans = inbox.concat(_T_ANSWER, dtype=np.int64, shape=(3,))
-            else:
-                ans = np.zeros((0, 3), np.int64)
-            via_remote = ans[back]
+            via_remote = self._states(inbox, f[remote_parent, 1])
             via_local = best[lp]
             rp = np.flatnonzero(remote_parent)
             lc = np.flatnonzero(~remote_parent)
@@ -400,6 +414,57 @@ class _Run:
             new = _smallest(group, rows, m)
             take = _less(new[:, 0], new[:, 1], f[:, 0], f[:, 1])
             self.f = np.where(take[:, None], new, f)
+
+    # -- remote parents: watch, tell, read ---------------------------------------------------
+    def _watch(self, parents) -> None:
+        """Queue subscriptions to the remote parents not watched yet and
+        cancellations for those no piece here points at any more."""
+        want = np.unique(parents)
+        new = np.setdiff1d(want, self.watched, assume_unique=True)
+        gone = np.setdiff1d(self.watched, want, assume_unique=True)
+        keep = np.isin(self.watched, want, assume_unique=True)
+        known = np.full((want.size, 3), _INF, np.int64)
+        known[np.searchsorted(want, self.watched[keep])] = self.known[keep]
+        self.watched, self.known = want, known
+        if self.ctx is not None:
+            addr = np.concatenate((new, gone))
+            rows = np.stack((addr & _MASK, np.repeat([1, -1], (new.size, gone.size))), axis=1)
+            self.ctx.send_rows(addr >> _SHIFT, rows, _T_WATCH)
+
+    def _tell(self, inbox, best) -> None:
+        """Apply the (un)subscriptions received; queue each piece's state
+        for its watchers if it changed since they last heard, or if they
+        are new."""
+        if inbox is not None:
+            got, src = inbox.concat_with_sources(_T_WATCH, dtype=np.int64, shape=(2,))
+        else:
+            got, src = np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+        pairs = np.stack((got[:, 0], src), axis=1)
+        on = got[:, 1] > 0
+        w = self.watchers
+        if (~on).any():
+            drop = _row_in(w, pairs[~on])
+            w = w[~drop]
+        new = pairs[on]
+        w = np.concatenate((w, new))
+        self.watchers = w
+        changed = np.any(best != self.sent, axis=1)
+        tell = changed[w[:, 0]]
+        tell[w.shape[0] - new.shape[0]:] = True
+        self.sent[w[:, 0]] = best[w[:, 0]]
+        if self.ctx is not None and tell.any():
+            t = w[tell]
+            self.ctx.send_rows(t[:, 1], np.concatenate((t[:, :1], best[t[:, 0]]), axis=1),
+                               _T_STATE)
+
+    def _states(self, inbox, parents) -> np.ndarray:
+        """The last known states of the remote ``parents``, after the
+        news of this superstep."""
+        if inbox is not None:
+            got, src = inbox.concat_with_sources(_T_STATE, dtype=np.int64, shape=(4,))
+            at = np.searchsorted(self.watched, (src << _SHIFT) | got[:, 0])
+            self.known[at] = got[:, 1:]
+        return self.known[np.searchsorted(self.watched, parents)]
 
     def _result(self, has_parity: bool, consistent: bool, rounds: int) -> PieceComponents:
         f = self.f
