@@ -70,8 +70,9 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     vertex's piece to the vertex's owner, which links it to its own piece of
     that vertex; then :func:`dmsolve.bsp.piece_components` merges the pieces
     in rounds of two supersteps, O(log) rounds in the number of ranks a
-    component chains (a slab stack over 64 ranks: about 14 supersteps
-    where min-label propagation needed 64). None on one rank.
+    component chains (bench/scale.py's slab stack over 64 ranks: 15
+    supersteps in all, where min-label propagation took about 65; see
+    bench/components_rounds.md). None on one rank.
 
     References
     ----------
