@@ -167,6 +167,48 @@ def test_level_set_components_snake_across_ranks():
                              np.zeros(9))
 
 
+def _comb(nx, ny):
+    """A comb across the boundary of rows 0-5 (rank 0) and 6-11 (rank 1):
+    teeth on the even columns of rows 3-9, joined in pairs by a bridge on row
+    3 (columns 4k..4k+2) and, shifted by one tooth, on row 9 (4k+2..4k+4).
+    With one ghost row, rank 0 sees the lower bridges only and rank 1 the
+    upper ones: a chain of about nx/2 pieces going back and forth between
+    two ranks."""
+    fld = np.ones((ny, nx))
+    fld[3:10, 0::2] = 0
+    for x in range(0, nx - 2, 4):
+        fld[3, x:x + 3] = 0
+        fld[9, x + 2:x + 5] = 0
+    return fld.ravel()
+
+
+def test_components_of_a_comb_chaining_two_ranks_take_log_supersteps(monkeypatch):
+    from dmsolve.bsp import Ledger
+    nx, ny = 121, 6 * max(COMM.size, 2)
+    chain = nx // 2                      # pieces in the chain at 2 ranks and more
+    fld = _comb(nx, ny)
+    steps = []
+    record = Ledger.record_superstep
+    monkeypatch.setattr(Ledger, "record_superstep",
+                        lambda self, *a, **k: (steps.append(a[0]), record(self, *a, **k)))
+    g = Grid((nx, ny), COMM)
+    got = connected_components(g, fld, 0.5).gather()
+    monkeypatch.undo()
+    edges = faces(grid_cells((nx, ny)), 1)
+    assert_equal_collective(got, reference_components(nx * ny, edges, fld <= 0.5))
+    assert_collective(COMM, np.all(got[fld <= 0.5] == 3 * nx), "one component")
+    # one superstep of links, then at most 4 log2(chain) of the union-find
+    # (min-label propagation took about one per piece of the chain)
+    bound = 1 + 4 * np.log2(chain)
+    assert_collective(COMM, len(steps) <= bound and (COMM.size == 1) == (len(steps) == 0),
+                      "%d supersteps, bound %.1f" % (len(steps), bound))
+    if COMM.size > 1:
+        assert_raises_collective(COMM, RuntimeError, connected_components, g, fld, 0.5,
+                                 max_steps=3, match="within 3 supersteps")
+        got = connected_components(g, fld, 0.5, max_steps=int(bound)).gather()
+        assert_collective(COMM, np.all(got[fld <= 0.5] == 3 * nx), "within max_steps")
+
+
 # -- partitions: METIS and coordinate bisection renumber internally, global ids stay ----------
 def global_rows(cx, k):
     """Local k-simplices of ``cx`` written with global vertex ids, and their global ids."""

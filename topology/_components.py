@@ -1,10 +1,10 @@
 """Connected components of a grid or complex, and of its sub- and super-level sets.
 
-Each rank labels the components of its ghosted piece with a local union-find
-(scipy's ``connected_components``), then the ranks merge labels across the
-ghost layer in BSP supersteps until no label changes (min-label propagation
-between components rather than vertices, so the number of supersteps is
-bounded by the number of rank-to-rank hops a component spans, not its size).
+Each rank labels the components of its ghosted part with a local union-find
+(scipy's ``connected_components``); these pieces, linked through the ghost
+layer, are merged across ranks by :func:`dmsolve.bsp.piece_components`
+(hooking and pointer jumping), in a number of supersteps that grows like the
+logarithm of the number of rank-to-rank hops a component spans.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, piece_components
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
 from ._domain import check_domain, ghosted_global_ids
@@ -22,7 +22,7 @@ from ._domain import check_domain, ghosted_global_ids
 __all__ = ["connected_components"]
 
 _INF = np.iinfo(np.int64).max
-_TAG_TO_OWNER, _TAG_IDS, _TAG_LABELS = 1, 2, 3
+_TAG_LINK = 1
 
 
 def connected_components(domain, values=None, threshold=None, *, sublevel: bool = True,
@@ -39,8 +39,9 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     threshold : float, optional
     sublevel : bool
     max_steps : int, optional
-        Bound on the merging supersteps (default: unbounded; it always halts).
-        Reaching it raises ``RuntimeError`` on every rank.
+        Bound on the supersteps of the merge across ranks (those of
+        :func:`dmsolve.bsp.piece_components`; default: unbounded, it always
+        ends). Not finishing within it raises ``RuntimeError`` on every rank.
     axes : str, optional
         The axis order of a 2-D/3-D ``values`` array on a Grid, as for
         :func:`critical_points`.
@@ -64,12 +65,21 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     Notes
     -----
     Collective on ``domain.comm``. The labels do not depend on the number of
-    ranks.
+    ranks. Each rank's pieces are the components of its ghosted part (keyed
+    by their smallest kept vertex id); one superstep sends each kept ghost
+    vertex's piece to the vertex's owner, which links it to its own piece of
+    that vertex; then :func:`dmsolve.bsp.piece_components` merges the pieces
+    in rounds of two supersteps, O(log) rounds in the number of ranks a
+    component chains (bench/scale.py's slab stack over 64 ranks: 15
+    supersteps in all, where min-label propagation took about 65; see
+    bench/components_rounds.md). None on one rank.
 
     References
     ----------
-    .. [1] G. Malewicz et al., "Pregel: a system for large-scale graph
-       processing", SIGMOD 2010 (vertex-centric min-label propagation).
+    .. [1] Y. Shiloach and U. Vishkin, "An O(log n) parallel connectivity
+       algorithm", J. Algorithms 3(1), 1982.
+    .. [2] Y. Zhang, A. Azad and Z. Hu, "FastSV: a distributed-memory
+       connected component algorithm with fast convergence", SIAM PP 2020.
     """
     check_domain(domain)
     comm = domain.comm
@@ -95,48 +105,24 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     # local union-find
     g = sp.coo_matrix((np.ones(heads.size, dtype=np.int8), (heads, tails)), shape=(n_loc, n_loc))
     ncomp, comp = _cc(g, directed=False)
-    label = np.where(keep, gids, _INF)
     comp_min = np.full(ncomp, _INF, dtype=np.int64)
-    np.minimum.at(comp_min, comp, label)
-    label = comp_min[comp]
-    # who shares what: ghosts are owned elsewhere; owned vertices ghosted by
-    # the send side of the domain's halo plan
-    halo = domain.halo
+    np.minimum.at(comp_min, comp, np.where(keep, gids, _INF))
+    # the pieces are the local components; a kept ghost vertex links its
+    # piece to its owner's piece of the same vertex (one superstep to learn it)
     ghost_mask = np.ones(n_loc, dtype=bool)
     ghost_mask[own_pos] = False
-    ghost_pos = np.flatnonzero(ghost_mask)
-    splits = np.cumsum(halo.send_counts)[:-1] if halo.send_counts.size else []
-    shared = list(zip(halo.send_ranks.tolist(), np.split(own_pos[halo.send_index], splits)
-                      if halo.send_counts.size else []))
-    state = {"sent": np.full(n_loc, _INF, dtype=np.int64), "label": label}
-
-    def compute(ctx, inbox):
-        lab = state["label"]
-        keys, mins = inbox.reduced(_TAG_TO_OWNER, "min", dtype=np.int64)
-        if keys.size:
-            pos = own_pos[keys - layout.start]
-            np.minimum.at(lab, pos, mins)
-        gid = inbox.concat(_TAG_IDS, dtype=np.int64)
-        if gid.size:
-            np.minimum.at(lab, np.searchsorted(ids, gid), inbox.concat(_TAG_LABELS, dtype=np.int64))
-        cmin = np.full(ncomp, _INF, dtype=np.int64)
-        np.minimum.at(cmin, comp, lab)
-        lab[:] = cmin[comp]
-        sent = state["sent"]
-        # tell the others only what changed since they last heard
-        gp = ghost_pos[lab[ghost_pos] < sent[ghost_pos]]
-        if gp.size:
-            ctx.send_keyed(_TAG_TO_OWNER, ids[gp], lab[gp], layout, op="min")
-        for rank, pos in shared:
-            p = pos[lab[pos] < sent[pos]]
-            if p.size:
-                ctx.send(rank, ids[p], tag=_TAG_IDS)
-                ctx.send(rank, lab[p], tag=_TAG_LABELS)
-        sent[:] = np.minimum(sent, lab)
-        # re-sent owned entries are re-marked: a rank may ghost them later
-        # only through the same plan, so one send per improvement suffices
-
-    BSP(comm).run(compute, label="components", max_steps=max_steps)
-    out = state["label"][own_pos]
+    gp = np.flatnonzero(ghost_mask & keep)
+    link_local, link_rank, link_remote = (np.zeros(0, np.int64),) * 3
+    ctx = BSP(comm)
+    if comm.Get_size() > 1:
+        rows = np.stack((ids[gp], comp[gp]), axis=1).astype(np.int64)
+        ctx.send_rows(layout.owner(ids[gp]), rows, _TAG_LINK)
+        got, src = ctx.sync("components:links").concat_with_sources(
+            _TAG_LINK, dtype=np.int64, shape=(2,))
+        link_local = comp[own_pos[got[:, 0] - layout.start]].astype(np.int64)
+        link_rank, link_remote = src, got[:, 1]
+    out = piece_components(comp_min, link_local, link_rank, link_remote, comm,
+                           max_supersteps=max_steps, ledger=ctx.ledger).root_key
+    out = out[comp[own_pos]]
     out = np.where(out == _INF, -1, out)
     return DistVector(layout, out.astype(np.int64))

@@ -16,7 +16,7 @@ from scipy.sparse.csgraph import connected_components as _cc
 
 import preconditioners
 from dmsolve import DistCSR, DistVector
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, piece_components
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
@@ -374,14 +374,17 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     Each rank solves the constraints ``s_t s_u = -B[e, t] B[e, u]`` over the
     edges with exactly two local cofaces (one connected-components pass over
     a doubled graph, which finds the two consistent sign patterns of each
-    piece), then the pieces are merged across ranks in rounds of two BSP
-    supersteps: ghost copies send ``(root, sign)`` to the owner, where
-    ``root`` is the smallest triangle id of the piece; a piece reached by a
-    smaller root flips to match. At the end the owner's sign wins for every
-    ghost copy, so owner and ghost copies agree even where no coherent
-    orientation exists (non-orientable or non-manifold parts keep whatever
-    signs they got; any signs give the same solution, only the iteration
-    count changes). The result does not depend on the number of ranks on an
+    piece, normalised to ``+1`` on the piece's smallest triangle id). In one
+    BSP superstep every ghost triangle sends its piece and sign to the
+    triangle's owner, which links its own piece to it with the parity that
+    makes the two copies agree; :func:`dmsolve.bsp.piece_components` then
+    merges the pieces with their parities in O(log) rounds of two
+    supersteps (in the number of ranks a piece chain spans). Where no
+    coherent orientation exists (non-orientable or non-manifold parts),
+    owners send their signs to the ghost copies in one more superstep, so
+    owner and ghost copies always agree; such parts keep whatever signs they
+    got (any signs give the same solution, only the iteration count
+    changes). The result does not depend on the number of ranks on an
     orientable piece (up to the sign of the whole piece, fixed by ``+1`` on
     its smallest triangle).
 
@@ -416,46 +419,32 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     at_root = np.full(ncomp, -1, dtype=np.int64)
     at_root[comp[gids == root[comp]]] = np.flatnonzero(gids == root[comp])
     flip = local[at_root] if nt else np.zeros(0, np.int64)   # +1 on each root
-    if comm.Get_size() == 1:
-        return (local * flip[comp]).astype(np.float64)
-
-    def adopt(pos, r, s):
-        """Pieces reached by a smaller root take it, flipped to match ``s``."""
-        c = comp[pos]
-        better = r < root[c]
-        if not np.any(better):
-            return False
-        c, r, s, pos = c[better], r[better], s[better], pos[better]
-        o = np.lexsort((r, c))
-        keep = o[np.concatenate(([True], c[o][1:] != c[o][:-1]))]
-        root[c[keep]] = r[keep]
-        flip[c[keep]] = s[keep] * local[pos[keep]]
-        return True
-
+    cur = local * flip[comp]          # +1 on the smallest triangle of each piece
+    # A ghost copy links its piece to the owner's piece of the same triangle,
+    # with the parity that makes both copies' signs equal.
     lay = cx.simplex_layout(2)
     i0, i1 = cx.owned_slice(2).start, cx.owned_slice(2).stop
     ghost = np.concatenate((np.arange(i0), np.arange(i1, nt))).astype(np.int64)
     dest = cx.vertex_layout.owner(rows[ghost, 0]) if ghost.size else np.zeros(0, np.int64)
     asked = ghost[np.argsort(dest, kind="stable")]      # answers come back in this order
-    answer = np.zeros(0, np.int64)
-    while True:
-        ctx = BSP(comm)
-        cur = local * flip[comp]
-        ctx.send_rows(dest, np.stack((gids[ghost], root[comp[ghost]], cur[ghost]), 1), tag=1)
-        inbox = ctx.sync("orientation:ask")
-        q, src = inbox.concat_with_sources(1, dtype=np.int64, shape=(3,))
+    empty = np.zeros(0, np.int64)
+    link_local, link_rank, link_remote, parity, pos, src = (empty,) * 6
+    ctx = BSP(comm)
+    if comm.Get_size() > 1:
+        mine = np.stack((gids[ghost], comp[ghost], cur[ghost]), 1).astype(np.int64)
+        ctx.send_rows(dest, mine, tag=1)
+        q, src = ctx.sync("orientation:links").concat_with_sources(1, dtype=np.int64,
+                                                                    shape=(3,))
         pos = q[:, 0] - lay.start + i0
-        changed = adopt(pos, q[:, 1], q[:, 2])
-        cur = local * flip[comp]
-        ctx.send_rows(src, np.stack((root[comp[pos]], cur[pos]), 1), tag=2)
-        inbox = ctx.sync("orientation:answer")
-        ans = inbox.concat(2, dtype=np.int64, shape=(2,))
-        changed |= adopt(asked, ans[:, 0], ans[:, 1])
-        answer = ans[:, 1]
-        if not comm.allreduce(bool(changed), op=MPI.LOR):
-            break
-    out = local * flip[comp]
-    out[asked] = answer        # the owner's sign, so both copies agree
+        link_local, link_rank, link_remote = comp[pos].astype(np.int64), src, q[:, 1]
+        parity = cur[pos] * q[:, 2]      # sign(owner's piece) = parity * sign(ghost's piece)
+    pieces = piece_components(root, link_local, link_rank, link_remote, comm, parity=parity,
+                              ledger=ctx.ledger)
+    out = cur * pieces.sign[comp]
+    if not pieces.consistent and comm.Get_size() > 1:
+        # no coherent orientation somewhere: the owner's sign wins for every ghost copy
+        ctx.send_rows(src, out[pos], tag=2)
+        out[asked] = ctx.sync("orientation:owner-signs").concat(2, dtype=np.int64)
     return out.astype(np.float64)
 
 

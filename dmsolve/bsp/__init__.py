@@ -9,6 +9,9 @@ See docs/bsp.md for the model. Public pieces:
   exchanges, zero allocations per exchange.
 - :func:`psort` and :func:`rank_of`: a distributed sample sort with exact
   splitters, and the global position of every local item.
+- :func:`piece_components`: connected components (and relative signs) of
+  pieces linked across ranks, by hooking and pointer jumping in O(log)
+  rounds.
 - :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
   BSP parameters g and l.
 - :func:`free_inner_comm`: free dmsolve's private duplicate of a
@@ -18,6 +21,7 @@ See docs/bsp.md for the model. Public pieces:
 from ._comm import free_inner_comm
 from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
+from ._pieces import PieceComponents, piece_components
 from ._probe import probe
 from ._psort import SortedBlock, psort, rank_of
 from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
@@ -25,4 +29,5 @@ from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
-           "psort", "rank_of", "SortedBlock", "free_inner_comm"]
+           "psort", "rank_of", "SortedBlock", "piece_components", "PieceComponents",
+           "free_inner_comm"]
