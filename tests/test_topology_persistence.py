@@ -123,7 +123,7 @@ GRID_CASES = [((13, 11), "random"), ((17, 9), "ties"), ((24, 19), "smooth"), ((9
                          ids=["%s-%s" % ("x".join(map(str, s)), k) for s, k in GRID_CASES])
 def test_grid_diagram_equals_gudhi(shape, kind):
     g, f = make_grid(shape, kind)
-    dg = persistence_diagram(g, f)
+    dg = persistence_diagram(g, f).gather()
     assert_equal_collective(len(dg.missing), 0, err_msg=str(dg.missing))
     assert_same_as_gudhi(dg, reference(g, f), len(shape))
     # the pairs are real pairs of vertices with the stated values
@@ -139,7 +139,7 @@ MESH_CASES = [(m, k) for m in MESHES for k in ("random", "ties")]
 @pytest.mark.parametrize("name,kind", MESH_CASES, ids=["%s-%s" % c for c in MESH_CASES])
 def test_mesh_diagram_equals_gudhi(name, kind):
     cx, f = make_mesh(name, kind)
-    dg = persistence_diagram(cx, f)
+    dg = persistence_diagram(cx, f).gather()
     assert_equal_collective(len(dg.missing), 0, err_msg=str(dg.missing))
     assert_same_as_gudhi(dg, reference(cx, f), cx.dimension)
 
@@ -151,8 +151,8 @@ def test_distvector_input_and_rank_independence():
     shape = (9, 8, 7)
     g, f = make_grid(shape, "ties")
     lay = g.vertex_layout
-    a = persistence_diagram(g, DistVector(lay, f[lay.start:lay.stop]))
-    b = persistence_diagram(g, f)
+    a = persistence_diagram(g, DistVector(lay, f[lay.start:lay.stop])).gather()
+    b = persistence_diagram(g, f).gather()
     serial = persistence_diagram(Grid(shape, MPI.COMM_SELF), f)
     for k in a.raw_pairs:
         assert_equal_collective(a.raw_pairs[k], b.raw_pairs[k], err_msg=k)
@@ -169,8 +169,8 @@ def test_merge_trees(case):
         dom, f = make_grid((15, 12) if case == "grid2" else (7, 8, 6), "ties")
     else:
         dom, f = make_mesh(case, "random")
-    dg = persistence_diagram(dom, f)
-    jt = merge_tree(dom, f, kind="join")
+    dg = persistence_diagram(dom, f).gather()
+    jt = merge_tree(dom, f, kind="join").gather()
     pv, pi = jt.persistence_pairs()
     keep = pv[:, 1] > pv[:, 0]
     pv = pv[keep]
@@ -191,9 +191,9 @@ def test_merge_trees(case):
     cp = critical_points(dom, f).counts()
     assert_equal_collective(int(np.count_nonzero(jt.node_types == 0)), cp["minimum"])
     # split tree of f = join tree of -f, read backwards
-    st = merge_tree(dom, f, kind="split")
+    st = merge_tree(dom, f, kind="split").gather()
     sv, _ = st.persistence_pairs()
-    neg = persistence_diagram(dom, -f).finite(0)
+    neg = persistence_diagram(dom, -f).gather().finite(0)
     sv = sv[sv[:, 1] > sv[:, 0]]
     want = -neg[:, ::-1]
     assert_equal_collective(sv[np.lexsort((sv[:, 1], sv[:, 0]))],
@@ -205,7 +205,7 @@ def test_merge_trees(case):
 @pytest.mark.parametrize("threshold", [0.0, 0.05, 0.3])
 def test_min_persistence_report(threshold):
     g, f = make_grid((9, 10, 8), "random")
-    dg = persistence_diagram(g, f, min_persistence=threshold)
+    dg = persistence_diagram(g, f, min_persistence=threshold).gather()
     st = gudhi_ref.lower_star_tree(gudhi_ref.grid_simplices(g.shape), f)
     st.compute_persistence(persistence_dim_max=True, min_persistence=threshold)
     for d in range(4):
@@ -243,7 +243,7 @@ def test_critical_counts_and_euler(case):
         b = np.zeros(dom.num_vertices, np.int64)
         b[dom.vertex_layout.start:dom.vertex_layout.stop] = dom.owned_boundary_vertices()
         onb = COMM.allreduce(b, op=MPI.SUM).astype(bool)
-    dg = persistence_diagram(dom, f)
+    dg = persistence_diagram(dom, f).gather()
     raw = dg.raw_pairs
     cp = critical_points(dom, f)
     ids, types = cp.gather()
@@ -270,7 +270,7 @@ def test_csv_and_vtu_round_trip(shared_tmp_path):
     mesh = on_rank0(COMM, meshio.read, vtu)
     npts = len(mesh.points)
     types = {k: np.asarray(v) for k, v in mesh.point_data.items()}
-    p = dg.pairs
+    p = dg.gather().pairs
     fin = np.isfinite(p["death"])
     assert_equal_collective(np.atleast_1d(table["dimension"]).astype(int), p["dim"])
     assert_equal_collective(np.atleast_1d(table["birth"]), p["birth"])
@@ -303,7 +303,7 @@ def test_errors():
     assert_raises_collective(COMM, ValueError, persistence_diagram, g, bad)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        dg = persistence_diagram(g, np.arange(20.0))       # complete: no warning
+        dg = persistence_diagram(g, np.arange(20.0)).gather()   # complete: no warning
     assert_equal_collective(dg.essential(0), [0.0])
 
 
@@ -350,12 +350,12 @@ def test_partition_independent_diagrams_and_trees(name):
     assert_equal_collective(f[want["death_vertex"][fin]], want["death"][fin])
     for part in ("block", "metis", "multilevel", "rcb", "hilbert"):
         cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, pts, partition=part)
-        dg = persistence_diagram(cx, f)
+        dg = persistence_diagram(cx, f).gather()
         # equal to the serial pairs, hence to gudhi's diagram too
         for k in want:
             assert_equal_collective(dg.raw_pairs[k], want[k], err_msg="%s %s" % (part, k))
         for kind, ref in trees.items():
-            t = merge_tree(cx, f, kind=kind)
+            t = merge_tree(cx, f, kind=kind).gather()
             msg = "%s %s tree" % (part, kind)
             assert_equal_collective(t.node_ids, ref.node_ids, err_msg=msg)
             assert_equal_collective(t.node_values, ref.node_values, err_msg=msg)
@@ -374,7 +374,7 @@ def test_dual_paths_that_leave_through_the_grid_boundary():
     g = Grid(shape, COMM)
     z, y, x = np.meshgrid(*[np.linspace(0, 1, s) for s in shape[::-1]], indexing="ij")
     f = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
-    dg = persistence_diagram(g, f)
+    dg = persistence_diagram(g, f).gather()
     assert_same_as_gudhi(dg, reference(g, f), 3)
 
 

@@ -63,14 +63,20 @@ class Sweep:
         not included).
     supersteps : int
         BSP supersteps made (the same on every rank).
+    rows_up, rows_in : int
+        Rows (undecided edges, open labels, questions) this rank sent up the
+        rank tree, and received from below: what the boundary of its
+        ranges costs it.
     """
 
-    def __init__(self, deaths, kept, survivors, tops, supersteps):
+    def __init__(self, deaths, kept, survivors, tops, supersteps, rows_up, rows_in):
         self.deaths = deaths
         self.kept = kept
         self.survivors = survivors
         self.tops = tops
         self.supersteps = supersteps
+        self.rows_up = rows_up
+        self.rows_in = rows_in
 
 
 def sweep(domain, key_owned: np.ndarray, *, apex: bool = False, tree: bool = False,
@@ -617,6 +623,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
     split = {}
     H = int(height.max()) if p > 1 else 0
     pending = ["leaf"]                    # ranges whose results have not gone up
+    rows_up = rows_in = 0
     for h in range(1, H + 1):
         ctx = BSP(comm, ledger=ledger)
         local = {}
@@ -630,6 +637,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
             if par == me:
                 local[kind] = (R.up_edges, R.up_records, q)
             else:
+                rows_up += R.up_edges.shape[0] + R.up_records.shape[0] + q.shape[0]
                 ctx.send(int(par), R.up_edges, tag=_TAG_EDGES)
                 ctx.send(int(par), R.up_records, tag=_TAG_RECORDS)
                 ctx.send(int(par), q, tag=_TAG_QUERIES)
@@ -645,6 +653,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
                     parts.append((_rows_from(inbox, src, _TAG_EDGES, 4),
                                   _rows_from(inbox, src, _TAG_RECORDS, 3),
                                   _rows_from(inbox, src, _TAG_QUERIES, 3)))
+                    rows_in += sum(x.shape[0] for x in parts[-1])
             node = _Range(np.concatenate((parts[0][0], parts[1][0])),
                           np.concatenate((parts[0][1], parts[1][1])),
                           np.concatenate((parts[0][2], parts[1][2])), int(a[me]), int(b[me]))
@@ -704,7 +713,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         tops = np.column_stack((tk, tv)).astype(np.int64).reshape(-1, 2)
         kept = np.concatenate(kept)
     d = np.concatenate(deaths)
-    return Sweep(d[:, :2].copy(), kept, np.concatenate(survivors), tops, steps)
+    return Sweep(d[:, :2].copy(), kept, np.concatenate(survivors), tops, steps, rows_up, rows_in)
 
 
 # -- labels and edges on one rank -----------------------------------------------------------
