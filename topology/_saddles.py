@@ -4,7 +4,8 @@ discrete gradient: minimum-saddle, saddle-saddle and saddle-maximum pairs.
 The V-paths are followed where the gradient lives (BSP supersteps hand a path
 to the rank owning its next cell); the Morse complex (critical cells and their
 boundaries) is reduced where it lives (topology/_dist_reduction.py): no rank
-gathers it, only the resulting pairs are allgathered.
+gathers it; the resulting pairs stay where they were found (``gather=False``)
+or are allgathered.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class MorsePersistence:
     ----------
     pairs : dict int -> (k, 2) int64
         Finite pairs of dimension 0, 1, 2 as (birth vertex, death vertex)
-        global ids, sorted by (birth, death); pairs inside one lower star
-        (zero persistence in the vertex order) are dropped unless asked.
+        global ids (vertex layout indices under ``gather=False``), sorted by
+        (birth, death); pairs inside one lower star (zero persistence in the
+        vertex order) are dropped unless asked.
     essential : dict int -> int64 array
         Birth vertices of the classes that never die, sorted.
     stats : dict
@@ -52,8 +54,9 @@ class MorsePersistence:
 
     Notes
     -----
-    The same on every rank; building it is collective (see
-    :func:`persistence_pairs_all`), reading it is not.
+    The same on every rank, or this rank's share (``gather=False``);
+    building it is collective (see :func:`persistence_pairs_all`), reading
+    it is not.
     """
 
     def __init__(self, pairs, essential, stats):
@@ -154,8 +157,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
 
     :func:`reduce_z2` reduces each column on the rank owning the pivots of
     its lowest row (blocks of filtration positions), so every rank holds its
-    share of the pivots plus the columns in transit; only the pairs are
-    allgathered (the diagram is the output, the same on every rank).
+    share of the pivots plus the columns in transit; the pairs are
+    allgathered unless ``gather=False``.
 
     A cell's filtration key is the orders of its vertices sorted descending,
     compared lexicographically: the lower-star filtration of the order with
