@@ -192,7 +192,10 @@ def topology_section(comm):
         "    essential classes %s (the Betti numbers of a box: 1 0 0 0); join tree: %d nodes, "
         "%d arcs" % (" ".join(str(r["essential"]) for r in dg.report.values()),
                      sum(jt.counts[k] for k in ("leaves", "saddles", "roots")),
-                     jt.counts["arcs"]))
+                     jt.counts["arcs"]),
+        "    spread over the ranks, nothing gathered: diagram pairs per rank %s, tree nodes "
+        "per rank %s" % ("/".join(map(str, comm.allgather(dg.local_raw_pairs["dim"].size))),
+                         "/".join(map(str, comm.allgather(jt.local_node_ids.size)))))
     hodge_section(comm)
 
 

@@ -18,7 +18,6 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
                      on_rank0)
 from topology import (Grid, SimplicialComplex, critical_points, merge_tree,
                       persistence_diagram)
-from topology._union_find import roots, union_find
 
 COMM = MPI.COMM_WORLD
 
@@ -376,34 +375,3 @@ def test_dual_paths_that_leave_through_the_grid_boundary():
     f = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
     dg = persistence_diagram(g, f).gather()
     assert_same_as_gudhi(dg, reference(g, f), 3)
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_union_find_is_the_elder_rule(seed):
-    """The one union-find kernel against a plain set-merging elder rule: per
-    edge the younger component's eldest node dies into the elder's, and the
-    final roots are each component's eldest node."""
-    rng = np.random.default_rng(seed)
-    n = 40
-    age = rng.permutation(n).astype(np.int64) - 7
-    a, b = rng.integers(0, n, 60), rng.integers(0, n, 60)
-    comp = [{k} for k in range(n)]
-    eldest = lambda c: min(c, key=lambda k: age[k])           # noqa: E731
-    want_dead, want_kept = [], []
-    for x, y in zip(a.tolist(), b.tolist()):
-        cx, cy = comp[x], comp[y]
-        if cx is cy:
-            want_dead.append(-1)
-            want_kept.append(-1)
-            continue
-        ex, ey = eldest(cx), eldest(cy)
-        young, old = (ex, ey) if age[ex] > age[ey] else (ey, ex)
-        want_dead.append(young)
-        want_kept.append(old)
-        merged = cx | cy
-        for k in merged:
-            comp[k] = merged
-    dead, kept, parent = union_find(a, b, age)
-    assert_equal_collective(dead, want_dead)
-    assert_equal_collective(kept, want_kept)
-    assert_equal_collective(roots(parent, np.arange(n)), [eldest(comp[k]) for k in range(n)])
