@@ -225,8 +225,7 @@ def prep_persistence(comm, n):
 def run_persistence(s):
     from topology import persistence_diagram
     dg = persistence_diagram(s["grid"], s["f"])
-    raw = dg.raw_pairs
-    return {"pairs_per_dim": [int(np.sum(raw["dim"] == d)) for d in range(3)]}
+    return {"pairs_per_dim": [dg.report[d]["pairs"] for d in range(3)]}
 
 
 def prep_mergetree(comm, n):

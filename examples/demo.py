@@ -190,8 +190,12 @@ def topology_section(comm):
         "    persistence pairs kept (> 0.05 / nonzero): " + ", ".join(
             "D%d %d/%d" % (d, r["kept"], r["nonzero"]) for d, r in dg.report.items()),
         "    essential classes %s (the Betti numbers of a box: 1 0 0 0); join tree: %d nodes, "
-        "%d arcs" % (" ".join(str(len(dg.essential(d))) for d in range(4)),
-                     len(jt.node_ids), len(jt.arcs)))
+        "%d arcs" % (" ".join(str(r["essential"]) for r in dg.report.values()),
+                     sum(jt.counts[k] for k in ("leaves", "saddles", "roots")),
+                     jt.counts["arcs"]),
+        "    spread over the ranks, nothing gathered: diagram pairs per rank %s, tree nodes "
+        "per rank %s" % ("/".join(map(str, comm.allgather(dg.local_raw_pairs["dim"].size))),
+                         "/".join(map(str, comm.allgather(jt.local_node_ids.size)))))
     hodge_section(comm)
 
 

@@ -98,8 +98,9 @@ def main(comm: MPI.Comm, argv=None) -> dict:
     seconds = comm.allreduce(MPI.Wtime() - t0, op=MPI.MAX)
     dg.write_csv(args.out + ".csv")
     dg.write_vtu(args.out + ".vtu", grid)
+    whole = dg.gather(root=0)             # the pairs are spread over the ranks; plot on rank 0
     if comm.rank == 0:
-        plot(dg, args.out + ".png", "%d^3 grid, noise %g" % (args.n, args.noise))
+        plot(whole, args.out + ".png", "%d^3 grid, noise %g" % (args.n, args.noise))
         print("persistence diagram of a %s grid on %d ranks in %.2f s"
               % ("x".join(map(str, grid.shape)), comm.size, seconds))
         print(dg.describe())

@@ -101,6 +101,12 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(len(its) == 3 and 2 * its[2] < min(its[0], its[1]),
                    "low rank halves the FGMRES iterations", its)
         checks.add("essential classes 1 0 0 0" in out, "essential classes 1 0 0 0")
+        m6 = re.search(r"diagram pairs per rank ([\d/]+), tree nodes per rank ([\d/]+)", out)
+        spread = [[int(x) for x in m6.group(k).split("/")] for k in (1, 2)] if m6 else []
+        checks.add(m6 and all(len(c) == comm.size and (comm.size == 1 or max(c) < sum(c))
+                              for c in spread) and max(spread[0]) - min(spread[0]) <= 1,
+                   "diagram and tree spread over the ranks (the pairs evenly)",
+                   m6 and m6.group(0))
         energies = out.split("energies gradient ")[1].split()
         g, c, h, f = (float(energies[i]) for i in (0, 3, 6, 9))
         # 3-digit print; one hole: harmonic

@@ -18,7 +18,6 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
                      on_rank0)
 from topology import (Grid, SimplicialComplex, critical_points, merge_tree,
                       persistence_diagram)
-from topology._union_find import roots, union_find
 
 COMM = MPI.COMM_WORLD
 
@@ -123,7 +122,7 @@ GRID_CASES = [((13, 11), "random"), ((17, 9), "ties"), ((24, 19), "smooth"), ((9
                          ids=["%s-%s" % ("x".join(map(str, s)), k) for s, k in GRID_CASES])
 def test_grid_diagram_equals_gudhi(shape, kind):
     g, f = make_grid(shape, kind)
-    dg = persistence_diagram(g, f)
+    dg = persistence_diagram(g, f).gather()
     assert_equal_collective(len(dg.missing), 0, err_msg=str(dg.missing))
     assert_same_as_gudhi(dg, reference(g, f), len(shape))
     # the pairs are real pairs of vertices with the stated values
@@ -139,7 +138,7 @@ MESH_CASES = [(m, k) for m in MESHES for k in ("random", "ties")]
 @pytest.mark.parametrize("name,kind", MESH_CASES, ids=["%s-%s" % c for c in MESH_CASES])
 def test_mesh_diagram_equals_gudhi(name, kind):
     cx, f = make_mesh(name, kind)
-    dg = persistence_diagram(cx, f)
+    dg = persistence_diagram(cx, f).gather()
     assert_equal_collective(len(dg.missing), 0, err_msg=str(dg.missing))
     assert_same_as_gudhi(dg, reference(cx, f), cx.dimension)
 
@@ -151,8 +150,8 @@ def test_distvector_input_and_rank_independence():
     shape = (9, 8, 7)
     g, f = make_grid(shape, "ties")
     lay = g.vertex_layout
-    a = persistence_diagram(g, DistVector(lay, f[lay.start:lay.stop]))
-    b = persistence_diagram(g, f)
+    a = persistence_diagram(g, DistVector(lay, f[lay.start:lay.stop])).gather()
+    b = persistence_diagram(g, f).gather()
     serial = persistence_diagram(Grid(shape, MPI.COMM_SELF), f)
     for k in a.raw_pairs:
         assert_equal_collective(a.raw_pairs[k], b.raw_pairs[k], err_msg=k)
@@ -169,8 +168,8 @@ def test_merge_trees(case):
         dom, f = make_grid((15, 12) if case == "grid2" else (7, 8, 6), "ties")
     else:
         dom, f = make_mesh(case, "random")
-    dg = persistence_diagram(dom, f)
-    jt = merge_tree(dom, f, kind="join")
+    dg = persistence_diagram(dom, f).gather()
+    jt = merge_tree(dom, f, kind="join").gather()
     pv, pi = jt.persistence_pairs()
     keep = pv[:, 1] > pv[:, 0]
     pv = pv[keep]
@@ -191,9 +190,9 @@ def test_merge_trees(case):
     cp = critical_points(dom, f).counts()
     assert_equal_collective(int(np.count_nonzero(jt.node_types == 0)), cp["minimum"])
     # split tree of f = join tree of -f, read backwards
-    st = merge_tree(dom, f, kind="split")
+    st = merge_tree(dom, f, kind="split").gather()
     sv, _ = st.persistence_pairs()
-    neg = persistence_diagram(dom, -f).finite(0)
+    neg = persistence_diagram(dom, -f).gather().finite(0)
     sv = sv[sv[:, 1] > sv[:, 0]]
     want = -neg[:, ::-1]
     assert_equal_collective(sv[np.lexsort((sv[:, 1], sv[:, 0]))],
@@ -205,7 +204,7 @@ def test_merge_trees(case):
 @pytest.mark.parametrize("threshold", [0.0, 0.05, 0.3])
 def test_min_persistence_report(threshold):
     g, f = make_grid((9, 10, 8), "random")
-    dg = persistence_diagram(g, f, min_persistence=threshold)
+    dg = persistence_diagram(g, f, min_persistence=threshold).gather()
     st = gudhi_ref.lower_star_tree(gudhi_ref.grid_simplices(g.shape), f)
     st.compute_persistence(persistence_dim_max=True, min_persistence=threshold)
     for d in range(4):
@@ -243,7 +242,7 @@ def test_critical_counts_and_euler(case):
         b = np.zeros(dom.num_vertices, np.int64)
         b[dom.vertex_layout.start:dom.vertex_layout.stop] = dom.owned_boundary_vertices()
         onb = COMM.allreduce(b, op=MPI.SUM).astype(bool)
-    dg = persistence_diagram(dom, f)
+    dg = persistence_diagram(dom, f).gather()
     raw = dg.raw_pairs
     cp = critical_points(dom, f)
     ids, types = cp.gather()
@@ -270,7 +269,7 @@ def test_csv_and_vtu_round_trip(shared_tmp_path):
     mesh = on_rank0(COMM, meshio.read, vtu)
     npts = len(mesh.points)
     types = {k: np.asarray(v) for k, v in mesh.point_data.items()}
-    p = dg.pairs
+    p = dg.gather().pairs
     fin = np.isfinite(p["death"])
     assert_equal_collective(np.atleast_1d(table["dimension"]).astype(int), p["dim"])
     assert_equal_collective(np.atleast_1d(table["birth"]), p["birth"])
@@ -303,7 +302,7 @@ def test_errors():
     assert_raises_collective(COMM, ValueError, persistence_diagram, g, bad)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        dg = persistence_diagram(g, np.arange(20.0))       # complete: no warning
+        dg = persistence_diagram(g, np.arange(20.0)).gather()   # complete: no warning
     assert_equal_collective(dg.essential(0), [0.0])
 
 
@@ -350,12 +349,12 @@ def test_partition_independent_diagrams_and_trees(name):
     assert_equal_collective(f[want["death_vertex"][fin]], want["death"][fin])
     for part in ("block", "metis", "multilevel", "rcb", "hilbert"):
         cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, pts, partition=part)
-        dg = persistence_diagram(cx, f)
+        dg = persistence_diagram(cx, f).gather()
         # equal to the serial pairs, hence to gudhi's diagram too
         for k in want:
             assert_equal_collective(dg.raw_pairs[k], want[k], err_msg="%s %s" % (part, k))
         for kind, ref in trees.items():
-            t = merge_tree(cx, f, kind=kind)
+            t = merge_tree(cx, f, kind=kind).gather()
             msg = "%s %s tree" % (part, kind)
             assert_equal_collective(t.node_ids, ref.node_ids, err_msg=msg)
             assert_equal_collective(t.node_values, ref.node_values, err_msg=msg)
@@ -374,36 +373,5 @@ def test_dual_paths_that_leave_through_the_grid_boundary():
     g = Grid(shape, COMM)
     z, y, x = np.meshgrid(*[np.linspace(0, 1, s) for s in shape[::-1]], indexing="ij")
     f = (np.sin(4 * x) * np.cos(3 * y) + np.sin(5 * z) + 0.3 * np.cos(7 * x * y)).ravel()
-    dg = persistence_diagram(g, f)
+    dg = persistence_diagram(g, f).gather()
     assert_same_as_gudhi(dg, reference(g, f), 3)
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_union_find_is_the_elder_rule(seed):
-    """The one union-find kernel against a plain set-merging elder rule: per
-    edge the younger component's eldest node dies into the elder's, and the
-    final roots are each component's eldest node."""
-    rng = np.random.default_rng(seed)
-    n = 40
-    age = rng.permutation(n).astype(np.int64) - 7
-    a, b = rng.integers(0, n, 60), rng.integers(0, n, 60)
-    comp = [{k} for k in range(n)]
-    eldest = lambda c: min(c, key=lambda k: age[k])           # noqa: E731
-    want_dead, want_kept = [], []
-    for x, y in zip(a.tolist(), b.tolist()):
-        cx, cy = comp[x], comp[y]
-        if cx is cy:
-            want_dead.append(-1)
-            want_kept.append(-1)
-            continue
-        ex, ey = eldest(cx), eldest(cy)
-        young, old = (ex, ey) if age[ex] > age[ey] else (ey, ex)
-        want_dead.append(young)
-        want_kept.append(old)
-        merged = cx | cy
-        for k in merged:
-            comp[k] = merged
-    dead, kept, parent = union_find(a, b, age)
-    assert_equal_collective(dead, want_dead)
-    assert_equal_collective(kept, want_kept)
-    assert_equal_collective(roots(parent, np.arange(n)), [eldest(comp[k]) for k in range(n)])

@@ -17,15 +17,17 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
-from dmsolve import DistVector, Progress, agree
+from dmsolve import Progress, agree
+from dmsolve.bsp import BSP, psort
 from dmsolve.io import check_writable
-from dmsolve.validate import agreed, check_real
+from dmsolve.validate import agreed, check_int, check_real
 
 from ._complex import _search_rows, owned_global_ids
 from ._domain import check_domain
-from ._mergetree import APEX, lookup, sweep
+from ._keytable import KeyTable, fetch_rows
 from ._order import global_order
-from ._saddles import saddle_saddle_pairs
+from ._saddles import persistence_pairs_all
+from ._sweep import APEX, sweep
 from ._vtkxml import check_pvtu_path as _check_pvtu_path
 from ._vtkxml import vtk_type, write_parallel
 
@@ -34,6 +36,7 @@ __all__ = ["persistence_diagram", "PersistenceDiagram"]
 #: TTK's critical type codes of the two ends of a pair of dimension k in a
 #: d-dimensional domain: birth k, death k+1 (the top one is "maximum", 3)
 _MAXIMUM = 3
+_TAG_EULER = 65
 
 
 def _ttk_type(k, d):
@@ -41,79 +44,136 @@ def _ttk_type(k, d):
 
 
 class PersistenceDiagram:
-    """The persistence pairs of a lower-star filtration, the same on every rank.
+    """The persistence pairs of a lower-star filtration, spread over the ranks.
+
+    Each rank holds one block of the diagram sorted by ``(dim, birth_vertex,
+    death_vertex)``: :attr:`local_pairs`. :meth:`gather` puts the whole
+    diagram on one rank or on every rank (collective); on one rank, or
+    once gathered, the diagram is *complete* and :attr:`pairs`,
+    :meth:`finite` and :meth:`essential` read it. On a distributed diagram
+    they raise ``RuntimeError`` rather than answer with a part.
 
     Attributes
     ----------
     dimension : int
         Dimension of the domain (2 or 3); diagrams exist for 0 .. dimension.
-    pairs : dict of arrays
-        The kept pairs, all dimensions together: ``dim`` (int), ``birth``,
-        ``death`` (float, ``inf`` for essential classes), ``birth_vertex``,
-        ``death_vertex`` (global vertex ids, -1 for the death of an essential
-        class). Finite pairs are kept when ``death - birth > min_persistence``;
-        essential classes always.
-    raw_pairs : dict of arrays
-        The same fields for every vertex-level pair the algorithms found,
-        before any threshold (zero-persistence pairs from ties included).
+    local_pairs : dict of arrays
+        This rank's kept pairs, all dimensions together: ``dim`` (int),
+        ``birth``, ``death`` (float, ``inf`` for essential classes),
+        ``birth_vertex``, ``death_vertex`` (global vertex ids, -1 for the
+        death of an essential class). Finite pairs are kept when ``death -
+        birth > min_persistence``; essential classes always.
+    local_raw_pairs : dict of arrays
+        The same fields for this rank's share of every vertex-level pair the
+        algorithms found, before any threshold (zero-persistence pairs from
+        ties included).
+    complete : bool
+        Whether this rank holds the whole diagram.
     min_persistence : float
     report : dict
-        Per dimension: ``pairs`` (vertex-level pairs found), ``nonzero``
-        (death > birth), ``kept`` (persistence above ``min_persistence``) and
-        ``essential``.
+        Per dimension, over the whole diagram: ``pairs`` (vertex-level pairs
+        found), ``nonzero`` (death > birth), ``kept`` (persistence above
+        ``min_persistence``) and ``essential``.
     missing : list of str
         Parts that could not be computed; empty, since every part of a 2D
         or 3D diagram is (kept for callers that check it).
 
     Notes
     -----
-    Properties and accessors are not collective; ``write_csv``,
-    ``write_vtu`` (rank 0 writes) and ``write_pvtu`` (one piece per rank)
-    are, and their errors are agreed.
+    Attributes and accessors are not collective; :meth:`gather`,
+    ``write_csv``, ``write_vtu`` (rank 0 writes) and ``write_pvtu`` (one
+    piece per rank) are, and their errors are agreed.
     """
 
     _FIELDS = ("dim", "birth", "death", "birth_vertex", "death_vertex")
 
-    def __init__(self, comm, dimension, raw, min_persistence, missing):
+    def __init__(self, comm, dimension, raw, min_persistence, missing, *, complete=None):
         self.comm = comm
         self.dimension = dimension
-        self.raw_pairs = raw
+        self.local_raw_pairs = raw
         self.min_persistence = float(min_persistence)
         self.missing = list(missing)
+        self.complete = comm.Get_size() == 1 if complete is None else bool(complete)
         fin = np.isfinite(raw["death"])
         pers = np.where(fin, raw["death"] - raw["birth"], np.inf)
         keep = ~fin | (pers > self.min_persistence)
-        self.pairs = {k: v[keep] for k, v in raw.items()}
-        self.report = {}
+        self.local_pairs = {k: v[keep] for k, v in raw.items()}
+        counts = np.zeros((dimension + 1, 4), np.int64)
         for d in range(dimension + 1):
             m = raw["dim"] == d
-            self.report[d] = {
-                "pairs": int(np.count_nonzero(m & fin)),
-                "nonzero": int(np.count_nonzero(m & fin & (pers > 0))),
-                "kept": int(np.count_nonzero(m & fin & keep)),
-                "essential": int(np.count_nonzero(m & ~fin)),
-            }
+            counts[d] = (np.count_nonzero(m & fin), np.count_nonzero(m & fin & (pers > 0)),
+                         np.count_nonzero(m & fin & keep), np.count_nonzero(m & ~fin))
+        if not self.complete:
+            comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
+        self.report = {d: dict(zip(("pairs", "nonzero", "kept", "essential"),
+                                   map(int, counts[d]))) for d in range(dimension + 1)}
 
     def __repr__(self) -> str:
         parts = ["D%d: %d (+%d essential)" % (d, r["kept"], r["essential"])
                  for d, r in self.report.items()]
-        return "PersistenceDiagram(%s)" % ", ".join(parts)
+        return "PersistenceDiagram(%s%s)" % (", ".join(parts), "" if self.complete else
+                                             ", distributed over %d ranks"
+                                             % self.comm.Get_size())
+
+    def _whole(self, what):
+        if not self.complete:
+            raise RuntimeError(
+                "%s needs the whole diagram, and this one is distributed over %d ranks: call "
+                "gather() (collective) first, or read local_pairs" % (what, self.comm.Get_size()))
+
+    @property
+    def pairs(self) -> dict:
+        """The kept pairs of the whole diagram (see :attr:`local_pairs`).
+        Not collective; ``RuntimeError`` unless :attr:`complete`."""
+        self._whole("pairs")
+        return self.local_pairs
+
+    @property
+    def raw_pairs(self) -> dict:
+        """Every pair found, of the whole diagram (see :attr:`local_raw_pairs`).
+        Not collective; ``RuntimeError`` unless :attr:`complete`."""
+        self._whole("raw_pairs")
+        return self.local_raw_pairs
+
+    def gather(self, root: int | None = None) -> "PersistenceDiagram | None":
+        """The whole diagram on every rank (``root=None``) or on ``root``
+        (``None`` elsewhere), sorted by ``(dim, birth_vertex, death_vertex)``.
+
+        Collective on ``comm`` (one ``Gatherv``/``Allgatherv`` per field); the
+        gathered diagram holds ``sum(report[d]["pairs"] + ...)`` rows on the
+        ranks that receive it. A complete diagram is returned as it is.
+        """
+        with agreed(self.comm):
+            if root is not None:
+                root = check_int("root", root, low=0, high=self.comm.Get_size() - 1)
+        if self.complete:
+            return self
+        raw = {k: _gatherv(self.comm, v, root) for k, v in self.local_raw_pairs.items()}
+        if root is not None and self.comm.Get_rank() != root:
+            return None
+        return PersistenceDiagram(self.comm, self.dimension, raw, self.min_persistence,
+                                  self.missing, complete=True)
 
     def finite(self, d: int) -> np.ndarray:
         """``(k, 2)`` array of the kept finite ``(birth, death)`` pairs of
-        dimension ``d``, death > birth, sorted. Not collective."""
-        p = self.pairs
+        dimension ``d``, death > birth, sorted. Not collective;
+        ``RuntimeError`` unless :attr:`complete`."""
+        self._whole("finite()")
+        p = self.local_pairs
         m = (p["dim"] == d) & np.isfinite(p["death"])
         out = np.column_stack((p["birth"][m], p["death"][m]))
         return out[np.lexsort((out[:, 1], out[:, 0]))] if out.size else out.reshape(0, 2)
 
     def essential(self, d: int) -> np.ndarray:
-        """Births of the infinite classes of dimension ``d``, sorted. Not collective."""
-        p = self.pairs
+        """Births of the infinite classes of dimension ``d``, sorted. Not
+        collective; ``RuntimeError`` unless :attr:`complete`."""
+        self._whole("essential()")
+        p = self.local_pairs
         return np.sort(p["birth"][(p["dim"] == d) & ~np.isfinite(p["death"])])
 
     def describe(self) -> str:
-        """The simplification report as text. Not collective."""
+        """The simplification report as text (the whole diagram's counts).
+        Not collective."""
         lines = ["persistence > %g:" % self.min_persistence]
         for d, r in self.report.items():
             lines.append("  D%d: %d vertex pairs, %d with death > birth, %d kept, %d essential"
@@ -124,8 +184,8 @@ class PersistenceDiagram:
 
     def write_csv(self, path) -> None:
         """The kept pairs as CSV (``dimension,birth,death,birth_vertex,
-        death_vertex``; ``inf`` deaths for essential classes), written on
-        rank 0. Collective on ``comm``.
+        death_vertex``; ``inf`` deaths for essential classes), gathered to
+        and written on rank 0. Collective on ``comm``.
 
         Raises
         ------
@@ -135,9 +195,10 @@ class PersistenceDiagram:
             On every rank, if the file cannot be written.
         """
         path = check_writable(path, self.comm)
+        whole = self.gather(root=0)
         exc = None
         if self.comm.Get_rank() == 0:
-            p = self.pairs
+            p = whole.pairs
             try:
                 with open(path, "w") as f:
                     f.write("dimension,birth,death,birth_vertex,death_vertex\n")
@@ -153,8 +214,8 @@ class PersistenceDiagram:
         (0 minimum, 1 1-saddle, 2 2-saddle, 3 maximum), ``PairIdentifier``,
         ``PairType`` (the dimension), ``Persistence`` (``-1`` for essential
         classes), ``IsFinite``, ``Scalar`` and ``ttkVertexScalarField`` (the
-        global vertex id). Written on rank 0; collective on ``comm``.
-        :meth:`write_pvtu` writes one piece per rank instead.
+        global vertex id). Gathered to and written on rank 0; collective on
+        ``comm``. :meth:`write_pvtu` writes one piece per rank instead.
 
         Raises
         ------
@@ -169,11 +230,12 @@ class PersistenceDiagram:
         """
         self._check_domain(domain)
         path = check_writable(path, self.comm)
-        vid, data = self._point_cloud()
-        points = domain.vertex_coordinates(vid)
+        whole = self.gather(root=0)
         exc = None
         if self.comm.Get_rank() == 0:
+            vid, data = _point_cloud(whole.local_pairs, self.dimension, 0, 0, None)
             try:
+                points = domain.vertex_coordinates(vid)
                 cells = [("vertex", np.arange(vid.size, dtype=np.int64).reshape(-1, 1))]
                 meshio.Mesh(points, cells, point_data=data).write(path, file_format="vtu")
             except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
@@ -182,20 +244,20 @@ class PersistenceDiagram:
 
     def write_pvtu(self, path, domain) -> None:
         """The points of :meth:`write_vtu` as a parallel VTU: rank ``r``
-        writes the ends of pairs at the vertices it owns to the piece
-        ``<stem>/<stem>_r.vtu`` beside ``path`` (which ends in ``.pvtu``),
-        rank 0 the index ``path`` (the layout of :func:`topology.io.write_pvtu`).
+        writes the ends of its block of pairs (:attr:`local_pairs`) to the
+        piece ``<stem>/<stem>_r.vtu`` beside ``path`` (which ends in
+        ``.pvtu``), rank 0 the index ``path`` (the layout of
+        :func:`topology.io.write_pvtu`).
 
         Each point is one ``vertex`` cell, with the arrays of
         :meth:`write_vtu` and ``GlobalPointIds`` = ``GlobalCellIds`` = the
         point's row in :meth:`write_vtu`'s file (births of all kept pairs,
-        then deaths of the finite ones), so pieces can be matched; a vertex
-        that ends several pairs is several points, all in its owner's piece.
-        The pairs themselves are the same on every rank (see the class), so
-        the piece is cut from them without communication.
+        then deaths of the finite ones), so pieces can be matched; pairs
+        are numbered as in the gathered diagram (``PairIdentifier``).
 
-        Collective on ``comm``: the checks, then three small agreements (see
-        :func:`topology.io.write_pvtu`).
+        Collective on ``comm``: the checks, two prefix sums of the kept
+        counts, then three small agreements (see
+        :func:`topology.io.write_pvtu`). Nothing is gathered.
 
         Raises
         ------
@@ -210,22 +272,37 @@ class PersistenceDiagram:
         with agreed(self.comm):
             path = _check_pvtu_path(path)
         path = check_writable(path, self.comm)
-        vid, data = self._point_cloud()
-        # the pairs' vertices are global ids, replicated on every rank: each
-        # rank writes those it owns (a renumbered complex translates only the
-        # vertices a rank holds, so compare global ids, not layout indices)
-        mine = np.flatnonzero(np.isin(vid, domain.owned_global_ids(0)))
-        ids = mine.astype(np.int64)
-        write_parallel(self.comm, path, domain.vertex_coordinates(vid[mine]), "vertex",
-                       np.arange(mine.size, dtype=np.int64).reshape(-1, 1),
-                       {k: v[mine] for k, v in data.items()}, {}, point_ids=ids, cell_ids=ids,
-                       ghost=None,
+        p = self.local_pairs
+        fin = np.isfinite(p["death"])
+        if self.complete:
+            first_pair, first_death, total = 0, 0, fin.size
+            if self.comm.Get_rank() != 0:       # a replicated diagram: rank 0 writes it
+                p = {k: v[:0] for k, v in p.items()}
+                fin = fin[:0]
+        else:
+            counts = np.array([fin.size, int(fin.sum())], np.int64)
+            before = np.zeros(2, np.int64)
+            self.comm.Exscan(counts, before)
+            if self.comm.Get_rank() == 0:
+                before[:] = 0
+            total = self.comm.allreduce(int(fin.size), op=MPI.SUM)
+            first_pair, first_death = int(before[0]), int(before[1])
+        vid, data = _point_cloud(p, self.dimension, first_pair, first_death, total)
+        rows = np.concatenate((first_pair + np.arange(fin.size),
+                               total + first_death + np.arange(int(fin.sum())))).astype(np.int64)
+        write_parallel(self.comm, path, domain.vertex_coordinates(vid), "vertex",
+                       np.arange(vid.size, dtype=np.int64).reshape(-1, 1), data, {},
+                       point_ids=rows, cell_ids=rows, ghost=None,
                        point_arrays=[(k, vtk_type(v.dtype), 1) for k, v in data.items()],
                        cell_arrays=[])
 
     def _check_domain(self, domain) -> None:
         """Refuse a domain that is not the diagram's, on every rank. Collective on ``comm``."""
         check_domain(domain)
+        p = self.local_pairs
+        top = max(int(p["birth_vertex"].max(initial=-1)), int(p["death_vertex"].max(initial=-1)))
+        if not self.complete:
+            top = self.comm.allreduce(top, op=MPI.MAX)
         with agreed(self.comm):
             if domain.comm is not self.comm and MPI.Comm.Compare(domain.comm, self.comm) \
                     not in (MPI.IDENT, MPI.CONGRUENT):
@@ -233,33 +310,52 @@ class PersistenceDiagram:
             if domain.dimension != self.dimension:
                 raise ValueError("domain has dimension %d, the diagram %d"
                                  % (domain.dimension, self.dimension))
-            top = max(int(self.pairs["birth_vertex"].max(initial=-1)),
-                      int(self.pairs["death_vertex"].max(initial=-1)))
             if top >= domain.global_num_vertices:
                 raise ValueError("the diagram names vertex %d; domain has %d vertices"
                                  % (top, domain.global_num_vertices))
 
-    def _point_cloud(self) -> tuple[np.ndarray, dict]:
-        """``(vertex ids, TTK's arrays)`` of the points of :meth:`write_vtu`:
-        births of all kept pairs, then deaths of the finite ones. Not collective."""
-        p = self.pairs
-        fin = np.isfinite(p["death"])
-        npair = p["dim"].size
-        pid = np.arange(npair)
-        vid = np.concatenate((p["birth_vertex"], p["death_vertex"][fin]))
-        ctype = np.concatenate(([_ttk_type(k, self.dimension) for k in p["dim"].tolist()],
-                                [_ttk_type(k + 1, self.dimension) for k in p["dim"][fin].tolist()]))
-        pers = np.where(fin, p["death"] - p["birth"], -1.0)
-        data = {
-            "CriticalType": np.asarray(ctype, dtype=np.int32),
-            "PairIdentifier": np.concatenate((pid, pid[fin])).astype(np.int32),
-            "PairType": np.concatenate((p["dim"], p["dim"][fin])).astype(np.int32),
-            "Persistence": np.concatenate((pers, pers[fin])),
-            "IsFinite": np.concatenate((fin, fin[fin])).astype(np.int8),
-            "Scalar": np.concatenate((p["birth"], p["death"][fin])),
-            "ttkVertexScalarField": vid.astype(np.int64),
-        }
-        return vid.astype(np.int64), data
+
+def _point_cloud(p, dimension, first_pair, first_death, total) -> tuple[np.ndarray, dict]:
+    """``(vertex ids, TTK's arrays)`` of the points of a block of kept pairs
+    ``p`` (the whole diagram for :meth:`PersistenceDiagram.write_vtu`):
+    births, then deaths of the finite pairs; pair ``i`` of the block is pair
+    ``first_pair + i`` of the diagram. Not collective."""
+    fin = np.isfinite(p["death"])
+    pid = first_pair + np.arange(p["dim"].size)
+    vid = np.concatenate((p["birth_vertex"], p["death_vertex"][fin]))
+    ctype = np.concatenate(([_ttk_type(k, dimension) for k in p["dim"].tolist()],
+                            [_ttk_type(k + 1, dimension) for k in p["dim"][fin].tolist()]))
+    pers = np.where(fin, p["death"] - p["birth"], -1.0)
+    data = {
+        "CriticalType": np.asarray(ctype, dtype=np.int32),
+        "PairIdentifier": np.concatenate((pid, pid[fin])).astype(np.int32),
+        "PairType": np.concatenate((p["dim"], p["dim"][fin])).astype(np.int32),
+        "Persistence": np.concatenate((pers, pers[fin])),
+        "IsFinite": np.concatenate((fin, fin[fin])).astype(np.int8),
+        "Scalar": np.concatenate((p["birth"], p["death"][fin])),
+        "ttkVertexScalarField": vid.astype(np.int64),
+    }
+    return vid.astype(np.int64), data
+
+
+def _gatherv(comm, arr: np.ndarray, root: int | None) -> np.ndarray | None:
+    """The concatenation over ranks (in rank order) of a 1-D array: on every
+    rank (``root=None``, ``Allgatherv``) or on ``root`` (``Gatherv``; None
+    elsewhere). Collective on ``comm``."""
+    arr = np.ascontiguousarray(arr)
+    counts = np.array(comm.allgather(arr.size), np.int64) if root is None else \
+        comm.gather(arr.size, root=root)
+    if root is None:
+        out = np.empty(int(counts.sum()), arr.dtype)
+        comm.Allgatherv(arr, [out, counts])
+        return out
+    if comm.Get_rank() == root:
+        counts = np.asarray(counts, np.int64)
+        out = np.empty(int(counts.sum()), arr.dtype)
+        comm.Gatherv(arr, [out, counts], root=root)
+        return out
+    comm.Gatherv(arr, None, root=root)
+    return None
 
 
 def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
@@ -292,8 +388,11 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     Returns
     -------
     PersistenceDiagram
-        ``.finite(d)``, ``.essential(d)``, ``.pairs``, ``.report``, on every
-        rank.
+        Distributed: each rank holds one block of the pairs sorted by
+        ``(dim, birth_vertex, death_vertex)`` (``.local_pairs``); the counts
+        (``.report``, ``.describe()``) are global. ``.gather()`` (collective)
+        gives the whole diagram, with ``.finite(d)``, ``.essential(d)`` and
+        ``.pairs``; on one rank the diagram is whole already.
 
     Raises
     ------
@@ -311,15 +410,20 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     -----
     Collective on ``domain.comm``. Simplex ``s`` enters at ``max f`` over its
     vertices, ties broken by the ``(value, global id)`` order, so the result
-    does not depend on the number of ranks.
+    does not depend on the number of ranks. Every part is computed where its
+    data lives and named by distributed look-ups (the vertex at each sweep
+    position is held by the block owner of the position); the pairs end in
+    one distributed sort. No rank holds anything of the diagram's size
+    unless :meth:`PersistenceDiagram.gather` is called.
 
     - D0 (minimum-saddle): every vertex points to its lowest neighbour,
       pointer jumping (with ghost exchanges across slabs) labels it with its
       basin minimum; the basins meeting at each vertex whose lower link is
-      disconnected give label-vertex edges; each rank reduces them to a
-      minimum spanning forest, forests are merged pairwise across ranks in
-      log2(p) BSP supersteps, and the elder rule runs once over the global
-      forest (O(number of minima) on rank 0, broadcast).
+      disconnected give label-vertex edges, and the elder rule runs over
+      them (:func:`topology._sweep.sweep`): each rank decides the merges its
+      own basins settle, and the rest go up a binary tree of ranks, each
+      node led by a different rank (``ceil(log2 p)`` supersteps). No rank
+      holds the global forest.
     - D(d-1) (saddle-maximum): by Alexander duality the (d-1)-classes of the
       sublevel set ``{f <= t}`` are the components of ``{f > t}`` that do not
       reach the boundary; they are found by the same sweep in decreasing
@@ -328,7 +432,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
       its component splits off and dies at its maximum. On a closed
       component the oldest maximum is the essential d-class.
     - D1 of 3D data (saddle-saddle) comes from
-      ``_saddles.saddle_saddle_pairs`` (the discrete gradient's critical
+      ``_saddles.persistence_pairs_all`` (the discrete gradient's critical
       cells).
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
@@ -365,100 +469,94 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     n = vec.global_size
     report("global order of %d vertices", n)
     s0 = sweep(domain, order.local)
-    report("D0: %d pairs, %d essential", s0.deaths.shape[0], s0.survivors.size)
+    report("D0: %d pairs, %d essential", _total(comm, len(s0.deaths)),
+           _total(comm, len(s0.survivors)))
     sd = sweep(domain, n - 1 - order.local, apex=True)
-    report("D%d: %d pairs", d - 1, sd.deaths.shape[0])
-    # every order position needed, one look-up
+    report("D%d: %d pairs", d - 1, _total(comm, len(sd.deaths)))
+    # name every position of the two sweeps: (global id, layout index, value)
+    lay = vec.layout
+    index = np.arange(lay.start, lay.stop, dtype=np.int64)
+    gids = index if gids is None else gids
+    table = KeyTable(order.local, gids, index, vec.local, n, comm)
     top_ess = sd.survivors[sd.survivors != APEX]
     want = np.concatenate((s0.deaths.ravel(), s0.survivors,
                            n - 1 - sd.deaths.ravel(), n - 1 - top_ess))
-    gid, val = lookup(order, vec, want, gids)
+    gid, idx, val = table.lookup(want)
     parts = []
     a = 0
 
-    def take(k):
+    def take(k, shape=(-1,)):
         nonlocal a
-        out = gid[a:a + k], val[a:a + k]
+        out = tuple(x[a:a + k].reshape(shape) for x in (gid, idx, val))
         a += k
         return out
 
-    g, v = take(s0.deaths.size)
-    g, v = g.reshape(-1, 2), v.reshape(-1, 2)
-    parts.append((0, v[:, 0], v[:, 1], g[:, 0], g[:, 1]))
-    g, v = take(s0.survivors.size)
-    parts.append(_essential(0, v, g))
-    g, v = take(sd.deaths.size)
-    g, v = g.reshape(-1, 2), v.reshape(-1, 2)
+    g, i, v = take(s0.deaths.size, (-1, 2))
+    parts.append((0, v[:, 0], v[:, 1], g[:, 0], g[:, 1], i[:, 0], i[:, 1]))
+    parts.append(_essential(0, *take(s0.survivors.size)))
+    g, i, v = take(sd.deaths.size, (-1, 2))
     # (born = maximum, dies_at = saddle) of the reversed sweep: (saddle, maximum)
-    parts.append((d - 1, v[:, 1], v[:, 0], g[:, 1], g[:, 0]))
-    g, v = take(top_ess.size)
-    parts.append(_essential(d, v, g))
+    parts.append((d - 1, v[:, 1], v[:, 0], g[:, 1], g[:, 0], i[:, 1], i[:, 0]))
+    parts.append(_essential(d, *take(top_ess.size)))
     if d == 3:
-        parts.extend(_saddle_pairs(domain, vec, order, report))
-    raw = _stack(parts)
+        parts.extend(_saddle_pairs(domain, vec, gids, order, report))
     if not domain.is_ball:
-        ess = _euler_essential(domain, vec, order, raw)
-        raw = _stack([tuple(raw[k] for k in PersistenceDiagram._FIELDS), ess])
-        report("essential classes: %d of D%d", ess[1].size, d - 1)
+        ess = _euler_essential(domain, vec, gids, order, parts)
+        parts.append(ess)
+        report("essential classes: %d of D%d", _total(comm, ess[1].size), d - 1)
+    raw = _sorted_block(comm, parts)
     return PersistenceDiagram(comm, d, raw, min_persistence, [])
 
 
-def _essential(dim, v, g):
+def _total(comm, k: int) -> int:
+    return int(comm.allreduce(int(k), op=MPI.SUM)) if comm.Get_size() > 1 else int(k)
+
+
+def _essential(dim, g, i, v):
     k = v.size
-    return (dim, v, np.full(k, np.inf), g, np.full(k, -1, np.int64))
+    return (dim, v, np.full(k, np.inf), g, np.full(k, -1, np.int64), i, np.full(k, -1, np.int64))
 
 
-def _stack(parts) -> dict:
+def _sorted_block(comm, parts) -> dict:
+    """The pairs of all ranks sorted by ``(dim, birth_vertex, death_vertex)``
+    with a distributed sort: this rank's block of the whole diagram. Parts
+    are ``(dim, birth, death, birth_vertex, death_vertex, ...)`` tuples.
+    Collective on ``comm``."""
     dims, b, dd, bv, dv = [], [], [], [], []
-    for dim, birth, death, bvert, dvert in parts:
+    for dim, birth, death, bvert, dvert, *_ in parts:
         birth = np.asarray(birth, np.float64)
         dims.append(np.full(birth.size, dim, dtype=np.int64))
         b.append(birth)
         dd.append(np.asarray(death, np.float64))
         bv.append(np.asarray(bvert, np.int64))
         dv.append(np.asarray(dvert, np.int64))
-    raw = {"dim": np.concatenate(dims), "birth": np.concatenate(b),
-           "death": np.concatenate(dd), "birth_vertex": np.concatenate(bv),
-           "death_vertex": np.concatenate(dv)}
-    o = np.lexsort((raw["death_vertex"], raw["birth_vertex"], raw["dim"]))
-    return {k: x[o] for k, x in raw.items()}
+    keys = np.column_stack((np.concatenate(dims), np.concatenate(bv), np.concatenate(dv)))
+    vals = np.column_stack((np.concatenate(b), np.concatenate(dd)))
+    if comm.Get_size() > 1:
+        out = psort(keys, comm, payload=vals)
+        keys, vals = out.keys, out.payload
+    else:
+        o = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))
+        keys, vals = keys[o], vals[o]
+    return {"dim": keys[:, 0].copy(), "birth": vals[:, 0].copy(), "death": vals[:, 1].copy(),
+            "birth_vertex": keys[:, 1].copy(), "death_vertex": keys[:, 2].copy()}
 
 
-def _saddle_pairs(domain, vec, order, report):
+def _saddle_pairs(domain, vec, gids, order, report):
     """D1 of 3D data (finite pairs and essential classes) from the Morse
-    complex. Collective on ``domain.comm``."""
-    pairs, essential = saddle_saddle_pairs(domain, order, progress=report)
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    essential = np.asarray(essential, dtype=np.int64).ravel()
-    vals = _values_at(vec, _layout_index(domain, np.concatenate((pairs.ravel(), essential))))
-    pv = vals[:pairs.size].reshape(-1, 2)
-    ev = vals[pairs.size:]
-    report("D1: %d pairs, %d essential", pairs.shape[0], essential.size)
-    return [(1, pv[:, 0], pv[:, 1], pairs[:, 0], pairs[:, 1]), _essential(1, ev, essential)]
-
-
-def _layout_index(domain, gids: np.ndarray) -> np.ndarray:
-    """Vertex layout indices of global vertex ids (the same under a block
-    partition and on grids); on a renumbered complex -1 for the vertices this
-    rank does not hold, which are never its own. Not collective."""
-    return domain._held_layout(gids) if domain.renumbered else gids
-
-
-def _global_id(domain, idx: np.ndarray) -> np.ndarray:
-    """Global vertex ids of vertex layout indices given equally on every
-    rank. Collective on ``domain.comm`` when the domain is renumbered."""
-    return domain.global_ids_of(idx) if domain.renumbered else idx
-
-
-def _values_at(vec: DistVector, gids: np.ndarray) -> np.ndarray:
-    """Values at vertex layout indices given equally on every rank. Collective."""
-    lay = vec.layout
-    out = np.zeros(gids.size, dtype=np.float64)
-    mine = lay.is_local(gids) if gids.size else np.zeros(0, bool)
-    out[mine] = vec.local[gids[mine] - lay.start]
-    if vec.comm.Get_size() > 1:
-        vec.comm.Allreduce(MPI.IN_PLACE, out, op=MPI.SUM)
-    return out
+    complex, left where the reduction found them. Collective on ``domain.comm``."""
+    res = persistence_pairs_all(domain, order, progress=report, gather=False)
+    pairs, essential = res.pairs[1], res.essential[1]
+    lay = domain.vertex_layout
+    table = np.column_stack((gids, vec.local.view(np.int64)))
+    rows = fetch_rows(lay, table, np.concatenate((pairs.ravel(), essential)))
+    g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
+    k = pairs.size
+    pg, pv, pi = g[:k].reshape(-1, 2), v[:k].reshape(-1, 2), pairs
+    report("D1: %d pairs, %d essential", _total(domain.comm, pairs.shape[0]),
+           _total(domain.comm, essential.size))
+    return [(1, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]),
+            _essential(1, g[k:], essential, v[k:])]
 
 
 def _check_manifold(cx) -> None:
@@ -616,9 +714,11 @@ def _pinched_edges(cx) -> np.ndarray:
     return np.sort(cx.layout_to_global(erows[bad]), axis=1).reshape(-1, 2)
 
 
-def _euler_essential(cx, vec, order, raw):
+def _euler_essential(cx, vec, gids, order, parts):
     """Essential (d-1)-classes of a complex from the Euler characteristic of
-    every vertex's lower star. Collective."""
+    every vertex's lower star: each pair counts at the owners of its two
+    vertices (one superstep), and each owner finds its own classes.
+    Collective."""
     d = cx.dimension
     lay = vec.layout
     ordg = cx.ghosted(order.local)
@@ -633,32 +733,28 @@ def _euler_essential(cx, vec, order, raw):
         top = rows[np.arange(rows.shape[0]), np.argmax(ordg[rows], axis=1)]
         r = rank_of[top]
         chi += (-1) ** k * np.bincount(r[r >= 0], minlength=opos.size)
-
-    def count(gids):
-        gids = _layout_index(cx, gids)
-        gids = gids[lay.is_local(gids)] if gids.size else gids
-        return np.bincount(gids - lay.start, minlength=lay.local_size).astype(np.int64)
-
-    fin = np.isfinite(raw["death"])
+    # counts per (vertex, dimension, birth or death), at the vertex's owner
+    idx, col = [], []
+    for dim, _, death, _, _, bidx, didx in parts:
+        fin = np.isfinite(np.asarray(death, np.float64))
+        idx.extend((np.asarray(bidx, np.int64), np.asarray(didx, np.int64)[fin]))
+        col.extend((np.full(len(bidx), 2 * dim), np.full(int(fin.sum()), 2 * dim + 1)))
+    idx, col = np.concatenate(idx), np.concatenate(col)
+    ctx = BSP(cx.comm)
+    ctx.send_keyed(_TAG_EULER, idx * (2 * d + 2) + col, np.ones(idx.size, np.int64),
+                   lambda key: lay.owner(key // (2 * d + 2)), op="sum")
+    keys, cnt = ctx.sync("persistence:euler").reduced(_TAG_EULER, "sum", dtype=np.int64)
+    table = np.zeros((lay.local_size, 2 * d + 2), np.int64)
+    table[keys // (2 * d + 2) - lay.start, keys % (2 * d + 2)] = cnt
     bal = chi.copy()                          # chi - sum_{k != d-1} (-1)^k dbeta_k
-    births_dm1 = None
     for k in range(d + 1):
-        m = raw["dim"] == k
-        births = count(raw["birth_vertex"][m])
-        deaths = count(raw["death_vertex"][m & fin])
-        if k == d - 1:
-            births_dm1, deaths_dm1 = births, deaths
-            continue
-        bal -= (-1) ** k * (births - deaths)
-    dbeta = (-1) ** (d - 1) * bal
-    ess = dbeta - births_dm1 + deaths_dm1
+        if k != d - 1:
+            bal -= (-1) ** k * (table[:, 2 * k] - table[:, 2 * k + 1])
+    ess = (-1) ** (d - 1) * bal - table[:, 2 * (d - 1)] + table[:, 2 * (d - 1) + 1]
     exc = None
     if ess.size and ess.min() < 0:
         exc = RuntimeError("inconsistent Euler balance at vertex %d: the complex is probably "
-                           "not a manifold (pinched vertex)"
-                           % cx.layout_to_global(np.array([np.argmin(ess) + lay.start]))[0])
+                           "not a manifold (pinched vertex)" % gids[np.argmin(ess)])
     agree(cx.comm, exc)
-    at = np.flatnonzero(ess > 0)
-    mine = np.repeat(at + lay.start, ess[at])
-    allg = np.concatenate(cx.comm.allgather(mine))
-    return _essential(d - 1, _values_at(vec, allg), _global_id(cx, allg))
+    at = np.repeat(np.flatnonzero(ess > 0), ess[ess > 0])
+    return _essential(d - 1, gids[at], at + lay.start, vec.local[at])

@@ -4,7 +4,8 @@ discrete gradient: minimum-saddle, saddle-saddle and saddle-maximum pairs.
 The V-paths are followed where the gradient lives (BSP supersteps hand a path
 to the rank owning its next cell); the Morse complex (critical cells and their
 boundaries) is reduced where it lives (topology/_dist_reduction.py): no rank
-gathers it, only the resulting pairs are allgathered.
+gathers it; the resulting pairs stay where they were found (``gather=False``)
+or are allgathered.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ class MorsePersistence:
     ----------
     pairs : dict int -> (k, 2) int64
         Finite pairs of dimension 0, 1, 2 as (birth vertex, death vertex)
-        global ids, sorted by (birth, death); pairs inside one lower star
-        (zero persistence in the vertex order) are dropped unless asked.
+        global ids (vertex layout indices under ``gather=False``), sorted by
+        (birth, death); pairs inside one lower star (zero persistence in the
+        vertex order) are dropped unless asked.
     essential : dict int -> int64 array
         Birth vertices of the classes that never die, sorted.
     stats : dict
@@ -52,8 +54,9 @@ class MorsePersistence:
 
     Notes
     -----
-    The same on every rank; building it is collective (see
-    :func:`persistence_pairs_all`), reading it is not.
+    The same on every rank, or this rank's share (``gather=False``);
+    building it is collective (see :func:`persistence_pairs_all`), reading
+    it is not.
     """
 
     def __init__(self, pairs, essential, stats):
@@ -97,7 +100,7 @@ def saddle_saddle_pairs(domain, order: DistVector, *, progress=None
 
 
 def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
-                          progress=None) -> MorsePersistence:
+                          progress=None, gather: bool = True) -> MorsePersistence:
     """Persistence pairs D0, D1, D2 of a 3D lower-star filtration.
 
     Parameters
@@ -113,6 +116,11 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
         Keep the pairs whose two cells lie in the same lower star.
     progress : dmsolve.Progress, optional
         Told when the discrete gradient is built (collective then).
+    gather : bool
+        Allgather the pairs (default), so that every rank holds all of them
+        as global vertex ids; with ``False`` each rank keeps the pairs its
+        share of the reduction found, as vertex layout indices (nothing of
+        the diagram's size on any rank).
 
     Returns
     -------
@@ -149,8 +157,8 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
 
     :func:`reduce_z2` reduces each column on the rank owning the pivots of
     its lowest row (blocks of filtration positions), so every rank holds its
-    share of the pivots plus the columns in transit; only the pairs are
-    allgathered (the diagram is the output, the same on every rank).
+    share of the pivots plus the columns in transit; the pairs are
+    allgathered unless ``gather=False``.
 
     A cell's filtration key is the orders of its vertices sorted descending,
     compared lexicographically: the lower-star filtration of the order with
@@ -191,11 +199,11 @@ def persistence_pairs_all(domain, order: DistVector, *, keep_zero: bool = False,
     stats["gradient_s"] = time.perf_counter() - t0
     if progress:
         progress("discrete gradient: critical cells %s", G.critical_counts())
-    return morse_persistence(G, keep_zero=keep_zero, stats=stats, release=True)
+    return morse_persistence(G, keep_zero=keep_zero, stats=stats, release=True, gather=gather)
 
 
 def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=None,
-                      release: bool = False) -> MorsePersistence:
+                      release: bool = False, gather: bool = True) -> MorsePersistence:
     """:func:`persistence_pairs_all` from a gradient already computed.
     Collective on ``G.comm``.
 
@@ -380,16 +388,20 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     stats["supersteps_reduce"] = sup[0] + red0.supersteps + red2.supersteps + red1.supersteps
     pairs, essential = {}, {}
     for d, pr, es in ((0, p0, ess0), (1, p1, ess1), (2, p2, ess2)):
-        pr = np.concatenate(comm.allgather(pr.reshape(-1, 2).astype(np.int64)))
+        pr = pr.reshape(-1, 2).astype(np.int64)
+        es = es.astype(np.int64)
+        if gather:
+            pr = np.concatenate(comm.allgather(pr))
+            es = np.concatenate(comm.allgather(es))
         if not keep_zero:
             pr = pr[pr[:, 0] != pr[:, 1]]
         pairs[d] = pr[np.lexsort((pr[:, 1], pr[:, 0]))]
-        essential[d] = np.sort(np.concatenate(comm.allgather(es.astype(np.int64))))
+        essential[d] = np.sort(es)
     stats["reduce_s"] = time.perf_counter() - t3
     stats.update({"critical": critical,
                   "boundary_entries": int(counts[0]), "boundary_nonzeros": int(counts[1]),
                   "d1_columns": int(counts[2]), "d1_rows": int(counts[3])})
-    if G.domain.renumbered:
+    if G.domain.renumbered and gather:
         # vertices were named by layout index so far: report global ids,
         # sorted as under a block partition (the pairs are the same on every
         # rank, so the translation is collective: each owner fills in its own)
