@@ -174,7 +174,7 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     """
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
-    rank, size = comm.Get_rank(), comm.Get_size()
+    size = comm.Get_size()
     try:
         keys, links = _check(keys, link_local, link_rank, link_remote, parity,
                              max_supersteps, size)

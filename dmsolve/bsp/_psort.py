@@ -257,7 +257,6 @@ def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
     k2 = work["keys"]
     k2 = k2.reshape(-1, 1) if k2.ndim == 1 else k2
     ncols = k2.shape[1]
-    n = work["n"]
     total = int(work["counts"].sum())
     # 1. local sort by (key columns, gid); lexsort is stable, so the input
     #    index orders equal pairs: the strict order (key, gid, rank, index)
