@@ -236,6 +236,32 @@ def test_metis_hands_large_graphs_to_multilevel():
     assert_raises_collective(COMM, ValueError, part.metis_partition, A, gather_limit=-1)
 
 
+def test_metis_gathers_only_a_few_shares(monkeypatch):
+    """The default gather limit is relative to the largest rank's share: a
+    graph spread over more ranks than METIS_GATHER_SHARES goes multilevel
+    (nothing of global size on rank 0), one already held by one rank is
+    gathered (rank 0 holds no more than that rank does)."""
+    S = gallery.poisson2d(30, MPI.COMM_SELF).to_scipy()
+    ref = _metis.metis_graph_parts(*map(np.int64, sp.coo_matrix(S).nonzero()), 900,
+                                   COMM.size, seed=2)
+    monkeypatch.setattr(_metis, "METIS_GATHER_SHARES", 1)
+    A = gallery.poisson2d(30, COMM)
+    got = part.metis_partition(A, seed=2)
+    if COMM.size > 1:             # 1 share < the whole: parallel path, as gather_limit=0 gives
+        want = part.metis_partition(A, seed=2, gather_limit=0)
+        assert_equal_collective(got.local_parts, want.local_parts)
+    else:
+        assert_equal_collective(got.parts(), ref)
+    # every row on the last rank: the whole graph is one share, so it is gathered
+    sizes = np.zeros(COMM.size, dtype=np.int64)
+    sizes[-1] = 900
+    lay = Layout.from_local_size(int(sizes[COMM.rank]), COMM)
+    C = sp.coo_matrix(S)
+    mine = C.row >= 0 if COMM.rank == COMM.size - 1 else C.row < 0
+    B = DistCSR.from_coo(C.row[mine], C.col[mine], C.data[mine], S.shape, COMM, layout=lay)
+    assert_equal_collective(part.metis_partition(B, seed=2).parts(), ref)
+
+
 @pytest.mark.parametrize("empty_rank0", [False, True], ids=["blocks", "rank0-empty"])
 def test_nnz_cuts_equal_from_weights_on_the_gathered_row_lengths(empty_rank0):
     n = 101

@@ -51,8 +51,8 @@ class SimplicialComplex:
         and ``-``/``_`` do not matter):
         contiguous blocks of ids (default); a METIS k-way partition of the
         vertex graph (``dmsolve.partition.metis_partition``: the graph is
-        gathered to rank 0 up to its ``gather_limit``, partitioned in
-        parallel above); the parallel multilevel partition of the vertex
+        gathered to rank 0 up to its ``gather_limit`` of a few ranks'
+        shares, partitioned in parallel above); the parallel multilevel partition of the vertex
         graph (``dmsolve.partition.multilevel_partition``: only a small
         coarse graph is gathered); recursive coordinate bisection of
         ``points`` (``dmsolve.partition.rcb``); or ``points`` cut along a

@@ -17,8 +17,10 @@ Partitioners (looked up by name in :data:`PARTITIONERS`)
   matrix, via ``pymetis``. The graph is gathered to rank 0, which runs
   serial METIS and scatters the parts: rank 0 must hold the whole
   adjacency structure (about ``12 * nnz`` bytes) and the run time is serial.
-  Above ``METIS_GATHER_NNZ`` stored entries (4 million) on more than one
-  rank, ``"metis"`` runs ``"multilevel"`` instead (``gather_limit=``).
+  Above ``METIS_GATHER_SHARES`` (4) times the largest rank's stored entries,
+  or above ``METIS_GATHER_NNZ`` (4 million), on more than one rank,
+  ``"metis"`` runs ``"multilevel"`` instead (``gather_limit=``): balanced
+  inputs on 1-4 ranks get serial METIS's parts, more ranks never gather.
 - ``"multilevel"``: the same graph as ``"metis"`` partitioned in parallel
   in the ParMETIS manner (see :func:`multilevel_partition`): heavy-edge
   matching coarsens it to a few thousand vertices, METIS partitions that

@@ -3,10 +3,14 @@ a matrix, run serially on rank 0 (via ``pymetis``), and the serial graph call.
 
 The graph is gathered to rank 0, which runs serial METIS and scatters the
 parts: rank 0 must hold the whole adjacency structure (about ``12 * nnz``
-bytes) and the run time is serial. Above :data:`METIS_GATHER_NNZ` stored
-entries (on more than one rank) the graph is not gathered: the parallel
-``multilevel_partition`` (coarsening by matching, METIS on the coarse graph
-only, parallel refinement) is used instead.
+bytes) and the run time is serial. So the graph is gathered only while that
+is a small multiple of one rank's share: at most :data:`METIS_GATHER_SHARES`
+times the largest rank's stored entries and at most :data:`METIS_GATHER_NNZ`
+entries in all. Above either (on more than one rank) the graph is not
+gathered: the parallel ``multilevel_partition`` (coarsening by matching,
+METIS on the coarse graph only, parallel refinement) is used instead. On 1-4
+balanced ranks the gathered path is always taken, so results there equal
+serial METIS's; on more ranks rank 0's memory does not grow with p.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ __all__ = ["metis_partition", "metis_graph_parts"]
 #: poisson3d(50), 875,000 entries, against 24 MiB per rank for multilevel).
 METIS_GATHER_NNZ = 4_000_000
 
+#: ... and above this many times the largest rank's stored entries: gathering
+#: more would put data of global size on rank 0 (at 64 ranks of a weak-scaling
+#: run it took rank 0 to 33.5 MiB against 3.5 MiB at 4 ranks, docs/scaling.md).
+METIS_GATHER_SHARES = 4
+
 
 def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
                     gather_limit: int | None = None) -> Partition:
@@ -43,7 +52,9 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
     with more than ``gather_limit`` stored entries on more than one rank is
     partitioned by :func:`~dmsolve.partition.multilevel_partition` instead
     (nothing of global size on any rank; cut within 1.3x of METIS's, see
-    bench/partition_quality.md).
+    bench/partition_quality.md). The default limit is relative: at most
+    :data:`METIS_GATHER_SHARES` times the largest rank's entries, and at
+    most :data:`METIS_GATHER_NNZ`.
 
     Parameters
     ----------
@@ -54,7 +65,10 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
     seed : int, optional
         METIS random seed; the result is deterministic for a given seed.
     gather_limit : int, optional
-        Default :data:`METIS_GATHER_NNZ`.
+        Stored entries above which the graph is not gathered. Default
+        ``min(METIS_GATHER_NNZ, METIS_GATHER_SHARES * max local entries)``;
+        a given value is used as it is (``gather_limit=A.global_nnz()``
+        always gathers).
 
     Raises
     ------
@@ -75,8 +89,11 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
             raise ValueError("metis_partition needs a square matrix, got shape %s" % (A.shape,))
         nparts = check_int("nparts", size if nparts is None else nparts, low=1)
         seed = check_int("seed", seed)
-        gather_limit = check_int("gather_limit", METIS_GATHER_NNZ if gather_limit is None
-                                 else gather_limit, low=0)
+        if gather_limit is not None:
+            gather_limit = check_int("gather_limit", gather_limit, low=0)
+    if gather_limit is None:
+        share = comm.allreduce(A.local_nnz, op=MPI.MAX)
+        gather_limit = min(METIS_GATHER_NNZ, METIS_GATHER_SHARES * share)
     if size > 1 and A.global_nnz() > gather_limit:
         return multilevel_partition(A, nparts, seed)
     layout = A.row_layout

@@ -152,8 +152,8 @@ def order(A, nlev: int, nparts: int, seed: int) -> Ordering:
     ``Exscan``), partitioned by :func:`dmsolve.partition.metis_partition`
     and each node's interface status found from its neighbours' parts (one
     fetch of the ghost columns' parts). Below ``metis_partition``'s gather
-    limit METIS runs on the gathered subgraph and the ordering equals the
-    serial one (and does not depend on the number of ranks); above it the
+    limit (a few ranks' shares: on 1-4 balanced ranks) METIS runs on the
+    gathered subgraph and the ordering equals the serial one; above it the
     subgraph is partitioned in parallel (``"multilevel"``) and nothing of
     global size is held by any rank.
 

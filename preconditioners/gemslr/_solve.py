@@ -95,9 +95,9 @@ class GeMSLR(Preconditioner):
     Set-up is collective on ``A.comm``. The ordering is computed where the
     rows are, level by level: the remaining nodes' subgraph is partitioned
     by :func:`dmsolve.partition.metis_partition` (serial METIS on the
-    gathered subgraph below its ``gather_limit``, so that the ordering does
-    not depend on the number of ranks; in parallel, ``"multilevel"``, above
-    it) and the interface found by one fetch of the neighbours' parts.
+    gathered subgraph below its ``gather_limit``, a few ranks' shares, so
+    that on 1-4 ranks the ordering does not depend on the number of ranks;
+    in parallel, ``"multilevel"``, above it) and the interface found by one fetch of the neighbours' parts.
     Subdomain ``j`` of ``K`` goes to rank ``j * size // K``, and the rows
     move to their GeMSLR owners as a :class:`dmsolve.partition.Partition`
     with :func:`dmsolve.partition.redistribute`: nothing of the global size
