@@ -110,9 +110,10 @@ def _tets_of_slab(comm, n):
 
 
 def _points(comm, n):
-    # the complex's API wants the global coordinates on every rank (for "rcb")
-    p = comm.Get_size()
-    i = np.arange(n * n * n * p)
+    # this rank's slab of the coordinates (SimplicialComplex(local_points=...):
+    # vertices numbered in rank order, nothing of global size on any rank)
+    r = comm.Get_rank()
+    i = np.arange(r * n ** 3, (r + 1) * n ** 3)
     return np.stack((i % n, (i // n) % n, i // (n * n)), axis=1).astype(np.float64)
 
 
@@ -198,7 +199,7 @@ def _run_complex(method):
         from dmsolve import DistVector
         from topology import SimplicialComplex, critical_points
         pts = s["points"] if method in ("rcb", "hilbert") else None
-        cx = SimplicialComplex([s["tets"]], s["comm"], points=pts, partition=method)
+        cx = SimplicialComplex([s["tets"]], s["comm"], local_points=pts, partition=method)
         gids = cx.owned_global_ids(0)
         n = s["n"]
         xyz = np.stack((gids % n, (gids // n) % n, gids // (n * n)), axis=1).astype(float)
@@ -643,9 +644,8 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
           "(collectives in solvers, partitioners) appear under coll only.",
           "- The memory figure is the whole process's (numpy, numba, MPI buffers, the "
           "Python heap), not dmsolve's alone; the pymetis and scipy work inside a case "
-          "counts. Inputs built before the case (triplets, fields, the global points array "
-          "that `SimplicialComplex(points=...)` requires on every rank) are not counted "
-          "as growth.",
+          "counts. Inputs built before the case (triplets, fields, each rank's slab of "
+          "the points) are not counted as growth.",
           "- Allocations under 64 KiB can reuse heap freed by the warm-up run and are then "
           "not seen as growth; at small n the memory columns are within a few MiB of noise "
           "(allocator arenas, MPI's per-peer buffers), hence the absolute slack on the "

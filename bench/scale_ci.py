@@ -36,8 +36,9 @@ CASES = ["csr", "cg_amg", "partition_rcb", "partition_multilevel", "complex_hilb
 N = 10
 
 #: (case, target) -> why today's code misses it. Targets: mem, bytes, steps, rank0.
-#: Measured on main at 0dec455 and, for cg_amg and persistence, after the merges of
-#: i15-amg and i15-d1 (4, 8 and 16 ranks, n = 10).
+#: Measured on main at 0dec455 and, for cg_amg, after the merge of i15-amg (4, 8 and
+#: 16 ranks, n = 10). persistence/bytes left the list with the distributed sweep and
+#: diagrams (226 KiB at 8 ranks against 206 at 4, limit 261; docs/scaling.md).
 KNOWN_FAILING: dict[tuple[str, str], str] = {
     ("cg_amg", "bytes"): "coarse levels agglomerated onto at most 4x fewer ranks: at 4 ranks "
                          "level 1 lives on rank 0 alone, from 8 ranks on 2+ ranks with their "
@@ -51,12 +52,6 @@ KNOWN_FAILING: dict[tuple[str, str], str] = {
                                      "with the input slabs and few vertices move; from 8 ranks "
                                      "they do not and every rank receives most of its share "
                                      "(max 1.9 MiB at 8, 2.0 MiB at 16 ranks: not growing with p)",
-    ("persistence", "bytes"): "the diagram is replicated on every rank (its pairs allgathered, "
-                              "their vertex ids and values by Allreduces of the whole diagram: "
-                              "output size, growing with p), sweep(tree=False) still merges the "
-                              "basin forests up to rank 0 and bcasts (issue 15, item 3), and the "
-                              "Morse complex's distributed reduction adds psort rounds; 302 KiB "
-                              "at 8, 573 KiB at 16 ranks",
 }
 
 

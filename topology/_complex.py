@@ -17,7 +17,7 @@ from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, agree
 from dmsolve.bsp import BSP, NeighborExchange, rank_of
-from dmsolve.partition import hilbert, metis_partition, multilevel_partition, rcb
+from dmsolve.partition import exchange, hilbert, metis_partition, multilevel_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
 # owned_global_ids and ghosted_global_ids are imported from here by the analyses
@@ -28,7 +28,7 @@ __all__ = ["SimplicialComplex", "PARTITIONS"]
 
 MAX_DIMENSION = 3
 _TAG_TOP, _TAG_ASK, _TAG_ANSWER, _TAG_GLOBAL = 0, 10, 20, 30
-_TAG_VASK, _TAG_VOWN, _TAG_VANSWER = 40, 41, 42
+_TAG_VASK, _TAG_VOWN, _TAG_VANSWER, _TAG_VPOINTS = 40, 41, 42, 43
 
 
 class SimplicialComplex:
@@ -46,6 +46,14 @@ class SimplicialComplex:
         Vertex coordinates, the same global array on every rank. When given,
         the vertices are ``0 .. n-1``; otherwise ``0 .. max id``. Every id in
         that range is a vertex (an unused one is an isolated vertex).
+    local_points : array_like, shape (m, d), optional
+        Instead of ``points``: this rank's rows of the points array, the
+        vertices numbered in rank order (rank 0's rows are vertices ``0 ..
+        m0-1``, rank 1's the next, and so on, as the ``vertexCoords`` of
+        PETSc's ``DMPlexCreateFromCellListParallel``). Nothing of global
+        size is then held by any rank: each rank keeps the coordinates of
+        the vertices it holds (owned and ghost). Give it on every rank (an
+        empty ``(0, d)`` array for none), with the same ``d``.
     partition : {"block", "metis", "multilevel", "rcb", "hilbert"}
         How vertices are distributed (a name in :data:`PARTITIONS`; case
         and ``-``/``_`` do not matter):
@@ -65,8 +73,9 @@ class SimplicialComplex:
         On every rank, if any rank passes a vertex id out of range, a
         degenerate simplex (a repeated vertex), a simplex listed twice in its
         own input, a simplex of dimension above 3, non-finite points, an
-        unknown partition (``ValueError``; ``TypeError`` if not a string), or
-        ``"rcb"`` without points.
+        unknown partition (``ValueError``; ``TypeError`` if not a string),
+        ``"rcb"`` without points, both ``points`` and ``local_points``, or
+        ``local_points`` on some ranks only or with different ``d``.
 
     Notes
     -----
@@ -109,18 +118,27 @@ class SimplicialComplex:
        (ghost layers and global identifiers of distributed simplices).
     """
 
-    def __init__(self, simplices, comm: MPI.Comm, points=None, *, partition: str = "block"):
+    def __init__(self, simplices, comm: MPI.Comm, points=None, *, partition: str = "block",
+                 local_points=None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         self.comm = comm
         tops: dict[int, np.ndarray] = {}
-        pts = None
+        pts = lpts = None
         with agreed(comm):
             partition = check_choice("partition", partition, PARTITIONS)
+            if points is not None and local_points is not None:
+                raise ValueError("give points (the global array) or local_points (this "
+                                 "rank's rows), not both")
             pts = _check_points(points)
-            if partition in GEOMETRIC_PARTITIONS and pts is None:
+            lpts = _check_points(local_points, "local_points")
+        n_points = None if pts is None else pts.shape[0]
+        if comm.allreduce(lpts is not None, op=MPI.LOR):    # every rank asks
+            n_points = _points_total(lpts, comm)
+        with agreed(comm):
+            if partition in GEOMETRIC_PARTITIONS and n_points is None:
                 raise ValueError("partition=%r cuts coordinates: give points" % partition)
-            tops = _check_simplices(simplices, None if pts is None else pts.shape[0])
+            tops = _check_simplices(simplices, n_points)
         # the vertices are 0 .. max id: a stray huge id would make every rank
         # allocate its share of them (refused here, before anybody does)
         top_id = max((int(a.max()) for a in tops.values() if a.size), default=-1)
@@ -133,7 +151,7 @@ class SimplicialComplex:
         self.partition = partition
         shapes = comm.allgather(None if pts is None else pts.shape)
         exc = None
-        if any(s != shapes[0] for s in shapes):
+        if lpts is None and any(s != shapes[0] for s in shapes):
             exc = ValueError("points must be the same global array on every rank; got "
                              "shapes %s" % sorted(set(map(str, shapes))))
         agree(comm, exc)
@@ -144,7 +162,8 @@ class SimplicialComplex:
         gmax, dim = both
         self.dimension = int(dim)
         gmax = int(gmax)
-        self.num_vertices = int(pts.shape[0]) if pts is not None else gmax + 1
+        self.num_vertices = int(n_points) if n_points is not None else gmax + 1
+        #: the global points array when given as ``points`` (else None)
         self.points = pts
         # internal vertex numbers: partition order. Nothing of global size is
         # kept: the block owner of a global id knows its layout index
@@ -152,10 +171,17 @@ class SimplicialComplex:
         self._renumbered = False
         self._own_gid = None
         self.vertex_layout = Layout.block(self.num_vertices, comm)
-        part = PARTITIONS[partition](tops, pts, self.num_vertices, comm)
+        # this rank's rows of the points on the block layout
+        block_pts = None
+        if pts is not None:
+            block_pts = pts[self.vertex_layout.start:self.vertex_layout.stop]
+        elif lpts is not None:
+            block_pts = _to_block(lpts, self.vertex_layout)
+        part = PARTITIONS[partition](tops, block_pts, self.num_vertices, comm)
+        own_pts = block_pts
         if part is not None:
             self._renumbered = True
-            tops = self._renumber_tops(tops, part)
+            tops, own_pts = self._renumber_tops(tops, part, block_pts)
         vl = self.vertex_layout
         # 1. stars: every top simplex goes to the owner of each of its vertices
         ctx = BSP(comm)
@@ -204,6 +230,13 @@ class SimplicialComplex:
             # global ids of the ghost vertices from their owners (one halo exchange)
             self._global[0] = self.ghosted(self._own_gid)
             self._gid_order = np.argsort(self._global[0], kind="stable")
+        # the coordinates of the vertices held (owned and ghost), when the
+        # points were given distributed (one halo exchange per coordinate)
+        self._held_points = None
+        if lpts is not None:
+            self._held_points = np.column_stack(
+                [self.ghosted(np.ascontiguousarray(own_pts[:, c]))
+                 for c in range(own_pts.shape[1])]).reshape(-1, own_pts.shape[1])
         # 4. rank-independent global ids of the owned simplices, when the
         #    numbering is not the input's: their ranks in the global
         #    lexicographic order of the simplices written with global vertex
@@ -251,10 +284,12 @@ class SimplicialComplex:
             else:
                 self._global[k] = gids
 
-    def _renumber_tops(self, tops: dict, part) -> dict:
+    def _renumber_tops(self, tops: dict, part, block_pts) -> tuple[dict, np.ndarray | None]:
         """The top simplices in layout indices, and this rank's share of the
-        two directions of the renumbering. Collective on ``comm``: two BSP
-        supersteps, O(local simplices + local vertices) memory."""
+        two directions of the renumbering; the owned vertices' points (in
+        layout order) from this rank's block rows ``block_pts`` (or None).
+        Collective on ``comm``: two BSP supersteps, O(local simplices +
+        local vertices) memory."""
         comm = self.comm
         blk = Layout.block(self.num_vertices, comm)       # part.old_layout's ranges
         new_of = np.asarray(part.local_new_index, dtype=np.int64)
@@ -267,17 +302,25 @@ class SimplicialComplex:
         ctx.send_rows(blk.owner(u) if u.size else np.zeros(0, np.int64), u, tag=_TAG_VASK)
         # and the global id of every layout index, to its owner
         gid = np.arange(blk.start, blk.stop, dtype=np.int64)
-        ctx.send_rows(vl.owner(new_of) if new_of.size else np.zeros(0, np.int64),
-                      np.column_stack((new_of, gid)), tag=_TAG_VOWN)
+        dest = vl.owner(new_of) if new_of.size else np.zeros(0, np.int64)
+        ctx.send_rows(dest, np.column_stack((new_of, gid)), tag=_TAG_VOWN)
+        if block_pts is not None:           # the coordinates go with the vertices
+            ctx.send_rows(dest, block_pts, tag=_TAG_VPOINTS)
         inbox = ctx.sync("complex:renumber-ask")
         got = inbox.concat(_TAG_VOWN, dtype=np.int64, shape=(2,))
         self._own_gid = np.empty(vl.local_size, dtype=np.int64)
         self._own_gid[got[:, 0] - vl.start] = got[:, 1]
+        own_pts = None
+        if block_pts is not None:
+            own_pts = np.empty((vl.local_size, block_pts.shape[1]))
+            own_pts[got[:, 0] - vl.start] = inbox.concat(_TAG_VPOINTS, dtype=np.float64,
+                                                         shape=block_pts.shape[1:])
         for src, q in inbox.messages(_TAG_VASK):
             ctx.send(src, new_of[q - blk.start], tag=_TAG_VANSWER)
         # the answers arrive in source order, i.e. in the (ascending) order of u
         new_u = ctx.sync("complex:renumber-answer").concat(_TAG_VANSWER, dtype=np.int64)
-        return {k: np.sort(new_u[np.searchsorted(u, a)], axis=1) for k, a in tops.items()}
+        return ({k: np.sort(new_u[np.searchsorted(u, a)], axis=1) for k, a in tops.items()},
+                own_pts)
 
     def _user_rows(self, rows: np.ndarray) -> np.ndarray:
         """Rows of internal vertex numbers written with global vertex ids, sorted."""
@@ -596,12 +639,30 @@ class SimplicialComplex:
         np.logical_or.at(ub, src, ~is_lower & onb[dst])
         return L, U, onb_own, lb[own_pos], ub[own_pos]
 
+    @property
+    def has_points(self) -> bool:
+        """Whether the vertices have coordinates (``points`` or
+        ``local_points`` given). Not collective."""
+        return self.points is not None or self._held_points is not None
+
     def vertex_coordinates(self, gids) -> np.ndarray:
-        """:attr:`points` of vertices given by global id, padded or cut to
-        shape (n, 3); without points, ``(id, 0, 0)``. Not collective."""
-        gids = np.asarray(gids, dtype=np.int64)
+        """Coordinates of vertices given by global id, padded or cut to
+        shape (n, 3); without points, ``(id, 0, 0)``. Not collective. From
+        ``local_points`` each rank knows the vertices it holds (owned and
+        ghost, :meth:`ghosted_ids`); another id raises ``ValueError`` on
+        this rank."""
+        gids = np.asarray(gids, dtype=np.int64).ravel()
         if self.points is not None:
             return _points3(self.points[gids])
+        if self._held_points is not None:
+            idx = self.global_to_layout(gids)     # raises for one not held, renumbered
+            at = np.searchsorted(self._ids, idx)
+            held = at < self._ids.size
+            held[held] = self._ids[at[held]] == idx[held]
+            if not held.all():
+                raise ValueError("global vertex id %d is not held by rank %d"
+                                 % (gids[np.argmin(held)], self.comm.Get_rank()))
+            return _points3(self._held_points[at])
         return _points3(gids.astype(np.float64).reshape(-1, 1))
 
     def mesh(self, root: int = 0):
@@ -612,10 +673,17 @@ class SimplicialComplex:
         """
         d = self.dimension
         cells = self.simplices(d)
+        points = self.points
+        if self._held_points is not None:   # each owner's rows, placed by global id
+            parts = self.comm.gather((self.owned_global_ids(0),
+                                      self._held_points[self._own_pos]), root=root)
+            if parts is not None:
+                points = np.empty((self.num_vertices, self._held_points.shape[1]))
+                for g, x in parts:
+                    points[g] = x
         if self.comm.Get_rank() != root:
             return None
         kind = {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[d]
-        points = self.points
         if points is None:
             points = np.zeros((self.num_vertices, 3))
         elif points.shape[1] == 2:
@@ -623,7 +691,9 @@ class SimplicialComplex:
         return points, kind, cells
 
 
-#: Vertex partitioners by name, ``partitioner(tops, points, n, comm)``: each
+#: Vertex partitioners by name, ``partitioner(tops, points, n, comm)`` with
+#: ``points`` this rank's rows of the block vertex layout
+#: (``Layout.block(n)``; None without points): each
 #: returns a ``dmsolve.partition.Partition`` of the block vertex layout, or
 #: None to keep the blocks. Its own registry, not ``dmsolve.partition``'s
 #: (those partition matrices; these take the top simplices and points).
@@ -659,14 +729,12 @@ def _multilevel_partition(tops, pts, n, comm):
 
 @PARTITIONS.register("rcb")
 def _rcb_partition(tops, pts, n, comm):
-    lay = Layout.block(n, comm)
-    return rcb(pts[lay.start:lay.stop], comm)
+    return rcb(pts, comm)
 
 
 @PARTITIONS.register("hilbert")
 def _hilbert_partition(tops, pts, n, comm):
-    lay = Layout.block(n, comm)
-    return hilbert(pts[lay.start:lay.stop], comm)
+    return hilbert(pts, comm)
 
 
 #: The partitions that cut the vertices' coordinates (they need ``points``).
@@ -674,18 +742,49 @@ GEOMETRIC_PARTITIONS = ("rcb", "hilbert")
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def _check_points(points):
+def _check_points(points, name="points"):
     if points is None:
         return None
     pts = np.asarray(points)
     if pts.dtype.kind not in "fiu":
-        raise TypeError("points must be real numbers, got dtype %s" % pts.dtype)
+        raise TypeError("%s must be real numbers, got dtype %s" % (name, pts.dtype))
     pts = pts.astype(np.float64)
     if pts.ndim != 2:
-        raise ValueError("points must be a 2-D array (n, d), got shape %s" % (pts.shape,))
+        raise ValueError("%s must be a 2-D array (n, d), got shape %s" % (name, pts.shape))
     if not np.all(np.isfinite(pts)):
-        raise ValueError("points must be finite (found NaN or inf)")
+        raise ValueError("%s must be finite (found NaN or inf)" % name)
     return pts
+
+
+def _points_total(lpts, comm) -> int:
+    """The number of vertices given as ``local_points`` over all ranks;
+    ``ValueError`` on every rank if some rank gave none or the ranks' ``d``
+    differ. Collective (one ``allgather`` of two words)."""
+    shapes = comm.allgather(None if lpts is None else lpts.shape)
+    exc = None
+    if any(s is None for s in shapes):
+        exc = ValueError("local_points must be given on every rank (an empty (0, d) array "
+                         "for none); ranks %s gave none"
+                         % [r for r, s in enumerate(shapes) if s is None])
+    elif len({s[1] for s in shapes}) > 1:
+        exc = ValueError("local_points must have the same number of columns on every "
+                         "rank; got %s" % sorted({s[1] for s in shapes}))
+    agree(comm, exc)
+    return int(sum(s[0] for s in shapes))
+
+
+def _to_block(lpts, block: Layout) -> np.ndarray:
+    """The rows of ``local_points`` (this rank's rows of a points array
+    numbered in rank order) that the block layout gives this rank. Collective
+    (one superstep; none when the two layouts coincide)."""
+    comm = block.comm
+    given = Layout.from_local_size(lpts.shape[0], comm)
+    if np.array_equal(given.ranges, block.ranges):
+        return lpts
+    ids = np.arange(given.start, given.stop, dtype=np.int64)
+    dest = block.owner(ids) if ids.size else np.zeros(0, np.int64)
+    # rows arrive in source-rank order: ascending ids
+    return exchange(comm, dest, lpts)[0].reshape(-1, lpts.shape[1])
 
 
 def _check_simplices(simplices, n) -> dict[int, np.ndarray]:

@@ -17,7 +17,7 @@ from dmsolve.validate import agreed, check_choice
 
 from ._complex import PARTITIONS, SimplicialComplex
 from ._domain import check_domain
-from ._grid import Grid, _grid_cells, _points3, freudenthal_cells
+from ._grid import Grid, _grid_cells, freudenthal_cells
 from ._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
 
 __all__ = ["read_mesh", "read_image", "write_vtu", "write_pvtu", "CRITICAL_TYPE"]
@@ -46,8 +46,9 @@ def _check_path(path) -> str:
 def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialComplex:
     """Read a triangle or tetrahedral mesh with meshio into a SimplicialComplex.
 
-    Rank 0 reads the file and broadcasts points and cells; each rank then
-    passes its share of the cells. ``partition`` is passed on to
+    Rank 0 reads the file and scatters the points (a contiguous block per
+    rank, as ``local_points``) and the cells (every ``size``-th); no other
+    rank holds the whole mesh. ``partition`` is passed on to
     :class:`SimplicialComplex` (any of :data:`PARTITIONS`: the mesh has
     points). Collective on ``comm``; a file meshio
     cannot read (missing, unknown format, truncated or corrupt: whatever
@@ -84,10 +85,17 @@ def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialCo
         except Exception as e:  # noqa: BLE001 - agreed, never left on rank 0 alone
             exc = ValueError("%s: %s: %s" % (path, type(e).__name__, e))
     agree(comm, exc)
-    points, cells = comm.bcast(data, root=0)
-    rank, size = comm.Get_rank(), comm.Get_size()
-    return SimplicialComplex([c[rank::size] for c in cells], comm, points=points,
-                             partition=partition)
+    # each rank gets its block of the points and its share of the cells (a
+    # scatter: only rank 0, which read the file, holds the whole mesh)
+    size = comm.Get_size()
+    shares = None
+    if comm.Get_rank() == 0:
+        points, cells = data
+        lay = np.linspace(0, points.shape[0], size + 1).astype(np.int64)
+        shares = [(points[lay[r]:lay[r + 1]], [c[r::size] for c in cells])
+                  for r in range(size)]
+    local_points, cells = comm.scatter(shares, root=0)
+    return SimplicialComplex(cells, comm, local_points=local_points, partition=partition)
 
 
 def read_image(path, comm: MPI.Comm) -> tuple[Grid, DistVector]:
@@ -284,11 +292,9 @@ def _local_piece(domain):
 def _piece_points(domain, gids: np.ndarray) -> np.ndarray:
     """Coordinates of vertices by global id as :func:`write_vtu` writes them
     (a complex without points: zeros, as its ``mesh()``). Not collective."""
-    if isinstance(domain, Grid):
+    if isinstance(domain, Grid) or domain.has_points:
         return domain.vertex_coordinates(gids)
-    if domain.points is None:
-        return np.zeros((gids.size, 3))
-    return _points3(domain.points[gids])
+    return np.zeros((gids.size, 3))
 
 
 def _signature(point_data, cell_data) -> list:
