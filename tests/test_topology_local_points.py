@@ -6,21 +6,14 @@ global size on any rank."""
 import numpy as np
 import pytest
 from mpi4py import MPI
-from scipy.spatial import Delaunay
 
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
-from test_topology_complex import _arrays, global_rows
+from test_topology_complex import _arrays, delaunay, global_rows
 from test_topology_ref import grid_cells
 from topology import SimplicialComplex, critical_points
 from topology.io import write_pvtu
 
 COMM = MPI.COMM_WORLD
-
-
-def delaunay(n, dim, seed):
-    rng = np.random.default_rng(seed)
-    pts = rng.random((n, dim))
-    return pts, Delaunay(pts).simplices.astype(np.int64)
 
 
 def uneven_rows(n):
