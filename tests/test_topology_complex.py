@@ -185,7 +185,7 @@ def _comb(nx, ny):
 def test_components_of_a_comb_chaining_two_ranks_take_log_supersteps(monkeypatch):
     from dmsolve.bsp import Ledger
     nx, ny = 121, 6 * max(COMM.size, 2)
-    chain = nx // 2                      # pieces in the chain at 2 ranks and more
+    # a chain of nx // 2 = 60 pieces at 2 ranks and more
     fld = _comb(nx, ny)
     steps = []
     record = Ledger.record_superstep
