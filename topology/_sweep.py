@@ -17,9 +17,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import Layout
-from dmsolve.bsp import BSP
-from dmsolve.bsp._ranktree import leader as _leader
-from dmsolve.bsp._ranktree import rank_tree as _rank_tree
+from dmsolve.bsp import BSP, rank_tree, tree_leader
 
 from ._grid import Grid, component_table, link_structure
 
@@ -579,7 +577,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         n_asked = leaf.point_x.size
         leaf.point_x = np.concatenate((leaf.point_x, f_orep[f_open]))
         leaf.point_t = np.concatenate((leaf.point_t, np.full(int(f_open.sum()), _END, np.int64)))
-    a, b, height, parent, leaf_parent = _rank_tree(p)
+    a, b, height, parent, leaf_parent = rank_tree(p)
     ranges = {"leaf": leaf}
     parent_of = {"leaf": int(leaf_parent[me])}
     split = {}
@@ -608,7 +606,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         if me >= 1 and height[me] == h:
             parts = []
             for c_lo, c_hi in ((a[me], me), (me, b[me])):
-                src = _leader(c_lo, c_hi)
+                src = tree_leader(c_lo, c_hi)
                 if src == me:
                     parts.append(next(iter(local.values())))
                 else:
@@ -644,7 +642,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
                     part = part.copy()
                     if side == 1:
                         part[:, 0] -= cut
-                    dst = _leader(c_lo, c_hi)
+                    dst = tree_leader(c_lo, c_hi)
                     if dst == me:
                         to_self = part
                     else:

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ._ranktree import leader, rank_tree
+from ._ranktree import rank_tree, tree_leader as leader
 from ._superstep import BSP
 
 # tags: links announced to their remote ends; rows going up; answers coming down

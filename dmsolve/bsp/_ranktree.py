@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rank_tree", "leader"]
+__all__ = ["rank_tree", "tree_leader"]
 
 
 def rank_tree(p: int):
@@ -44,6 +44,6 @@ def rank_tree(p: int):
     return a, b, height, parent, leaf_parent
 
 
-def leader(a, b):
+def tree_leader(a, b):
     """The rank leading the tree node over ranks ``[a, b)``. Not collective."""
     return a if b - a == 1 else (a + b) // 2
