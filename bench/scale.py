@@ -548,6 +548,14 @@ def machine_description() -> str:
         platform.python_version(), __import__("mpi4py").__version__, lib)
 
 
+def _remeasured(meta: dict) -> dict:
+    """The cases an ``--update`` run measured again, by the code it measured."""
+    by_code: dict = {}
+    for case, code in meta.get("remeasured", {}).items():
+        by_code.setdefault(code, []).append(case)
+    return by_code
+
+
 def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started: str,
              wall: float) -> str:
     L = ["# Weak scaling: per-rank memory and traffic", "",
@@ -556,6 +564,9 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          "- Machine: %s. Ranks are oversubscribed on the cores: times are not the figure." %
          results.get("_meta", {}).get("machine", machine_description()),
          "- Code measured: %s." % results.get("_meta", {}).get("code", code_description()),
+         *["- Re-measured later (`--update`), at every rank count: %s, on %s." % (
+             ", ".join(cases_), code)
+           for code, cases_ in _remeasured(results.get("_meta", {})).items()],
          "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
          "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
          (n, n ** 3, 3 * n, 3 * n),
@@ -676,7 +687,28 @@ def main(argv=None) -> int:
     ap.add_argument("--render", metavar="RESULTS_JSON",
                     help="only rewrite --out from the figures of an earlier --results file")
     ap.add_argument("--started", default=None, help="with --render: the date of that run")
+    ap.add_argument("--update", metavar="RESULTS_JSON",
+                    help="run --cases at --ranks, replace their figures in this earlier "
+                         "--results file (noting the code measured) and rewrite --out from it")
     args = ap.parse_args(argv)
+    if args.update:
+        with open(args.update) as f:
+            old = json.load(f)
+        meta = old.setdefault("_meta", {})
+        stamp = "%s (%s)" % (code_description(), datetime.datetime.now(
+            datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"))
+        for p in args.ranks:
+            for c in args.cases:
+                r = run_case(c, p, args.n, args.n if args.warm_n is None else args.warm_n,
+                             args.mpiexec, args.timeout)
+                old.setdefault(c, {})[str(p)] = r
+                meta.setdefault("remeasured", {})[c] = stamp
+                with open(args.update, "w") as f:
+                    json.dump(old, f, indent=1)
+                print("%-16s p=%-3d %s" % (c, p, r.get("error") or "mem %.1f MiB, steps %d"
+                      % (r["mem_max"] / MIB, r["supersteps"])), flush=True)
+        return main(["--render", args.update, "--out", args.out,
+                     "--started", args.started or "?"])
     if args.render:
         with open(args.render) as f:
             raw = json.load(f)

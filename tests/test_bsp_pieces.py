@@ -36,6 +36,17 @@ def exchange(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture(params=["hook", "tree"])
+def method(request):
+    """Both algorithms must give the same components, roots and signs."""
+    return request.param
+
+
+def tree_steps(p):
+    """Supersteps of method="tree" with links: announce, up and down the tree."""
+    return 1 + 2 * math.ceil(math.log2(p)) if p > 1 else 0
+
+
 class Graph:
     """A global piece graph: piece ``g`` is piece ``index[g]`` of rank
     ``owner[g]``, with key ``keys[g]``; edges ``(a, b)`` between global
@@ -114,10 +125,11 @@ CASES = ["sparse", "dense", "ties", "no-links", "empty", "one-piece", "ends-empt
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_components_equal_scipy(case):
+def test_components_equal_scipy(case, method):
     gr, holder = random_graph(case, 11 + CASES.index(case))
     ledger = Ledger(COMM)
-    out = piece_components(gr.local_keys(), *gr.links(holder)[:3], COMM, ledger=ledger)
+    out = piece_components(gr.local_keys(), *gr.links(holder)[:3], COMM, ledger=ledger,
+                           method=method)
     root = gr.reference()[gr.mine]
     with Checks(COMM) as checks:
         checks.add(np.array_equal(out.root_key, gr.keys[root]), "root keys")
@@ -128,7 +140,7 @@ def test_components_equal_scipy(case):
                    "dtype and shape")
         checks.add(same_on_all_ranks(COMM, (out.rounds, out.supersteps)), "same counts")
         checks.add(ledger.summary()["supersteps"] == out.supersteps, "ledger counts")
-        if case != "ties":
+        if case != "ties" and method == "hook":
             one = gr.serial(holder)
             checks.add(out.rounds == one.rounds, "rounds as on one rank",
                        (out.rounds, one.rounds))
@@ -136,8 +148,11 @@ def test_components_equal_scipy(case):
             checks.add(out.supersteps == 0, "no supersteps on one rank", out.supersteps)
         elif case in ("no-links", "empty", "one-piece"):
             checks.add(out.supersteps == 1, "one superstep without links", out.supersteps)
-        else:
+        elif method == "hook":
             checks.add(out.supersteps == 2 * out.rounds, "two supersteps per round")
+        else:
+            checks.add(out.supersteps == tree_steps(P), "up and down the rank tree",
+                       out.supersteps)
 
 
 def _signed(case: str):
@@ -173,10 +188,11 @@ def _gathered(gr, out):
 
 
 @pytest.mark.parametrize("holder", ["one-side", "both-sides"])
-def test_parity_on_an_orientable_graph(holder):
+def test_parity_on_an_orientable_graph(holder, method):
     gr, s = _signed("orientable")
     h = np.zeros(gr.a.size, int) if holder == "one-side" else np.full(gr.a.size, 2)
-    out = piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3])
+    out = piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3],
+                           method=method)
     root = gr.reference()
     signs = _gathered(gr, out)
     with Checks(COMM) as checks:
@@ -188,10 +204,11 @@ def test_parity_on_an_orientable_graph(holder):
         checks.add(np.all(signs[gr.a] == gr.sign * signs[gr.b]), "every link satisfied")
 
 
-def test_parity_on_an_odd_cycle_does_not_hang_and_is_deterministic():
+def test_parity_on_an_odd_cycle_does_not_hang_and_is_deterministic(method):
     gr, _ = _signed("odd-cycle")
     h = np.zeros(gr.a.size, int)
-    runs = [piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3])
+    runs = [piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3],
+                             method=method)
             for _ in range(2)]
     out = runs[0]
     root = gr.reference()
@@ -213,11 +230,12 @@ def test_parity_on_an_odd_cycle_does_not_hang_and_is_deterministic():
 
 
 @pytest.mark.parametrize("order", ["increasing", "decreasing", "random"])
-def test_a_chain_zigzagging_over_the_ranks_takes_log_rounds(order):
+def test_a_chain_zigzagging_over_the_ranks_takes_log_rounds(order, method):
     """A path of L >= 60 pieces visiting the ranks 0, 1, .., p-1, p-1, ..,
     0, 0, 1, ... (every link between neighbours in the path crosses a rank
     boundary except at the turns): min-label propagation would need about L
-    supersteps; hooking and pointer jumping needs at most C_CHAIN log2 L."""
+    supersteps; hooking and pointer jumping needs at most C_CHAIN log2 L,
+    the rank tree 2 ceil(log2 p) + 1 whatever L."""
     L = max(60, 4 * P)
     t = np.arange(L)
     lap, off = t // P, t % P
@@ -228,7 +246,8 @@ def test_a_chain_zigzagging_over_the_ranks_takes_log_rounds(order):
     h = np.random.default_rng(3).integers(0, 2, L - 1)
     ledger = Ledger(COMM)
     ll, lr, lv, ls = gr.links(h)
-    out = piece_components(gr.local_keys(), ll, lr, lv, COMM, parity=ls, ledger=ledger)
+    out = piece_components(gr.local_keys(), ll, lr, lv, COMM, parity=ls, ledger=ledger,
+                           method=method)
     s = np.concatenate(([1], np.cumprod(gr.sign)))     # sign(t+1) = sign(t) * parity
     root = int(np.argmin(keys))
     with Checks(COMM) as checks:
@@ -236,6 +255,9 @@ def test_a_chain_zigzagging_over_the_ranks_takes_log_rounds(order):
         checks.add(np.array_equal(out.sign, (s * s[root])[gr.mine]), "signs along the path")
         steps = ledger.summary()["supersteps"]
         checks.add(steps == out.supersteps, "ledger", (steps, out.supersteps))
+        if method == "tree":
+            checks.add(steps == tree_steps(P), "up and down the rank tree", steps)
+            return
         checks.add(steps <= C_CHAIN * math.log2(L), "supersteps %d > %d log2(%d)"
                    % (steps, C_CHAIN, L))
         checks.add(P == 1 or steps == 2 * out.rounds, "two supersteps per round", steps)
@@ -243,28 +265,30 @@ def test_a_chain_zigzagging_over_the_ranks_takes_log_rounds(order):
         checks.add(out.rounds == one.rounds, "rounds as on one rank", (out.rounds, one.rounds))
 
 
-def test_links_given_by_the_larger_end_only():
+def test_links_given_by_the_larger_end_only(method):
     """Nothing moves in the first round when every link is given by its end
     with the larger key (the smaller end learns of it only then): the first
     round must not end the loop."""
     t = np.arange(2 * P)
     gr = Graph(t % P, 100 - t, t[:-1], t[1:])
     ll, lr, lv, _ = gr.links(np.zeros(t.size - 1, int))     # given by a = t[:-1]
-    out = piece_components(gr.local_keys(), ll, lr, lv, COMM)
+    out = piece_components(gr.local_keys(), ll, lr, lv, COMM, method=method)
     with Checks(COMM) as checks:
         checks.add(np.all(out.root_key == 100 - t.max()), "one component", out.root_key)
         checks.add(np.all(out.root_rank == (t.max() % P)), "its root", out.root_rank)
 
 
 @pytest.mark.mpi(min_size=2)
-def test_max_supersteps_raises_on_every_rank():
+def test_max_supersteps_raises_on_every_rank(method):
     t = np.arange(60)
     gr = Graph(t % P, t, t[:-1], t[1:])
     ll, lr, lv, _ = gr.links(np.zeros(59, int))
+    few = 3 if method == "hook" else tree_steps(P) - 1
     assert_raises_collective(COMM, RuntimeError, piece_components, gr.local_keys(), ll, lr,
-                             lv, COMM, max_supersteps=3, match="within 3 supersteps")
+                             lv, COMM, max_supersteps=few, method=method,
+                             match="within %d supersteps" % few)
     # enough supersteps: the same call succeeds
-    out = piece_components(gr.local_keys(), ll, lr, lv, COMM, max_supersteps=40)
+    out = piece_components(gr.local_keys(), ll, lr, lv, COMM, max_supersteps=40, method=method)
     assert same_on_all_ranks(COMM, out.supersteps) and np.all(out.root_key == 0)
 
 
@@ -294,8 +318,13 @@ def _bad(what):
 @pytest.mark.parametrize("what", ["keys-float", "local-out-of-range", "remote-out-of-range",
                                   "rank-out-of-range", "lengths", "parity-not-sign",
                                   "parity-on-some-ranks", "max-supersteps-zero"])
-def test_bad_input_raises_on_every_rank(what):
+def test_bad_input_raises_on_every_rank(what, method):
     args, kwargs, exc = _bad(what)
     if what == "parity-on-some-ranks" and P == 1:
         kwargs = {"parity": np.array([3], np.int64)}     # one rank: a bad parity instead
-    assert_raises_collective(COMM, exc, piece_components, *args, COMM, **kwargs)
+    assert_raises_collective(COMM, exc, piece_components, *args, COMM, method=method, **kwargs)
+
+
+def test_unknown_method_raises():
+    with pytest.raises(ValueError, match="method must be"):
+        piece_components(np.zeros(1, np.int64), [], [], [], COMM, method="bfs")

@@ -169,10 +169,10 @@ def test_multilevel_gathers_only_the_coarse_graph(monkeypatch):
     widths = []
     real = _multilevel.gather_to_root
 
-    def spy(comm, a, wide):
-        seen.append(a.size)
+    def spy(comm, arrays, wide):
+        seen.extend(a.size for a in arrays)
         widths.append(wide)
-        return real(comm, a, wide)
+        return real(comm, arrays, wide)
 
     def refuse(*args, **kwargs):
         raise AssertionError("the multilevel partitioner gathered the graph")
@@ -279,14 +279,35 @@ def test_nnz_cuts_equal_from_weights_on_the_gathered_row_lengths(empty_rank0):
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["int32", "int64"])
-def test_gather_to_root_is_the_concatenation_in_either_width(wide):
+def test_gather_to_root_is_the_concatenation_in_either_width(wide, monkeypatch):
     top = 2 ** 40 if wide else 2 ** 31 - 1
     mine = np.arange(COMM.rank + 1, dtype=np.int64) * 7 + COMM.rank
     mine[-1] = top - COMM.rank
-    got = _multilevel.gather_to_root(COMM, mine, wide)
-    want = np.concatenate(COMM.allgather(mine))
+    other = np.full(COMM.rank % 2, COMM.rank, np.int64)     # empty on even ranks
+    sources = []
+    real_inner = _multilevel.inner_comm
+
+    class Spy:
+        """The private communicator, noting whom each Recv names."""
+        def __init__(self, comm):
+            self.comm = comm
+
+        def __getattr__(self, name):
+            return getattr(self.comm, name)
+
+        def Recv(self, buf, source, tag):
+            sources.append(source)
+            return self.comm.Recv(buf, source=source, tag=tag)
+    monkeypatch.setattr(_multilevel, "inner_comm", lambda comm: Spy(real_inner(comm)))
+    got = _multilevel.gather_to_root(COMM, (mine, other), wide)
+    monkeypatch.undo()
+    want = [np.concatenate(COMM.allgather(a)) for a in (mine, other)]
     if COMM.rank == 0:
-        ok = got.dtype == np.int64 and np.array_equal(got, want)
+        ok = all(g.dtype == np.int64 and np.array_equal(g, w) for g, w in zip(got, want))
     else:
         ok = got is None
     assert_collective(COMM, ok, "gather_to_root(wide=%s)" % wide)
+    # up a binomial tree: no rank hears from more than ceil(log2 p) others
+    peers = len(set(sources))
+    assert_collective(COMM, peers <= int(np.ceil(np.log2(COMM.size))) if COMM.size > 1
+                      else peers == 0, "%d peers" % peers)

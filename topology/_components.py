@@ -69,10 +69,12 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     by their smallest kept vertex id); one superstep sends each kept ghost
     vertex's piece to the vertex's owner, which links it to its own piece of
     that vertex; then :func:`dmsolve.bsp.piece_components` merges the pieces
-    in rounds of two supersteps, O(log) rounds in the number of ranks a
-    component chains (bench/scale.py's slab stack over 64 ranks: 15
-    supersteps in all, where min-label propagation took about 65; see
-    bench/components_rounds.md). None on one rank.
+    up and down the binary tree of ranks (``method="tree"``): ``2
+    ceil(log2 p) + 1`` supersteps whatever the components chain, each rank
+    talking to its ghost neighbours and to at most three tree neighbours per
+    level (bench/scale.py's slab stack over 64 ranks: 14 supersteps in all,
+    where min-label propagation took about 65 and hooking 15, with all ranks
+    talking to the root's; see bench/components_rounds.md). None on one rank.
 
     References
     ----------
@@ -121,7 +123,8 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
             _TAG_LINK, dtype=np.int64, shape=(2,))
         link_local = comp[own_pos[got[:, 0] - layout.start]].astype(np.int64)
         link_rank, link_remote = src, got[:, 1]
-    out = piece_components(comp_min, link_local, link_rank, link_remote, comm,
+    # a mesh's pieces link compact parts: the rank tree, no fan-in
+    out = piece_components(comp_min, link_local, link_rank, link_remote, comm, method="tree",
                            max_supersteps=max_steps, ledger=ctx.ledger).root_key
     out = out[comp[own_pos]]
     out = np.where(out == _INF, -1, out)

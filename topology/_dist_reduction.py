@@ -266,10 +266,13 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     except (ValueError, TypeError) as e:
         exc = e
     agree(comm, exc)
+    # the same on every rank: the elementwise minimum of (v, -v) is (v, -v)
+    # everywhere (one Allreduce of 2p + 4 words, not an Allgather of p^2)
     mine = np.concatenate(([int(nrows)], ranges)).astype(np.int64)
-    every = np.empty((p, mine.size), np.int64)
-    comm.Allgather(mine, every)
-    agree(comm, None if np.all(every == mine) else
+    both = np.concatenate((mine, -mine))
+    low = np.empty_like(both)
+    comm.Allreduce(both, low, op=MPI.MIN)
+    agree(comm, None if np.all(low == both) else
           ValueError("nrows and row_ranges must be the same on every rank"))
     lo, hi = int(ranges[me]), int(ranges[me + 1])
     slot = np.full(hi - lo, -1, np.int64)

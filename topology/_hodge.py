@@ -378,8 +378,10 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     BSP superstep every ghost triangle sends its piece and sign to the
     triangle's owner, which links its own piece to it with the parity that
     makes the two copies agree; :func:`dmsolve.bsp.piece_components` then
-    merges the pieces with their parities in O(log) rounds of two
-    supersteps (in the number of ranks a piece chain spans). Where no
+    merges the pieces with their parities up and down the binary tree of
+    ranks (``method="tree"``: ``2 ceil(log2 p) + 1`` supersteps, no rank
+    talking to more than its ghost neighbours and three tree neighbours per
+    level). Where no
     coherent orientation exists (non-orientable or non-manifold parts),
     owners send their signs to the ghost copies in one more superstep, so
     owner and ghost copies always agree; such parts keep whatever signs they
@@ -439,7 +441,7 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
         link_local, link_rank, link_remote = comp[pos].astype(np.int64), src, q[:, 1]
         parity = cur[pos] * q[:, 2]      # sign(owner's piece) = parity * sign(ghost's piece)
     pieces = piece_components(root, link_local, link_rank, link_remote, comm, parity=parity,
-                              ledger=ctx.ledger)
+                              method="tree", ledger=ctx.ledger)
     out = cur * pieces.sign[comp]
     if not pieces.consistent and comm.Get_size() > 1:
         # no coherent orientation somewhere: the owner's sign wins for every ghost copy

@@ -17,7 +17,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import Layout
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, rank_tree, tree_leader
 
 from ._grid import Grid, component_table, link_structure
 
@@ -512,46 +512,6 @@ def _roots_of(parent, nodes):  # pragma: no cover
     return out
 
 
-def _rank_tree(p: int):
-    """The binary tree over ranks ``0 .. p-1`` by halving: for each split
-    ``m`` in ``1 .. p-1`` the internal node ``[a, m) + [m, b)``, led by rank
-    ``m``; leaf ``r`` is led by rank ``r``. Returns ``(a, b, height,
-    parent)`` indexed by split (entry 0 unused) and ``leaf_parent`` (the
-    split whose child leaf ``r`` is; -1 for ``p == 1``). The same on every
-    rank; O(p). Not collective."""
-    a = np.zeros(p, np.int64)
-    b = np.zeros(p, np.int64)
-    height = np.zeros(p, np.int64)
-    parent = np.full(p, -1, np.int64)
-    leaf_parent = np.full(p, -1, np.int64)
-    if p == 1:
-        return a, b, height, parent, leaf_parent
-    stack = [(0, p, -1)]
-    order = []
-    while stack:
-        lo, hi, par = stack.pop()
-        if hi - lo == 1:
-            leaf_parent[lo] = par
-            continue
-        m = (lo + hi) // 2
-        a[m], b[m], parent[m] = lo, hi, par
-        order.append(m)
-        stack.append((lo, m, m))
-        stack.append((m, hi, m))
-    for m in reversed(order):       # children before parents
-        for c_lo, c_hi in ((a[m], m), (m, b[m])):
-            if c_hi - c_lo > 1:
-                height[m] = max(height[m], height[(c_lo + c_hi) // 2] + 1)
-            else:
-                height[m] = max(height[m], 1)
-    return a, b, height, parent, leaf_parent
-
-
-def _leader(a, b):
-    """The rank leading the tree node over ranks ``[a, b)``."""
-    return a if b - a == 1 else (a + b) // 2
-
-
 def _label_spans(comm, n, labels, ledger):
     """``(lowest, highest)`` rank using each label (rows for ``labels``):
     every rank sends the labels it uses to the block owner of the key, which
@@ -617,7 +577,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         n_asked = leaf.point_x.size
         leaf.point_x = np.concatenate((leaf.point_x, f_orep[f_open]))
         leaf.point_t = np.concatenate((leaf.point_t, np.full(int(f_open.sum()), _END, np.int64)))
-    a, b, height, parent, leaf_parent = _rank_tree(p)
+    a, b, height, parent, leaf_parent = rank_tree(p)
     ranges = {"leaf": leaf}
     parent_of = {"leaf": int(leaf_parent[me])}
     split = {}
@@ -646,7 +606,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         if me >= 1 and height[me] == h:
             parts = []
             for c_lo, c_hi in ((a[me], me), (me, b[me])):
-                src = _leader(c_lo, c_hi)
+                src = tree_leader(c_lo, c_hi)
                 if src == me:
                     parts.append(next(iter(local.values())))
                 else:
@@ -682,7 +642,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
                     part = part.copy()
                     if side == 1:
                         part[:, 0] -= cut
-                    dst = _leader(c_lo, c_hi)
+                    dst = tree_leader(c_lo, c_hi)
                     if dst == me:
                         to_self = part
                     else:

@@ -11,7 +11,9 @@ See docs/bsp.md for the model. Public pieces:
   splitters, and the global position of every local item.
 - :func:`piece_components`: connected components (and relative signs) of
   pieces linked across ranks, by hooking and pointer jumping in O(log)
-  rounds.
+  rounds, or up and down the binary tree of ranks.
+- :func:`rank_tree` and :func:`tree_leader`: that binary tree of ranks
+  (split by halving, ``ceil(log2 p)`` levels), for tree-shaped reductions.
 - :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
   BSP parameters g and l.
 - :func:`free_inner_comm`: free dmsolve's private duplicate of a
@@ -24,10 +26,11 @@ from ._pattern import NeighborExchange
 from ._pieces import PieceComponents, piece_components
 from ._probe import probe
 from ._psort import SortedBlock, psort, rank_of
+from ._ranktree import rank_tree, tree_leader
 from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
                          estimate_distinct_fraction, reduce_by_key)
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
            "psort", "rank_of", "SortedBlock", "piece_components", "PieceComponents",
-           "free_inner_comm"]
+           "free_inner_comm", "rank_tree", "tree_leader"]

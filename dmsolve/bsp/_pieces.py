@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ._ledger import Ledger
+from ._pieces_tree import tree_components
 from ._superstep import BSP
 
 __all__ = ["piece_components", "PieceComponents"]
@@ -50,7 +51,7 @@ class PieceComponents(NamedTuple):
 
 
 def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *,
-                     parity=None, max_supersteps: int | None = None,
+                     parity=None, method: str = "hook", max_supersteps: int | None = None,
                      ledger: Ledger | None = None) -> PieceComponents:
     """Connected components of pieces linked across ranks (a distributed
     union-find by hooking and pointer jumping).
@@ -71,6 +72,11 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     comm : MPI.Comm
     parity : int array of +1/-1, shape (n_links,), optional
         Relative signs of the links' ends. Give it on every rank or on none.
+    method : {"hook", "tree"}
+        ``"hook"`` (default): hooking and pointer jumping; ``"tree"``:
+        contraction up the binary tree of ranks (see Notes for which suits
+        what). The same on every rank; both give the same components, roots
+        and (with consistent parities) signs.
     max_supersteps : int, optional
         Raise ``RuntimeError`` on every rank if the components are not found
         within this many supersteps (default: no bound; it always ends).
@@ -152,6 +158,23 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     once per round. That fan-in is the one place where a rank talks to
     O(p) others (pointer jumping makes stars).
 
+    ``method="tree"`` climbs the binary tree of ranks by halving (the
+    distributed sweep's, ``dmsolve.bsp._ranktree``) instead: one superstep
+    tells every link's remote end about it; then each tree node over ranks
+    ``[lo, hi)`` merges the pieces its two halves passed up along the links
+    inside ``[lo, hi)`` (components with signs as the connected components
+    of the parity double cover, an odd cycle joining a piece to its own
+    mirror) and passes up only the links that leave ``[lo, hi)``, each
+    tagged with its end's current root; the roots come back down the same
+    tree. Always ``2 ceil(log2 p) + 1`` supersteps (``rounds`` is the tree's
+    height), whatever the chains, and each rank talks to its link
+    neighbours once and to at most three tree neighbours per level: no
+    fan-in. The price: a node receives every link that leaves its range of
+    ranks, so it suits pieces of a mesh partitioned into compact parts
+    (the links that leave a group of ranks are its surface), not links to
+    random ranks (then the top nodes receive most of the links). ``"hook"``
+    keeps every rank's traffic to its own links and pieces in any pattern.
+
     References
     ----------
     .. [1] Y. Shiloach and U. Vishkin, "An O(log n) parallel connectivity
@@ -174,6 +197,8 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     """
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+    if method not in ("hook", "tree"):
+        raise ValueError("method must be 'hook' or 'tree', got %r" % (method,))
     size = comm.Get_size()
     try:
         keys, links = _check(keys, link_local, link_rank, link_remote, parity,
@@ -185,6 +210,12 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
         # raised by the first sync on every rank (BSP's misuse path)
         error = e
         keys, links = np.zeros(0, np.int64), np.zeros((0, 4), np.int64)
+    if method == "tree":
+        fk, fa, fs, consistent, rounds, steps = tree_components(
+            keys, links, comm, parity is not None, max_supersteps, ledger, error)
+        return PieceComponents(fk, fa >> _SHIFT, fa & _MASK,
+                               fs.astype(np.int8) if parity is not None else None,
+                               bool(consistent) if parity is not None else None, rounds, steps)
     run = _Run(comm, keys, links, max_supersteps, ledger)
     if error is not None:
         run.ctx._fail(error)

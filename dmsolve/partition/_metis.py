@@ -103,8 +103,7 @@ def metis_partition(A, nparts: int | None = None, seed: int = 0, *,
     rows = np.repeat(np.arange(layout.start, layout.stop, dtype=np.int64), row_len)
     cols = local.indices.astype(np.int64)
     wide = n > np.iinfo(np.int32).max           # ids as 32-bit words when they fit
-    g_rows = gather_to_root(comm, rows, wide)
-    g_cols = gather_to_root(comm, cols, wide)
+    g_rows, g_cols = gather_to_root(comm, (rows, cols), wide) or (None, None)
     parts_all, exc = None, None
     if rank == 0:
         try:
