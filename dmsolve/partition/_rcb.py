@@ -30,9 +30,15 @@ def _kth_threshold(comm, keys: np.ndarray, group: np.ndarray, active: np.ndarray
     ``keys`` are uint64; ``group`` indexes ``target``/``lo``/``hi``; only
     groups with ``active`` take part. ``active``, ``target``, ``lo`` and
     ``hi`` are the same on every rank, so every rank knows which groups are
-    still open without asking. Bisection on the integers, one ``Allreduce``
-    of the counts of the open groups per step (at most 64 steps).
-    Collective on ``comm``.
+    still open without asking. Bisection on the integers, with the ends
+    snapped to keys that exist: the answer is a key, so after counting the
+    keys up to ``mid`` the new ``hi`` is the largest key ``<= mid`` and the
+    new ``lo`` the smallest key ``> mid``. One ``Allreduce`` of the counts
+    of the open groups per step and one of the two snaps (taken as maxima:
+    the smallest key above is the largest complement); a grid's coordinates,
+    whose keys are a few hundred floats spread over 64 bits, take about 3x
+    fewer steps than plain bisection (at most 64 either way). Collective on
+    ``comm``.
     """
     ng = target.size
     lo, hi = lo.copy(), hi.copy()
@@ -46,14 +52,25 @@ def _kth_threshold(comm, keys: np.ndarray, group: np.ndarray, active: np.ndarray
         slot[:] = -1
         slot[open_] = np.arange(open_.size)
         s = slot[group]
-        below = (s >= 0) & (keys <= mid[group])
+        inside = s >= 0
+        below = inside & (keys <= mid[group])
+        above = inside & ~below
         count = np.bincount(s[below], minlength=open_.size).astype(np.int64)
         total = np.empty_like(count)
         comm.Allreduce(count, total, op=MPI.SUM)
+        # the largest key <= mid and (complemented) the smallest key > mid
+        snap = np.zeros((2, open_.size), dtype=np.uint64)
+        np.maximum.at(snap[0], s[below], keys[below])
+        np.maximum.at(snap[1], s[above], ~keys[above])
+        comm.Allreduce(MPI.IN_PLACE, snap, op=MPI.MAX)
         enough = np.zeros(ng, dtype=bool)
         enough[open_] = total >= target[open_]
-        hi = np.where(todo & enough, mid, hi)
-        lo = np.where(todo & ~enough, mid + np.uint64(1), lo)
+        new_hi = np.zeros(ng, dtype=np.uint64)
+        new_lo = np.zeros(ng, dtype=np.uint64)
+        new_hi[open_] = snap[0]
+        new_lo[open_] = ~snap[1]
+        hi = np.where(todo & enough, new_hi, hi)
+        lo = np.where(todo & ~enough, new_lo, lo)
 
 
 def rcb(coords, comm: MPI.Comm, nparts: int | None = None) -> Partition:
