@@ -127,10 +127,14 @@ def test_mixed_products_allocate_nothing_after_the_first(comm, pair):
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()
-    # one complex copy of the vector (or of the matrix's values) is 16 bytes
-    # an entry: tens of kilobytes here; a few hundred bytes are Python's own
+    # one complex copy of a rank's part of the vector (or of the matrix's
+    # values) is 16 bytes an entry: 12 KiB (4 ranks) to 48 KiB here, twice
+    # the bound and more. Python's and numpy's own small objects after the
+    # warm-up are a few KiB: 2.4-2.7 KiB on rank 0 of 4, in a plain script as
+    # after the whole suite (120-byte objects from np.take's out= path in the
+    # reverse halo), and they do not grow with the products (500 more: +4 KiB)
     with Checks(comm) as checks:
-        checks.add(peak < 2048, "bytes allocated by 15 products", peak)
+        checks.add(peak < 6144, "bytes allocated by 15 products", peak)
         checks.add(A.halo.for_dtype(np.complex128) is variant and variant.recvbuf is recv,
                    "the complex halo is built once")
     assert_allclose_collective(out.gather(), M @ vector(n, 1, xkind), comm, rtol=1e-12)
