@@ -325,6 +325,10 @@ def test_bad_input_raises_on_every_rank(what, method):
     assert_raises_collective(COMM, exc, piece_components, *args, COMM, method=method, **kwargs)
 
 
-def test_unknown_method_raises():
-    with pytest.raises(ValueError, match="method must be"):
-        piece_components(np.zeros(1, np.int64), [], [], [], COMM, method="bfs")
+@pytest.mark.parametrize("others", ["hook", "tree"])
+def test_unknown_method_raises_on_every_rank(others):
+    """A bad method on the last rank only: every rank raises, none waits."""
+    none = np.zeros(0, np.int64)
+    method = "bfs" if R == P - 1 else others
+    assert_raises_collective(COMM, ValueError, piece_components, np.zeros(1, np.int64), none,
+                             none, none, COMM, method=method, match="method must be")

@@ -307,7 +307,9 @@ def test_gather_to_root_is_the_concatenation_in_either_width(wide, monkeypatch):
     else:
         ok = got is None
     assert_collective(COMM, ok, "gather_to_root(wide=%s)" % wide)
-    # up a binomial tree: no rank hears from more than ceil(log2 p) others
+    # up a binomial tree: rank 0 hears from exactly ceil(log2 p) others (a
+    # linear gather: p - 1, or none through Recv), no rank from more
     peers = len(set(sources))
-    assert_collective(COMM, peers <= int(np.ceil(np.log2(COMM.size))) if COMM.size > 1
-                      else peers == 0, "%d peers" % peers)
+    levels = int(np.ceil(np.log2(COMM.size))) if COMM.size > 1 else 0
+    assert_collective(COMM, peers == levels if COMM.rank == 0 else peers <= levels,
+                      "%d peers" % peers)

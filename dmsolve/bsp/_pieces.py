@@ -197,19 +197,21 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     """
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
-    if method not in ("hook", "tree"):
-        raise ValueError("method must be 'hook' or 'tree', got %r" % (method,))
     size = comm.Get_size()
     try:
+        if method not in ("hook", "tree"):
+            raise ValueError("method must be 'hook' or 'tree', got %r" % (method,))
         keys, links = _check(keys, link_local, link_rank, link_remote, parity,
                              max_supersteps, size)
         error = None
     except (TypeError, ValueError) as e:
         if size == 1:
             raise
-        # raised by the first sync on every rank (BSP's misuse path)
+        # raised by the first sync on every rank (BSP's misuse path; both
+        # methods start with the same "pieces:links" superstep)
         error = e
         keys, links = np.zeros(0, np.int64), np.zeros((0, 4), np.int64)
+        method = method if method in ("hook", "tree") else "hook"
     if method == "tree":
         fk, fa, fs, consistent, rounds, steps = tree_components(
             keys, links, comm, parity is not None, max_supersteps, ledger, error)
