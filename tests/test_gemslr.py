@@ -9,6 +9,7 @@ the issue's targets; skip them with ``-k "not large"`` when iterating locally.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import scipy.sparse.linalg
 from mpi4py import MPI
 from scipy.sparse.linalg import spilu
 
@@ -209,6 +210,44 @@ def test_ordering_above_the_gather_limit_gathers_nothing(monkeypatch):
     assert_collective(COMM, len(levels) == SMALL["nlev"] - 1, "levels")
     x, info = fgmres(A, gallery.rhs(A, "ones"), M=M, rtol=1e-8, restart=50, maxiter=200)
     assert_collective(COMM, info.converged, "fgmres + gemslr on the parallel ordering")
+
+
+@pytest.mark.parametrize("gather", [True, False], ids=["gathered", "parallel"])
+def test_uncoupled_parts_leave_no_last_level(gather, monkeypatch):
+    """A split that finds no interface (the remaining graph's components fall
+    whole into parts) makes every node an interior of that level and leaves
+    an empty last level; it used to stop there and make every node a last
+    level factored on every rank (the whole 25335-row interface of a 64-rank
+    slab). Eight uncoupled blocks into eight parts, serial METIS or the
+    parallel partitioner: one level of eight subdomains, no last level, the
+    serial ordering's levels, and the preconditioner exact (ILUT of a
+    tridiagonal block drops nothing)."""
+    from dmsolve.partition import _metis
+    blocks = [sp.diags([-1.0, 2.5 + 0.1 * k, -1.0], [-1, 0, 1], (150, 150)) for k in range(8)]
+    Ag = sp.block_diag(blocks, format="csr")
+    A = DistCSR.from_global(Ag, COMM)
+    if not gather:
+        monkeypatch.setattr(_metis, "METIS_GATHER_NNZ", 0)
+    M = preconditioners.make("gemslr", A, nlev=3, ncomp=8, lr_rank=0, last_level="bjacobi")
+    monkeypatch.undo()
+    levels, last = M.ordering()
+    assert_collective(COMM, M.nparts == 8 or COMM.size > 8, "parts")
+    assert_collective(COMM, len(levels) == 1 and last.size == 0,
+                      "levels %d, last level %d rows" % (len(levels), last.size))
+    assert_collective(COMM, _check_levels(Ag, levels, last, M.nparts), "ordering")
+    assert_collective(COMM, sorted(s.size for s in levels[0]) == [150] * 8, "subdomains")
+    if gather:
+        ref, ref_last = multilevel_order(Ag, 3, 8)
+        assert_collective(COMM, len(ref) == 1 and ref_last.size == 0, "serial ordering")
+        for a, b in zip(ref[0], levels[0]):
+            assert_equal_collective(a, b)
+    assert_equal_collective(M.describe()["interface_sizes"], [0])
+    b = gallery.rhs(A, "random")
+    x, info = fgmres(A, b, M=M, rtol=1e-10, restart=20, maxiter=20)
+    assert_collective(COMM, info.converged and info.iterations <= 2,
+                      "iterations %d" % info.iterations)
+    assert_allclose_collective(x.local, sp.linalg.spsolve(Ag.tocsc(), b.gather())
+                               [A.row_layout.start:A.row_layout.stop], rtol=1e-8)
 
 
 def test_rows_are_placed_by_a_partition():

@@ -26,8 +26,9 @@ def multilevel_order(A: sp.csr_matrix, nlev: int, ncomp: int, seed: int = 0,
     part. Interiors of different parts are not coupled, so ``B_l`` is block
     diagonal. ``N_{l+1}`` is the interface; the recursion stops after
     ``nlev - 1`` splits, or earlier when fewer than ``min_size`` nodes
-    (default ``2 * ncomp``) are left or a split finds no interior. What is
-    left is the last level.
+    (default ``2 * ncomp``) are left, a split finds no interior, or a split
+    finds no interface (the parts are uncoupled: all of them are interiors
+    and the last level is empty). What is left is the last level.
 
     Parameters
     ----------
@@ -71,11 +72,13 @@ def multilevel_order(A: sp.csr_matrix, nlev: int, ncomp: int, seed: int = 0,
         iface = np.zeros(nodes.size, dtype=bool)
         cross = parts[sub.row] > parts[sub.col]
         iface[sub.row[cross]] = True
-        if iface.all() or not iface.any():
+        if iface.all():
             break
         inner = ~iface
         levels.append([nodes[inner & (parts == j)] for j in range(ncomp)])
         nodes = nodes[iface]
+        if not nodes.size:      # uncoupled parts: all interior, no last level
+            break
     return levels, nodes
 
 
@@ -227,13 +230,20 @@ def _levels(A, nlev: int, ncomp: int, seed: int, min_size: int | None = None):
         iface_sub = np.zeros(count, dtype=bool)
         iface_sub[(sr - sub_lay.start)[row_part > col_part]] = True
         n_iface = comm.allreduce(int(iface_sub.sum()))
-        if n_iface in (0, total):
+        if n_iface == total:
             break
         where = np.flatnonzero(alive)
         inner = where[~iface_sub]
         group[inner] = level * ncomp + parts[~iface_sub]
         sizes.append(np.bincount(parts[~iface_sub], minlength=ncomp).astype(np.int64))
         alive[inner] = False
+        if n_iface == 0:
+            # the parts are uncoupled (the remaining graph's components fell
+            # whole into parts): all of them are subdomains of this level and
+            # the last level is empty (breaking here instead made every node
+            # left a last level factored on every rank: the whole interface of
+            # a 64-rank slab, 25335 rows)
+            break
     L = len(sizes)
     group[alive] = L * ncomp
     sub_sizes = np.zeros((L, ncomp), dtype=np.int64)
