@@ -9,9 +9,8 @@ the issue's targets; skip them with ``-k "not large"`` when iterating locally.
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import scipy.sparse.linalg
 from mpi4py import MPI
-from scipy.sparse.linalg import spilu
+from scipy.sparse.linalg import spilu, spsolve
 
 import dmsolve.gallery as gallery
 import preconditioners
@@ -246,7 +245,7 @@ def test_uncoupled_parts_leave_no_last_level(gather, monkeypatch):
     x, info = fgmres(A, b, M=M, rtol=1e-10, restart=20, maxiter=20)
     assert_collective(COMM, info.converged and info.iterations <= 2,
                       "iterations %d" % info.iterations)
-    assert_allclose_collective(x.local, sp.linalg.spsolve(Ag.tocsc(), b.gather())
+    assert_allclose_collective(x.local, spsolve(Ag.tocsc(), b.gather())
                                [A.row_layout.start:A.row_layout.stop], rtol=1e-8)
 
 
