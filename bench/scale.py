@@ -561,6 +561,24 @@ CASE_NOTES = {
 }
 
 
+# other runs of this harness kept in docs/, named in each other's header
+OTHER_RUNS = {
+    "scaling.md": "every case at 1-64 ranks, n = 10 (1000 rows or vertices per rank)",
+    "scaling-n20.md": "the cases that miss a target at n = 10, again at n = 20 (8000 rows or "
+                      "vertices per rank, the size of issue 15's example) at 4 and 64 ranks: "
+                      "the misses that are a constant O(p) term pass there",
+}
+
+
+def _other_runs(out: str | None) -> list[str]:
+    """Header lines naming the other runs in ``out``'s folder."""
+    if out is None:
+        return []
+    here, name = os.path.split(os.path.abspath(out))
+    return ["- Also: [%s](%s), %s." % (f, f, what) for f, what in OTHER_RUNS.items()
+            if f != name and os.path.exists(os.path.join(here, f))]
+
+
 def _remeasured(meta: dict) -> dict:
     """The cases an ``--update`` run measured again, by the code it measured."""
     by_code: dict = {}
@@ -570,7 +588,7 @@ def _remeasured(meta: dict) -> dict:
 
 
 def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started: str,
-             wall: float) -> str:
+             wall: float, out: str | None = None) -> str:
     L = ["# Weak scaling: per-rank memory and traffic", "",
          "Written by `make scale` (bench/scale.py); do not edit by hand.", "",
          "- Date: %s (UTC), %.0f s in all." % (started, wall),
@@ -580,6 +598,7 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          *["- Re-measured later (`--update`), at every rank count: %s, on %s." % (
              ", ".join(cases_), code)
            for code, cases_ in _remeasured(results.get("_meta", {})).items()],
+         *_other_runs(out),
          "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
          "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
          (n, n ** 3, 3 * n, 3 * n),
@@ -735,7 +754,7 @@ def main(argv=None) -> int:
         cases = [c for c in CASES if c in res]
         res.update({k: v for k, v in (("_probe", probe), ("_meta", meta)) if v})
         with open(args.out, "w") as f:
-            f.write(markdown(res, cases, ranks, n, args.started or "?", wall))
+            f.write(markdown(res, cases, ranks, n, args.started or "?", wall, args.out))
         print("wrote", args.out)
         return 0
     if args.warm_n is None:
@@ -776,7 +795,7 @@ def _write(args, results, started, t0) -> None:
         with open(args.results, "w") as f:
             json.dump(results, f, indent=1)
     cases = [c for c in args.cases if c in results]
-    text = markdown(results, cases, args.ranks, args.n, started, time.time() - t0)
+    text = markdown(results, cases, args.ranks, args.n, started, time.time() - t0, args.out)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         f.write(text)
