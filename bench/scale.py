@@ -551,7 +551,54 @@ def machine_description() -> str:
 #: What a reader needs to read a case's figures right, measured outside the
 #: harness (the commands are in the notes).
 CASE_NOTES = {
-    "hodge": "The gradient system's iterations grow with the strip, not with the ranks: "
+    "cg_amg": "Coarse levels on fewer ranks (`min_rows_per_rank` 2000, at most 4x fewer ranks "
+              "per level, GAMG's `process_eq_limit` trade) fill the active ranks up to that "
+              "bound: at n = 20 level 1 is 4160 rows on 3 of 4 ranks (1387 each), 16640 on 9 "
+              "of 16 (1849) and 66560 on 34 of 64 (1958), and an active rank receives the "
+              "Galerkin partial rows of 1.33, 1.78 and 1.88 ranks: its set-up receives 0.94, "
+              "1.89 and 2.08 MiB (bench/scale_labels.py --amg), its set-up memory grows 5.8 "
+              "MiB at 16 ranks and 6.6 at 64. The growth from 4 ranks is that fill; it "
+              "flattens from 16 ranks on, bounded by `min_rows_per_rank`, not by p. A smaller "
+              "`min_rows_per_rank` keeps more ranks on the coarse levels (less memory and "
+              "traffic per rank, more latency). Hodge's amg solves make the same trade.",
+    "complex_block": "At n = 10 the memory misses by a constant: psort's exchange, positions "
+                     "and pivots talk to 40-64 peers at 64 ranks and MPICH keeps some 40-60 "
+                     "KiB per peer; at n = 20 (docs/scaling-n20.md) the same +5 MiB passes "
+                     "(30.0 vs 24.6 MiB at 4). complex_rcb and complex_hilbert alike (32.0 vs "
+                     "26.6, 31.8 vs 26.6).",
+    "complex_hilbert": "Bytes: at 4 ranks the Hilbert parts of the slab stack are the slabs "
+                       "and no simplex moves; from 16 ranks on the curve cuts across the "
+                       "slabs and every rank's simplices move once (8.9 MiB per rank at n = "
+                       "20 and 64 ranks, the same as complex_multilevel at 4 ranks, where "
+                       "everything moves too): a rank's own share, once, not a global term.",
+    "persistence": "Bytes: the distributed D1 reduction passes the columns it cannot reduce "
+                   "within a rank range up the rank tree, and on a noisy field more of them "
+                   "stay unresolved over more tree levels: `reduce_z2:columns` received 324 "
+                   "KiB in 14 supersteps at 4 ranks and 734 KiB in 41 at 16 (n = 20, "
+                   "bench/scale_labels.py), and psort's exchange moves (p-1)/p of each rank's "
+                   "keys (297 -> 423 KiB). Memory stays within target at n = 10 and n = 20.",
+    "mergetree": "At n = 10 the bytes miss by psort's O(p)-word collectives (Allgather(v) 31 "
+                 "KiB received at 64 ranks); at n = 20 bytes pass (760 vs 609 KiB) and memory "
+                 "misses by 0.5 MiB (3.6 vs 0.9 MiB at 4, limit 3.1).",
+    "partition_metis": "Supersteps: at 4 ranks `metis_partition` gathers the graph (within "
+                       "its gather limit) and runs serial METIS, no superstep; at 64 it runs "
+                       "the parallel multilevel path (37). The target compares two "
+                       "algorithms; partition_multilevel is the same path at every rank count "
+                       "(37 vs 13, passes). Bytes: as partition_multilevel.",
+    "partition_multilevel": "Bytes: the coarse graph gathered up the binomial tree is "
+                            "max(2000, 40 p) vertices by design (234 KiB received at 64 "
+                            "ranks, n = 20), and each refinement round agrees on the part "
+                            "weights by an Allreduce of p words (196 calls, 98 KiB at 64 "
+                            "ranks).",
+    "gemslr": "A split whose parts are uncoupled (the interface planes of a slab stack fall "
+              "whole into parts at 64 ranks) used to stop the levels and leave every node "
+              "left as a last level factored on every rank (25335 rows: 30 MiB of Allgatherv "
+              "per rank in set-up at n = 20); it now makes those parts a level and leaves no "
+              "last level (the same 19 GMRES iterations). Supersteps: at 4 ranks each level's "
+              "subgraph is gathered for serial METIS, at 64 it is partitioned in parallel (as "
+              "partition_metis).",
+    "hodge": "Bytes and memory: amg's coarse levels on fewer ranks, as cg_amg. "
+             "The gradient system's iterations grow with the strip, not with the ranks: "
              "the same global problem as at 64 ranks (a 30 x 1920 strip) takes 14 iterations "
              "on one rank too, and pyamg (smoothed aggregation, CG, tol 1e-8) on the gathered "
              "gradient system takes 14 as well (6 on the 30 x 30 strip of one rank; "
