@@ -596,7 +596,9 @@ CASE_NOTES = {
               "per rank in set-up at n = 20); it now makes those parts a level and leaves no "
               "last level (the same 19 GMRES iterations). Supersteps: at 4 ranks each level's "
               "subgraph is gathered for serial METIS, at 64 it is partitioned in parallel (as "
-              "partition_metis).",
+              "partition_metis); that gather (while the subgraph is at most four ranks' "
+              "shares, so that the ordering at 1-4 ranks is the serial one) is also rank 0's "
+              "extra memory at 4 ranks.",
     "hodge": "Bytes and memory: amg's coarse levels on fewer ranks, as cg_amg. "
              "The gradient system's iterations grow with the strip, not with the ranks: "
              "the same global problem as at 64 ranks (a 30 x 1920 strip) takes 14 iterations "
