@@ -88,7 +88,7 @@ scale: setup
 	  --out $(SCALE_OUT) --results $(basename $(SCALE_OUT)).json
 
 # docs/scaling-n20.md: the cases that miss a target at n = 10, at the issue's 8000 per rank
-# (4 and 64 ranks, about 90 minutes)
+# (4 and 64 ranks, about an hour)
 SCALE_N20_CASES ?= complex_block complex_rcb complex_hilbert cg_amg hodge gemslr persistence \
   mergetree complex_multilevel partition_multilevel
 scale-n20: setup

@@ -2,7 +2,10 @@
 receives most (the figures quoted in the notes of docs/scaling.md).
 
     mpiexec -n 16 python -m mpi4py bench/scale_labels.py persistence --n 20
-    mpiexec -n 64 python -m mpi4py bench/scale_labels.py cg_amg --n 20 --amg
+    MALLOC_MMAP_THRESHOLD_=65536 mpiexec -n 64 python -m mpi4py bench/scale_labels.py cg_amg --n 20 --amg
+
+(the memory figures, like the harness's, need ``MALLOC_MMAP_THRESHOLD_=65536`` so
+that large arrays are fresh pages rather than heap an earlier run freed).
 
 Runs a case of bench/scale.py once unmeasured, then measured on a counting
 communicator (bench/_counting.py), and prints the busiest rank's sent and
@@ -73,15 +76,11 @@ def labels(case, n, world, steps):
 
 def amg(n, world):
     import preconditioners
-    from dmsolve import cg, gallery
+    from dmsolve import cg
     comm = counting(world)
-
-    def inputs():
-        A = scale._poisson(comm, n)
-        return A, gallery.rhs(A, "ones")
-    A, b = inputs()
-    cg(A, b, rtol=1e-8, M=preconditioners.make("amg", A), maxiter=500)
-    A, b = inputs()
+    scale.run_cg_amg(scale.prep_cg_amg(comm, n))       # unmeasured: kernels, communicators
+    s = scale.prep_cg_amg(comm, n)
+    A, b = s["A"], s["b"]
     scale.warm_mpi(world)
     gc.collect()
     world.Barrier()
