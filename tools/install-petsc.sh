@@ -30,4 +30,13 @@ export PETSC_CONFIGURE_OPTIONS="--with-fc=0 --with-cuda=0 --with-hip=0 --with-sy
 "$PY" -m pip install -q numpy setuptools wheel cython
 "$PY" -m pip install --no-build-isolation petsc
 "$PY" -m pip install --no-build-isolation petsc4py
+# A wheel from pip's cache may have been built in another venv: its run path then names
+# that venv's lib/ (where the mpich wheel puts libmpi.so.12). Add this venv's lib/.
+MPILIB=$(cd "$VENV/lib" && pwd)
+SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['platlib'])")
+for so in "$SITE"/petsc/lib/libpetsc.so.* "$SITE"/petsc4py/lib/PETSc*.so; do
+    [ -f "$so" ] && [ ! -L "$so" ] || continue
+    RP=$(patchelf --print-rpath "$so")
+    case ":$RP:" in *":$MPILIB:"*) ;; *) patchelf --set-rpath "${RP:+$RP:}$MPILIB" "$so" ;; esac
+done
 "$PY" -c "from petsc4py import PETSc; print('install-petsc: PETSc', PETSc.Sys.getVersion())"
