@@ -10,7 +10,7 @@ PETSC_STAMP := $(VENV)/.dmsolve-petsc
 # preconditioners/ or topology/ changes (numba then recompiles that module's
 # kernels, and the warm-up compiles them again before a demo times them)
 WARM_STAMP := .numba-warm
-KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py)
+KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py dmsolve/_sell_kernels.py)
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1

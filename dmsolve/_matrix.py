@@ -20,6 +20,7 @@ from mpi4py import MPI
 from ._errors import agree
 from ._interop import csc_add, csr_add, mpi_datatype
 from ._layout import Layout, verify_layouts
+from ._sell import FORMATS, choose_format
 from ._vector import DistVector
 from .bsp import BSP, NeighborExchange
 
@@ -60,6 +61,16 @@ class DistCSR:
     :meth:`matvec` and :meth:`rmatvec` are collective among neighbouring
     ranks and allocate nothing when ``out`` is given (after a first product
     with an operand of another dtype, which builds that dtype's buffers).
+
+    ``local_format`` chooses the kernels of the products on the ``diag``
+    block: ``"auto"`` (default) multiplies a real block in sliced ELL with
+    run slots (:mod:`dmsolve._sell`, SELL-C-sigma as PETSc's MATSELL) when
+    it holds at most 1.1x CSR's bytes, ``"sell"`` whenever the block is
+    real, ``"csr"`` with scipy's CSR kernels. The sliced ELL copy is built
+    from ``diag`` on the first product (per rank, not collective); ``diag``
+    stays the CSR every other use reads. After changing ``diag``'s entries
+    in place, call :meth:`set_local_format` to rebuild it (:meth:`scale`
+    does).
     A real matrix times a complex vector is complex, and so is a complex
     matrix times a real vector; the vector's dtype must be the same on every
     rank.
@@ -72,7 +83,9 @@ class DistCSR:
         On every rank, if some rank's entries are not numeric.
     """
 
-    def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout):
+    def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout,
+                 local_format: str = "auto"):
+        _check_format(local_format)
         diag, offd = sp.csr_matrix(diag), sp.csr_matrix(offd)
         kinds = {diag.dtype.kind, offd.dtype.kind}
         # one allreduce: the layouts' ranges, "some rank is complex", "some
@@ -94,6 +107,37 @@ class DistCSR:
         # per work dtype: operand copies, ghost contributions, offd row products
         self._buffers: dict = {}
         self._offd_c: dict = {}
+        self.local_format = local_format
+        self._sell = False          # not chosen yet; None: CSR
+
+    def set_local_format(self, local_format: str | None = None) -> None:
+        """Multiply the ``diag`` block in ``local_format`` (``"auto"``,
+        ``"sell"`` or ``"csr"``; None keeps the current one) from the next
+        product on, rebuilding its sliced ELL copy from ``diag`` (call it after
+        changing ``diag``'s entries in place). Not collective: each rank
+        chooses for its own block.
+
+        Raises
+        ------
+        ValueError
+            An unknown format.
+        """
+        if local_format is not None:
+            _check_format(local_format)
+            self.local_format = local_format
+        self._sell = False
+
+    @property
+    def product_format(self) -> str:
+        """The format this rank's products use on ``diag``: ``"sell"`` or
+        ``"csr"`` (chooses it now if no product has yet). Not collective."""
+        return "csr" if self._sell_block() is None else "sell"
+
+    def _sell_block(self):
+        s = self._sell
+        if s is False:
+            s = self._sell = choose_format(self.diag, self.local_format)
+        return s
 
     # -- constructors ----------------------------------------------------------------
     @classmethod
@@ -288,12 +332,13 @@ class DistCSR:
 
     @property
     def local_nbytes(self) -> int:
-        """Bytes of this rank's CSR arrays, ghost list and halo buffers (of the
-        stored dtype)."""
+        """Bytes of this rank's CSR arrays, ghost list, halo buffers (of the
+        stored dtype) and sliced ELL copy of ``diag`` once built."""
         arrays = [self.diag.data, self.diag.indices, self.diag.indptr, self.offd.data,
                   self.offd.indices, self.offd.indptr, self.ghosts,
                   self.halo.sendbuf, self.halo.recvbuf, self.halo.send_index]
-        return int(sum(a.nbytes for a in arrays))
+        sell = self._sell if self._sell else None
+        return int(sum(a.nbytes for a in arrays)) + (sell.nbytes if sell else 0)
 
     # -- collective queries ----------------------------------------------------------
     def global_nnz(self) -> int:
@@ -385,11 +430,15 @@ class DistCSR:
         xl = self._operand(x.local, dtype, "x")
         halo = self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)
         y = out.local
+        sell = self._sell_block() if dtype == _REAL else None
         halo.start(xl)
         try:
-            y.fill(0)
-            d = self.diag
-            csr_add(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
+            if sell is not None:
+                sell.matvec(xl, y)
+            else:
+                y.fill(0)
+                d = self.diag
+                csr_add(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
         finally:            # never leave the exchange active, whatever raised
             ghost = halo.finish()
         if self.offd.nnz:
@@ -420,11 +469,15 @@ class DistCSR:
         if o.nnz:
             csc_add(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
         x = out.local
+        sell = self._sell_block() if dtype == _REAL else None
         rev.start(g)
         try:
             x.fill(0)
-            d = self.diag
-            csc_add(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
+            if sell is not None:
+                sell.rmatvec_add(yl, x)
+            else:
+                d = self.diag
+                csc_add(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
         finally:            # never leave the exchange active, whatever raised
             rev.finish()
         rev.accumulate(x)
@@ -557,12 +610,13 @@ class DistCSR:
             ghost = self.halo.exchange(right.local.astype(self.halo.dtype, copy=False))
             self.diag.data *= right.local[self.diag.indices]
             self.offd.data *= ghost[self.offd.indices]
+        self._sell = False          # rebuilt from the scaled diag on the next product
         return self
 
     def copy(self) -> "DistCSR":
         """A deep copy with a new halo plan. Collective on ``comm``."""
         return DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
-                       self.row_layout, self.col_layout)
+                       self.row_layout, self.col_layout, self.local_format)
 
     def astype(self, dtype) -> "DistCSR":
         """A copy with entries of ``dtype``, stored as float64 or complex128
@@ -570,13 +624,13 @@ class DistCSR:
         numpy's ``astype`` does). Collective on ``comm`` (a new halo plan)."""
         dtype = np.dtype(dtype)
         return DistCSR(self.diag.astype(dtype), self.offd.astype(dtype), self.ghosts.copy(),
-                       self.row_layout, self.col_layout)
+                       self.row_layout, self.col_layout, self.local_format)
 
     def conj(self) -> "DistCSR":
         """The entrywise complex conjugate (a copy for a real matrix).
         Collective on ``comm`` (a new halo plan)."""
         return DistCSR(self.diag.conj(), self.offd.conj(), self.ghosts.copy(),
-                       self.row_layout, self.col_layout)
+                       self.row_layout, self.col_layout, self.local_format)
 
     conjugate = conj
 
@@ -655,6 +709,12 @@ class CompressedRows:
         np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
         csr_add(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
         np.put(y, self.rows, w, mode="clip")
+
+
+def _check_format(local_format) -> None:
+    if not isinstance(local_format, str) or local_format not in FORMATS:
+        raise ValueError("local_format must be one of %s, got %r"
+                         % (", ".join(map(repr, FORMATS)), local_format))
 
 
 def _canonical(m, dtype: np.dtype) -> sp.csr_matrix:

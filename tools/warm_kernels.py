@@ -40,20 +40,22 @@ from mpi4py import MPI
 
 
 def kernels() -> dict[str, object]:
-    """Every numba dispatcher defined in preconditioners/ and topology/, by
-    ``module.name`` (importing every module of both packages)."""
+    """Every numba dispatcher defined in preconditioners/ and topology/, and
+    in dmsolve's kernel modules (dmsolve imports numba only for them), by
+    ``module.name`` (importing every module of these packages)."""
     from numba.core.registry import CPUDispatcher
 
     import preconditioners
     import topology
 
     found = {}
-    for pkg in (preconditioners, topology):
-        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
-            module = importlib.import_module(info.name)
-            for name, obj in vars(module).items():
-                if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
-                    found["%s.%s" % (module.__name__, name)] = obj
+    modules = [info.name for pkg in (preconditioners, topology)
+               for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
+    for modname in modules + ["dmsolve._sell_kernels"]:
+        module = importlib.import_module(modname)
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
+                found["%s.%s" % (modname, name)] = obj
     return found
 
 
@@ -69,6 +71,19 @@ def _cached(dispatcher) -> bool:
     pattern = "%s.%s-%d.py%d%d*.nbi" % (stem, func.__qualname__, func.__code__.co_firstlineno,
                                         sys.version_info[0], sys.version_info[1])
     return bool(glob.glob(os.path.join(glob.escape(dispatcher.stats.cache_path), pattern)))
+
+
+def warm_products(comm) -> None:
+    """A sliced-ELL matvec and rmatvec (the format DistCSR's products choose
+    on blocks of 1024 rows or more)."""
+    import dmsolve.gallery as gallery
+
+    A = gallery.poisson2d(12, comm)
+    A.set_local_format("sell")
+    x, y = A.create_vectors()
+    x.local[:] = 1.0
+    A.matvec(x, out=y)
+    A.rmatvec(y, out=x)
 
 
 def warm_preconditioners(comm) -> None:
@@ -153,9 +168,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     table = kernels()
     if comm.rank == 0:
+        warm_products(MPI.COMM_SELF)
         warm_preconditioners(MPI.COMM_SELF)
         warm_topology(MPI.COMM_SELF)
     _wait_idle(comm)
+    warm_products(comm)
     warm_preconditioners(comm)
     warm_topology(comm)
     # a kernel compiled on any rank is in the (shared, on-disk) cache
