@@ -31,7 +31,7 @@ BENCHMARKS = {
     "topology": ("bench_topology.py", 2, ["--compare-orient"], "Topology I (issue 6)"),
     "gemslr": ("bench_gemslr.py", 2, [], "Multilevel Schur low-rank preconditioner (issue 5)"),
     "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
-    "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issue 8)"),
+    "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issues 8 and 16)"),
 }
 
 

@@ -38,9 +38,9 @@ __all__ = ["SlicedEll", "choose_format", "FORMATS"]
 #: ``"sell"`` (sliced ELL whenever the entries are float64).
 FORMATS = ("auto", "csr", "sell")
 
-#: The smallest block made sliced ELL by ``"auto"``: below it a product costs
-#: microseconds either way, and the conversion would be all there is to see.
-MIN_AUTO_ROWS = 1024
+#: The smallest block made sliced ELL by ``"auto"`` (4 chunks): below it a
+#: product costs microseconds either way.
+MIN_AUTO_ROWS = 256
 #: ``"auto"`` keeps CSR when sliced ELL would hold more bytes than this times
 #: CSR's (padding of rows of unequal length).
 MAX_AUTO_BYTES = 1.1
@@ -74,56 +74,38 @@ class SlicedEll:
         self._acc = np.zeros(self.chunk)
 
     @classmethod
-    def from_csr(cls, B: sp.csr_matrix) -> "SlicedEll":
+    def from_csr(cls, B: sp.csr_matrix, max_bytes: float | None = None) -> "SlicedEll | None":
         """The sliced ELL form of a float64 CSR block ``B`` (sorted indices, no
-        duplicates, as DistCSR keeps its blocks). Not collective."""
+        duplicates, as DistCSR keeps its blocks); None if it would hold more
+        than ``max_bytes`` bytes (found before any slot is filled).
+        Not collective."""
+        from ._sell_kernels import sell_fill, sell_layout
         C = _chunk()
         n, m = B.shape
         nchunks = -(-n // C)
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(B.indptr))
-        cols = B.indices.astype(np.int64)
-        chunk = rows // C
-        lane = rows - chunk * C
-        offset = cols - rows                          # in [-(n-1), m-1]
-        # the chunk's offsets and how many of its rows have each
-        key = chunk * (n + m) + (offset + n)
-        keys, inv, count = np.unique(key, return_inverse=True, return_counts=True)
-        kchunk = keys // (n + m)
-        first = kchunk * C + keys % (n + m) - n       # the run's first column
-        run = (3 * count >= 2 * C) & (first >= 0) & (first + C <= m)
-        in_run = run[inv]
-        runs = np.flatnonzero(run)                    # sorted by chunk, then offset
-        nrun = np.bincount(kchunk[runs], minlength=nchunks)
-        # the other entries, packed: the j-th of a row's goes to gathered slot j
-        rest = ~in_run
-        rest_len = np.bincount(rows[rest], minlength=nchunks * C)
-        ngather = rest_len.reshape(nchunks, C).max(axis=1) if n else np.zeros(0, np.int64)
+        indptr, indices = B.indptr, B.indices
+        run_offsets = np.empty(B.nnz, np.int64)
+        nrun = np.zeros(nchunks, np.int64)
+        ngather = np.zeros(nchunks, np.int64)
+        nruns = sell_layout(indptr, indices, m, run_offsets, nrun, ngather)
         slot_ptr = np.zeros(nchunks + 1, np.int64)
         np.cumsum(nrun + ngather, out=slot_ptr[1:])
         nslots = int(slot_ptr[-1])
-        vals = np.zeros((nslots, C))
-        run_col = np.full(nslots, -1, np.int64)
-        run_start = np.zeros(nchunks + 1, np.int64)
-        np.cumsum(nrun, out=run_start[1:])
-        slot_of_key = np.zeros(keys.size, np.int64)
-        slot_of_key[runs] = slot_ptr[kchunk[runs]] + np.arange(runs.size) - run_start[kchunk[runs]]
-        run_col[slot_of_key[runs]] = first[runs]
-        e = np.flatnonzero(in_run)
-        vals[slot_of_key[inv[e]], lane[e]] = B.data[e]
-        e = np.flatnonzero(rest)
-        row_start = np.zeros(nchunks * C + 1, np.int64)
-        np.cumsum(rest_len, out=row_start[1:])
-        slot = slot_ptr[chunk[e]] + nrun[chunk[e]] + np.arange(e.size) - row_start[rows[e]]
-        vals[slot, lane[e]] = B.data[e]
-        gathered = np.flatnonzero(run_col < 0)
-        gather_ptr = np.zeros(nslots, np.int64)
-        gather_ptr[gathered] = np.arange(gathered.size) * C
-        position = np.zeros(nslots, np.int64)
-        position[gathered] = np.arange(gathered.size)
-        gather_col = np.zeros((gathered.size, C), np.int32)   # padding reads column 0
-        gather_col[position[slot], lane[e]] = cols[e]
-        return cls(B.shape, B.nnz, slot_ptr.astype(np.int32), run_col.astype(np.int32),
-                   gather_ptr.astype(np.int32), gather_col.ravel(), vals.ravel())
+        ngathered = int(ngather.sum())
+        nbytes = (8 * C * nslots + 4 * (nchunks + 1) + 8 * nslots + 4 * C * ngathered
+                  + 8 * C)
+        if max_bytes is not None and nbytes > max_bytes:
+            return None
+        if nslots > np.iinfo(np.int32).max // C:
+            raise ValueError("block too large for 32-bit slot offsets")
+        vals = np.zeros(nslots * C)
+        run_col = np.full(nslots, -1, np.int32)
+        gather_ptr = np.zeros(nslots, np.int32)
+        gather_col = np.zeros(ngathered * C, np.int32)    # padding reads column 0
+        slot_ptr = slot_ptr.astype(np.int32)
+        sell_fill(indptr, indices, B.data, run_offsets[:nruns], nrun, slot_ptr, run_col,
+                  gather_ptr, gather_col, vals)
+        return cls(B.shape, B.nnz, slot_ptr, run_col, gather_ptr, gather_col, vals)
 
     @property
     def nbytes(self) -> int:
@@ -184,15 +166,5 @@ def choose_format(B: sp.csr_matrix, fmt: str) -> "SlicedEll | None":
     if fmt == "auto" and B.shape[0] < MIN_AUTO_ROWS:
         return None
     if fmt == "auto":
-        # an upper bound on the padding before converting: the slots of a
-        # chunk are at least its longest row
-        C = _chunk()
-        n = B.shape[0]
-        lens = np.zeros(-(-n // C) * C, np.int64)
-        lens[:n] = np.diff(B.indptr)
-        if lens.reshape(-1, C).max(axis=1).sum() * C * 8 > MAX_AUTO_BYTES * csr_nbytes(B):
-            return None
-    S = SlicedEll.from_csr(B)
-    if fmt == "auto" and S.nbytes > MAX_AUTO_BYTES * csr_nbytes(B):
-        return None
-    return S
+        return SlicedEll.from_csr(B, max_bytes=MAX_AUTO_BYTES * csr_nbytes(B))
+    return SlicedEll.from_csr(B)

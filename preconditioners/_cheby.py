@@ -9,6 +9,7 @@ from dmsolve.validate import agreed, check_int, check_real
 
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
+from ._kernels import chebyshev_step
 from ._registry import register
 
 __all__ = ["Chebyshev", "ChebyshevKernel"]
@@ -59,14 +60,9 @@ class ChebyshevKernel:
         x += d
         for _ in range(self.degree - 1):
             A.matvec(self._xv, out=self._yv)
-            r -= Ad
             rho_new = 1.0 / (2.0 * sigma - rho)
-            d *= rho_new * rho
-            # d += (2 rho_new / delta) * dinv * r, without a temporary vector
-            np.multiply(r, dinv, out=Ad)
-            Ad *= 2.0 * rho_new / delta
-            d += Ad
-            x += d
+            # r -= Ad; d = rho_new rho d + (2 rho_new / delta) dinv r; x += d
+            chebyshev_step(r, Ad, dinv, d, x, rho_new * rho, 2.0 * rho_new / delta)
             rho = rho_new
 
 

@@ -17,8 +17,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["unsigned_index", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
+__all__ = ["unsigned_index", "chebyshev_step", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
            "ilu0_split", "lower_unit_solve", "upper_solve", "superlu_solve"]
+
+
+@njit(cache=True, nogil=True)
+def chebyshev_step(r, Ad, dinv, d, x, a, c):  # pragma: no cover
+    """One step of the Chebyshev iteration's vector updates in one pass:
+    ``r -= Ad; d = a * d + c * (dinv * r); x += d``, for float64 arrays.
+
+    The unfused numpy form makes six passes over the vectors (16 vector
+    reads and writes); this makes one (5 reads, 3 writes). The operations are
+    numpy's, in numpy's order, so the results are the same bit for bit.
+    Not collective.
+    """
+    for i in range(r.shape[0]):
+        ri = r[i] - Ad[i]
+        r[i] = ri
+        di = d[i] * a + (ri * dinv[i]) * c
+        d[i] = di
+        x[i] += di
 
 
 @njit(cache=True, nogil=True)

@@ -109,10 +109,11 @@ def test_no_coarsening_relaxes_the_coarsest_level(opts):
         checks.add(len(d["levels"]) == 1, "one level", d["levels"])
         checks.add(d["coarse"] == {"solver": "relax", "rows": 3600, "stored_bytes_max_rank": 0,
                                    "max_dense_coarse": 2000, "sweeps": 2}, "coarse", d["coarse"])
-        # the dense pseudo-inverse was 3600^2 * 8 bytes = 104 MB on every rank
-        checks.add(d["hierarchy_bytes_max_rank"] <= 100 * _max_local_rows(A),
+        # the dense pseudo-inverse was 3600^2 * 8 bytes = 104 MB on every rank; now
+        # A's CSR (some 64 bytes a row) and its sliced ELL copy (some 45)
+        checks.add(d["hierarchy_bytes_max_rank"] <= 150 * _max_local_rows(A),
                    "hierarchy bytes", d["hierarchy_bytes_max_rank"])
-        checks.add(M.symmetric is True, "symmetric Gauss-Seidel relaxation is symmetric")
+        checks.add(M.symmetric is True, "Chebyshev relaxation is symmetric")
         checks.add(info.converged and rel <= 1e-8, "cg converges", (info.reason, rel))
 
 

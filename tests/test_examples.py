@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+import dmsolve
+from dmsolve._sell import MIN_AUTO_ROWS
 from mpitest import EXAMPLES, Checks, load_example, run_mpi_job
 
 pytestmark = pytest.mark.timeout(300)
@@ -83,6 +85,15 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add("max relative error" in out, "max relative error printed")
         err = float(out.split("max relative error ")[1].split()[0])
         checks.add(err < 1e-14, "max relative error < 1e-14", err)
+        # 1000 rows: sliced ELL on the ranks with at least MIN_AUTO_ROWS of them
+        lay = dmsolve.Layout.block(1000, comm)
+        want = sum(lay.range_of(r)[1] - lay.range_of(r)[0] >= MIN_AUTO_ROWS
+                   for r in range(comm.size))
+        m = re.search(r"products in sliced ELL \(run slots\) on (\d+) of (\d+) ranks: "
+                      r"(\S+)x the bytes of CSR", out)
+        checks.add(m and int(m.group(1)) == want and int(m.group(2)) == comm.size
+                   and (want == 0 or float(m.group(3)) < 0.8),
+                   "sliced ELL on %d ranks, fewer bytes than CSR" % want, m and m.group(0))
         m1 = re.search(r"METIS partition: edge cut (\d+).*\n.*multilevel cut (\d+), hilbert "
                        r"cut (\d+), imbalance (\S+) and (\S+)", out)
         checks.add(m1 and int(m1.group(2)) <= 1.3 * int(m1.group(1))

@@ -95,7 +95,7 @@ def test_auto_keeps_csr_where_padding_is_large():
     S = choose_format(B, "sell")            # asked for: converted all the same
     assert S is not None and S.nbytes > MAX_AUTO_BYTES * csr_nbytes(B)
     assert choose_format(poisson3d(12), "auto") is not None
-    assert choose_format(poisson3d(8), "auto") is None       # 512 rows: too small to bother
+    assert choose_format(poisson3d(6), "auto") is None       # 216 rows: too small to bother
     assert choose_format(poisson3d(12).astype(complex), "sell") is None
     assert choose_format(poisson3d(12), "csr") is None
 
