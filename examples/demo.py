@@ -267,8 +267,8 @@ def names_and_checks(comm, A):
     _, kw = dmsolve.solve(A, b, "cg", pc=("amg", {"theta": 0.08, "omega": 4 / 3}), rtol=1e-8)
     _, desc = dmsolve.solve(A, b, "cg", rtol=1e-8, pc=(
         "AMG", {"strength": ("symmetric", {"theta": 0.08}),
-                "smooth": ("jacobi", {"omega": 4 / 3}), "presmoother": ("Chebyshev", {"degree": 2}),
-                "postsmoother": "CHEBYSHEV"}))
+                "smooth": ("jacobi", {"omega": 4 / 3}),
+                "presmoother": ("Chebyshev", {"degree": 2}), "postsmoother": "CHEBYSHEV"}))
     say(comm, "[8] Names and options: one registry each, one rule (case and -/_ ignored):",
         "    Krylov methods: %s" % ", ".join(METHODS),
         "    preconditioners: %s; smoothers: %s" % (", ".join(dmsolve.PRECONDITIONERS),

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["unsigned_index", "chebyshev_step", "sor_sweep", "aggregate_pass1", "aggregate_pass3", "ilu0_factor",
-           "ilu0_split", "lower_unit_solve", "upper_solve", "superlu_solve"]
+__all__ = ["unsigned_index", "chebyshev_step", "sor_sweep", "aggregate_pass1", "aggregate_pass3",
+           "ilu0_factor", "ilu0_split", "lower_unit_solve", "upper_solve", "superlu_solve"]
 
 
 @njit(cache=True, nogil=True)
