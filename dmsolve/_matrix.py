@@ -28,6 +28,7 @@ __all__ = ["DistCSR", "CompressedRows"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 _REAL = np.dtype(np.float64)
+_SINGLE = np.dtype(np.float32)
 _COMPLEX = np.dtype(np.complex128)
 
 
@@ -84,7 +85,7 @@ class DistCSR:
     """
 
     def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout,
-                 local_format: str = "auto"):
+                 local_format: str = "auto", single: bool = False):
         _check_format(local_format)
         diag, offd = sp.csr_matrix(diag), sp.csr_matrix(offd)
         kinds = {diag.dtype.kind, offd.dtype.kind}
@@ -97,7 +98,10 @@ class DistCSR:
         if bad:
             raise TypeError("matrix entries must be numeric (bool, integer, real or complex); "
                             "some rank passed another dtype")
-        dtype = _COMPLEX if cplx else _REAL
+        if single and cplx:
+            raise TypeError("single precision storage is for real matrices; some rank's "
+                            "entries are complex")
+        dtype = _COMPLEX if cplx else (_SINGLE if single else _REAL)
         self.row_layout = row_layout
         self.col_layout = col_layout
         self.diag = _canonical(diag, dtype)
@@ -430,7 +434,7 @@ class DistCSR:
         xl = self._operand(x.local, dtype, "x")
         halo = self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)
         y = out.local
-        sell = self._sell_block() if dtype == _REAL else None
+        sell = self._sell_block() if dtype == self.dtype and dtype.kind == "f" else None
         halo.start(xl)
         try:
             if sell is not None:
@@ -469,7 +473,7 @@ class DistCSR:
         if o.nnz:
             csc_add(o.shape[1], o.shape[0], o.indptr, o.indices, o.data, yl, g)
         x = out.local
-        sell = self._sell_block() if dtype == _REAL else None
+        sell = self._sell_block() if dtype == self.dtype and dtype.kind == "f" else None
         rev.start(g)
         try:
             x.fill(0)
@@ -616,7 +620,26 @@ class DistCSR:
     def copy(self) -> "DistCSR":
         """A deep copy with a new halo plan. Collective on ``comm``."""
         return DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
-                       self.row_layout, self.col_layout, self.local_format)
+                       self.row_layout, self.col_layout, self.local_format,
+                       single=self.dtype == _SINGLE)
+
+    def single(self) -> "DistCSR":
+        """A copy stored in float32, for mixed-precision preconditioners: its
+        products take and give float32 vectors (a float64 ``x`` is rounded to
+        float32 first) and move half the bytes. Real matrices only.
+        Collective on ``comm`` (a new halo plan).
+
+        Raises
+        ------
+        TypeError
+            On every rank, for a complex matrix.
+        """
+        if self.dtype.kind == "c":
+            raise TypeError("single precision storage is for real matrices; this one is "
+                            "complex")
+        return DistCSR(self.diag.astype(_SINGLE), self.offd.astype(_SINGLE),
+                       self.ghosts.copy(), self.row_layout, self.col_layout, self.local_format,
+                       single=True)
 
     def astype(self, dtype) -> "DistCSR":
         """A copy with entries of ``dtype``, stored as float64 or complex128

@@ -35,7 +35,7 @@ __all__ = ["SlicedEll", "choose_format", "FORMATS"]
 
 #: Local formats of a DistCSR's products: ``"auto"`` (sliced ELL where it
 #: fits, see :func:`choose_format`), ``"csr"`` (scipy's CSR kernels) or
-#: ``"sell"`` (sliced ELL whenever the entries are float64).
+#: ``"sell"`` (sliced ELL whenever the entries are real).
 FORMATS = ("auto", "csr", "sell")
 
 #: The smallest block made sliced ELL by ``"auto"`` (4 chunks): below it a
@@ -59,7 +59,7 @@ class SlicedEll:
     ``slot_ptr`` (first slot of each chunk, int32, ``nchunks + 1``),
     ``run_col`` (per slot: first column of a run slot, -1 for a gathered
     slot), ``gather_ptr`` (per slot: where a gathered slot's columns start in
-    ``gather_col``), ``gather_col`` (int32) and ``vals`` (float64,
+    ``gather_col``), ``gather_col`` (int32) and ``vals`` (the block's dtype,
     ``chunk`` per slot, lane ``i`` of slot ``s`` at ``s * chunk + i``).
 
     Not collective.
@@ -75,8 +75,9 @@ class SlicedEll:
 
     @classmethod
     def from_csr(cls, B: sp.csr_matrix, max_bytes: float | None = None) -> "SlicedEll | None":
-        """The sliced ELL form of a float64 CSR block ``B`` (sorted indices, no
-        duplicates, as DistCSR keeps its blocks); None if it would hold more
+        """The sliced ELL form of a real (float64 or float32) CSR block ``B``
+        (sorted indices, no duplicates, as DistCSR keeps its blocks); None if
+        it would hold more
         than ``max_bytes`` bytes (found before any slot is filled).
         Not collective."""
         from ._sell_kernels import sell_fill, sell_layout
@@ -92,13 +93,13 @@ class SlicedEll:
         np.cumsum(nrun + ngather, out=slot_ptr[1:])
         nslots = int(slot_ptr[-1])
         ngathered = int(ngather.sum())
-        nbytes = (8 * C * nslots + 4 * (nchunks + 1) + 8 * nslots + 4 * C * ngathered
-                  + 8 * C)
+        nbytes = (B.dtype.itemsize * C * nslots + 4 * (nchunks + 1) + 8 * nslots
+                  + 4 * C * ngathered + 8 * C)
         if max_bytes is not None and nbytes > max_bytes:
             return None
         if nslots > np.iinfo(np.int32).max // C:
             raise ValueError("block too large for 32-bit slot offsets")
-        vals = np.zeros(nslots * C)
+        vals = np.zeros(nslots * C, dtype=B.dtype)
         run_col = np.full(nslots, -1, np.int32)
         gather_ptr = np.zeros(nslots, np.int32)
         gather_col = np.zeros(ngathered * C, np.int32)    # padding reads column 0
@@ -119,13 +120,14 @@ class SlicedEll:
         return float(np.mean(self.run_col >= 0)) if self.run_col.size else 0.0
 
     def matvec(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y = B @ x`` (float64, every entry of ``y`` written). Not collective."""
+        """``y = B @ x`` (of the block's dtype, every entry of ``y`` written).
+        Not collective."""
         from ._sell_kernels import sell_matvec
         sell_matvec(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                     self.gather_col, self.vals, x, y, self._acc)
 
     def rmatvec_add(self, y: np.ndarray, x: np.ndarray) -> None:
-        """``x += B^T y`` (float64). Not collective."""
+        """``x += B^T y`` (of the block's dtype). Not collective."""
         from ._sell_kernels import sell_rmatvec_add
         sell_rmatvec_add(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                          self.gather_col, self.vals, y, x)
@@ -155,13 +157,13 @@ def csr_nbytes(B: sp.csr_matrix) -> int:
 def choose_format(B: sp.csr_matrix, fmt: str) -> "SlicedEll | None":
     """The sliced ELL form of ``B`` if ``fmt`` asks for it, else None (CSR).
 
-    ``"sell"`` converts any float64 block; ``"auto"`` a float64 block of at
-    least :data:`MIN_AUTO_ROWS` rows whose sliced ELL form holds at most
+    ``"sell"`` converts any real (float64 or float32) block; ``"auto"`` such
+    a block of at least :data:`MIN_AUTO_ROWS` rows whose sliced ELL form holds at most
     :data:`MAX_AUTO_BYTES` times CSR's bytes (a block with rows of very
     unequal length pads too much, and stays CSR). Complex blocks stay CSR.
     Not collective.
     """
-    if fmt == "csr" or B.dtype != np.float64:
+    if fmt == "csr" or B.dtype not in (np.float64, np.float32):
         return None
     if fmt == "auto" and B.shape[0] < MIN_AUTO_ROWS:
         return None

@@ -38,7 +38,7 @@ class ChebyshevKernel:
         self.delta = 0.5 * (self.upper - self.lower)
         self._xv, self._yv = A.create_vectors()
         self._d = self._xv.local          # the search direction lives in the matvec input
-        self._r = np.zeros(A.row_layout.local_size)
+        self._r = np.zeros(A.row_layout.local_size, dtype=A.dtype)
 
     def run(self, b: np.ndarray, x: np.ndarray, zero_guess: bool) -> None:
         """Improve ``x`` in place towards ``A x = b`` (``x`` taken as 0 with

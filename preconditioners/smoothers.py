@@ -142,6 +142,18 @@ class JacobiSmoother(_Residual):
         self.iterations = o["iterations"]
         self._r = np.zeros(A.row_layout.local_size)
 
+    def single(self, A32):
+        """This smoother (the same weights) on ``A32``, the float32 copy of its
+        matrix (:meth:`dmsolve.DistCSR.single`), for float32 vectors. Not
+        collective."""
+        new = object.__new__(type(self))
+        _Residual.__init__(new, A32)
+        new.omega, new.iterations = self.omega, self.iterations
+        new.dinv = self.dinv.astype(np.float32)
+        new.scaled = self.scaled.astype(np.float32)
+        new._r = np.zeros(A32.row_layout.local_size, dtype=np.float32)
+        return new
+
     def smooth(self, b, x, zero_guess=False):
         """Improve ``x`` towards ``A x = b`` (``x`` taken as 0 with ``zero_guess``).
         Collective among neighbours (halo exchanges)."""
@@ -221,6 +233,15 @@ class ChebyshevSmoother:
         _, rho = lanczos_extremes(A, np.abs(dinv), 10)
         hi = 1.1 * rho if rho > 0 else 1.0
         self.kernel = ChebyshevKernel(A, dinv, hi / o["ratio"], hi, o["degree"])
+
+    def single(self, A32):
+        """This smoother (the same interval and degree) on ``A32``, the float32
+        copy of its matrix (:meth:`dmsolve.DistCSR.single`), for float32
+        vectors. Not collective."""
+        k = self.kernel
+        new = object.__new__(type(self))
+        new.kernel = ChebyshevKernel(A32, k.dinv.astype(np.float32), k.lower, k.upper, k.degree)
+        return new
 
     def smooth(self, b, x, zero_guess=False):
         """Improve ``x`` towards ``A x = b`` (``x`` taken as 0 with ``zero_guess``).

@@ -80,10 +80,11 @@ def warm_products(comm) -> None:
 
     A = gallery.poisson2d(12, comm)
     A.set_local_format("sell")
-    x, y = A.create_vectors()
-    x.local[:] = 1.0
-    A.matvec(x, out=y)
-    A.rmatvec(y, out=x)
+    for M in (A, A.single()):               # float64 and float32 (amg precision="single")
+        x, y = M.create_vectors()
+        x.local[:] = 1.0
+        M.matvec(x, out=y)
+        M.rmatvec(y, out=x)
 
 
 def warm_preconditioners(comm) -> None:
@@ -97,6 +98,7 @@ def warm_preconditioners(comm) -> None:
     for A, pcs in [
             (spd, ["amg", ("amg", {"presmoother": "gauss-seidel",
                                    "postsmoother": "gauss-seidel"}),
+                   ("amg", {"precision": "single"}),
                    ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
                    ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1})]),
             (nonsym, [("gemslr", {"nlev": 2}), ("bjacobi", {"sub": "ilu0"})])]:

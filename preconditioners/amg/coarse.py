@@ -278,6 +278,33 @@ class RelaxationCoarseSolver:
             self.postsmoother.smooth(b, x, False)
 
 
+class DoubleCoarseSolver:
+    """The coarsest level's solver (``solver``, dense or relaxation, on the
+    float64 coarsest operator) inside a float32 cycle (``amg(precision=
+    "single")``): ``b`` and ``x`` are rounded to and from float64 through
+    kept buffers of this rank's ``n`` rows. Construction is not collective;
+    :meth:`solve` is collective as ``solver.solve`` is.
+    """
+
+    def __init__(self, solver, n: int):
+        self.solver = solver
+        self.kind = solver.kind
+        self.nnz = solver.nnz
+        self._b, self._x = np.zeros(n), np.zeros(n)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes kept on this rank: the solver's and the two buffers. Not collective."""
+        return int(self.solver.nbytes + self._b.nbytes + self._x.nbytes)
+
+    def solve(self, b: np.ndarray, x: np.ndarray) -> None:
+        """``x ~= A^-1 b`` in float64, ``b`` and ``x`` float32. Collective as
+        the wrapped solver's :meth:`solve`."""
+        np.copyto(self._b, b)
+        self.solver.solve(self._b, self._x)
+        np.copyto(x, self._x, casting="same_kind")
+
+
 class IdleCoarseSolver:
     """The coarsest level's solve on a rank outside the coarsest level's
     communicator: it owns no rows of that level, so there is nothing to

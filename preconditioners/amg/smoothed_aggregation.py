@@ -21,10 +21,11 @@ from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
 from .._registry import register
-from ..smoothers import MAX_SWEEPS, adjoint_smoother, check_smoother, make_smoother
+from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother,
+                         make_smoother)
 from .aggregate import AGGREGATIONS
 from . import coarse as _coarse
-from .coarse import (CoarseSolver, IdleCoarseSolver,
+from .coarse import (CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver,
                      RelaxationCoarseSolver, plan_coarse_level, redistribute_rows,
                      sub_communicator, sub_layout)
 from .cycle import CYCLES, run_cycle
@@ -48,10 +49,10 @@ class Level:
     def __init__(self, A: DistCSR, P: DistCSR, presmoother, postsmoother):
         self.A, self.P = A, P
         self.presmoother, self.postsmoother = presmoother, postsmoother
-        self.r = DistVector.zeros(A.row_layout)
-        self.corr = DistVector.zeros(A.row_layout)
-        self.bc = DistVector.zeros(P.col_layout)
-        self.xc = DistVector.zeros(P.col_layout)
+        self.r = DistVector.zeros(A.row_layout, A.dtype)
+        self.corr = DistVector.zeros(A.row_layout, A.dtype)
+        self.bc = DistVector.zeros(P.col_layout, A.dtype)
+        self.xc = DistVector.zeros(P.col_layout, A.dtype)
 
     @property
     def comm(self):
@@ -64,7 +65,7 @@ class Level:
         neighbouring ranks (the matvec's halo exchange)."""
         lay = self.A.row_layout
         y = DistVector(lay, out)
-        assert y.local is out, "out must be a contiguous float64 array"
+        assert y.local is out, "out must be a contiguous array of the level's dtype"
         self.A.matvec(DistVector(lay, x), out=y)
         np.subtract(b, out, out=out)
 
@@ -235,6 +236,14 @@ class SmoothedAggregation(Preconditioner):
         (the hierarchy before agglomeration; with at most
         ``MAX_RANK_REDUCTION`` ranks both give the same operators and
         cycles, bit for bit).
+    precision : {"double", "single"}
+        ``"single"``: the hierarchy (every level's operator, the
+        prolongators and the smoothers' data) and the cycle's vectors are
+        float32 inside the float64 Krylov method (which tests its residual in
+        float64): half the bytes per product. The hierarchy is built in
+        float64 and rounded level by level as it is made; the coarsest solve
+        stays float64. Needs smoothers made of matvecs (``chebyshev``,
+        ``jacobi``, ``l1-jacobi``). Default ``"double"``.
     progress : None, True or callable
         Report each level as it is built (``"level 1: 4096 rows, 35840
         nonzeros"``), then a summary: see :class:`dmsolve.Progress`. Given
@@ -284,7 +293,7 @@ class SmoothedAggregation(Preconditioner):
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
                  min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
-                 agglomerate: bool = True):
+                 agglomerate: bool = True, precision: str = "double"):
         super().__init__(A)
         comm = self.comm
         with agreed(comm):
@@ -305,6 +314,16 @@ class SmoothedAggregation(Preconditioner):
             max_dense_coarse = check_int("max_dense_coarse", max_dense_coarse, low=0)
             coarse_sweeps = check_int("coarse_sweeps", coarse_sweeps, low=1, high=MAX_SWEEPS)
             agglomerate = check_bool("agglomerate", agglomerate)
+            precision = check_choice("precision", precision, ("double", "single"))
+            if precision == "single":
+                for which, desc in (("presmoother", presmoother),
+                                    ("postsmoother", postsmoother)):
+                    if not hasattr(SMOOTHERS[desc[0]], "single"):
+                        raise ValueError(
+                            "amg precision='single' needs smoothers made of matvecs (%s); "
+                            "the %s is %r" % (", ".join(sorted(
+                                n for n in SMOOTHERS if hasattr(SMOOTHERS[n], "single"))),
+                                which, desc[0]))
             report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
@@ -317,7 +336,8 @@ class SmoothedAggregation(Preconditioner):
                             smooth=(smooth_name, self.smooth.options()), aggregate=aggregate,
                             presmoother=presmoother, postsmoother=postsmoother,
                             cycle=cycle.upper(), max_levels=max_levels, max_coarse=max_coarse,
-                            min_rows_per_rank=min_rows_per_rank)
+                            min_rows_per_rank=min_rows_per_rank, precision=precision)
+        self._single = precision == "single"
         adjoint = adjoint_smoother(presmoother)
         # both the cycle and a relaxed coarsest level are symmetric exactly
         # when the postsmoother undoes the presmoother's asymmetry
@@ -343,6 +363,8 @@ class SmoothedAggregation(Preconditioner):
                 raise           # every rank of comm is raising it
             exc = e
         self._finish(exc, report, deferred, max_dense_coarse, coarse_sweeps)
+        n = A.row_layout.local_size
+        self._work32 = (np.zeros(n, np.float32), np.zeros(n, np.float32)) if self._single else None
         self._done()
 
     def _build(self, A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
@@ -398,6 +420,8 @@ class SmoothedAggregation(Preconditioner):
                   if sub is not None else None)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
             pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            if self._single:
+                Ak, P, pre, post = self._rounded(Ak, P, pre, post, first=not self.levels)
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, P, pre, post))
             self._level_info.append({"rho": rho})
@@ -415,6 +439,8 @@ class SmoothedAggregation(Preconditioner):
         else:
             pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
             self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
+        if self._single:
+            self.coarse = DoubleCoarseSolver(self.coarse, Ak.row_layout.local_size)
         tm["coarse"] = time.perf_counter() - t
         if report:
             note("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
@@ -465,10 +491,29 @@ class SmoothedAggregation(Preconditioner):
             raise ValueError("amg level %d (%d rows): %s" % (level, Ak.shape[0], e)) from None
         return pre, post
 
+    @staticmethod
+    def _rounded(A, P, pre, post, first):
+        """A level's operator, prolongator and smoothers in float32; the
+        float64 ones are freed (but not ``A`` of the ``first`` level, the
+        caller's matrix). Collective on ``A.comm``."""
+        A32, P32 = A.single(), P.single()
+        pre32 = pre.single(A32)
+        post32 = pre32 if post is pre else post.single(A32)
+        P.free()
+        if not first:
+            A.free()
+        return A32, P32, pre32, post32
+
     # -- application -------------------------------------------------------------
     def _apply(self, r, out):
         """One cycle from a zero guess. Collective on ``comm``: :meth:`apply` is."""
-        run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
+        if not self._single:
+            run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
+            return
+        b32, x32 = self._work32
+        np.copyto(b32, r, casting="same_kind")
+        run_cycle(self.levels, self.coarse, 0, b32, x32, self.gamma, zero_guess=True)
+        np.copyto(out, x32)
 
     # -- summary -----------------------------------------------------------------
     def _summarise(self, rows: list, comm_ranks: list) -> dict:
