@@ -3,7 +3,6 @@ inside float64 Krylov methods."""
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import dmsolve.gallery as gallery
 import preconditioners
@@ -11,7 +10,7 @@ from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import cg
 from mpitest import (assert_allclose_collective, assert_collective, assert_raises_collective,
                      same_on_all_ranks)
-from preconditioners.amg.coarse import DoubleCoarseSolver
+from preconditioners.amg.coarse import CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver
 from preconditioners.smoothers import make_smoother
 
 
@@ -59,12 +58,11 @@ def test_single_smoothers_match_double(comm, smoother):
     assert_allclose_collective(x32.astype(float), x, rtol=0, atol=1e-5 * np.abs(x).max())
 
 
-# the memory bound: issue 16's 0.6x of the float64 hierarchy on 3D Poisson. Column
-# indices and row pointers do not halve: 2D's operators and prolongators have fewer
-# entries per row, and measure 0.61x (at 1 to 4 ranks)
-@pytest.mark.parametrize("problem,n,bound", [("poisson3d", 24, 0.6), ("poisson2d", 96, 0.62)])
-def test_amg_single_precision_within_one_iteration_and_float64_residual(comm, problem, n,
-                                                                       bound):
+# the memory bound: issue 16's 0.6x of the float64 hierarchy (measured at 1 to 4
+# ranks: 0.46-0.48x on 3D Poisson 32^3, 0.55-0.58x on 2D Poisson 96^2, where column
+# indices and row pointers, which do not halve, weigh more)
+@pytest.mark.parametrize("problem,n", [("poisson3d", 32), ("poisson2d", 96)])
+def test_amg_single_precision_within_one_iteration_and_float64_residual(comm, problem, n):
     A = gallery.PROBLEMS[problem](n, comm)
     b = gallery.rhs(A, "random")
     runs = {}
@@ -81,15 +79,16 @@ def test_amg_single_precision_within_one_iteration_and_float64_residual(comm, pr
                       "%d iterations in single, %d in double"
                       % (info32.iterations, info64.iterations))
     # the hierarchy is float32 and the coarsest solve float64
-    for L in M32.levels:
-        if L.active:
-            assert_collective(comm, L.A.dtype == np.float32 and L.P.dtype == np.float32
-                              and L.r.dtype == np.float32)
-    assert_collective(comm, isinstance(M32.coarse, DoubleCoarseSolver)
-                      or not M32.levels[-1].active)
+    ok = all(L.A.dtype == np.float32 and L.P.dtype == np.float32 and L.r.dtype == np.float32
+             for L in M32.levels if L.active)
+    assert_collective(comm, ok, "a level is not float32")
+    c = M32.coarse
+    assert_collective(comm, isinstance(c, IdleCoarseSolver)
+                      or (isinstance(c, CoarseSolver) and c._rows.dtype == np.float32),
+                      "the dense coarsest solve is not rounded: %r" % (c,))
     h32 = M32.describe()["hierarchy_bytes_max_rank"]
     h64 = M64.describe()["hierarchy_bytes_max_rank"]
-    assert_collective(comm, same_on_all_ranks(comm, h32) and h32 <= bound * h64,
+    assert_collective(comm, same_on_all_ranks(comm, h32) and h32 <= 0.6 * h64,
                       "single %d bytes, double %d" % (h32, h64))
     assert_collective(comm, M32.describe()["options"]["precision"] == "single")
 
@@ -112,5 +111,5 @@ def test_amg_single_with_a_relaxed_coarsest_level(comm):
     x, info = cg(A, b, rtol=1e-8, M=M, maxiter=2000)
     rel = (b - A @ x).norm() / b.norm()
     assert_collective(comm, info.converged and rel <= 1e-8, "%s %.2e" % (info.reason, rel))
-    ref = sp.csr_matrix(A.to_scipy())
-    assert_collective(comm, ref.shape == (2500, 2500))
+    assert_collective(comm, isinstance(M.coarse, DoubleCoarseSolver)
+                      and M.coarse.kind == "relax")

@@ -233,11 +233,21 @@ class CoarseSolver:
         gather buffer). Not collective."""
         return int(self._rows.nbytes + self._b.nbytes)
 
+    def single(self) -> "CoarseSolver":
+        """This solve with its rows of the inverse rounded to float32, for
+        float32 vectors (``amg(precision="single")``). Not collective."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._rows = self._rows.astype(np.float32)
+        new._b = np.zeros(self.n, np.float32)
+        return new
+
     def solve(self, b: np.ndarray, x: np.ndarray) -> None:
-        """``x = A^+ b`` on this rank's rows (local arrays). Collective on
+        """``x = A^+ b`` on this rank's rows (local arrays of the solver's
+        dtype: float64, or float32 after :meth:`single`). Collective on
         ``A.comm`` (one ``Allgatherv`` of ``b``)."""
-        self.layout.comm.Allgatherv([b, MPI.DOUBLE],
-                                    [self._b, (self._counts, self._displs), MPI.DOUBLE])
+        t = MPI.FLOAT if self._b.dtype == np.float32 else MPI.DOUBLE
+        self.layout.comm.Allgatherv([b, t], [self._b, (self._counts, self._displs), t])
         np.dot(self._rows, self._b, out=x)
 
 
@@ -279,10 +289,11 @@ class RelaxationCoarseSolver:
 
 
 class DoubleCoarseSolver:
-    """The coarsest level's solver (``solver``, dense or relaxation, on the
-    float64 coarsest operator) inside a float32 cycle (``amg(precision=
-    "single")``): ``b`` and ``x`` are rounded to and from float64 through
-    kept buffers of this rank's ``n`` rows. Construction is not collective;
+    """A relaxed coarsest level (``solver``, on the float64 coarsest
+    operator) inside a float32 cycle (``amg(precision="single")``): ``b`` and
+    ``x`` are rounded to and from float64 through kept buffers of this rank's
+    ``n`` rows. (A dense coarsest solve is rounded instead:
+    :meth:`CoarseSolver.single`.) Construction is not collective;
     :meth:`solve` is collective as ``solver.solve`` is.
     """
 

@@ -242,7 +242,8 @@ class SmoothedAggregation(Preconditioner):
         float32 inside the float64 Krylov method (which tests its residual in
         float64): half the bytes per product. The hierarchy is built in
         float64 and rounded level by level as it is made; the coarsest solve
-        stays float64. Needs smoothers made of matvecs (``chebyshev``,
+        is computed in float64 (its inverse's rows then rounded to float32; a relaxed
+        coarsest level stays float64). Needs smoothers made of matvecs (``chebyshev``,
         ``jacobi``, ``l1-jacobi``). Default ``"double"``.
     progress : None, True or callable
         Report each level as it is built (``"level 1: 4096 rows, 35840
@@ -440,7 +441,8 @@ class SmoothedAggregation(Preconditioner):
             pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
             self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
         if self._single:
-            self.coarse = DoubleCoarseSolver(self.coarse, Ak.row_layout.local_size)
+            self.coarse = (self.coarse.single() if isinstance(self.coarse, CoarseSolver)
+                           else DoubleCoarseSolver(self.coarse, Ak.row_layout.local_size))
         tm["coarse"] = time.perf_counter() - t
         if report:
             note("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
