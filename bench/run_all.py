@@ -32,6 +32,7 @@ BENCHMARKS = {
     "gemslr": ("bench_gemslr.py", 2, [], "Multilevel Schur low-rank preconditioner (issue 5)"),
     "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
     "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issues 8 and 16)"),
+    "precision": ("bench_precision.py", 2, [], "Mixed precision: amg in float32 (issue 16)"),
 }
 
 
