@@ -236,7 +236,8 @@ def test_default_options_are_recorded_in_descriptor_form():
             "presmoother": ("gauss-seidel", {"sweep": "symmetric", "omega": 1.0,
                                              "iterations": 1}),
             "postsmoother": ("chebyshev", {"degree": 2, "ratio": 11.0}),
-            "cycle": "W", "max_levels": 10, "max_coarse": 300, "min_rows_per_rank": 2000}
+            "cycle": "W", "max_levels": 10, "max_coarse": 300, "min_rows_per_rank": 2000,
+            "precision": "double"}
     assert_collective(COMM, opts == want, "options %s" % (opts,))
     # the default smoothers: Chebyshev on GAMG's interval [0.1, 1.1] rho
     opts = preconditioners.make("amg", A).describe()["options"]
