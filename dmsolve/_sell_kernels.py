@@ -71,7 +71,7 @@ def sell_layout(indptr, indices, ncols, run_offsets, nrun, ngather):  # pragma: 
             left = 0
             for e in range(indptr[r], indptr[r + 1]):
                 d = np.int64(indices[e]) - r
-                if not _has(run_offsets, start, total, d):
+                if _find(run_offsets, start, total, d) < 0:
                     left += 1
             width = max(width, left)
         ngather[k] = width
@@ -79,8 +79,9 @@ def sell_layout(indptr, indices, ncols, run_offsets, nrun, ngather):  # pragma: 
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _has(sorted_values, lo, end, value):  # pragma: no cover
-    """Whether ``value`` is in ``sorted_values[lo:end]`` (a binary search)."""
+def _find(sorted_values, lo, end, value):  # pragma: no cover
+    """The position of ``value`` in ``sorted_values[lo:end]``, or -1 (a
+    binary search)."""
     hi = end
     while lo < hi:
         mid = (lo + hi) // 2
@@ -88,7 +89,7 @@ def _has(sorted_values, lo, end, value):  # pragma: no cover
             lo = mid + 1
         else:
             hi = mid
-    return lo < end and sorted_values[lo] == value
+    return lo if lo < end and sorted_values[lo] == value else -1
 
 
 @njit(cache=True, nogil=True)
@@ -115,16 +116,9 @@ def sell_fill(indptr, indices, data, run_offsets, nrun, slot_ptr, run_col, gathe
             j = 0
             for e in range(indptr[r], indptr[r + 1]):
                 d = np.int64(indices[e]) - r
-                # the run slot of offset d, by binary search among the chunk's
-                lo, hi = rstart, rstart + nr
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if run_offsets[mid] < d:
-                        lo = mid + 1
-                    else:
-                        hi = mid
-                if lo < rstart + nr and run_offsets[lo] == d:
-                    vals[(s0 + lo - rstart) * C + lane] = data[e]
+                t = _find(run_offsets, rstart, rstart + nr, d)    # the run slot of offset d
+                if t >= 0:
+                    vals[(s0 + t - rstart) * C + lane] = data[e]
                 else:
                     s = s0 + nr + j
                     vals[s * C + lane] = data[e]
