@@ -68,11 +68,11 @@ def product_bytes(A) -> dict:
     copy and the halo buffers)."""
     d, o = A.diag, A.offd
     n = d.shape[0]
-    sell = A._sell_block()
-    diag_fmt = (sell.nbytes - sell._acc.nbytes) if sell is not None else csr_nbytes(d)
+    sell = A.product_format == "sell"
+    diag_fmt = A.product_nbytes
     orows = int(np.count_nonzero(np.diff(o.indptr)))
     offd = o.data.nbytes + o.indices.nbytes + 8 * orows
-    y_bytes = 8 * n if sell is not None else 16 * n
+    y_bytes = 8 * n if sell else 16 * n
     mine = np.array([diag_fmt + offd + 8 * n + y_bytes + 8 * A.ghosts.size,
                      12 * (d.nnz + o.nnz) + 4 * (n + 1) + 16 * n + 8 * A.ghosts.size,
                      diag_fmt + offd, csr_nbytes(d) + csr_nbytes(o), A.local_nbytes],

@@ -137,6 +137,16 @@ class DistCSR:
         ``"csr"`` (chooses it now if no product has yet). Not collective."""
         return "csr" if self._sell_block() is None else "sell"
 
+    @property
+    def product_nbytes(self) -> int:
+        """Bytes of the arrays this rank's products read for ``diag``: its
+        sliced ELL copy, or its CSR arrays (chooses the format now if no
+        product has yet). Not collective."""
+        s = self._sell_block()
+        d = self.diag
+        return int(s.nbytes if s is not None
+                   else d.data.nbytes + d.indices.nbytes + d.indptr.nbytes)
+
     def _sell_block(self):
         s = self._sell
         if s is False:

@@ -165,8 +165,8 @@ def choose_format(B: sp.csr_matrix, fmt: str) -> "SlicedEll | None":
     """
     if fmt == "csr" or B.dtype not in (np.float64, np.float32):
         return None
-    if fmt == "auto" and B.shape[0] < MIN_AUTO_ROWS:
+    if fmt == "sell":
+        return SlicedEll.from_csr(B)
+    if B.shape[0] < MIN_AUTO_ROWS:
         return None
-    if fmt == "auto":
-        return SlicedEll.from_csr(B, max_bytes=MAX_AUTO_BYTES * csr_nbytes(B))
-    return SlicedEll.from_csr(B)
+    return SlicedEll.from_csr(B, max_bytes=MAX_AUTO_BYTES * csr_nbytes(B))

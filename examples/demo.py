@@ -70,9 +70,8 @@ def distributed_data(comm, n):
     q_hc = partition_quality(A, dmsolve.partition.partition(A, "hilbert", coords=xyz))
     # each rank multiplies its block in sliced ELL with run slots where it pays
     sell = A.product_format == "sell"
-    fmt = comm.allreduce(np.array([int(sell), A._sell.nbytes if sell else 0,
-                                   A.diag.data.nbytes + A.diag.indices.nbytes
-                                   + A.diag.indptr.nbytes]))
+    csr = A.diag.data.nbytes + A.diag.indices.nbytes + A.diag.indptr.nbytes
+    fmt = comm.allreduce(np.array([int(sell), A.product_nbytes if sell else 0, csr]))
     say(comm, "[1] Distributed data: 3D Poisson %d^3, %d rows, %d nonzeros" % (
         n, A.shape[0], A.global_nnz()),
         "    rows per rank %s, ghost columns per rank %s" % (rows, ghosts),

@@ -47,14 +47,17 @@ def _layouts(kind, A, comm):
     return uneven_layout(m, comm), Layout.block(n, comm)
 
 
+@pytest.mark.parametrize("fmt", ["auto", "sell"])     # small blocks: auto is CSR
 @pytest.mark.parametrize("layouts", ["block", "uneven"])
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_matvec_rmatvec_match_scipy(comm, case, layouts):
+def test_matvec_rmatvec_match_scipy(comm, case, layouts, fmt):
     spec = dict(CASES[case])
     m, n = spec.pop("m"), spec.pop("n")
     A = random_matrix(m, n, seed=7, **spec)
     row_layout, col_layout = _layouts(layouts, A, comm)
     dA = DistCSR.from_global(A, comm, layout=row_layout, col_layout=col_layout)
+    dA.set_local_format(fmt)
+    assert_collective(comm, dA.product_format == ("sell" if fmt == "sell" else "csr"))
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(n), rng.standard_normal(m)
     dx = DistVector.from_global(x, dA.col_layout)
