@@ -10,6 +10,7 @@ from dmsolve.validate import agreed, check_int, check_real
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
 from ._kernels import chebyshev_step
+from ._precision import Float32Work, check_precision
 from ._registry import register
 
 __all__ = ["Chebyshev", "ChebyshevKernel"]
@@ -87,12 +88,18 @@ class Chebyshev(Preconditioner):
         Lanczos steps for the estimates (at most the size of ``A`` are taken).
     safety : float >= 1
         Factor on the largest Ritz value (which lies below the largest eigenvalue).
+    precision : {"double", "single"}
+        ``"single"``: the recurrence runs on a float32 copy of ``A``
+        (:meth:`dmsolve.DistCSR.single`) with float32 vectors, as amg's
+        cycle does; ``r`` is rounded to float32 and the result returned in
+        float64. The interval is estimated in float64. Real matrices only.
 
     Raises
     ------
     ValueError, TypeError
         On every rank, for a bad option, a zero or non-finite diagonal entry,
-        or estimates that do not give ``0 < lower < upper``.
+        estimates that do not give ``0 < lower < upper``, or
+        ``precision="single"`` with a complex ``A`` (TypeError).
 
     Notes
     -----
@@ -106,7 +113,7 @@ class Chebyshev(Preconditioner):
 
     def __init__(self, A, degree: int = 4, lower: float | None = None,
                  upper: float | None = None, ratio: float | None = None,
-                 steps: int = 12, safety: float = 1.1):
+                 steps: int = 12, safety: float = 1.1, precision: str = "double"):
         super().__init__(A)
         with agreed(self.comm):
             degree = check_int("degree", degree, low=1, high=_MAX_DEGREE)
@@ -115,6 +122,8 @@ class Chebyshev(Preconditioner):
             ratio = check_real("ratio", ratio, low=1.0, low_open=True, allow_none=True)
             steps = check_int("steps", steps, low=1, high=_MAX_DEGREE)
             safety = check_real("safety", safety, low=1.0)
+            single = check_precision("cheby", precision, A)
+        self.precision = "single" if single else "double"
         dinv = checked_inverse_diagonal(A, "cheby")
         lo, hi = lower, upper
         if lo is None or hi is None:
@@ -125,16 +134,33 @@ class Chebyshev(Preconditioner):
             if not (0 < lo < hi) or not np.isfinite(hi):
                 raise ValueError("cheby: need 0 < lower < upper, got [%r, %r] (is A "
                                  "positive definite?)" % (lo, hi))
+        self._work32 = None
+        if single:
+            A = A.single()
+            dinv = dinv.astype(np.float32)
+            self._work32 = Float32Work(A.row_layout.local_size)
         self.kernel = ChebyshevKernel(A, dinv, lo, hi, degree)
         self._done()
 
     def _apply(self, r, out):
         """Collective among neighbouring ranks: :meth:`apply` is."""
-        self.kernel.run(r, out, zero_guess=True)
+        if self._work32 is None:
+            self.kernel.run(r, out, zero_guess=True)
+        else:
+            self._work32.run(self._run_from_zero, r, out)
+
+    def _run_from_zero(self, b, x):
+        self.kernel.run(b, x, zero_guess=True)
 
     def _describe(self):
         k = self.kernel
-        return {"degree": k.degree, "lower": k.lower, "upper": k.upper}
+        # what the recurrence reads: the matrix (in float64 the caller's, in
+        # float32 a copy of its own) and the inverse diagonal
+        read = k.A.local_nbytes + k.dinv.nbytes
+        stored = k.dinv.nbytes + (k.A.local_nbytes if self._work32 is not None else 0)
+        return {"degree": k.degree, "lower": k.lower, "upper": k.upper,
+                "precision": self.precision, "stored_bytes_local": int(stored),
+                "operator_bytes_local": int(read)}
 
 
 register("cheby", Chebyshev)

@@ -66,6 +66,12 @@ class PivotError(ValueError):
         return self.at("global", global_index)
 
 
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """A factor's values in float32 (complex factors are refused before:
+    single precision is for real matrices)."""
+    return values.astype(np.float32)
+
+
 def _factor_dtype(A) -> np.dtype:
     # the dtypes the factorisations run in: complex128 for complex input
     return np.dtype(np.complex128 if A.dtype.kind == "c" else np.float64)
@@ -189,6 +195,23 @@ class ILU0:
         self._lower, self._upper, pivots = _ilu0_factors(A)
         self.nnz = int(self._lower[1].size + self._upper[1].size + pivots.size)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored factors. Not collective."""
+        return int(sum(a.nbytes for a in self._lower + self._upper))
+
+    def single(self) -> "ILU0":
+        """These factors with their values (and inverted pivots) rounded to
+        float32, computed in float64 as before; solves read them as float32
+        and compute in the vectors' dtype. Not collective."""
+        new = object.__new__(type(self))
+        Lp, Li, Lx = self._lower
+        Up, Ui, Ux, dinv = self._upper
+        new._lower = (Lp, Li, _rounded(Lx))
+        new._upper = (Up, Ui, _rounded(Ux), _rounded(dinv))
+        new.nnz = self.nnz
+        return new
+
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         """``out = M^-1 b``. Not collective."""
         if b.shape[0]:
@@ -209,6 +232,25 @@ class _SuperLU:
         self._factors = (lu.perm_r.astype(np.int64), lu.perm_c.astype(np.int64),
                          L.indptr, L.indices, L.data, U.indptr, U.indices, U.data, d)
         self._work = {}             # per dtype of the right-hand side, made on first use
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the stored factors and permutations. Not collective."""
+        return 0 if self._factors is None else int(sum(a.nbytes for a in self._factors))
+
+    def single(self):
+        """These factors with their values rounded to float32 (the
+        permutations and indices kept); solves compute in the vectors'
+        dtype. Not collective."""
+        new = object.__new__(type(self))
+        new.nnz, new._work = self.nnz, {}
+        new._factors = None
+        if self._factors is not None:
+            f = list(self._factors)
+            for i in (4, 7, 8):             # L's values, U's values, U's diagonal
+                f[i] = _rounded(f[i])
+            new._factors = tuple(f)
+        return new
 
     def solve(self, b: np.ndarray, out: np.ndarray) -> None:
         """``out = M^-1 b``. Not collective."""

@@ -12,6 +12,7 @@ from dmsolve.validate import agreed, check_bool, check_int
 
 from ._dist import fetch_rows, rows_with_global_columns
 from ._local import PivotError, check_local_solver, local_solver
+from ._precision import check_precision
 from ._registry import register
 
 __all__ = ["BlockJacobi", "AdditiveSchwarz"]
@@ -62,6 +63,10 @@ class BlockJacobi(Preconditioner):
         The local factorisation (:data:`preconditioners._local.LOCAL_SOLVERS`).
     sub_options : dict, optional
         Passed to the local solver (``drop_tol``, ``fill_factor`` for ILUT).
+    precision : {"double", "single"}
+        ``"single"``: the factors are computed in float64, then their values
+        kept in float32 (the indices as before); the triangular solves read
+        them as float32 and compute in float64. Real matrices only.
 
     Raises
     ------
@@ -70,7 +75,8 @@ class BlockJacobi(Preconditioner):
         not finite or a block is singular (naming the rank's block and, where
         known, the global row), or for a bad option (``sub`` unknown included).
     TypeError
-        On every rank, for an option of the wrong type or an unknown one.
+        On every rank, for an option of the wrong type or an unknown one, or
+        ``precision="single"`` with a complex ``A``.
 
     Notes
     -----
@@ -82,14 +88,19 @@ class BlockJacobi(Preconditioner):
     name = "bjacobi"
     supports_complex = True
 
-    def __init__(self, A, sub: str = "ilu0", sub_options: dict | None = None):
+    def __init__(self, A, sub: str = "ilu0", sub_options: dict | None = None,
+                 precision: str = "double"):
         super().__init__(A)
         with agreed(self.comm):
             _check_square(A, "bjacobi")
             self.sub, sub_options = check_local_solver(sub, sub_options)
+            single = check_precision("bjacobi", precision, A)
+        self.precision = "single" if single else "double"
         self._symmetric = self.sub in _SYMMETRIC_SUBS
         self.solver = _factor("bjacobi", self.sub, A.diag, A.comm, sub_options,
                               np.arange(*A.row_layout.owned_range, dtype=np.int64))
+        if single:
+            self.solver = self.solver.single()
         self._done()
 
     def _apply(self, r, out):
@@ -97,7 +108,9 @@ class BlockJacobi(Preconditioner):
         self.solver.solve(r, out)
 
     def _describe(self):
-        return {"sub": self.sub, "factor_nnz_local": int(self.solver.nnz)}
+        return {"sub": self.sub, "precision": self.precision,
+                "factor_nnz_local": int(self.solver.nnz),
+                "factor_bytes_local": int(self.solver.nbytes)}
 
 
 class AdditiveSchwarz(Preconditioner):
@@ -125,6 +138,8 @@ class AdditiveSchwarz(Preconditioner):
         the overlap parts are sent back and added (one more exchange); with
         a symmetric local solver (``lu``, or ``ilu0`` of a symmetric matrix)
         the preconditioner is symmetric, as CG needs.
+    precision : {"double", "single"}
+        As :class:`BlockJacobi`'s: the local factors' values in float32.
 
     Raises
     ------
@@ -133,7 +148,8 @@ class AdditiveSchwarz(Preconditioner):
         matrix (naming the rank's block and, where known, the global row), or
         a bad option.
     TypeError
-        On every rank, for an option of the wrong type or an unknown one.
+        On every rank, for an option of the wrong type or an unknown one, or
+        ``precision="single"`` with a complex ``A``.
 
     Notes
     -----
@@ -154,13 +170,16 @@ class AdditiveSchwarz(Preconditioner):
     supports_complex = True
 
     def __init__(self, A, overlap: int = 1, sub: str = "ilu0",
-                 sub_options: dict | None = None, restricted: bool = True):
+                 sub_options: dict | None = None, restricted: bool = True,
+                 precision: str = "double"):
         super().__init__(A)
         with agreed(self.comm):
             _check_square(A, "asm")
             self.overlap = check_int("overlap", overlap, low=0)
             self.sub, sub_options = check_local_solver(sub, sub_options)
             self.restricted = check_bool("restricted", restricted)
+            single = check_precision("asm", precision, A)
+        self.precision = "single" if single else "double"
         # without overlap, restricted and classical Schwarz are block Jacobi
         self._symmetric = (self.sub in _SYMMETRIC_SUBS
                            and (not self.restricted or self.overlap == 0))
@@ -197,6 +216,8 @@ class AdditiveSchwarz(Preconditioner):
         M = _restrict(A, ext_rows, ids, below, n)
         self.local_rows_overlapped = ids.size
         self.solver = _factor("asm", self.sub, M, A.comm, sub_options, ids)
+        if single:
+            self.solver = self.solver.single()
         self.halo = NeighborExchange.from_ghosts(lay, ext)
         if not self.restricted:
             self.halo.reverse()         # collective on first use: build it now
@@ -233,8 +254,10 @@ class AdditiveSchwarz(Preconditioner):
 
     def _describe(self):
         return {"sub": self.sub, "overlap": self.overlap, "restricted": self.restricted,
+                "precision": self.precision,
                 "local_rows_with_overlap": int(self.local_rows_overlapped),
-                "factor_nnz_local": int(self.solver.nnz)}
+                "factor_nnz_local": int(self.solver.nnz),
+                "factor_bytes_local": int(self.solver.nbytes)}
 
 
 def _restrict(A, ext_rows: sp.csr_matrix, ids: np.ndarray, below: int, n: int

@@ -7,7 +7,7 @@ import pytest
 import dmsolve.gallery as gallery
 import preconditioners
 from dmsolve import DistCSR, DistVector
-from dmsolve.krylov import cg
+from dmsolve.krylov import cg, fgmres
 from mpitest import (assert_allclose_collective, assert_collective, assert_raises_collective,
                      same_on_all_ranks)
 from preconditioners.amg.coarse import CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver
@@ -113,3 +113,70 @@ def test_amg_single_with_a_relaxed_coarsest_level(comm):
     assert_collective(comm, info.converged and rel <= 1e-8, "%s %.2e" % (info.reason, rel))
     assert_collective(comm, isinstance(M.coarse, DoubleCoarseSolver)
                       and M.coarse.kind == "relax")
+
+
+# precision="single" for the other preconditioners of issue 16 (and asm, which shares
+# bjacobi's local solvers): the data in float32 inside a float64 Krylov method, within
+# one iteration of float64, the true residual checked in float64
+SINGLE_CASES = {
+    "poisson3d-cg-jacobi": ("poisson3d", 14, cg, ("jacobi", {})),
+    "poisson3d-cg-cheby": ("poisson3d", 14, cg, ("cheby", {"degree": 3})),
+    "poisson3d-cg-bjacobi-ilu0": ("poisson3d", 14, cg, ("bjacobi", {"sub": "ilu0"})),
+    "poisson3d-cg-bjacobi-lu": ("poisson3d", 14, cg, ("bjacobi", {"sub": "lu"})),
+    "convdiff-fgmres-bjacobi-ilut": ("convdiff2d", 40, fgmres,
+                                    ("bjacobi", {"sub": "ilut"})),
+    "convdiff-fgmres-asm": ("convdiff2d", 40, fgmres, ("asm", {"overlap": 1})),
+}
+
+
+@pytest.mark.parametrize("case", list(SINGLE_CASES))
+def test_single_preconditioners_within_one_iteration(comm, case):
+    problem, n, method, (name, opts) = SINGLE_CASES[case]
+    A = gallery.PROBLEMS[problem](n, comm)
+    b = gallery.rhs(A, "random", seed=1)
+    runs = {}
+    for precision in ("double", "single"):
+        M = preconditioners.make(name, A, precision=precision, **opts)
+        x, info = method(A, b, rtol=1e-8, M=M, maxiter=1000)
+        rel = (b - A @ x).norm() / b.norm()                 # in float64
+        runs[precision] = (M, info, rel)
+    (M64, info64, _), (M32, info32, rel32) = runs["double"], runs["single"]
+    assert_collective(comm, info32.converged and rel32 <= 1e-8,
+                      "single: %s, %.2e" % (info32.reason, rel32))
+    assert_collective(comm, info32.iterations <= info64.iterations + 1,
+                      "%d iterations in single, %d in double"
+                      % (info32.iterations, info64.iterations))
+    d32, d64 = M32.describe(), M64.describe()
+    assert_collective(comm, d32["precision"] == "single" and d64["precision"] == "double")
+    # the stored values halve; indices and row pointers do not
+    key = "factor_bytes_local" if "factor_bytes_local" in d32 else "stored_bytes_local"
+    if name == "cheby":
+        # float64 reads the caller's A; float32 keeps its own copy (as amg's finest level)
+        ok = d32[key] < A.local_nbytes
+    else:
+        ok = d32[key] <= (0.5 if name == "jacobi" else 0.7) * d64[key] or d64[key] == 0
+    assert_collective(comm, ok, "single %d bytes, double %d" % (d32[key], d64[key]))
+
+
+def test_single_preconditioner_applies_like_double(comm):
+    # one application: float32 data, float64 result, within float32 rounding
+    A = gallery.poisson3d(10, comm)
+    r = gallery.rhs(A, "random", seed=2)
+    for name, opts in [("jacobi", {}), ("cheby", {}), ("bjacobi", {"sub": "ilu0"}),
+                       ("bjacobi", {"sub": "lu"}), ("asm", {})]:
+        z64 = preconditioners.make(name, A, **opts).apply(r)
+        z32 = preconditioners.make(name, A, precision="single", **opts).apply(r)
+        assert_collective(comm, z32.dtype == np.float64, name)
+        scale = np.abs(z64.gather()).max()
+        assert_allclose_collective(z32.gather(), z64.gather(), rtol=0, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("name", ["jacobi", "cheby", "bjacobi", "asm", "amg"])
+def test_single_precision_refused_on_every_rank(comm, name):
+    A = gallery.poisson2d(12, comm)
+    assert_raises_collective(comm, ValueError, preconditioners.make, name, A,
+                             precision="half", match="precision")
+    if name in ("jacobi", "bjacobi", "asm"):            # the ones that take complex A
+        Z = A.astype(complex)
+        assert_raises_collective(comm, TypeError, preconditioners.make, name, Z,
+                                 precision="single", match="real matrices")

@@ -100,7 +100,11 @@ def warm_preconditioners(comm) -> None:
                                    "postsmoother": "gauss-seidel"}),
                    ("amg", {"precision": "single"}),
                    ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
-                   ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1})]),
+                   ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1}),
+                   # float32 factors and vectors (precision="single")
+                   ("bjacobi", {"sub": "ilu0", "precision": "single"}),
+                   ("bjacobi", {"sub": "lu", "precision": "single"}),
+                   ("cheby", {"precision": "single"})]),
             (nonsym, [("gemslr", {"nlev": 2}), ("bjacobi", {"sub": "ilu0"})])]:
         b = gallery.rhs(A, "random")
         for pc in pcs:

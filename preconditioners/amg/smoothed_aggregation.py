@@ -20,6 +20,7 @@ from dmsolve import (DistCSR, DistVector, Preconditioner, Progress, Registry,
 from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
+from .._precision import Float32Work, check_precision
 from .._registry import register
 from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother,
                          make_smoother)
@@ -315,8 +316,9 @@ class SmoothedAggregation(Preconditioner):
             max_dense_coarse = check_int("max_dense_coarse", max_dense_coarse, low=0)
             coarse_sweeps = check_int("coarse_sweeps", coarse_sweeps, low=1, high=MAX_SWEEPS)
             agglomerate = check_bool("agglomerate", agglomerate)
-            precision = check_choice("precision", precision, ("double", "single"))
-            if precision == "single":
+            single = check_precision("amg", precision, A)
+            precision = "single" if single else "double"
+            if single:
                 for which, desc in (("presmoother", presmoother),
                                     ("postsmoother", postsmoother)):
                     if not hasattr(SMOOTHERS[desc[0]], "single"):
@@ -365,7 +367,7 @@ class SmoothedAggregation(Preconditioner):
             exc = e
         self._finish(exc, report, deferred, max_dense_coarse, coarse_sweeps)
         n = A.row_layout.local_size
-        self._work32 = (np.zeros(n, np.float32), np.zeros(n, np.float32)) if self._single else None
+        self._work32 = Float32Work(n) if self._single else None
         self._done()
 
     def _build(self, A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
@@ -509,13 +511,13 @@ class SmoothedAggregation(Preconditioner):
     # -- application -------------------------------------------------------------
     def _apply(self, r, out):
         """One cycle from a zero guess. Collective on ``comm``: :meth:`apply` is."""
-        if not self._single:
-            run_cycle(self.levels, self.coarse, 0, r, out, self.gamma, zero_guess=True)
-            return
-        b32, x32 = self._work32
-        np.copyto(b32, r, casting="same_kind")
-        run_cycle(self.levels, self.coarse, 0, b32, x32, self.gamma, zero_guess=True)
-        np.copyto(out, x32)
+        if self._single:
+            self._work32.run(self._cycle, r, out)
+        else:
+            self._cycle(r, out)
+
+    def _cycle(self, b, x):
+        run_cycle(self.levels, self.coarse, 0, b, x, self.gamma, zero_guess=True)
 
     # -- summary -----------------------------------------------------------------
     def _summarise(self, rows: list, comm_ranks: list) -> dict:
