@@ -32,7 +32,9 @@ BENCHMARKS = {
     "gemslr": ("bench_gemslr.py", 2, [], "Multilevel Schur low-rank preconditioner (issue 5)"),
     "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
     "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issues 8 and 16)"),
-    "precision": ("bench_precision.py", 2, [], "Mixed precision: amg in float32 (issue 16)"),
+    "precision": ("bench_precision.py", 2, [],
+                  "Mixed precision: preconditioners in float32 (issue 16)"),
+    "fused": ("bench_fused.py", 2, [], "Fused vector kernels of CG and pipelined CG (issue 16)"),
 }
 
 

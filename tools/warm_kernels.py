@@ -51,7 +51,7 @@ def kernels() -> dict[str, object]:
     found = {}
     modules = [info.name for pkg in (preconditioners, topology)
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
-    for modname in modules + ["dmsolve._sell_kernels"]:
+    for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
@@ -85,6 +85,22 @@ def warm_products(comm) -> None:
         x.local[:] = 1.0
         M.matvec(x, out=y)
         M.rmatvec(y, out=x)
+
+
+def warm_krylov(comm) -> None:
+    """CG and pipelined CG (their fused vector kernels), real and complex,
+    with and without a preconditioner."""
+    import dmsolve.gallery as gallery
+    import preconditioners
+    from dmsolve.krylov import cg, pipecg
+
+    A = gallery.poisson2d(8, comm)
+    for Ak in (A, A.astype(complex)):
+        b = gallery.rhs(Ak, "random")
+        for method in (cg, pipecg):
+            for pc in (None, preconditioners.make("jacobi", Ak)):
+                method(Ak, b, M=pc, maxiter=3)
+                method(Ak, b, M=pc, maxiter=3, norm_type="preconditioned")
 
 
 def warm_preconditioners(comm) -> None:
@@ -175,10 +191,12 @@ def main(argv=None) -> int:
     table = kernels()
     if comm.rank == 0:
         warm_products(MPI.COMM_SELF)
+        warm_krylov(MPI.COMM_SELF)
         warm_preconditioners(MPI.COMM_SELF)
         warm_topology(MPI.COMM_SELF)
     _wait_idle(comm)
     warm_products(comm)
+    warm_krylov(comm)
     warm_preconditioners(comm)
     warm_topology(comm)
     # a kernel compiled on any rank is in the (shared, on-disk) cache

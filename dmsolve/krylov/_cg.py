@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._common import DEFAULT_DIVTOL, Context, document
 from ._info import ConvergedReason
 
 __all__ = ["cg"]
@@ -37,7 +37,9 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     COMMON_SECTIONS
 
     Two reductions per iteration: ``p^T A p``, then ``r^T z`` fused with
-    the residual norm in one ``Allreduce``. A non-positive ``p^T A p``
+    the residual norm in one ``Allreduce``. The vector updates are fused
+    into single passes (:mod:`._fused_kernels`): ``x += alpha p``,
+    ``r -= alpha q`` and ``r^T r`` in one, ``p = z + beta p`` in another. A non-positive ``p^T A p``
     stops with ``INDEFINITE_MAT`` and a negative ``r^T M r`` with
     ``INDEFINITE_PC``, instead of returning a wrong answer. With
     ``nullspace``, the component of ``b`` in the null space is removed
@@ -66,6 +68,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                   check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
+    from ._fused_kernels import cg_update, xpay     # numba: on the first solve
     x, send = ctx.x, ctx.send
     r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
     z = r if ctx.trivial_pc else ctx.vector()
@@ -116,9 +119,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
             break
         alpha = rz / pq
-        axpy(alpha, p.local, x.local)
-        axpy(-alpha, q.local, r.local)
-        rz_new, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
+        rr = cg_update(alpha, p.local, q.local, x.local, r.local)
+        rz_new, nsq = _precondition_and_reduce(ctx, r, z, n1, n2, rr)
         it += 1
         # a negative r^T M r is a sign of an indefinite M unless r is already
         # at rounding level (then its sign is noise and the solve converged)
@@ -134,19 +136,24 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             continue
         beta = rz_new / rz
         rz = rz_new
-        p.local *= beta
-        p.local += z.local
+        xpay(beta, z.local, p.local)
         if ck is not None and ck.due(it):
             ck.save(ctx, it, {"x": x, "r": r, "p": p}, rz=rz)
     return ctx.finish(reason, it)
 
 
-def _precondition_and_reduce(ctx, r, z, n1, n2) -> tuple[float, float]:
-    """``z = M r``, then ``(r^T z, n1^T n2)`` in one fused reduction. Collective."""
+def _precondition_and_reduce(ctx, r, z, n1, n2, rr=None) -> tuple[float, float]:
+    """``z = M r``, then ``(r^T z, n1^T n2)`` in one fused reduction; ``rr``
+    is ``r^T r`` when the caller has it already (from the fused update).
+    Collective."""
+    from ._fused_kernels import dot2
     if z is not r:
         ctx.precondition(r, z)
     send = ctx.send
-    send[0] = ctx.dot(r.local, z.local)
-    send[1] = ctx.dot(n1.local, n2.local)
+    if rr is not None and n1 is r and n2 is r:
+        send[1] = rr
+        send[0] = rr if z is r else ctx.dot(r.local, z.local)
+    else:
+        dot2(r.local, z.local, n1.local, n2.local, send)
     red = ctx.reduce(2)
     return float(red[0].real), float(red[1].real)     # real for a Hermitian M

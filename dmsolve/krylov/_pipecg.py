@@ -52,7 +52,9 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     ``info.extra["residual_replacements"]`` counts them). The test of
     iteration ``k`` is made with the norm that arrives with its reduction,
     so the last preconditioner application and product are wasted (as in
-    PETSc's ``KSPPIPECG``).
+    PETSc's ``KSPPIPECG``). The eight vector updates of an iteration and the
+    next iteration's three inner products are one pass over the vectors
+    (:func:`._fused_kernels.pipecg_update`), not eleven.
 
     References
     ----------
@@ -74,6 +76,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
+    from ._fused_kernels import pipecg_update      # numba: on the first solve
     x = ctx.x
     r, u, w, m, n = (ctx.vector() for _ in range(5))
     z, q, s, p = (ctx.vector() for _ in range(4))
@@ -82,6 +85,8 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     recv = ctx.buffer(4)
     nvec = {"unpreconditioned": (r, r), "preconditioned": (u, u), "natural": (r, u)}
     n1, n2 = nvec[ctx.norm_type]
+    norm_code = ("unpreconditioned", "preconditioned", "natural").index(ctx.norm_type)
+    # the update pass leaves the next iteration's inner products in send
     ck = ctx.checkpoint
     state = None if ck is None else ck.resume(
         ctx, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s, "p": p})
@@ -93,6 +98,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     # (a restart at an iteration already recorded): retested, not recorded
     fresh = False
     replacements = 0
+    have_dots = False
     if state is not None and state.exact:
         it = state.iteration
         gamma_old, alpha_old = state.scalars["gamma"], state.scalars["alpha"]
@@ -106,9 +112,11 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             ctx.reference_norm(m)
 
     while True:
-        send[0] = ctx.dot(r.local, u.local)
-        send[1] = ctx.dot(u.local, w.local)
-        send[2] = ctx.dot(n1.local, n2.local)
+        if not have_dots:
+            send[0] = ctx.dot(r.local, u.local)
+            send[1] = ctx.dot(u.local, w.local)
+            send[2] = ctx.dot(n1.local, n2.local)
+        have_dots = False
         req = ctx.ireduce(3, send, recv)
         if it < ctx.maxiter:
             ctx.precondition(w, m)      # m = M w and n = A m, overlapped
@@ -181,13 +189,12 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             reason = ConvergedReason.BREAKDOWN
             break
         alpha = gamma / pap
-        for acc, new in ((z, n), (q, m), (s, w), (p, u)):
-            acc.local *= beta
-            acc.local += new.local
-        axpy(alpha, p.local, x.local)
-        axpy(-alpha, s.local, r.local)
-        axpy(-alpha, q.local, u.local)
-        axpy(-alpha, z.local, w.local)
+        # z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
+        # x += alpha p, r -= alpha s, u -= alpha q, w -= alpha z; and the
+        # next reduction's (r, u), (u, w), (n1, n2), all in one pass
+        pipecg_update(alpha, beta, norm_code, n.local, m.local, w.local, u.local, z.local,
+                      q.local, s.local, p.local, x.local, r.local, send)
+        have_dots = True
         gamma_old, alpha_old = gamma, alpha
         it += 1
         if ck is not None and ck.due(it):
