@@ -9,7 +9,7 @@ from dmsolve.validate import agreed, check_int, check_real
 
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
-from ._kernels import chebyshev_step
+from ._kernels import chebyshev_start, chebyshev_step
 from ._precision import Float32Work, check_precision
 from ._registry import register
 
@@ -47,18 +47,13 @@ class ChebyshevKernel:
         A, dinv, d, r = self.A, self.dinv, self._d, self._r
         theta, delta = self.theta, self.delta
         Ad = self._yv.local
-        if zero_guess:
-            np.copyto(r, b)
-            x.fill(0.0)
-        else:
+        if not zero_guess:
             np.copyto(d, x)
             A.matvec(self._xv, out=self._yv)
-            np.subtract(b, Ad, out=r)
         sigma = theta / delta if delta > 0 else np.inf
         rho = 1.0 / sigma
-        np.multiply(r, dinv, out=d)
-        d *= 1.0 / theta
-        x += d
+        # r = b - A x (b from a zero guess); d = (r * dinv) / theta; x += d
+        chebyshev_start(b, Ad, dinv, d, x, r, 1.0 / theta, zero_guess)
         for _ in range(self.degree - 1):
             A.matvec(self._xv, out=self._yv)
             rho_new = 1.0 / (2.0 * sigma - rho)
