@@ -104,7 +104,8 @@ class DistCSR:
         dtype = _COMPLEX if cplx else (_SINGLE if single else _REAL)
         self.row_layout = row_layout
         self.col_layout = col_layout
-        self.diag = _canonical(diag, dtype)
+        self._dtype = np.dtype(dtype)
+        self._diag = _canonical(diag, dtype)
         self.offd = _canonical(offd, dtype)
         self.ghosts = np.asarray(ghosts, dtype=np.int64)
         self.halo = NeighborExchange.from_ghosts(col_layout, self.ghosts, dtype=dtype)
@@ -129,6 +130,8 @@ class DistCSR:
         if local_format is not None:
             _check_format(local_format)
             self.local_format = local_format
+        if self._diag is None:
+            self._diag = self._sell.to_csr()     # a compact copy: its CSR back first
         self._sell = False
 
     @property
@@ -337,19 +340,41 @@ class DistCSR:
 
     @property
     def dtype(self):
-        return self.diag.dtype
+        return self._dtype
+
+    @property
+    def diag(self) -> sp.csr_matrix:
+        """This rank's on-process block as CSR, columns in local numbering.
+        For a compact float32 copy (:meth:`single` with ``compact=True``,
+        which keeps the block in sliced ELL only) it is rebuilt from that form
+        on each access, without explicitly stored zeros: read it, do not
+        change it. Not collective."""
+        d = self._diag
+        return self._sell.to_csr() if d is None else d
+
+    @diag.setter
+    def diag(self, value) -> None:
+        self._diag = value
+
+    @property
+    def compact(self) -> bool:
+        """Whether the on-process block is kept in sliced ELL only (see
+        :attr:`diag`). Not collective."""
+        return self._diag is None
 
     @property
     def local_nnz(self) -> int:
         """Stored entries in this rank's rows."""
-        return int(self.diag.nnz + self.offd.nnz)
+        d = self._diag
+        return int((self._sell.nnz if d is None else d.nnz) + self.offd.nnz)
 
     @property
     def local_nbytes(self) -> int:
         """Bytes of this rank's CSR arrays, ghost list, halo buffers (of the
         stored dtype) and sliced ELL copy of ``diag`` once built."""
-        arrays = [self.diag.data, self.diag.indices, self.diag.indptr, self.offd.data,
-                  self.offd.indices, self.offd.indptr, self.ghosts,
+        d = self._diag
+        arrays = ([] if d is None else [d.data, d.indices, d.indptr]) + [
+                  self.offd.data, self.offd.indices, self.offd.indptr, self.ghosts,
                   self.halo.sendbuf, self.halo.recvbuf, self.halo.send_index]
         sell = self._sell if self._sell else None
         return int(sum(a.nbytes for a in arrays)) + (sell.nbytes if sell else 0)
@@ -617,6 +642,8 @@ class DistCSR:
                 if v.dtype.kind == "c" and self.dtype.kind != "c":
                     raise TypeError("%s is complex but the matrix is real; scale "
                                     "A.astype(complex) instead" % name)
+        if self._diag is None:
+            self._diag = self.diag       # a compact copy keeps its CSR from now on
         if left is not None:
             for m in (self.diag, self.offd):
                 m.data *= np.repeat(left.local, np.diff(m.indptr))
@@ -633,10 +660,15 @@ class DistCSR:
                        self.row_layout, self.col_layout, self.local_format,
                        single=self.dtype == _SINGLE)
 
-    def single(self) -> "DistCSR":
+    def single(self, compact: bool = False) -> "DistCSR":
         """A copy stored in float32, for mixed-precision preconditioners: its
         products take and give float32 vectors (a float64 ``x`` is rounded to
-        float32 first) and move half the bytes. Real matrices only.
+        float32 first) and move half the bytes. Real matrices only. Each rank
+        multiplies in the local format it uses for this matrix (choosing it
+        now if no product has). With ``compact``, a rank that multiplies in
+        sliced ELL keeps its on-process block in that form only, not also as
+        CSR (:attr:`diag` is then rebuilt on access): the copy a
+        mixed-precision preconditioner multiplies with and reads nothing else of.
         Collective on ``comm`` (a new halo plan).
 
         Raises
@@ -647,9 +679,17 @@ class DistCSR:
         if self.dtype.kind == "c":
             raise TypeError("single precision storage is for real matrices; this one is "
                             "complex")
-        return DistCSR(self.diag.astype(_SINGLE), self.offd.astype(_SINGLE),
-                       self.ghosts.copy(), self.row_layout, self.col_layout, self.local_format,
-                       single=True)
+        new = DistCSR(self.diag.astype(_SINGLE), self.offd.astype(_SINGLE),
+                      self.ghosts.copy(), self.row_layout, self.col_layout, self.local_format,
+                      single=True)
+        # the same local format as this matrix's (chosen now if no product has
+        # chosen it yet), its sliced ELL copy rounded rather than built again:
+        # the copy's first product then costs no conversion
+        sell = self._sell_block()
+        new._sell = None if sell is None else sell.astype(_SINGLE)
+        if compact and sell is not None:
+            new._diag = None
+        return new
 
     def astype(self, dtype) -> "DistCSR":
         """A copy with entries of ``dtype``, stored as float64 or complex128

@@ -108,6 +108,13 @@ class SlicedEll:
                   gather_ptr, gather_col, vals)
         return cls(B.shape, B.nnz, slot_ptr, run_col, gather_ptr, gather_col, vals)
 
+    def astype(self, dtype) -> "SlicedEll":
+        """A copy with its values in ``dtype`` (float32 for mixed precision):
+        the same slots, no new layout pass. Not collective."""
+        return SlicedEll(self.shape, self.nnz, self.slot_ptr.copy(), self.run_col.copy(),
+                         self.gather_ptr.copy(), self.gather_col.copy(),
+                         self.vals.astype(dtype))
+
     @property
     def nbytes(self) -> int:
         """Bytes of the stored arrays. Not collective."""

@@ -167,6 +167,15 @@ def preconditioning(comm, A):
     d = preconditioners.make("amg", A).describe()
     lines.append("    AMG levels: rows %s on ranks %s" % ([lv["rows"] for lv in d["levels"]],
                                                       d["level_comm_ranks"]))
+    # precision="single": the preconditioner's data in float32 inside float64 CG,
+    # whose stopping test and confirming true residual stay float64
+    runs = []
+    for name in ("amg", "cheby", "bjacobi"):
+        its = [dmsolve.solve(A, b, method="cg", pc=(name, {"precision": p}), rtol=1e-8)[1]
+               for p in ("double", "single")]
+        runs.append("%s %d/%d" % (name, its[0].iterations, its[1].iterations))
+    lines.append("    precision='single' (float32 data, float64 CG), iterations double/single: "
+                 + ", ".join(runs))
     say(comm, "[4] Preconditioners on the 3D Poisson matrix (rtol 1e-8):", *lines)
 
 

@@ -131,7 +131,7 @@ class Chebyshev(Preconditioner):
                                  "positive definite?)" % (lo, hi))
         self._work32 = None
         if single:
-            A = A.single()
+            A = A.single(compact=True)
             dinv = dinv.astype(np.float32)
             self._work32 = Float32Work(A.row_layout.local_size)
         self.kernel = ChebyshevKernel(A, dinv, lo, hi, degree)

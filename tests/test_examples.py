@@ -104,6 +104,11 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(m4 and lr[0] == comm.size and all(b <= a and 4 * b >= a
                                                      for a, b in zip(lr, lr[1:])),
                    "AMG's levels on at most 4x fewer ranks each", m4 and m4.group(0))
+        m5 = re.findall(r"(amg|cheby|bjacobi) (\d+)/(\d+)",
+                        out.split("precision='single'")[1].splitlines()[0]
+                        if "precision='single'" in out else "")
+        checks.add(len(m5) == 3 and all(int(s) <= int(d) + 1 for _, d, s in m5),
+                   "float32 preconditioners within one iteration of float64", m5)
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")

@@ -497,10 +497,11 @@ class SmoothedAggregation(Preconditioner):
 
     @staticmethod
     def _rounded(A, P, pre, post, first):
-        """A level's operator, prolongator and smoothers in float32; the
+        """A level's operator, prolongator and smoothers in float32 (compact
+        copies: a block multiplied in sliced ELL is not kept as CSR too); the
         float64 ones are freed (but not ``A`` of the ``first`` level, the
         caller's matrix). Collective on ``A.comm``."""
-        A32, P32 = A.single(), P.single()
+        A32, P32 = A.single(compact=True), P.single(compact=True)
         pre32 = pre.single(A32)
         post32 = pre32 if post is pre else post.single(A32)
         P.free()
