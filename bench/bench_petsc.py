@@ -13,7 +13,8 @@ on rank 0 while the other ranks wait) and at all ranks (COMM_WORLD):
   each one's fraction of the STREAM-triad bound counting the bytes its
   format moves (:func:`product_bytes`); the matrix's bytes;
 * CG + our ``amg`` against KSPCG + PCGAMG with PETSc's default options
-  (Poisson only): iterations, set-up and solve seconds;
+  (Poisson only): iterations, set-up and solve seconds; and the same with
+  ``amg(precision="single")`` (float32 hierarchy inside float64 CG);
 * GMRES(30) + ``bjacobi`` / ``asm`` against KSPGMRES + PCBJACOBI / PCASM
   (PETSc's defaults are ours: one block per rank, overlap 1, restricted,
   ILU(0) blocks; left preconditioning, preconditioned norm for both);
@@ -133,7 +134,7 @@ def _ours(A, b, method, pc, repeats, **kw):
     out = {"iterations": info.iterations, "reason": info.reason.petsc_name,
            "setup_s": best_setup, "solve_s": best_solve, "norm": info.norm_type,
            "true_relres": _true_relres(A, x, b)}
-    if pc == "amg":
+    if Mp.name == "amg":
         d = Mp.describe()
         out.update(op_complexity=d["operator_complexity"], levels=len(d["levels"]))
     return out, x
@@ -258,6 +259,10 @@ def run_problem(PETSc, spec, comm, args, bw_gbs):
     if _symmetric(spec):
         if "cg-amg" in args.kernels:
             solvers.append(("cg-amg", cg, "amg", {}, "cg", "gamg", "unpreconditioned"))
+        if "cg-amg-single" in args.kernels:
+            # the float32 hierarchy inside float64 CG (issue 16's mixed precision)
+            solvers.append(("cg-amg-single", cg, ("amg", {"precision": "single"}), {}, "cg",
+                            "gamg", "unpreconditioned"))
         if "pipecg-jacobi" in args.kernels:
             solvers.append(("pipecg-jacobi", pipecg, "jacobi", {}, "pipecg", "jacobi",
                             "unpreconditioned"))
@@ -300,7 +305,7 @@ def _verdict(row) -> str:
         if row["ours"]["true_relres"] > TARGETS["true_relres"]:
             miss.append("true residual %.1e > %.0e" % (row["ours"]["true_relres"],
                                                        TARGETS["true_relres"]))
-        if k == "cg-amg":
+        if k in ("cg-amg", "cg-amg-single"):
             if row["solve_ratio"] > TARGETS["amg_solve"]:
                 miss.append("solve %.2f > %.2f" % (row["solve_ratio"], TARGETS["amg_solve"]))
             if row["setup_ratio"] > TARGETS["amg_setup"]:
@@ -356,6 +361,8 @@ def markdown(res) -> str:
     ]
     names = {"cg-amg": "CG+amg vs KSPCG+PCGAMG (set-up and solve <= %.2f)"
              % TARGETS["amg_solve"],
+             "cg-amg-single": "CG+amg(precision='single') vs KSPCG+PCGAMG (set-up and "
+             "solve <= %.2f)" % TARGETS["amg_solve"],
              "pipecg-jacobi": "pipecg+jacobi vs KSPPIPECG+PCJACOBI",
              "gmres-bjacobi": "GMRES+bjacobi vs KSPGMRES+PCBJACOBI (solve <= %.1f)"
              % TARGETS["krylov_solve"],
@@ -424,12 +431,28 @@ def _roofline(cases, res) -> str:
         "flight. The fraction of the bound left is the kernel's: numba compiles the chunk "
         "loop to scalar multiply-adds (no SIMD, see dmsolve/_sell_kernels.py), so at one "
         "core the rate of issue, not the memory, sets the last part. Matrices whose data "
-        "fit in the 32 MiB L3 (convdiff3d-64: %.0f MB in our format) can exceed the DRAM "
-        "bound; the ns per entry from 64^3 to 128^3 shows where the data leave the cache."
+        "fit in the cache (this machine reports %s of L3, shared with whatever else runs "
+        "on the host; convdiff3d-64: %.0f MB in our format) can exceed the DRAM bound; the "
+        "ns per entry from 64^3 to 128^3 shows where the data leave the cache."
         % (per_nnz_ours, per_nnz_aij, big["problem"], big["ranks"], b["ours"] / 1e6,
-           b["aij"] / 1e6, 2 / per_nnz_ours, 2 / per_nnz_aij,
+           b["aij"] / 1e6, 2 / per_nnz_ours, 2 / per_nnz_aij, _l3_size(),
            next((r["bytes"]["ours"] / 1e6 for r in mv if r["problem"] == "convdiff3d-64"),
                 float("nan"))))
+
+
+def _l3_size() -> str:
+    """The L3 size the kernel reports for cpu0 (e.g. "32768K"), or "an unknown size"."""
+    try:
+        for idx in sorted(os.listdir("/sys/devices/system/cpu/cpu0/cache")):
+            base = "/sys/devices/system/cpu/cpu0/cache/" + idx
+            with open(base + "/level") as f:
+                if f.read().strip() != "3":
+                    continue
+            with open(base + "/size") as f:
+                return f.read().strip()
+    except OSError:
+        pass
+    return "an unknown size"
 
 
 def _petsc_debug(PETSc) -> bool:
@@ -487,7 +510,8 @@ if __name__ == "__main__":
                    default=["poisson3d-64", "poisson3d-100", "poisson3d-128", "convdiff3d-64",
                             "convdiff3d-100"])
     p.add_argument("--kernels", nargs="+",
-                   default=["matvec", "cg-amg", "gmres-bjacobi", "gmres-asm"],
+                   default=["matvec", "cg-amg", "cg-amg-single", "gmres-bjacobi",
+                            "gmres-asm"],
                    help="also: pipecg-jacobi (no target)")
     p.add_argument("--ranks", nargs="+", type=int, default=None,
                    help="rank counts to run (default 1 and all)")

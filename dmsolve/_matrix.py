@@ -689,6 +689,8 @@ class DistCSR:
         new._sell = None if sell is None else sell.astype(_SINGLE)
         if compact and sell is not None:
             new._diag = None
+        if new.offd.nnz:
+            new._offd_rows(new.dtype)       # built now, not in the first product
         return new
 
     def astype(self, dtype) -> "DistCSR":

@@ -85,6 +85,15 @@ class SlicedEll:
         n, m = B.shape
         nchunks = -(-n // C)
         indptr, indices = B.indptr, B.indices
+        if max_bytes is not None and n:
+            # a chunk holds at least as many slots as its longest row has
+            # entries: when that alone exceeds max_bytes (rows of very unequal
+            # length), refuse before the layout pass
+            lens = np.zeros(nchunks * C, np.int64)
+            lens[:n] = np.diff(indptr)
+            if B.dtype.itemsize * C * int(lens.reshape(nchunks, C).max(axis=1).sum()) \
+                    > max_bytes:
+                return None
         run_offsets = np.empty(B.nnz, np.int64)
         nrun = np.zeros(nchunks, np.int64)
         ngather = np.zeros(nchunks, np.int64)

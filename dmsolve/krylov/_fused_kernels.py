@@ -13,11 +13,13 @@ returning the inner products of the updated vectors with them. They compute
 in the vectors' dtype (float64 or complex128; ``conj`` on the first factor
 of each inner product, as ``np.vdot``).
 
-Sums over the entries use :data:`LANES` partial sums, each taking every
-``LANES``-th entry, added in a fixed order at the end: the order does not
-depend on the data, so a sum is the same on every run, and the independent
-chains keep the additions from waiting on each other (one chain over a
-million entries costs more than the memory traffic).
+Sums over the entries use :data:`LANES` partial sums (two in
+:func:`pipecg_update`, whose eight updates per entry give the additions
+other work to wait on), each taking every ``LANES``-th entry, added in a
+fixed order at the end: the order does not depend on the data, so a sum is
+the same on every run, and the independent chains keep the additions from
+waiting on each other (one chain over a million entries costs more than the
+memory traffic).
 
 Not collective; nothing is allocated per call.
 """
