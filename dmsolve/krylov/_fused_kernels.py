@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update"]
+__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots"]
 
 #: Independent partial sums per inner product.
 LANES = 4
@@ -116,6 +116,12 @@ def _pipe_entry(i, alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r):  # pragma:
     r[i] = ri
     u[i] = ui
     w[i] = wi
+    return _pipe_terms(ri, ui, wi, norm)
+
+
+@njit(inline="always")
+def _pipe_terms(ri, ui, wi, norm):  # pragma: no cover
+    # one entry's terms of pipelined CG's three inner products
     if norm == 0:
         ei = ri.conjugate() * ri
     elif norm == 1:
@@ -123,6 +129,36 @@ def _pipe_entry(i, alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r):  # pragma:
     else:
         ei = ri.conjugate() * ui
     return ri.conjugate() * ui, ui.conjugate() * wi, ei
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def pipecg_dots(norm, w, u, r, out):  # pragma: no cover
+    """The inner products :func:`pipecg_update` leaves in ``out``, of the
+    vectors as they are: the same terms summed in the same order, so that an
+    iteration that starts from them (the first, one after a restart or a
+    resumed checkpoint) computes what the fused pass would have."""
+    N = r.shape[0]
+    zero = out[0] * 0
+    g0 = g1 = d0 = d1 = e0 = e1 = zero
+    i = 0
+    while i + 2 <= N:
+        a, b, c = _pipe_terms(r[i], u[i], w[i], norm)
+        g0 += a
+        d0 += b
+        e0 += c
+        a, b, c = _pipe_terms(r[i + 1], u[i + 1], w[i + 1], norm)
+        g1 += a
+        d1 += b
+        e1 += c
+        i += 2
+    if i < N:
+        a, b, c = _pipe_terms(r[i], u[i], w[i], norm)
+        g0 += a
+        d0 += b
+        e0 += c
+    out[0] = g0 + g1
+    out[1] = d0 + d1
+    out[2] = e0 + e1
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

@@ -76,17 +76,16 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                   check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    from ._fused_kernels import pipecg_update      # numba: on the first solve
+    from ._fused_kernels import pipecg_dots, pipecg_update     # numba: on the first solve
     x = ctx.x
     r, u, w, m, n = (ctx.vector() for _ in range(5))
     z, q, s, p = (ctx.vector() for _ in range(4))
     # the reduction in flight has its own buffers, so nothing touches them
     send = ctx.buffer(4)
     recv = ctx.buffer(4)
-    nvec = {"unpreconditioned": (r, r), "preconditioned": (u, u), "natural": (r, u)}
-    n1, n2 = nvec[ctx.norm_type]
+    # the norm's inner product: (r, r), (u, u) or (r, u); the update pass
+    # leaves the next iteration's inner products in send
     norm_code = ("unpreconditioned", "preconditioned", "natural").index(ctx.norm_type)
-    # the update pass leaves the next iteration's inner products in send
     ck = ctx.checkpoint
     state = None if ck is None else ck.resume(
         ctx, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s, "p": p})
@@ -113,9 +112,8 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
 
     while True:
         if not have_dots:
-            send[0] = ctx.dot(r.local, u.local)
-            send[1] = ctx.dot(u.local, w.local)
-            send[2] = ctx.dot(n1.local, n2.local)
+            # summed as the fused pass sums them: a resumed run is the same run
+            pipecg_dots(norm_code, w.local, u.local, r.local, send)
         have_dots = False
         req = ctx.ireduce(3, send, recv)
         if it < ctx.maxiter:
@@ -191,7 +189,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         alpha = gamma / pap
         # z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
         # x += alpha p, r -= alpha s, u -= alpha q, w -= alpha z; and the
-        # next reduction's (r, u), (u, w), (n1, n2), all in one pass
+        # next reduction's (r, u), (u, w) and the norm's, all in one pass
         pipecg_update(alpha, beta, norm_code, n.local, m.local, w.local, u.local, z.local,
                       q.local, s.local, p.local, x.local, r.local, send)
         have_dots = True
