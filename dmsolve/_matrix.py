@@ -809,16 +809,18 @@ def _canonical(m, dtype: np.dtype) -> sp.csr_matrix:
 def _split(local: sp.csr_matrix, col_layout: Layout):
     """Split rows with global columns into the diag/offd blocks and ghost list."""
     local = sp.csr_matrix(local)
-    local.sum_duplicates()
+    local.sum_duplicates()          # and sorts each row's columns
     cstart, cstop = col_layout.owned_range
     n = local.shape[0]
     cols = local.indices.astype(np.int64, copy=False)
-    row_of = np.repeat(np.arange(n, dtype=np.int64), np.diff(local.indptr))
     own = (cols >= cstart) & (cols < cstop)
-    diag = sp.csr_matrix((local.data[own], (row_of[own], cols[own] - cstart)),
+    # each block keeps the entries of a row in their (sorted) order: its row
+    # pointers count them, and no conversion through COO re-sorts them
+    before = np.concatenate(([0], np.cumsum(own, dtype=np.int64)))[local.indptr]
+    diag = sp.csr_matrix((local.data[own], cols[own] - cstart, before),
                          shape=(n, cstop - cstart))
     ghosts, inv = np.unique(cols[~own], return_inverse=True)
-    offd = sp.csr_matrix((local.data[~own], (row_of[~own], inv.ravel())),
+    offd = sp.csr_matrix((local.data[~own], inv.ravel(), local.indptr - before),
                          shape=(n, ghosts.size))
     return diag, offd, ghosts.astype(np.int64)
 

@@ -83,9 +83,13 @@ def matmat_local(A: DistCSR, B: DistCSR, B_local: sp.csr_matrix | None = None) -
     if B_local is None:
         B_local = rows_with_global_columns(B)
     ghost_rows = fetch_rows(B, A.ghosts, local=B_local, label="matmat")
-    C = A.diag @ B_local
     if A.offd.nnz:
-        C = C + A.offd @ ghost_rows
+        # one product of [diag offd] with [own rows; ghost rows] rather than
+        # two and a sum of their results (the sum was a third of the time)
+        C = (sp.hstack([A.diag, A.offd], format="csr")
+             @ sp.vstack([B_local, ghost_rows], format="csr"))
+    else:
+        C = A.diag @ B_local
     C = sp.csr_matrix(C)
     C.sort_indices()
     return C
