@@ -7,9 +7,10 @@ Two parts, in one run:
 * **Kernels** (rank 0 alone, the other ranks waiting): each fused kernel of
   :mod:`dmsolve.krylov._fused_kernels` against the sequence of BLAS
   ``axpy``/``dot`` and numpy in-place operations that computes the same
-  thing, on vectors of ``--rows`` entries (1M: 8 MB each, well beyond the
-  L3 cache), best of ``--repeats``; with the bytes each moves and the
-  bandwidth that makes, against the STREAM triad measured in the same run.
+  thing, on vectors of ``--rows`` entries (1M: 8 MB each), best of
+  ``--repeats``; with the bytes each moves and the bandwidth that makes,
+  against the STREAM triad measured in the same run (vectors that stay in a
+  large L3 cache can pass it).
 * **Solves** (all ranks): CG and pipelined CG with ``jacobi`` on 3D Poisson
   ``--n``^3 for a fixed number of iterations, the time per iteration, and
   the share of it that the fused kernels saved (the kernels' saving per
