@@ -180,3 +180,28 @@ def test_single_precision_refused_on_every_rank(comm, name):
         Z = A.astype(complex)
         assert_raises_collective(comm, TypeError, preconditioners.make, name, Z,
                                  precision="single", match="real matrices")
+
+
+def test_compact_single_copy_multiplies_alike_and_rebuilds_its_csr(comm):
+    # single(compact=True) keeps a block multiplied in sliced ELL in that form only
+    A = gallery.poisson3d(14, comm)                   # 2744 rows: sliced ELL where a rank has 256+
+    S, C = A.single(), A.single(compact=True)
+    sell = A.product_format == "sell"
+    assert_collective(comm, C.compact == sell and not S.compact and C.product_format
+                      == S.product_format, "compact %s on a %s block" % (C.compact,
+                                                                        A.product_format))
+    x = DistVector.from_global(np.random.default_rng(4).standard_normal(A.shape[0])
+                               .astype(np.float32), A.col_layout)
+    same = (np.array_equal(C.matvec(x).local, S.matvec(x).local)
+            and np.array_equal(C.rmatvec(x).local, S.rmatvec(x).local))
+    assert_collective(comm, same, "compact products differ")
+    assert_collective(comm, C.local_nnz == S.local_nnz
+                      and (not sell or C.local_nbytes < S.local_nbytes),
+                      "%d / %d bytes" % (C.local_nbytes, S.local_nbytes))
+    # the CSR view is rebuilt on access, and comes back to stay where it is changed
+    assert_allclose_collective(C.to_scipy().toarray(), S.to_scipy().toarray(), comm,
+                               rtol=0, atol=0)
+    C.set_local_format("csr")
+    assert_collective(comm, not C.compact and C.product_format == "csr")
+    assert_allclose_collective(C.matvec(x).local, S.matvec(x).local, comm, rtol=1e-6,
+                               atol=1e-6 * float(np.abs(S.matvec(x).local).max(initial=1.0)))
