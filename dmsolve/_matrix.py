@@ -674,20 +674,26 @@ class DistCSR:
         Raises
         ------
         TypeError
-            On every rank, for a complex matrix.
+            On every rank, for a complex matrix, or a ``compact`` that is
+            not a bool (the same argument on every rank).
         """
         if self.dtype.kind == "c":
             raise TypeError("single precision storage is for real matrices; this one is "
                             "complex")
-        new = DistCSR(self.diag.astype(_SINGLE), self.offd.astype(_SINGLE),
-                      self.ghosts.copy(), self.row_layout, self.col_layout, self.local_format,
-                      single=True)
+        if not isinstance(compact, (bool, np.bool_)):
+            raise TypeError("compact must be True or False, got %r" % (compact,))
         # the same local format as this matrix's (chosen now if no product has
         # chosen it yet), its sliced ELL copy rounded rather than built again:
         # the copy's first product then costs no conversion
         sell = self._sell_block()
+        compact = bool(compact) and sell is not None
+        # a compact copy never holds a float32 CSR of its block: none is made
+        diag = (sp.csr_matrix(self.diag.shape, dtype=_SINGLE) if compact
+                else self.diag.astype(_SINGLE))
+        new = DistCSR(diag, self.offd.astype(_SINGLE), self.ghosts.copy(), self.row_layout,
+                      self.col_layout, self.local_format, single=True)
         new._sell = None if sell is None else sell.astype(_SINGLE)
-        if compact and sell is not None:
+        if compact:
             new._diag = None
         if new.offd.nnz:
             new._offd_rows(new.dtype)       # built now, not in the first product

@@ -187,6 +187,7 @@ def test_compact_single_copy_multiplies_alike_and_rebuilds_its_csr(comm):
     A = gallery.poisson3d(14, comm)                   # 2744 rows: sliced ELL where a rank has 256+
     S, C = A.single(), A.single(compact=True)
     sell = A.product_format == "sell"
+    assert_raises_collective(comm, TypeError, A.single, compact="yes", match="compact")
     assert_collective(comm, C.compact == sell and not S.compact and C.product_format
                       == S.product_format, "compact %s on a %s block" % (C.compact,
                                                                         A.product_format))

@@ -68,7 +68,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                   check_symmetry=check)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    from ._fused_kernels import cg_update, xpay     # numba: on the first solve
+    from ._fused_kernels import cg_update, dot2, xpay     # numba: on the first solve
     x, send = ctx.x, ctx.send
     r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
     z = r if ctx.trivial_pc else ctx.vector()
@@ -86,7 +86,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         if state is not None:
             ctx.norms.pop()         # re-measured below from the restored x
         ctx.residual(r, q)
-        rz, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
+        rz, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2)
         if ctx.x0_is_zero and ctx.bnorm is None:
             ctx.bnorm = math.sqrt(abs(nsq))
         ctx.reference_norm(q)
@@ -104,7 +104,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             reason = ctx.confirm(reason, it, r, q)
             if reason is not None:
                 break
-            rz, nsq = _precondition_and_reduce(ctx, r, z, n1, n2)
+            rz, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2)
             if rz < 0 and not math.sqrt(abs(nsq)) <= ctx.tolerance():
                 reason = ConvergedReason.INDEFINITE_PC
                 break
@@ -120,7 +120,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             break
         alpha = rz / pq
         rr = cg_update(alpha, p.local, q.local, x.local, r.local)
-        rz_new, nsq = _precondition_and_reduce(ctx, r, z, n1, n2, rr)
+        rz_new, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2, rr)
         it += 1
         # a negative r^T M r is a sign of an indefinite M unless r is already
         # at rounding level (then its sign is noise and the solve converged)
@@ -142,11 +142,11 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     return ctx.finish(reason, it)
 
 
-def _precondition_and_reduce(ctx, r, z, n1, n2, rr=None) -> tuple[float, float]:
+def _precondition_and_reduce(ctx, dot2, r, z, n1, n2, rr=None) -> tuple[float, float]:
     """``z = M r``, then ``(r^T z, n1^T n2)`` in one fused reduction; ``rr``
-    is ``r^T r`` when the caller has it already (from the fused update).
+    is ``r^T r`` when the caller has it already (from the fused update);
+    ``dot2`` is :func:`._fused_kernels.dot2`, imported once by the caller.
     Collective."""
-    from ._fused_kernels import dot2
     if z is not r:
         ctx.precondition(r, z)
     send = ctx.send
