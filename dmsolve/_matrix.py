@@ -114,6 +114,10 @@ class DistCSR:
         self._offd_c: dict = {}
         self.local_format = local_format
         self._sell = False          # not chosen yet; None: CSR
+        #: canonical keys of this rank's rows (int64), or None for their global
+        #: ids: what :func:`dmsolve.partition.redistribute` moved them from,
+        #: the order reproducible products sum in (:mod:`dmsolve._repro`)
+        self.origin = None
 
     def set_local_format(self, local_format: str | None = None) -> None:
         """Multiply the ``diag`` block in ``local_format`` (``"auto"``,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import Preconditioner
-from dmsolve.validate import agreed, check_int, check_real
+from dmsolve.validate import agreed, check_bool, check_int, check_real
 
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
@@ -108,7 +108,8 @@ class Chebyshev(Preconditioner):
 
     def __init__(self, A, degree: int = 4, lower: float | None = None,
                  upper: float | None = None, ratio: float | None = None,
-                 steps: int = 12, safety: float = 1.1, precision: str = "double"):
+                 steps: int = 12, safety: float = 1.1, precision: str = "double",
+                 reproducible: bool = False):
         super().__init__(A)
         with agreed(self.comm):
             degree = check_int("degree", degree, low=1, high=_MAX_DEGREE)
@@ -118,11 +119,15 @@ class Chebyshev(Preconditioner):
             steps = check_int("steps", steps, low=1, high=_MAX_DEGREE)
             safety = check_real("safety", safety, low=1.0)
             single = check_precision("cheby", precision, A)
+            self.reproducible = check_bool("reproducible", reproducible)
+            if self.reproducible and single:
+                raise ValueError("cheby: reproducible=True runs in double precision; "
+                                 "precision='single' is not reproducible")
         self.precision = "single" if single else "double"
         dinv = checked_inverse_diagonal(A, "cheby")
         lo, hi = lower, upper
         if lo is None or hi is None:
-            emin, emax = lanczos_extremes(A, np.abs(dinv), steps)
+            emin, emax = lanczos_extremes(A, np.abs(dinv), steps, self.reproducible)
             hi = safety * emax if hi is None else hi
             lo = (hi / ratio if ratio else max(emin, hi * 1e-4)) if lo is None else lo
         with agreed(self.comm):
@@ -130,6 +135,9 @@ class Chebyshev(Preconditioner):
                 raise ValueError("cheby: need 0 < lower < upper, got [%r, %r] (is A "
                                  "positive definite?)" % (lo, hi))
         self._work32 = None
+        if self.reproducible:
+            from dmsolve._repro import canonical
+            A = canonical(A)
         if single:
             A = A.single(compact=True)
             dinv = dinv.astype(np.float32)

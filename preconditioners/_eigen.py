@@ -9,10 +9,12 @@ from mpi4py import MPI
 __all__ = ["lanczos_extremes", "start_vector"]
 
 
-def start_vector(layout) -> np.ndarray:
-    """A pseudo-random start vector that depends on the global index only, so
-    estimates are the same at every rank count. Not collective."""
-    i = np.arange(layout.start, layout.stop, dtype=np.uint64)
+def start_vector(layout, keys: np.ndarray | None = None) -> np.ndarray:
+    """A pseudo-random start vector that depends on the global index only
+    (on ``keys``, the rows' canonical keys, when given), so estimates are the
+    same at every rank count. Not collective."""
+    i = (np.arange(layout.start, layout.stop, dtype=np.uint64) if keys is None
+         else np.asarray(keys).astype(np.uint64))
     h = (i + np.uint64(0x9E3779B97F4A7C15)) * np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(31)
     h *= np.uint64(0x94D049BB133111EB)
@@ -20,7 +22,8 @@ def start_vector(layout) -> np.ndarray:
     return (h >> np.uint64(11)).astype(np.float64) / float(2 ** 53) + 0.5
 
 
-def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10) -> tuple[float, float]:
+def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
+                     reproducible: bool = False) -> tuple[float, float]:
     """Smallest and largest Ritz values of ``D^-1 A`` after ``steps`` Lanczos steps.
 
     Runs Lanczos on the symmetric ``D^-1/2 A D^-1/2`` (similar to ``D^-1 A``);
@@ -28,14 +31,30 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10) -> tupl
     The largest Ritz value approaches ``rho(D^-1 A)`` from below; callers
     scale it up (e.g. by 1.1) for a safe upper bound.
 
+    ``reproducible``: exact reductions, a start vector of the canonical keys
+    and ``A``'s canonical products (:mod:`dmsolve._repro`), so the estimates
+    are the same bits for any partition.
+
     Collective on ``A.comm``: ``steps`` matvecs and ``2*steps`` reductions.
     """
     comm = A.comm
     lay = A.row_layout
+    if reproducible:
+        from dmsolve._repro import canonical, keys_of
+        from dmsolve._reprosum import exact_dots
+        A = canonical(A)
+        v = start_vector(lay, keys_of(A))
+
+        def dot(a, b):
+            return exact_dots(comm, [(a, b)])[0]
+    else:
+        v = start_vector(lay)
+
+        def dot(a, b):
+            return comm.allreduce(float(a @ b), op=MPI.SUM)
     s = np.sqrt(dinv) if dinv is not None else np.ones(lay.local_size)
     x, y = A.create_vectors()
-    v = start_vector(lay)
-    nrm = np.sqrt(comm.allreduce(float(v @ v), op=MPI.SUM))
+    nrm = np.sqrt(dot(v, v))
     if nrm == 0:
         return 0.0, 0.0
     v /= nrm
@@ -46,9 +65,9 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10) -> tupl
         np.multiply(s, v, out=x.local)
         A.matvec(x, out=y)
         w = s * y.local
-        alpha = comm.allreduce(float(w @ v), op=MPI.SUM)
+        alpha = dot(w, v)
         w -= alpha * v + beta * v_old
-        beta_new = np.sqrt(max(comm.allreduce(float(w @ w), op=MPI.SUM), 0.0))
+        beta_new = np.sqrt(max(dot(w, w), 0.0))
         alphas.append(alpha)
         if beta_new <= 1e-12 * abs(alpha):
             break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import Preconditioner
-from dmsolve.validate import agreed, check_real
+from dmsolve.validate import agreed, check_bool, check_real
 
 from ._diagonal import refuse_rows
 from ._precision import check_precision
@@ -68,11 +68,14 @@ class Jacobi(Preconditioner):
     _symmetric = True  # a diagonal
     supports_complex = True
 
-    def __init__(self, A, omega: float = 1.0, precision: str = "double"):
+    def __init__(self, A, omega: float = 1.0, precision: str = "double",
+                 reproducible: bool = False):
         super().__init__(A)
         with agreed(self.comm):
             self.omega = check_real("omega", omega, low=0.0, low_open=True)
             single = check_precision("jacobi", precision, A)
+            #: a scaling entry by entry: the same bits for any partition
+            self.reproducible = check_bool("reproducible", reproducible)
         self.precision = "single" if single else "double"
         self.inv_diag = self.omega * checked_inverse_diagonal(A, "Jacobi")
         if single:

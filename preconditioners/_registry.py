@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 from dmsolve import PRECONDITIONERS, Registry
+from dmsolve._repro import REPRODUCIBLE_PCS
 
 __all__ = ["register", "make", "available", "check_options"]
 
@@ -41,6 +42,10 @@ def make(name, A, **options):
         descriptor; keyword ``options`` override the descriptor's.
     A : DistCSR
         The operator.
+    **options
+        The preconditioner's options; ``reproducible=True`` (jacobi, cheby,
+        amg) builds one whose application gives the same bits for any
+        partition (see :func:`dmsolve.solve`); the others raise ValueError.
 
     Collective on ``A.comm`` (set-up communicates and agrees on errors).
 
@@ -51,8 +56,14 @@ def make(name, A, **options):
     TypeError
         If ``name`` is not a string or descriptor, or an option is not accepted.
     """
-    _, factory, opts = PRECONDITIONERS.resolve(name)
+    canon, factory, opts = PRECONDITIONERS.resolve(name)
     opts.update(options)
+    if opts.get("reproducible", False) is not False and canon not in REPRODUCIBLE_PCS:
+        # bjacobi, asm and gemslr solve the ranks' own blocks: the partition
+        # is part of the method (a rank-independent fact: raised everywhere)
+        raise ValueError("%s depends on the partition by construction and has no "
+                         "reproducible mode; reproducible=True takes %s (or no "
+                         "preconditioner)" % (canon, ", ".join(REPRODUCIBLE_PCS)))
     return factory(A, **opts)
 
 

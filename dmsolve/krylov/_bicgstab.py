@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._common import DEFAULT_DIVTOL, Context, document
 from ._info import ConvergedReason
 
 __all__ = ["bicgstab"]
@@ -16,7 +16,8 @@ __all__ = ["bicgstab"]
 @document
 def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
              nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-             checkpoint=None):
+             checkpoint=None,
+             reproducible=False):
     """Solve ``A x = b`` by the biconjugate gradient stabilised method.
 
     Right preconditioned, so the tested residual is the true one: stops when
@@ -42,6 +43,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
        SIAM, 2003, Algorithm 7.7.
     """
     ctx = Context("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
                   project_rhs=False, checkpoint=checkpoint)
@@ -67,7 +69,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             ctx.norms.pop()         # re-measured below from the restored x
         ctx.residual(r, t)
         np.copyto(rhat.local, r.local)
-        send[0] = ctx.dot(r.local, r.local)
+        ctx.put(0, r.local, r.local)
         rho = ctx.scalar(ctx.reduce(1)[0])
         reason = ctx.test(it, math.sqrt(rho.real))
     while True:
@@ -78,7 +80,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             if reason is not None:
                 break
             np.copyto(rhat.local, r.local)
-            send[0] = ctx.dot(r.local, r.local)
+            ctx.put(0, r.local, r.local)
             rho = ctx.scalar(ctx.reduce(1)[0])
             start = it
             reason = ctx.retest(math.sqrt(rho.real))
@@ -91,45 +93,45 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
             np.copyto(p.local, r.local)
         else:
             beta = (rho / rho_old) * (alpha / omega)
-            axpy(-omega, v.local, p.local)        # p = r + beta (p - omega v)
+            ctx.axpy(-omega, v.local, p.local)        # p = r + beta (p - omega v)
             p.local *= beta
             p.local += r.local
         if phat is not p:
             ctx.precondition(p, phat)
         ctx.matvec(phat, v)
-        send[0] = ctx.dot(rhat.local, v.local)
+        ctx.put(0, rhat.local, v.local)
         rv = ctx.scalar(ctx.reduce(1)[0])
         if rv == 0.0 or not cmath.isfinite(rv):
             reason = ConvergedReason.BREAKDOWN if rv == 0.0 else ConvergedReason.NANORINF
             break
         alpha = rho / rv
         np.copyto(s.local, r.local)
-        axpy(-alpha, v.local, s.local)
+        ctx.axpy(-alpha, v.local, s.local)
         if shat is not s:
             ctx.precondition(s, shat)
         ctx.matvec(shat, t)
-        send[0] = ctx.dot(t.local, s.local)
-        send[1] = ctx.dot(t.local, t.local)
-        send[2] = ctx.dot(s.local, s.local)
+        ctx.put(0, t.local, s.local)
+        ctx.put(1, t.local, t.local)
+        ctx.put(2, s.local, s.local)
         red = ctx.reduce(3)
         ts, tt, ss = ctx.scalar(red[0]), float(red[1].real), float(red[2].real)
         it += 1
         snorm = math.sqrt(ss)
         if snorm <= ctx.tolerance() or tt == 0.0:
             # the half step already solves the system (or cannot be improved)
-            axpy(alpha, phat.local, x.local)
+            ctx.axpy(alpha, phat.local, x.local)
             reason = ctx.test(it, snorm)
             ctx.callback(x)
             if reason is None:
                 reason = ConvergedReason.BREAKDOWN
             continue
         omega = ts / tt
-        axpy(alpha, phat.local, x.local)
-        axpy(omega, shat.local, x.local)
+        ctx.axpy(alpha, phat.local, x.local)
+        ctx.axpy(omega, shat.local, x.local)
         np.copyto(r.local, s.local)
-        axpy(-omega, t.local, r.local)
-        send[0] = ctx.dot(r.local, r.local)
-        send[1] = ctx.dot(rhat.local, r.local)
+        ctx.axpy(-omega, t.local, r.local)
+        ctx.put(0, r.local, r.local)
+        ctx.put(1, rhat.local, r.local)
         red = ctx.reduce(2)
         rho_old, rho = rho, ctx.scalar(red[1])
         reason = ctx.test(it, math.sqrt(float(red[0].real)))

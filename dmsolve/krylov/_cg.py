@@ -15,7 +15,8 @@ __all__ = ["cg"]
 @document
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
        nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-       norm_type="unpreconditioned", checkpoint=None, check=False):
+       norm_type="unpreconditioned", checkpoint=None, check=False,
+       reproducible=False):
     """Solve ``A x = b`` by the preconditioned conjugate gradient method.
 
     ``A`` must be symmetric positive (semi-)definite and ``M`` symmetric
@@ -62,6 +63,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     >>> info.check().iterations                # doctest: +SKIP
     """
     ctx = Context("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
                   project_rhs=True, checkpoint=checkpoint, symmetric=True,
@@ -113,7 +115,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
                 break
             np.copyto(p.local, z.local)
         ctx.matvec(p, q)
-        send[0] = ctx.dot(p.local, q.local)
+        ctx.put(0, p.local, q.local)
         pq = float(ctx.reduce(1)[0].real)     # real for a Hermitian A
         if not pq > 0:
             reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
@@ -150,7 +152,11 @@ def _precondition_and_reduce(ctx, dot2, r, z, n1, n2, rr=None) -> tuple[float, f
     if z is not r:
         ctx.precondition(r, z)
     send = ctx.send
-    if rr is not None and n1 is r and n2 is r:
+    if ctx.repro:
+        # exact parts (rr, a lane sum, is not): the same bits at any rank count
+        ctx.put(0, r.local, z.local)
+        ctx.put(1, n1.local, n2.local)
+    elif rr is not None and n1 is r and n2 is r:
         send[1] = rr
         send[0] = rr if z is r else ctx.dot(r.local, z.local)
     else:

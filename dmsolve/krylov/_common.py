@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 from scipy.linalg.blas import get_blas_funcs
 
-from .. import _errors
+from .. import _errors, _repro
 from .._compile import Stopwatch
 from .._errors import agree, complete
 from ..checkpoint import Checkpointer
@@ -192,7 +192,7 @@ class Context:
                  nullspace, monitor, divtol, norm_type, raise_on_failure,
                  project_rhs: bool, norm_types=NORM_TYPES, slots: int = 8,
                  checkpoint=None, check=None, symmetric: bool = False,
-                 check_symmetry=False):
+                 check_symmetry=False, reproducible=False):
         self._watch = Stopwatch()
         self.method = method
         comm = None
@@ -224,10 +224,25 @@ class Context:
             self.dtype = _system_dtype(self.A, b, x0)
             if self.dtype.kind == "c":
                 _check_complex(method, M, checkpoint)
+            check_bool("reproducible", reproducible)
+            if reproducible:
+                _repro.check_inputs(method, self.A, M, self.dtype)
         except (TypeError, ValueError) as e:
             exc = e
         self.reductions += 1
         agree(comm, exc)
+        #: reproducible mode: exact reductions, canonical products (_repro)
+        self.repro = bool(reproducible)
+        self._accs: dict = {}               # id(float buffer) -> its accumulators
+        if self.repro:
+            self.A = _repro.canonical(self.A)
+            from .._reprosum import dot_into, dots_into   # numba: on the first solve
+            from ._fused_kernels import axpy_plain
+            self._dot_into, self._dots_into = dot_into, dots_into
+            #: ``y += alpha x`` entry by entry, rounded as numpy rounds it
+            self.axpy = axpy_plain
+        else:
+            self.axpy = axpy
         # a layout whose ranges differ between ranks would make every product
         # read uninitialised memory: checked once per layout (no-op once agreed)
         self.A.row_layout.verify()
@@ -283,7 +298,7 @@ class Context:
         if check_symmetry:
             self._check_symmetry()
 
-        self._send[0] = self.dot(self.b.local, self.b.local)
+        self.put(0, self.b.local, self.b.local)
         self.b2norm = math.sqrt(self.reduce(1)[0].real)
         if removed is not None:
             whole = math.sqrt(self.b2norm ** 2 + removed)
@@ -327,14 +342,14 @@ class Context:
         for i, v in enumerate(vecs):
             q = Q[i]
             np.copyto(q, v.local)
-            self._send[0] = self.dot(q, q)
+            self.put(0, q, q)
             norm0 = math.sqrt(self.reduce(1)[0].real)
             for _ in range(2):          # classical Gram-Schmidt, twice
                 if i:
-                    gemv_dot(Q[:i], q, self._send[:i])
+                    self.put_rows(0, Q[:i], q)
                     self.reduce(i)
-                    gemv_sub(Q[:i], self._recv[:i].astype(self.dtype), q)
-            self._send[0] = self.dot(q, q)
+                    self.gemv_sub(Q[:i], self._recv[:i].astype(self.dtype), q)
+            self.put(0, q, q)
             norm = math.sqrt(self.reduce(1)[0].real)
             if not norm > 1e-10 * norm0:
                 # the norms are reduced values, the same on every rank
@@ -355,12 +370,11 @@ class Context:
         av = self.vector()
         send = self._send
         self.matvec(v, av)
-        dot = self.dot
-        send[0] = dot(av.local, av.local)
-        send[1] = dot(v.local, v.local)
+        self.put(0, av.local, av.local)
+        self.put(1, v.local, v.local)
         for i in range(k):
             self.matvec(DistVector(self.layout, Q[i]), av)
-            send[2 + i] = dot(av.local, av.local)
+            self.put(2 + i, av.local, av.local)
         red = self.reduce(k + 2).real
         scale = math.sqrt(red[0] / red[1]) if red[1] > 0 else 0.0
         for i in range(k):
@@ -388,10 +402,9 @@ class Context:
         for i, (_, op) in enumerate(ops):
             op(x, ax)
             op(y, ay)
-            dot = self.dot
-            send[6 * i: 6 * i + 6] = (dot(y.local, ax.local), dot(x.local, ay.local),
-                                      dot(ax.local, ax.local), dot(ay.local, ay.local),
-                                      dot(x.local, x.local), dot(y.local, y.local))
+            pairs = ((y, ax), (x, ay), (ax, ax), (ay, ay), (x, x), (y, y))
+            for j, (u, v) in enumerate(pairs):
+                self.put(6 * i + j, u.local, v.local)
         red = self.reduce(6 * len(ops))
         for i, (name, _) in enumerate(ops):
             yax, xay = red[6 * i], red[6 * i + 1]
@@ -424,10 +437,10 @@ class Context:
         if Q is None:
             return
         k = Q.shape[0]
-        gemv_dot(Q, v.local, self._send[:k])
+        self.put_rows(0, Q, v.local)
         self.reduce(k)
         self._c[:] = self._recv[:k]
-        gemv_sub(Q, self._c, v.local)
+        self.gemv_sub(Q, self._c, v.local)
 
     # -- vectors and buffers ---------------------------------------------------------
     def vector(self) -> DistVector:
@@ -450,6 +463,68 @@ class Context:
         """The buffer whose first ``k`` entries :meth:`reduce` sums (no communication)."""
         return self._send
 
+    # -- local inner products into reduction slots ----------------------------------------
+    def put(self, i: int, a: np.ndarray, b: np.ndarray, send: np.ndarray | None = None) -> None:
+        """This rank's part of ``a^H b`` into slot ``i`` of ``send`` (default
+        :attr:`send`), for the next :meth:`reduce` (:meth:`ireduce`). In
+        reproducible mode the part is an exact accumulator
+        (:mod:`dmsolve._reprosum`) kept beside the buffer. Not collective."""
+        send = self._send if send is None else send
+        if not self.repro:
+            send[i] = self.dot(a, b)
+            return
+        acc = self._acc(send)[i]
+        acc.fill(0)
+        self._dot_into(a, b, acc)
+
+    def put_rows(self, i: int, V: np.ndarray, w: np.ndarray,
+                 send: np.ndarray | None = None) -> None:
+        """The parts of ``V[j]^H w`` into slots ``i + j`` (see :meth:`put`).
+        Not collective."""
+        send = self._send if send is None else send
+        k = V.shape[0]
+        if not self.repro:
+            gemv_dot(V, w, send[i:i + k])
+            return
+        acc = self._acc(send)[i:i + k]
+        acc.fill(0)
+        self._dots_into(V, w, acc)
+
+    def gemv_sub(self, V: np.ndarray, h: np.ndarray, w: np.ndarray, alpha=-1.0) -> None:
+        """``w += alpha * V.T @ h`` (:func:`gemv_sub`); in reproducible mode one
+        ``axpy`` per row in row order, so that an entry's value does not depend
+        on where BLAS's blocking puts it. Not collective."""
+        if not self.repro:
+            gemv_sub(V, h, w, alpha)
+            return
+        for j in range(V.shape[0]):
+            self.axpy(alpha * h[j], V[j], w)
+
+    def _acc(self, send: np.ndarray) -> np.ndarray:
+        acc = self._accs.get(id(send))
+        if acc is None or acc.shape[0] < send.size:
+            from .._reprosum import accumulators
+            acc = self._accs[id(send)] = accumulators(send.size)
+        return acc
+
+    def _exact_start(self, k: int, send: np.ndarray, recv: np.ndarray):
+        # the accumulators of send[:k] and the error flag, summed as int64
+        from .._reprosum import normalize
+        acc, racc = self._acc(send), self._acc(recv)
+        normalize(acc[:k])
+        acc[k].fill(0)
+        acc[k, 0] = 0 if self.error is None else 1
+        n = (k + 1) * acc.shape[1]
+        return self.comm.Iallreduce([acc, n, MPI.INT64_T], [racc, n, MPI.INT64_T],
+                                    op=MPI.SUM)
+
+    def _exact_finish(self, k: int, recv: np.ndarray) -> None:
+        from .._reprosum import to_float
+        racc = self._acc(recv)
+        for j in range(k):
+            recv[j] = to_float(racc[j])
+        recv[k] = float(racc[k, 0])
+
     # -- reductions --------------------------------------------------------------------
     def reduce(self, k: int) -> np.ndarray:
         """Sum ``send[:k]`` over all ranks, plus the error flag; return the
@@ -460,12 +535,17 @@ class Context:
         for :data:`dmsolve._errors.AGREE_GRACE` seconds on a rank holding an
         error, which raises its error alone if the others do not arrive.
         """
-        self._send[k] = 0.0 if self.error is None else 1.0
         calls, mark = self._calls, self._nbarriers
-        req = self.comm.Iallreduce([self._send, k + 1, self._mpitype],
-                                   [self._recv, k + 1, self._mpitype], op=MPI.SUM)
+        if self.repro:
+            req = self._exact_start(k, self._send, self._recv)
+        else:
+            self._send[k] = 0.0 if self.error is None else 1.0
+            req = self.comm.Iallreduce([self._send, k + 1, self._mpitype],
+                                       [self._recv, k + 1, self._mpitype], op=MPI.SUM)
         self.reductions += 1
         self._complete(req, calls, mark)
+        if self.repro:
+            self._exact_finish(k, self._recv)
         if self._recv[k]:
             self._raise()
         return self._recv
@@ -473,10 +553,13 @@ class Context:
     def ireduce(self, k: int, send: np.ndarray, recv: np.ndarray):
         """Start a non-blocking sum of ``send[:k]`` (plus the error flag) into
         ``recv``; finish it with :meth:`wait`. Collective."""
-        send[k] = 0.0 if self.error is None else 1.0
         self.reductions += 1
-        req = self.comm.Iallreduce([send, k + 1, self._mpitype],
-                                   [recv, k + 1, self._mpitype], op=MPI.SUM)
+        if self.repro:
+            req = self._exact_start(k, send, recv)
+        else:
+            send[k] = 0.0 if self.error is None else 1.0
+            req = self.comm.Iallreduce([send, k + 1, self._mpitype],
+                                       [recv, k + 1, self._mpitype], op=MPI.SUM)
         self._inflight[id(req)] = (self._calls, self._nbarriers)
         return req
 
@@ -486,6 +569,8 @@ class Context:
         Collective (completes the collective :meth:`ireduce` started)."""
         calls, mark = self._inflight.pop(id(request))
         self._complete(request, calls, mark)
+        if self.repro:
+            self._exact_finish(k, recv)
         if recv[k]:
             self._raise()
         return recv
@@ -560,7 +645,7 @@ class Context:
         else:
             self.matvec(self.x, work)
             if shift:
-                axpy(-shift, self.x.local, work.local)
+                self.axpy(-shift, self.x.local, work.local)
             np.subtract(self.b.local, work.local, out=r.local)
         return r
 
@@ -632,7 +717,7 @@ class Context:
             return
         self.precondition(self.b, work)
         other = work if self.norm_type == "preconditioned" else self.b
-        self._send[0] = self.dot(work.local, other.local)
+        self.put(0, work.local, other.local)
         self.bnorm = math.sqrt(abs(self.reduce(1)[0].real))
 
     def tolerance(self) -> float:
@@ -678,9 +763,9 @@ class Context:
         """
         self.matvec(self.x, work)
         if self.shift:
-            axpy(-self.shift, self.x.local, work.local)
+            self.axpy(-self.shift, self.x.local, work.local)
         np.subtract(self.b.local, work.local, out=r.local)
-        self._send[0] = self.dot(r.local, r.local)
+        self.put(0, r.local, r.local)
         t = math.sqrt(self.reduce(1)[0].real)
         self._truth = (len(self.norms), t)
         return t

@@ -13,7 +13,8 @@ __all__ = ["fgmres"]
 @document
 def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           restart=30, orthog="cgs", checkpoint=None):
+           restart=30, orthog="cgs", checkpoint=None,
+           reproducible=False):
     """Solve ``A x = b`` by flexible GMRES(``restart``), right preconditioned.
 
     Stops when ``||b - A x|| <= max(rtol*||b||, atol)`` (the Arnoldi
@@ -43,6 +44,7 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
        SIAM, 2003, Algorithm 9.6.
     """
     ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
                   project_rhs=False, checkpoint=checkpoint,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots"]
+__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots", "axpy_plain"]
 
 #: Independent partial sums per inner product.
 LANES = 4
@@ -195,3 +195,13 @@ def pipecg_update(alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r, out):  # pra
     out[0] = g0 + g1
     out[1] = d0 + d1
     out[2] = e0 + e1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def axpy_plain(alpha, x, y):  # pragma: no cover
+    """``y += alpha * x``, the product rounded before the sum as numpy rounds
+    ``y + alpha * x`` (BLAS ``axpy`` may fuse them, in some entries and not
+    others): an entry's result does not depend on its position, which
+    reproducible mode needs."""
+    for i in range(y.shape[0]):
+        y[i] += alpha * x[i]

@@ -10,7 +10,7 @@ from scipy.linalg import solve_triangular
 
 from .._vector import DistVector
 from ..checkpoint import CheckpointError
-from ._common import DEFAULT_DIVTOL, Context, axpy, document, gemv_dot, gemv_sub
+from ._common import DEFAULT_DIVTOL, Context, document, gemv_dot, gemv_sub
 from ._info import ConvergedReason
 
 __all__ = ["gmres", "check_gmres_options"]
@@ -24,7 +24,8 @@ _ORTHOG = ("cgs2", "cgs", "mgs")
 @document
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
           nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-          restart=30, side="left", orthog="cgs", checkpoint=None):
+          restart=30, side="left", orthog="cgs", checkpoint=None,
+          reproducible=False):
     """Solve ``A x = b`` by restarted GMRES(``restart``).
 
     Stops when ``||r|| <= max(rtol*||b||, atol)``, where with ``side="left"``
@@ -87,6 +88,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     """
     left = side == "left" and M is not None and not (isinstance(M, str) and M == "none")
     ctx = Context("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="preconditioned" if left else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=False,
@@ -157,38 +159,38 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
             return
         y = solve_triangular(H[:k, :k], g[:k], check_finite=False)
         if flexible:
-            gemv_sub(Z[:k], y, target.local, alpha=1.0)
+            ctx.gemv_sub(Z[:k], y, target.local, alpha=1.0)
         elif precond_right:
             t2.fill(0.0)
-            gemv_sub(V[:k], y, t2.local, alpha=1.0)
+            ctx.gemv_sub(V[:k], y, t2.local, alpha=1.0)
             ctx.precondition(t2, t)
-            axpy(1.0, t.local, target.local)
+            ctx.axpy(1.0, t.local, target.local)
         else:
-            gemv_sub(V[:k], y, target.local, alpha=1.0)
+            ctx.gemv_sub(V[:k], y, target.local, alpha=1.0)
 
     def orthogonalise(j: int, w: np.ndarray) -> tuple[float, float]:
         # H[:j+1, j] into hcol; returns (||w|| after, ||w|| before)
         k = j + 1
         if orthog == "mgs":
             for i in range(k):
-                send[0] = dot(V[i], w)
+                ctx.put(0, V[i], w)
                 if i == 0:
-                    send[1] = dot(w, w)
+                    ctx.put(1, w, w)
                 red = ctx.reduce(2 if i == 0 else 1)
                 hcol[i] = red[0]
                 if i == 0:
                     wn0 = math.sqrt(red[1].real)
-                axpy(-hcol[i], V[i], w)
-            send[0] = dot(w, w)
+                ctx.axpy(-hcol[i], V[i], w)
+            ctx.put(0, w, w)
             return math.sqrt(ctx.reduce(1)[0].real), wn0
-        gemv_dot(V[:k], w, send[:k])
-        send[k] = dot(w, w)
+        ctx.put_rows(0, V[:k], w)
+        ctx.put(k, w, w)
         red = ctx.reduce(k + 1)
         hcol[:k] = red[:k]
         wn0 = math.sqrt(red[k].real)
-        gemv_sub(V[:k], hcol[:k], w)
+        ctx.gemv_sub(V[:k], hcol[:k], w)
         if orthog == "cgs":
-            send[0] = dot(w, w)
+            ctx.put(0, w, w)
             return math.sqrt(ctx.reduce(1)[0].real), wn0
         # Daniel-Gragg-Kaufman-Stewart test: the new norm follows from
         # Pythagoras unless w lost more than 1/sqrt(2) of its length to the
@@ -196,18 +198,18 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
         nsq = red[k].real - float(dot(hcol[:k], hcol[:k]).real)
         if nsq > 0.5 * red[k].real:
             return math.sqrt(nsq), wn0
-        gemv_dot(V[:k], w, send[:k])
-        send[k] = dot(w, w)
+        ctx.put_rows(0, V[:k], w)
+        ctx.put(k, w, w)
         red = ctx.reduce(k + 1)
         htmp[:k] = red[:k]
         wwp = red[k].real
-        gemv_sub(V[:k], htmp[:k], w)
+        ctx.gemv_sub(V[:k], htmp[:k], w)
         hcol[:k] += htmp[:k]
         nsq = wwp - float(dot(htmp[:k], htmp[:k]).real)
         if nsq > 1e-2 * wwp:
             return math.sqrt(nsq), wn0
         # heavy cancellation (near breakdown): measure instead of deducing
-        send[0] = dot(w, w)
+        ctx.put(0, w, w)
         return math.sqrt(ctx.reduce(1)[0].real), wn0
 
     ctx.begin()
@@ -236,10 +238,10 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
                 ctx.precondition(t, v0)
             else:
                 np.copyto(v0.local, t.local)
-            send[0] = dot(v0.local, v0.local)
+            ctx.put(0, v0.local, v0.local)
             if left:
                 # ||b - A x|| rides along: the truth of a convergence met here
-                send[1] = dot(t.local, t.local)
+                ctx.put(1, t.local, t.local)
             red = ctx.reduce(2 if left else 1)
             beta = math.sqrt(red[0].real)
             tnorm = math.sqrt(red[1].real) if left else beta

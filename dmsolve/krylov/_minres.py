@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..validate import check_real
-from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._common import DEFAULT_DIVTOL, Context, document
 from ._info import ConvergedReason
 
 __all__ = ["minres"]
@@ -18,7 +18,8 @@ _EPS = np.finfo(float).eps
 @document
 def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           shift=0.0, checkpoint=None, check=False):
+           shift=0.0, checkpoint=None, check=False,
+           reproducible=False):
     """Solve ``(A - shift I) x = b`` by MINRES, for symmetric (Hermitian) ``A``.
 
     ``A`` may be indefinite, and singular if the system is consistent; ``M``
@@ -66,6 +67,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
        SIAM, 2003.
     """
     ctx = Context("minres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type="natural" if M is not None else "unpreconditioned",
                   raise_on_failure=raise_on_failure, project_rhs=True,
@@ -92,7 +94,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
 
     ctx.residual(r1, y, shift)
     ctx.precondition(r1, y)
-    send[0] = ctx.dot(r1.local, y.local)
+    ctx.put(0, r1.local, y.local)
     beta1 = float(ctx.reduce(1)[0].real)
     if beta1 < 0:
         ctx.norms.append(math.sqrt(-beta1))
@@ -125,7 +127,7 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
             if reason is not None:
                 break
             ctx.precondition(r1, y)
-            send[0] = ctx.dot(r1.local, y.local)
+            ctx.put(0, r1.local, y.local)
             beta1 = float(ctx.reduce(1)[0].real)
             if beta1 < 0:
                 reason = ConvergedReason.INDEFINITE_PC
@@ -141,16 +143,16 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
         np.multiply(y.local, 1.0 / beta, out=v.local)
         ctx.matvec(v, y)
         if shift:
-            axpy(-shift, v.local, y.local)
+            ctx.axpy(-shift, v.local, y.local)
         if it > start:
-            axpy(-beta / oldb, r1.local, y.local)
-        send[0] = ctx.dot(v.local, y.local)
+            ctx.axpy(-beta / oldb, r1.local, y.local)
+        ctx.put(0, v.local, y.local)
         alfa = float(ctx.reduce(1)[0].real)     # real for a Hermitian A
-        axpy(-alfa / beta, r2.local, y.local)
+        ctx.axpy(-alfa / beta, r2.local, y.local)
         r1, r2, y = r2, y, r1            # r1 <- r2, r2 <- y, y is free
         ctx.precondition(r2, y)
         oldb = beta
-        send[0] = ctx.dot(r2.local, y.local)
+        ctx.put(0, r2.local, y.local)
         bsq = float(ctx.reduce(1)[0].real)
         it += 1
         if bsq < 0:
@@ -184,10 +186,10 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
         # w = (v - oldeps w1 - delta w2) / gamma with (w1, w2) <- (w2, w)
         w1, w2, w = w2, w, w1
         np.copyto(w.local, v.local)
-        axpy(-oldeps, w1.local, w.local)
-        axpy(-delta, w2.local, w.local)
+        ctx.axpy(-oldeps, w1.local, w.local)
+        ctx.axpy(-delta, w2.local, w.local)
         w.local *= 1.0 / gamma
-        axpy(phi, w.local, x.local)
+        ctx.axpy(phi, w.local, x.local)
         reason = ctx.test(it, abs(phibar))
         ctx.callback(x)
         if reason is None and beta == 0.0:

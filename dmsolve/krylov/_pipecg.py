@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ._common import DEFAULT_DIVTOL, Context, axpy, document
+from ._common import DEFAULT_DIVTOL, Context, document
 from ._info import ConvergedReason
 
 __all__ = ["pipecg"]
@@ -16,7 +16,8 @@ __all__ = ["pipecg"]
 @document
 def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
            nullspace=None, monitor=None, raise_on_failure=False, divtol=DEFAULT_DIVTOL,
-           norm_type="unpreconditioned", checkpoint=None, check=False):
+           norm_type="unpreconditioned", checkpoint=None, check=False,
+           reproducible=False):
     """Solve ``A x = b`` by pipelined preconditioned conjugate gradients.
 
     Mathematically CG (``A`` symmetric positive (semi-)definite, ``M``
@@ -70,6 +71,7 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
        replacement).
     """
     ctx = Context("pipecg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                  reproducible=reproducible,
                   callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
                   norm_type=norm_type, raise_on_failure=raise_on_failure,
                   project_rhs=True, checkpoint=checkpoint, symmetric=True,
@@ -111,7 +113,14 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             ctx.reference_norm(m)
 
     while True:
-        if not have_dots:
+        if ctx.repro:
+            # exact parts of (r, u), (w, u) and the norm's: the fused pass's
+            # lane sums are not partition-independent
+            ctx.put(0, r.local, u.local, send)
+            ctx.put(1, w.local, u.local, send)
+            a, c = ((r, r), (u, u), (r, u))[norm_code]
+            ctx.put(2, a.local, c.local, send)
+        elif not have_dots:
             # summed as the fused pass sums them: a resumed run is the same run
             pipecg_dots(norm_code, w.local, u.local, r.local, send)
         have_dots = False
@@ -167,10 +176,10 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
             # the residual: restart the recurrences from r = b - A x (m and n
             # are recomputed by the next pass, so they serve as work vectors).
             np.copyto(m.local, u.local)
-            axpy(beta, p.local, m.local)
+            ctx.axpy(beta, p.local, m.local)
             ctx.matvec(m, n)
-            ctx.send[0] = ctx.dot(m.local, n.local)
-            ctx.send[1] = ctx.dot(m.local, m.local)
+            ctx.put(0, m.local, n.local)
+            ctx.put(1, m.local, m.local)
             red = ctx.reduce(2).real
             if not red[0] > 0:
                 reason = (ConvergedReason.INDEFINITE_MAT if red[1] > 0 and red[0] <= 0

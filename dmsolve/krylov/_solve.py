@@ -46,13 +46,16 @@ def available_methods() -> list[str]:
     return METHODS.names()
 
 
-def _make_pc(pc, A):
+def _make_pc(pc, A, reproducible=False):
     """Resolve ``pc`` into a preconditioner object (or None)."""
     if pc is None or not isinstance(pc, (str, tuple, list)):
         return pc                   # None or an object: used as it is
     name, factory, opts = PRECONDITIONERS.resolve(pc)
     if name == "none":
         return None
+    if reproducible is True:
+        from preconditioners import make        # the door that refuses bjacobi, asm...
+        return make(pc, A, reproducible=True)
     return factory(A, **opts)
 
 
@@ -94,6 +97,12 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
         ``k`` iterations and ``resume=DIR`` continues from one, on any
         number of ranks (see :mod:`dmsolve.checkpoint`; ``info.extra
         ["checkpoint"]`` reports writes and timings).
+        ``reproducible=True`` gives the same bits (``x``, iterations, reason
+        and residual history) at any number of ranks and for any row
+        partition: exact reductions, canonical products, and the
+        preconditioner built with ``reproducible=True`` (jacobi, cheby, amg;
+        bjacobi, asm and gemslr are refused with ValueError). See
+        :mod:`dmsolve._repro`.
     backend : str, keyword-only
         One of :data:`BACKENDS`: ``"dmsolve"`` (default), or ``"petsc"``,
         which runs PETSc's KSP and PC through petsc4py under these names (see
@@ -139,7 +148,8 @@ def _run(A, b, method, pc, **options):
     if isinstance(pc, (str, tuple, list)):
         PRECONDITIONERS.resolve(pc)   # imports its package (and numba) before the clock runs
     watch = Stopwatch()
-    M = _make_pc(pc, A) if "M" not in options else options.pop("M")
+    M = (_make_pc(pc, A, options.get("reproducible", False)) if "M" not in options
+         else options.pop("M"))
     pc_seconds, pc_compile = watch.split()
     x0 = options.pop("x0", None)
     x, info = func(A, b, x0, M=M, **options)

@@ -231,6 +231,14 @@ def redistribute(obj, partition: Partition, inverse: bool = False):
         # no (row, col) pair repeats, so the COO -> CSR conversion adds nothing
         out = sp.csr_matrix((v, (r - new.start, c)), shape=(new.local_size, obj.shape[1]))
         out.sort_indices()
-        return DistCSR.from_local_rows(out, new)
+        moved = DistCSR.from_local_rows(out, new)
+        # the rows' canonical keys travel with them (reproducible mode sums
+        # in their order, so that any partition gives the same bits)
+        from .._repro import keys_of
+        idx, keys = exchange(p.comm, p.local_parts, p.local_new_index, keys_of(obj))
+        origin = np.empty(new.local_size, dtype=np.int64)
+        origin[idx - new.start] = keys
+        moved.origin = origin
+        return moved
     raise TypeError("redistribute takes a DistCSR or a DistVector, got %s"
                     % type(obj).__name__)

@@ -1,0 +1,161 @@
+"""Reproducible mode: products whose every entry does not depend on the partition.
+
+A solve with ``reproducible=True`` returns the same bits at any number of
+ranks and for any row partition (block, METIS, RCB). Three things make that
+so:
+
+- reductions are exact (:mod:`dmsolve._reprosum`), rounded once;
+- every vector update is computed entry by entry, the same way for an entry
+  wherever it lies (no BLAS, whose kernels may fuse a multiply-add in some
+  entries and not others);
+- every row of a matrix product is summed in one canonical order: by the
+  *canonical key* of the column, not by where the column is stored.
+
+A matrix's canonical keys are :attr:`DistCSR.origin` (the global ids of its
+rows before a :func:`dmsolve.partition.redistribute`, carried by it) or else
+its global ids. :func:`canonical` builds the product with rows sorted by
+key: :class:`CanonicalCSR`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._layout import Layout
+from ._matrix import DistCSR
+from ._vector import DistVector
+
+__all__ = ["CanonicalCSR", "canonical", "keys_of", "check_inputs", "REPRODUCIBLE_PCS"]
+
+#: Preconditioners that take ``reproducible=True`` (the others depend on the
+#: partition by construction: their local solves are the ranks' blocks).
+REPRODUCIBLE_PCS = ("jacobi", "cheby", "amg")
+
+
+def keys_of(A: DistCSR) -> np.ndarray:
+    """The canonical keys of this rank's rows of a square ``A`` (int64):
+    ``A.origin``, or the global ids. Not collective."""
+    origin = getattr(A, "origin", None)
+    if origin is not None:
+        return origin
+    lay = A.row_layout
+    return np.arange(lay.start, lay.stop, dtype=np.int64)
+
+
+def check_inputs(method: str, A, M, dtype) -> None:
+    """The door of reproducible mode: rank-independent facts only, so each
+    rank raises the same error. Not collective."""
+    if np.dtype(dtype).kind == "c":
+        raise TypeError("%s(reproducible=True) is for real systems; the system is complex"
+                        % method)
+    if not isinstance(A, DistCSR) and not getattr(A, "reproducible", False):
+        raise TypeError("%s(reproducible=True) needs A as a DistCSR (an operator of "
+                        "its own must set reproducible = True), got %s"
+                        % (method, type(A).__name__))
+    if isinstance(A, DistCSR) and A.dtype != np.float64:
+        raise TypeError("%s(reproducible=True) needs a float64 DistCSR, got %s"
+                        % (method, A.dtype))
+    if M is not None and not getattr(M, "reproducible", False):
+        name = getattr(M, "name", None) or type(M).__name__
+        raise ValueError(
+            "%s(reproducible=True) needs a preconditioner built with reproducible=True "
+            "(one of %s) or none; %s is not (bjacobi, asm and gemslr depend on the "
+            "partition by construction)" % (method, ", ".join(REPRODUCIBLE_PCS), name))
+
+
+def canonical(A, col_keys: np.ndarray | None = None) -> "CanonicalCSR":
+    """``A`` with products summed row by row in canonical column order.
+
+    ``col_keys`` are the canonical keys of this rank's columns (its part of
+    ``A.col_layout``); by default :func:`keys_of` of a square ``A``. A
+    :class:`CanonicalCSR` is returned as it is; the one built for ``A``
+    with default keys is kept on ``A`` for the next call. Collective on
+    ``A.comm`` (the ghost columns' keys are fetched from their owners).
+    """
+    if isinstance(A, CanonicalCSR) or not isinstance(A, DistCSR):
+        return A
+    if col_keys is None:
+        cached = getattr(A, "_canonical", None)
+        if cached is not None:
+            return cached
+        out = A._canonical = CanonicalCSR(A, keys_of(A))
+        return out
+    return CanonicalCSR(A, col_keys)
+
+
+class CanonicalCSR(DistCSR):
+    """A :class:`DistCSR` whose products sum each row in canonical column order.
+
+    It shares the matrix's blocks and halo plan and adds one merged CSR copy
+    of the local rows, owned columns first and then ghosts, each row's
+    entries sorted by the columns' canonical keys. :meth:`matvec` gathers
+    ``[x_owned; x_ghosts]`` and sums each row in that order from 0, so every
+    entry of ``A @ x`` is the same bits whatever the partition. The
+    constructor is collective on ``A.comm``; use :func:`canonical`.
+    """
+
+    reproducible = True
+
+    def __init__(self, A: DistCSR, col_keys: np.ndarray):
+        from .partition import fetch
+        self.__dict__.update(A.__dict__)
+        self._buffers = {}
+        self._offd_c = {}
+        col_keys = np.asarray(col_keys, dtype=np.int64)
+        self.col_keys = col_keys
+        ghost_keys = fetch(self.col_layout, col_keys, self.ghosts)
+        n = self.col_layout.local_size
+        d, o = self.diag.tocoo(), self.offd.tocoo()
+        rows = np.concatenate((d.row, o.row)).astype(np.int64)
+        cols = np.concatenate((d.col.astype(np.int64), o.col.astype(np.int64) + n))
+        keys = np.concatenate((col_keys[d.col], ghost_keys[o.col]))
+        vals = np.concatenate((d.data, o.data))
+        order = np.lexsort((keys, rows))
+        m = self.row_layout.local_size
+        self._indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=m))))
+        self._indices = cols[order]
+        self._data = np.ascontiguousarray(vals[order], dtype=np.float64)
+        self._ext = np.zeros(n + self.ghosts.size)
+
+    def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
+        """``out = A @ x``, each row summed in canonical column order.
+
+        Collective among neighbouring ranks (the halo exchange, then the
+        product: no overlap); allocates nothing when ``out`` is given.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`DistCSR.matvec`; a complex ``x`` is refused.
+        """
+        from ._reprosum import canonical_rows
+        self._check_vec(x, self.col_layout, "x")
+        if x.local.dtype.kind == "c":
+            raise TypeError("a reproducible product is real; x is complex")
+        out = self._result(out, self.row_layout, self.dtype, "A @ x")
+        n = self.col_layout.local_size
+        ext = self._ext
+        ext[:n] = x.local
+        self.halo.start(ext[:n])
+        ext[n:] = self.halo.finish()
+        canonical_rows(self._indptr, self._indices, self._data, ext, out.local)
+        return out
+
+    def rmatvec(self, y, out=None):
+        """Not available: a transpose product sums across ranks. Not collective."""
+        raise NotImplementedError("a reproducible matrix has no transpose product; "
+                                  "build the transpose with transpose()")
+
+    def local_canonical(self) -> sp.csr_matrix:
+        """The merged local rows (owned columns, then ghosts), sorted by key.
+        Not collective."""
+        return sp.csr_matrix((self._data, self._indices, self._indptr),
+                             shape=(self.row_layout.local_size, self._ext.size))
+
+    def __repr__(self) -> str:
+        return "Canonical" + super().__repr__()
+
+
+def _layout_ids(layout: Layout) -> np.ndarray:
+    return np.arange(layout.start, layout.stop, dtype=np.int64)

@@ -1,0 +1,238 @@
+"""Exact sums of float64 numbers: the same bits whatever the order and the partition.
+
+A float64 number is an integer mantissa ``M < 2**53`` times ``2**(s - 1074)``
+with ``0 <= s <= 2046``. Its exact value is deposited, as three signed
+32-bit pieces, into a fixed-point accumulator of :data:`NBINS` int64 bins,
+bin ``b`` worth ``2**(32 b - 1074)``: no rounding happens anywhere, so the
+accumulator holds the exact sum of the numbers deposited, and adding two
+accumulators bin by bin (``MPI.SUM`` on int64) is exact and associative.
+The float64 result is rounded once, to nearest, from the exact total
+(Python's integer division is correctly rounded). The sum therefore
+depends neither on the order of the numbers nor on how they are split
+between ranks: it is the exactly rounded sum of the (rounded) products,
+as an exact superaccumulator (Kulisch; ExBLAS, Collange et al. 2015)
+computes it.
+
+Overflow: a bin takes at most ``2**33`` per deposit, so a rank may deposit
+``2**29`` numbers (half a billion) per accumulator before
+:func:`normalize`; :func:`normalize` brings every bin but the top into
+``[0, 2**32)``, so ``2**30`` ranks can add their accumulators. Infinities
+and NaNs are counted in three extra slots and give the IEEE result (NaN
+for ``inf - inf``).
+
+The kernels are compiled by numba on first use (imported lazily by the
+solvers) and cached next to this module. Not collective.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
+           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "exact_dots"]
+
+#: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
+#: pieces of the largest numbers, 1 for a carry).
+NBINS = 68
+#: int64 words per accumulator: the bins, then counts of +inf, -inf and NaN.
+WIDTH = NBINS + 3
+_MASK = (1 << 32) - 1
+
+
+def accumulators(k: int) -> np.ndarray:
+    """``k`` zero accumulators, shape ``(k, WIDTH)`` int64. Not collective."""
+    return np.zeros((k, WIDTH), dtype=np.int64)
+
+
+#: Entries per chunk: each exponent's bucket adds at most CHUNK mantissas
+#: (< 2**53 each) before it is flushed into the bins, so it stays < 2**62.
+CHUNK = 512
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _flush(acc, bucket, lo, hi):  # pragma: no cover
+    """Move the buckets ``lo..hi`` (signed mantissa sums ``v``, each worth
+    ``v * 2**(e - 1075)``) into the bins of ``acc`` exactly; zero them."""
+    for e in range(lo, hi + 1):
+        v = bucket[e]
+        if v == 0:
+            continue
+        bucket[e] = 0
+        s = e - 1
+        b = s >> 5
+        r = s & 31
+        a = -v if v < 0 else v            # < 2**62
+        t0 = (a & 0xFFFFFFFF) << r        # < 2**63
+        t1 = (a >> 32) << r               # < 2**61
+        p0 = t0 & 0xFFFFFFFF
+        p1 = (t0 >> 32) + (t1 & 0xFFFFFFFF)
+        p2 = t1 >> 32
+        if v < 0:
+            acc[b] -= p0
+            acc[b + 1] -= p1
+            acc[b + 2] -= p2
+        else:
+            acc[b] += p0
+            acc[b + 1] += p1
+            acc[b + 2] += p2
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _special(acc, vals, m):  # pragma: no cover
+    """Count the infinities and NaNs among ``vals[:m]``."""
+    for i in range(m):
+        v = vals[i]
+        if v != v:
+            acc[NBINS + 2] += 1
+        elif v == np.inf:
+            acc[NBINS] += 1
+        elif v == -np.inf:
+            acc[NBINS + 1] += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _deposit_chunk(acc, vals, m, bucket):  # pragma: no cover
+    """Deposit ``vals[:m]`` (m <= CHUNK): each mantissa, signed, goes into the
+    bucket of its exponent (no branch on the data), then the buckets touched
+    are flushed into ``acc``."""
+    bits = vals.view(np.int64)
+    lo = 2047
+    hi = 0
+    special = False
+    for i in range(m):
+        w = bits[i]
+        ex = (w >> 52) & 0x7FF
+        normal = ex != 0
+        e = ex if normal else 1           # a subnormal is m * 2**(1 - 1075)
+        man = (w & 0xFFFFFFFFFFFFF) | (np.int64(normal) << 52)
+        sgn = w >> 63                     # 0 or -1
+        bucket[e] += (man ^ sgn) - sgn
+        lo = min(lo, e)
+        hi = max(hi, e)
+        special |= ex == 0x7FF
+    if special:
+        bucket[0x7FF] = 0
+        _special(acc, vals, m)
+    _flush(acc, bucket, lo, min(hi, 0x7FE))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def dot_into(x, y, acc):  # pragma: no cover
+    """Deposit the products ``x[i] * y[i]`` (each rounded to float64) in ``acc``."""
+    n = x.shape[0]
+    vals = np.empty(CHUNK, dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        for i in range(m):
+            vals[i] = x[start + i] * y[start + i]
+        _deposit_chunk(acc, vals, m, bucket)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sum_into(x, acc):  # pragma: no cover
+    """Deposit the entries of ``x`` in ``acc``."""
+    n = x.shape[0]
+    vals = np.empty(CHUNK, dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        vals[:m] = x[start:start + m]
+        _deposit_chunk(acc, vals, m, bucket)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def dots_into(V, w, acc):  # pragma: no cover
+    """Deposit ``V[j, i] * w[i]`` in ``acc[j]`` for every row ``j`` of ``V``."""
+    n = w.shape[0]
+    vals = np.empty(CHUNK, dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for j in range(V.shape[0]):
+        a = acc[j]
+        for start in range(0, n, CHUNK):
+            m = min(CHUNK, n - start)
+            for i in range(m):
+                vals[i] = V[j, start + i] * w[start + i]
+            _deposit_chunk(a, vals, m, bucket)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def normalize(acc):  # pragma: no cover
+    """Carry every bin but the top into ``[0, 2**32)``, in place, keeping the
+    value: before an accumulator is added to others. Rows of a 2-D array
+    are normalised one by one."""
+    for j in range(acc.shape[0]):
+        carry = 0
+        for b in range(NBINS - 1):
+            t = acc[j, b] + carry
+            carry = t >> 32                # floor division: t - (carry << 32) >= 0
+            acc[j, b] = t & 0xFFFFFFFF
+        acc[j, NBINS - 1] += carry
+
+
+def to_float(acc: np.ndarray) -> float:
+    """The exact total of one accumulator, rounded once to the nearest float64
+    (ties to even); ``inf``, ``-inf`` or NaN as IEEE arithmetic gives them.
+    Not collective."""
+    pinf, ninf, nan = (int(v) for v in acc[NBINS:NBINS + 3])
+    if nan or (pinf and ninf):
+        return math.nan
+    if pinf:
+        return math.inf
+    if ninf:
+        return -math.inf
+    total = 0
+    for b in range(NBINS - 1, -1, -1):
+        total = (total << 32) + int(acc[b])
+    if total == 0:
+        return 0.0
+    try:
+        return total / (1 << 1074)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+def exact_sum(x) -> float:
+    """The correctly rounded sum of the float64 entries of ``x`` (as
+    ``math.fsum``). Not collective."""
+    acc = accumulators(1)
+    sum_into(np.ascontiguousarray(x, dtype=np.float64), acc[0])
+    return to_float(acc[0])
+
+
+def exact_dot(x, y) -> float:
+    """The correctly rounded sum of the rounded products ``x[i] * y[i]``.
+    Not collective."""
+    acc = accumulators(1)
+    dot_into(np.ascontiguousarray(x, dtype=np.float64),
+             np.ascontiguousarray(y, dtype=np.float64), acc[0])
+    return to_float(acc[0])
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def canonical_rows(indptr, indices, data, x, y):  # pragma: no cover
+    """``y[i] = sum_j data[j] * x[indices[j]]`` over row ``i``'s entries in
+    their stored order, from 0: one fixed order per row (the caller stores
+    the rows sorted by canonical column key)."""
+    for i in range(y.shape[0]):
+        s = 0.0
+        for j in range(indptr[i], indptr[i + 1]):
+            s += data[j] * x[indices[j]]
+        y[i] = s
+
+
+def exact_dots(comm, pairs) -> list[float]:
+    """``[sum over ranks of x^T y for (x, y) in pairs]``, each exactly
+    rounded, in one ``Allreduce`` of int64 accumulators. Collective on
+    ``comm``."""
+    from mpi4py import MPI
+    acc = accumulators(len(pairs))
+    for j, (x, y) in enumerate(pairs):
+        dot_into(x, y, acc[j])
+    normalize(acc)
+    out = np.empty_like(acc)
+    comm.Allreduce(acc, out, op=MPI.SUM)
+    return [to_float(out[j]) for j in range(len(pairs))]
