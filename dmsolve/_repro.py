@@ -142,6 +142,15 @@ class CanonicalCSR(DistCSR):
         canonical_rows(self._indptr, self._indices, self._data, ext, out.local)
         return out
 
+    def row_sums(self, absolute: bool = False) -> DistVector:
+        """Row sums (of ``|a_ij|`` with ``absolute``), each in canonical order.
+        Not collective."""
+        from ._reprosum import canonical_rows
+        out = DistVector.zeros(self.row_layout)
+        data = np.abs(self._data) if absolute else self._data
+        canonical_rows(self._indptr, self._indices, data, np.ones(self._ext.size), out.local)
+        return out
+
     def rmatvec(self, y, out=None):
         """Not available: a transpose product sums across ranks. Not collective."""
         raise NotImplementedError("a reproducible matrix has no transpose product; "

@@ -31,15 +31,16 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
     The largest Ritz value approaches ``rho(D^-1 A)`` from below; callers
     scale it up (e.g. by 1.1) for a safe upper bound.
 
-    ``reproducible``: exact reductions, a start vector of the canonical keys
-    and ``A``'s canonical products (:mod:`dmsolve._repro`), so the estimates
-    are the same bits for any partition.
+    ``reproducible`` (implied by a canonical ``A``): exact reductions, a
+    start vector of the canonical keys and ``A``'s canonical products
+    (:mod:`dmsolve._repro`), so the estimates are the same bits for any
+    partition.
 
     Collective on ``A.comm``: ``steps`` matvecs and ``2*steps`` reductions.
     """
     comm = A.comm
     lay = A.row_layout
-    if reproducible:
+    if reproducible or getattr(A, "reproducible", False):
         from dmsolve._repro import canonical, keys_of
         from dmsolve._reprosum import exact_dots
         A = canonical(A)

@@ -120,6 +120,32 @@ def _candidates(A, B) -> np.ndarray:
     return B
 
 
+#: Smoothers a reproducible hierarchy takes: matvecs and entrywise updates
+#: (Gauss-Seidel's sweep order is the partition's).
+REPRODUCIBLE_SMOOTHERS = ("chebyshev", "jacobi", "l1-jacobi")
+
+
+def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -> None:
+    """The options ``reproducible=True`` cannot take. Not collective (inside
+    the constructor's agreement)."""
+    from .reproducible import check_key_range
+    if single:
+        raise ValueError("amg: reproducible=True runs in double precision; "
+                         "precision='single' is not reproducible")
+    for which, desc in (("presmoother", presmoother), ("postsmoother", postsmoother)):
+        if desc[0] not in REPRODUCIBLE_SMOOTHERS:
+            raise ValueError("amg(reproducible=True) needs smoothers made of matvecs (%s); "
+                             "the %s is %r, whose sweep order is the partition's"
+                             % (", ".join(REPRODUCIBLE_SMOOTHERS), which, desc[0]))
+    if Bl.shape[1] != 1:
+        raise ValueError("amg(reproducible=True) takes one near-null-space candidate, "
+                         "got %d" % Bl.shape[1])
+    if smooth_name not in ("jacobi", "none"):
+        raise ValueError("amg(reproducible=True) smooths with 'jacobi' or 'none', got %r"
+                         % smooth_name)
+    check_key_range(A)
+
+
 def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
     """Refuse candidates whose column count differs between ranks, or whose
     columns are zero or linearly dependent (the tentative prolongator would
@@ -295,7 +321,8 @@ class SmoothedAggregation(Preconditioner):
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
                  min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
-                 agglomerate: bool = True, precision: str = "double"):
+                 agglomerate: bool = True, precision: str = "double",
+                 reproducible: bool = False):
         super().__init__(A)
         comm = self.comm
         with agreed(comm):
@@ -329,6 +356,9 @@ class SmoothedAggregation(Preconditioner):
                                 which, desc[0]))
             report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
+            reproducible = check_bool("reproducible", reproducible)
+            if reproducible:
+                _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
             raise ValueError("amg: progress must be given on every rank or on none")
         _check_candidates(Bl, comm, A.shape[0])
@@ -341,6 +371,10 @@ class SmoothedAggregation(Preconditioner):
                             cycle=cycle.upper(), max_levels=max_levels, max_coarse=max_coarse,
                             min_rows_per_rank=min_rows_per_rank, precision=precision)
         self._single = precision == "single"
+        #: the same hierarchy and cycle, bit for bit, for any partition
+        self.reproducible = reproducible
+        if reproducible:
+            self.options.update(aggregate="mis2", reproducible=True)
         adjoint = adjoint_smoother(presmoother)
         # both the cycle and a relaxed coarsest level are symmetric exactly
         # when the postsmoother undoes the presmoother's asymmetry
@@ -359,8 +393,13 @@ class SmoothedAggregation(Preconditioner):
         deferred: list = []
         exc = None
         try:
-            self._build(A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
-                        min_rows_per_rank, max_dense_coarse, coarse_sweeps, report, deferred)
+            if reproducible:
+                self._build_reproducible(A, Bl, presmoother, postsmoother, max_levels,
+                                         max_coarse, max_dense_coarse, coarse_sweeps, report)
+            else:
+                self._build(A, Bl, aggregate, presmoother, postsmoother, max_levels,
+                            max_coarse, min_rows_per_rank, max_dense_coarse, coarse_sweeps,
+                            report, deferred)
         except Exception as e:  # noqa: BLE001 - re-raised on every rank by _finish
             if self._lcomm is comm:
                 raise           # every rank of comm is raising it
@@ -449,6 +488,55 @@ class SmoothedAggregation(Preconditioner):
         if report:
             note("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
                  self.coarse.kind, Ak.shape[0], Ak.global_nnz())
+
+    def _build_reproducible(self, A, Bl, presmoother, postsmoother, max_levels, max_coarse,
+                            max_dense_coarse, coarse_sweeps, report):
+        """The levels of ``reproducible=True`` (:mod:`.reproducible`): keyed on
+        the unknowns' canonical keys, products in key order, every rank on
+        every level. Collective on ``A.comm``."""
+        from dmsolve._repro import canonical, keys_of
+        from . import reproducible as rp
+        tm = self.timings
+        self._lcomm = self.comm
+        theta = self.strength.theta
+        omega = getattr(self.smooth, "omega", None)       # None: unsmoothed
+        Ak, keys = canonical(A), keys_of(A)
+        while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
+            t = time.perf_counter()
+            S, strong = rp.strength_graph(Ak, theta)
+            t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
+            agg, clay, ckeys = rp.mis2_aggregation(Ak, S, keys)
+            t, tm["aggregate"] = time.perf_counter(), tm["aggregate"] + time.perf_counter() - t
+            if clay.global_size == 0 or clay.global_size >= Ak.shape[0]:
+                break                         # no coarsening possible
+            T, Bc = rp.tentative(Ak, agg, clay, keys, Bl)
+            t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
+            P, rho = rp.smoothed(Ak, T, ckeys, omega, theta, strong)
+            if P is not T:
+                T.free()
+            Pc, Rc = canonical(P, ckeys), canonical(rp.transpose_rows(P), keys)
+            t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
+            Ac = rp.level_operator(rp.galerkin(Ak, P, Rc), ckeys)
+            t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
+            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            tm["smoothers"] += time.perf_counter() - t
+            self.levels.append(Level(Ak, rp.Prolongation(Pc, Rc), pre, post))
+            self._level_info.append({"rho": rho})
+            if report:
+                report("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
+                       Ak.global_nnz())
+            Ak, Bl, keys = Ac, Bc, ckeys
+        t = time.perf_counter()
+        self.coarse_A = Ak
+        if Ak.shape[0] <= max_dense_coarse:
+            self.coarse = rp.CanonicalCoarseSolver(Ak, keys)
+        else:
+            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
+        tm["coarse"] = time.perf_counter() - t
+        if report:
+            report("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
+                   self.coarse.kind, Ak.shape[0], Ak.global_nnz())
 
     def _finish(self, exc, report, deferred, max_dense_coarse, coarse_sweeps):
         """Every rank of ``comm`` again: rank 0 (on every level) tells the

@@ -1,0 +1,58 @@
+"""Compiled loops of the reproducible hierarchy (:mod:`.reproducible`).
+
+Row maxima over a strength graph (the distance-2 maximal independent set),
+the position of a row's maximum, sums of sorted segments in their order,
+and dense rows times a vector summed in column order. Not collective;
+compiled on first use and cached next to this module.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+__all__ = ["row_max", "row_argmax", "segment_sums", "dense_rows"]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def row_max(indptr, indices, ext, own, out):  # pragma: no cover
+    """``out[i] = max(own[i], max over row i of ext[indices[j]])``."""
+    for i in range(out.shape[0]):
+        m = own[i]
+        for j in range(indptr[i], indptr[i + 1]):
+            v = ext[indices[j]]
+            if v > m:
+                m = v
+        out[i] = m
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def row_argmax(indptr, indices, ext, out):  # pragma: no cover
+    """``out[i]``: the column (of ``ext``) of row ``i``'s largest non-negative
+    ``ext`` value, the first in row order among equals; -1 if none."""
+    for i in range(out.shape[0]):
+        best = -1.0
+        at = -1
+        for j in range(indptr[i], indptr[i + 1]):
+            c = indices[j]
+            v = ext[c]
+            if v > best:
+                best = v
+                at = c
+        out[i] = at
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def segment_sums(index, values, out):  # pragma: no cover
+    """``out[index[k]] += values[k]`` in the order of ``k`` (one fixed order)."""
+    for k in range(index.shape[0]):
+        out[index[k]] += values[k]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def dense_rows(M, b, x):  # pragma: no cover
+    """``x[i] = sum_j M[i, j] b[j]``, each row summed in column order from 0."""
+    for i in range(M.shape[0]):
+        s = 0.0
+        for j in range(M.shape[1]):
+            s += M[i, j] * b[j]
+        x[i] = s
