@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._layout import Layout
 from ._matrix import DistCSR
 from ._vector import DistVector
 
@@ -116,7 +115,14 @@ class CanonicalCSR(DistCSR):
         self._indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=m))))
         self._indices = cols[order]
         self._data = np.ascontiguousarray(vals[order], dtype=np.float64)
-        self._ext = np.zeros(n + self.ghosts.size)
+        # x's owned entries, its ghosts, then a 1 (what padding multiplies)
+        self._ext = np.zeros(n + self.ghosts.size + 1)
+        self._ext[-1] = 1.0
+        row_keys = keys_of(A) if A.row_layout == A.col_layout else None
+        if row_keys is None:        # rectangular: the rows' own order, ids as keys
+            row_keys = np.arange(m, dtype=np.int64)
+        self._slices = _slices(self._indptr, self._indices, self._data, self._ext.size - 1,
+                               row_keys, keys[order])
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A @ x``, each row summed in canonical column order.
@@ -129,7 +135,7 @@ class CanonicalCSR(DistCSR):
         TypeError, ValueError
             As :meth:`DistCSR.matvec`; a complex ``x`` is refused.
         """
-        from ._reprosum import canonical_rows
+        from ._reprosum import canonical_sell
         self._check_vec(x, self.col_layout, "x")
         if x.local.dtype.kind == "c":
             raise TypeError("a reproducible product is real; x is complex")
@@ -138,8 +144,8 @@ class CanonicalCSR(DistCSR):
         ext = self._ext
         ext[:n] = x.local
         self.halo.start(ext[:n])
-        ext[n:] = self.halo.finish()
-        canonical_rows(self._indptr, self._indices, self._data, ext, out.local)
+        ext[n:-1] = self.halo.finish()
+        canonical_sell(out.local.size, *self._slices, ext, out.local)
         return out
 
     def row_sums(self, absolute: bool = False) -> DistVector:
@@ -160,11 +166,66 @@ class CanonicalCSR(DistCSR):
         """The merged local rows (owned columns, then ghosts), sorted by key.
         Not collective."""
         return sp.csr_matrix((self._data, self._indices, self._indptr),
-                             shape=(self.row_layout.local_size, self._ext.size))
+                             shape=(self.row_layout.local_size, self._ext.size - 1))
 
     def __repr__(self) -> str:
         return "Canonical" + super().__repr__()
 
 
-def _layout_ids(layout: Layout) -> np.ndarray:
-    return np.arange(layout.start, layout.stop, dtype=np.int64)
+def _slices(indptr, indices, data, one: int, row_keys, col_keys):
+    """The canonical rows in slices of :data:`SLICE` rows stored slot by slot
+    (:func:`dmsolve._reprosum.canonical_sell`): ``(start, width, run, data,
+    idx)``.
+
+    A slice's slots are the distinct key offsets ``key(column) - key(row)``
+    of its entries, ascending: a row's entries, sorted by key, are sorted by
+    offset too, so they keep their order, and a stencil's slot holds
+    consecutive columns (a run, read without a gather). A row without an
+    offset has ``-0.0`` times ``x[one] = 1`` there. A slice with more than
+    twice as many offsets as its longest row (an irregular matrix) packs its
+    rows' entries instead. Not collective.
+    """
+    from ._reprosum import SLICE
+    m = indptr.size - 1
+    lens = np.diff(indptr)
+    nsl = -(-m // SLICE)
+    rows = np.repeat(np.arange(m), lens)
+    sl = rows // SLICE
+    pos = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lens)      # place in its row
+    padded = np.zeros(nsl * SLICE, dtype=np.int64)
+    padded[:m] = lens
+    longest = padded.reshape(nsl, SLICE).max(axis=1) if nsl else np.zeros(0, np.int64)
+    # slot by offset: the rank of an entry's offset among its slice's offsets
+    off = col_keys - row_keys[rows]
+    order = np.lexsort((off, sl))
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (sl[order][1:] != sl[order][:-1]) | (off[order][1:] != off[order][:-1])
+    rank = np.cumsum(new) - 1
+    nuniq = np.bincount(sl[order][new], minlength=nsl) if order.size else np.zeros(nsl, int)
+    first_rank = np.concatenate(([0], np.cumsum(nuniq)))[:-1]
+    by_offset = np.empty(order.size, dtype=np.int64)
+    by_offset[order] = rank - first_rank[sl[order]]
+    aligned = nuniq <= 2 * longest
+    slot = np.where(aligned[sl], by_offset, pos)
+    width = np.where(aligned, nuniq, longest).astype(np.int64)
+    start = np.concatenate(([0], np.cumsum(width * SLICE)))[:-1].astype(np.int64)
+    total = int((width * SLICE).sum())
+    itype = np.uint32 if one < 2 ** 32 - 1 else np.uint64
+    sdata = np.full(total, -0.0)
+    sidx = np.full(total, one, dtype=itype)
+    dest = start[sl] + slot * SLICE + rows % SLICE
+    sdata[dest] = data
+    sidx[dest] = indices
+    # a slot whose entries lie on consecutive columns c + r is a run, its
+    # empty places included: they read x[c + r] times -0.0, which adds
+    # nothing either (a chain from +0 is never -0; a non-finite x makes the
+    # solve stop with NANORINF anyway)
+    groups = sidx.reshape(-1, SLICE).astype(np.int64)
+    real = groups != one
+    d = groups - np.arange(SLICE)
+    big = np.iinfo(np.int64).max
+    dmin = np.where(real, d, big).min(axis=1) if groups.size else np.zeros(0, np.int64)
+    dmax = np.where(real, d, -big).max(axis=1) if groups.size else np.zeros(0, np.int64)
+    ok = real.any(axis=1) & (dmin == dmax) & (dmin >= 0) & (dmin + SLICE <= one + 1)
+    run = np.where(ok, dmin, -1).astype(np.int64)
+    return start, width, run, sdata, sidx

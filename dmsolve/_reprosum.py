@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
-           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "exact_dots"]
+           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell", "SLICE", "exact_dots"]
 
 #: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
 #: pieces of the largest numbers, 1 for a carry).
@@ -236,3 +236,39 @@ def exact_dots(comm, pairs) -> list[float]:
     out = np.empty_like(acc)
     comm.Allreduce(acc, out, op=MPI.SUM)
     return [to_float(out[j]) for j in range(len(pairs))]
+
+
+#: Rows per slice of :func:`canonical_sell`.
+SLICE = 32
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def canonical_sell(nrows, start, width, run, data, idx, x, y):  # pragma: no cover
+    """The products of :func:`canonical_rows`, bit for bit, from slices of
+    :data:`SLICE` rows stored slot by slot: row ``r`` of slice ``s`` adds
+    the entry of its slot ``j`` at ``data[start[s] + j*SLICE + r]``, slots in
+    the order of the row's entries. Each row's chain is its own, from 0 (a
+    slice's chains run side by side); an empty slot is ``-0.0`` times an
+    entry of ``x`` equal to 1, and adding ``-0.0`` changes no number (not
+    even the sign of a zero). ``run[k]`` is the first column of slot ``k``
+    when its columns are consecutive (read without a gather), else -1;
+    indices are unsigned (numba then adds no wraparound test)."""
+    C = np.uint64(SLICE)
+    acc = np.zeros(SLICE)
+    for s in range(width.shape[0]):
+        o = np.uint64(start[s])
+        for r in range(SLICE):
+            acc[r] = 0.0
+        for _ in range(width[s]):
+            c = run[o // C]
+            if c >= 0:
+                cu = np.uint64(c)
+                for r in range(SLICE):
+                    acc[r] += data[o + r] * x[cu + r]
+            else:
+                for r in range(SLICE):
+                    acc[r] += data[o + r] * x[np.uint64(idx[o + r])]
+            o += C
+        first = np.uint64(s) * C
+        for r in range(min(C, np.uint64(nrows) - first)):
+            y[first + r] = acc[r]
