@@ -56,3 +56,29 @@ def dense_rows(M, b, x):  # pragma: no cover
         for j in range(M.shape[1]):
             s += M[i, j] * b[j]
         x[i] = s
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def row_best_aggregate(indptr, indices, agg_ext, prio_ext, take, out):  # pragma: no cover
+    """For each row ``i`` with ``take[i]``: the position (in ``agg_ext``) of
+    a neighbour in the aggregate that most of its neighbours belong to, the
+    one of highest priority among equals; -1 if no neighbour has one."""
+    for i in range(out.shape[0]):
+        out[i] = -1
+        if not take[i]:
+            continue
+        best_count = 0
+        best_prio = -1.0
+        for j in range(indptr[i], indptr[i + 1]):
+            a = agg_ext[indices[j]]
+            if a < 0:
+                continue
+            count = 0
+            for k in range(indptr[i], indptr[i + 1]):
+                if agg_ext[indices[k]] == a:
+                    count += 1
+            p = prio_ext[indices[j]]
+            if count > best_count or (count == best_count and p > best_prio):
+                best_count = count
+                best_prio = p
+                out[i] = indices[j]
