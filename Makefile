@@ -11,7 +11,7 @@ PETSC_STAMP := $(VENV)/.dmsolve-petsc
 # kernels, and the warm-up compiles them again before a demo times them)
 WARM_STAMP := .numba-warm
 KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py dmsolve/_sell_kernels.py \
-  dmsolve/krylov/_fused_kernels.py)
+  dmsolve/krylov/_fused_kernels.py dmsolve/_reprosum.py)
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
@@ -79,7 +79,8 @@ test-boundscheck: setup
 	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
 	  tests/test_precond.py tests/test_amg.py tests/test_topology_gradient.py \
 	  tests/test_topology_persistence.py tests/test_dist_reduction.py tests/test_examples.py \
-	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py
+	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py \
+	  tests/test_reproducible.py
 
 bench: setup
 	$(PY) bench/run_all.py

@@ -153,7 +153,7 @@ def _extract(vals, m, s1, s2, s3, q):  # pragma: no cover
 # fastmath lets the additions be reordered (and run in SIMD lanes): every
 # partial sum of these parts is exact (see _fast_chunk), so any order gives
 # the same number; the parts are finite
-@njit(fastmath=True, boundscheck=False)
+@njit(cache=True, nogil=True, fastmath=True, boundscheck=False)
 def _exact_total(q, m):  # pragma: no cover
     s = 0.0
     for i in range(m):

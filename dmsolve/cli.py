@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import inspect
 import os
 import sys
@@ -212,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(preconditioners that report: %s)" % (", ".join(_progress_reporters())
                                                           or "none"))
     s.add_argument("--plot", metavar="PNG", help="save a convergence plot (rank 0)")
+    s.add_argument("--reproducible", action="store_true",
+                   help="the same bits at any number of ranks (exact reductions, canonical "
+                   "products; pc none, jacobi, cheby or amg); prints the sha256 of x")
     sub.add_parser("probe", help="measure the BSP parameters g and l of this machine")
     return p
 
@@ -256,6 +260,8 @@ def _solve(comm, args) -> int:
     options = dict(rtol=args.rtol, atol=args.atol, maxiter=args.maxiter)
     if args.restart is not None:
         options["restart"] = args.restart
+    if args.reproducible:
+        options["reproducible"] = True
     for name in ("checkpoint", "checkpoint_every", "resume"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
@@ -281,6 +287,7 @@ def _solve(comm, args) -> int:
         "  setup %.3f s, solve %.3f s" % (info.setup_seconds, info.solve_seconds),
         _checkpoint_line(info.extra.get("checkpoint")),
         "  true relative residual ||b - A x|| / ||b|| = %.3e" % true_rel,
+        _digest_line(x) if args.reproducible else "",
     ]
     desc = info.extra.get("pc")
     if desc:
@@ -289,6 +296,15 @@ def _solve(comm, args) -> int:
     if args.plot:
         _plot(comm, info, args.plot, "%s, %s + %s" % (label, args.method, args.pc))
     return 0 if info.converged else EXIT_FAILURE
+
+
+def _digest_line(x) -> str:
+    """The sha256 of the gathered ``x`` (rank 0 holds it for the moment):
+    what a reproducible solve keeps at any rank count. Collective."""
+    g = x.gather(root=0)
+    if g is None:
+        return ""
+    return "  reproducible: sha256(x) = %s" % hashlib.sha256(g.tobytes()).hexdigest()
 
 
 class _EveryKMonitor(KSPMonitor):

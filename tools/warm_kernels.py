@@ -51,7 +51,8 @@ def kernels() -> dict[str, object]:
     found = {}
     modules = [info.name for pkg in (preconditioners, topology)
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
-    for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels"]:
+    for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
+                              "dmsolve._reprosum"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
@@ -94,6 +95,9 @@ def warm_krylov(comm) -> None:
     import preconditioners
     from dmsolve.krylov import cg, pipecg
 
+    from dmsolve._reprosum import exact_sum
+    from dmsolve.krylov import gmres
+
     A = gallery.poisson2d(8, comm)
     for Ak in (A, A.astype(complex)):
         b = gallery.rhs(Ak, "random")
@@ -101,6 +105,13 @@ def warm_krylov(comm) -> None:
             for pc in (None, preconditioners.make("jacobi", Ak)):
                 method(Ak, b, M=pc, maxiter=3)
                 method(Ak, b, M=pc, maxiter=3, norm_type="preconditioned")
+    # reproducible mode: exact reductions (one dot, several, a sum with an
+    # infinity: the buckets' path), canonical products, entrywise updates
+    b = gallery.rhs(A, "random")
+    pc = preconditioners.make("jacobi", A, reproducible=True)
+    for method in (cg, pipecg, gmres):
+        method(A, b, M=pc, maxiter=3, reproducible=True)
+    exact_sum(np.array([1.0, np.inf]))
 
 
 def warm_preconditioners(comm) -> None:
@@ -120,7 +131,11 @@ def warm_preconditioners(comm) -> None:
                    # float32 factors and vectors (precision="single")
                    ("bjacobi", {"sub": "ilu0", "precision": "single"}),
                    ("bjacobi", {"sub": "lu", "precision": "single"}),
-                   ("cheby", {"precision": "single"})]),
+                   ("cheby", {"precision": "single"}),
+                   # the reproducible hierarchy, with filtering and l1-Jacobi
+                   ("amg", {"reproducible": True}), ("cheby", {"reproducible": True}),
+                   ("amg", {"reproducible": True, "theta": 0.1,
+                            "presmoother": "l1-jacobi", "postsmoother": "l1-jacobi"})]),
             (nonsym, [("gemslr", {"nlev": 2}), ("bjacobi", {"sub": "ilu0"})])]:
         b = gallery.rhs(A, "random")
         for pc in pcs:
