@@ -109,6 +109,12 @@ def test_demo_runs_and_checks_itself(comm, capsys):
                         if "precision='single'" in out else "")
         checks.add(len(m5) == 3 and all(int(s) <= int(d) + 1 for _, d, s in m5),
                    "float32 preconditioners within one iteration of float64", m5)
+        checks.add("bit-identical on every run: True" in out,
+                   "reproducible mode: the same sha256 on every run",
+                   [line for line in out.splitlines() if "sha256" in line])
+        m11 = re.search(r"default mode: (\d+) iterations\)\n.*: (\d+) iterations, sha256", out)
+        checks.add(m11 and int(m11.group(2)) <= int(m11.group(1)) + 2,
+                   "reproducible amg within two iterations of the default", m11 and m11.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
