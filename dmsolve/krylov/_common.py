@@ -935,7 +935,18 @@ COMMON_PARAMETERS = """\
     checkpoint : dmsolve.checkpoint.Checkpointer, optional
         Write checkpoints and/or resume from one (see docs/checkpoint.md;
         :func:`dmsolve.solve` builds it from ``checkpoint=``,
-        ``checkpoint_every=`` and ``resume=``). Off by default."""
+        ``checkpoint_every=`` and ``resume=``). Off by default.
+    reproducible : bool, optional
+        True: the returned ``x``, the iteration count, the reason and the
+        residual history are the same bits at any number of ranks and for
+        any row partition (docs/reproducible.md). Every reduction is exact
+        (an int64 superaccumulator, rounded once: still one ``Allreduce``),
+        ``A``'s rows are summed in the order of their columns' canonical
+        keys (:attr:`DistCSR.origin`, else the global ids), and vector
+        updates avoid BLAS. ``A`` must be a float64 DistCSR and ``M`` none or
+        a preconditioner built with ``reproducible=True`` (jacobi, cheby,
+        amg); others raise ValueError, a complex system TypeError. Off by
+        default."""
 
 COMMON_RETURNS = """\
     x : DistVector
@@ -951,7 +962,8 @@ COMMON_RAISES = """\
         A positional tolerance, or an argument of the wrong type.
     ValueError
         ``b`` or ``x0`` on the wrong layout or communicator, non-finite
-        entries (agreed across ranks), bad tolerances.
+        entries (agreed across ranks), bad tolerances, a preconditioner
+        that is not reproducible with ``reproducible=True``.
     ConvergenceError
         With ``raise_on_failure=True``, if the solve did not converge.
     Exception
