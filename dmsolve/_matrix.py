@@ -118,6 +118,7 @@ class DistCSR:
         #: ids: what :func:`dmsolve.partition.redistribute` moved them from,
         #: the order reproducible products sum in (:mod:`dmsolve._repro`)
         self.origin = None
+        self._canonical = None      # dmsolve._repro.canonical(self), once built
 
     def set_local_format(self, local_format: str | None = None) -> None:
         """Multiply the ``diag`` block in ``local_format`` (``"auto"``,
@@ -137,6 +138,7 @@ class DistCSR:
         if self._diag is None:
             self._diag = self._sell.to_csr()     # a compact copy: its CSR back first
         self._sell = False
+        self._canonical = None      # the reproducible products' copy, rebuilt on use
 
     @property
     def product_format(self) -> str:
@@ -656,13 +658,17 @@ class DistCSR:
             self.diag.data *= right.local[self.diag.indices]
             self.offd.data *= ghost[self.offd.indices]
         self._sell = False          # rebuilt from the scaled diag on the next product
+        self._canonical = None      # and the reproducible products' copy
         return self
 
     def copy(self) -> "DistCSR":
-        """A deep copy with a new halo plan. Collective on ``comm``."""
-        return DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
-                       self.row_layout, self.col_layout, self.local_format,
-                       single=self.dtype == _SINGLE)
+        """A deep copy with a new halo plan (and the same :attr:`origin`).
+        Collective on ``comm``."""
+        new = DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
+                      self.row_layout, self.col_layout, self.local_format,
+                      single=self.dtype == _SINGLE)
+        new.origin = None if self.origin is None else self.origin.copy()
+        return new
 
     def single(self, compact: bool = False) -> "DistCSR":
         """A copy stored in float32, for mixed-precision preconditioners: its

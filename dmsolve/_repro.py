@@ -99,6 +99,7 @@ class CanonicalCSR(DistCSR):
     def __init__(self, A: DistCSR, col_keys: np.ndarray):
         from .partition import fetch
         self.__dict__.update(A.__dict__)
+        self._canonical = self
         self._buffers = {}
         self._offd_c = {}
         col_keys = np.asarray(col_keys, dtype=np.int64)
