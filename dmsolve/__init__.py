@@ -36,9 +36,9 @@ __all__ += [
     "Progress", "ProgressPrinter",
 ]
 
-from . import gallery, io, partition, validate
+from . import gallery, io, partition, reproducible, validate
 
-__all__ += ["gallery", "io", "partition", "validate"]
+__all__ += ["gallery", "io", "partition", "reproducible", "validate"]
 
 from . import checkpoint
 

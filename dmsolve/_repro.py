@@ -25,7 +25,8 @@ import scipy.sparse as sp
 from ._matrix import DistCSR
 from ._vector import DistVector
 
-__all__ = ["CanonicalCSR", "canonical", "keys_of", "check_inputs", "REPRODUCIBLE_PCS"]
+__all__ = ["CanonicalCSR", "canonical", "keys_of", "check_inputs", "check_pc_name",
+           "REPRODUCIBLE_PCS"]
 
 #: Preconditioners that take ``reproducible=True`` (the others depend on the
 #: partition by construction: their local solves are the ranks' blocks).
@@ -40,6 +41,16 @@ def keys_of(A: DistCSR) -> np.ndarray:
         return origin
     lay = A.row_layout
     return np.arange(lay.start, lay.stop, dtype=np.int64)
+
+
+def check_pc_name(name: str) -> None:
+    """Refuse a preconditioner name with no reproducible mode (bjacobi, asm
+    and gemslr solve the ranks' own blocks: the partition is part of the
+    method). Rank-independent: raised alike everywhere. Not collective."""
+    if name not in REPRODUCIBLE_PCS:
+        raise ValueError("%s depends on the partition by construction and has no "
+                         "reproducible mode; reproducible=True takes %s (or no "
+                         "preconditioner)" % (name, ", ".join(REPRODUCIBLE_PCS)))
 
 
 def check_inputs(method: str, A, M, dtype) -> None:

@@ -136,7 +136,7 @@ class Chebyshev(Preconditioner):
                                  "positive definite?)" % (lo, hi))
         self._work32 = None
         if self.reproducible:
-            from dmsolve._repro import canonical
+            from dmsolve.reproducible import canonical
             A = canonical(A)
         if single:
             A = A.single(compact=True)

@@ -33,7 +33,7 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
 
     ``reproducible`` (implied by a canonical ``A``): exact reductions, a
     start vector of the canonical keys and ``A``'s canonical products
-    (:mod:`dmsolve._repro`), so the estimates are the same bits for any
+    (:mod:`dmsolve.reproducible`), so the estimates are the same bits for any
     partition.
 
     Collective on ``A.comm``: ``steps`` matvecs and ``2*steps`` reductions.
@@ -41,8 +41,8 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
     comm = A.comm
     lay = A.row_layout
     if reproducible or getattr(A, "reproducible", False):
-        from dmsolve._repro import canonical, keys_of
-        from dmsolve._reprosum import exact_dots
+        from dmsolve.reproducible import canonical, keys_of
+        from dmsolve.reproducible import exact_dots
         A = canonical(A)
         v = start_vector(lay, keys_of(A))
 

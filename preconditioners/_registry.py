@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Callable
 
 from dmsolve import PRECONDITIONERS, Registry
-from dmsolve._repro import REPRODUCIBLE_PCS
+from dmsolve.reproducible import check_pc_name
+from dmsolve.validate import check_bool
 
 __all__ = ["register", "make", "available", "check_options"]
 
@@ -58,12 +59,11 @@ def make(name, A, **options):
     """
     canon, factory, opts = PRECONDITIONERS.resolve(name)
     opts.update(options)
-    if opts.get("reproducible", False) is not False and canon not in REPRODUCIBLE_PCS:
-        # bjacobi, asm and gemslr solve the ranks' own blocks: the partition
-        # is part of the method (a rank-independent fact: raised everywhere)
-        raise ValueError("%s depends on the partition by construction and has no "
-                         "reproducible mode; reproducible=True takes %s (or no "
-                         "preconditioner)" % (canon, ", ".join(REPRODUCIBLE_PCS)))
+    if "reproducible" in opts:
+        # a rank-independent check: raised alike on every rank
+        if check_bool("reproducible", opts.pop("reproducible")):
+            check_pc_name(canon)    # bjacobi, asm, gemslr have no reproducible mode
+            opts["reproducible"] = True
     return factory(A, **opts)
 
 

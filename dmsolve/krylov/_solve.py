@@ -7,7 +7,9 @@ from typing import Callable
 from .._compile import Stopwatch
 from .._interop_inputs import distribute_inputs
 from .._registry import PRECONDITIONERS, Registry
+from .._repro import check_pc_name
 from ..checkpoint import from_options
+from ..validate import check_bool
 from ._bicgstab import bicgstab
 from ._cg import cg
 from ._fgmres import fgmres
@@ -53,9 +55,9 @@ def _make_pc(pc, A, reproducible=False):
     name, factory, opts = PRECONDITIONERS.resolve(pc)
     if name == "none":
         return None
-    if reproducible is True:
-        from preconditioners import make        # the door that refuses bjacobi, asm...
-        return make(pc, A, reproducible=True)
+    if check_bool("reproducible", reproducible):
+        check_pc_name(name)                 # bjacobi, asm, gemslr: refused everywhere
+        opts["reproducible"] = True
     return factory(A, **opts)
 
 

@@ -1,7 +1,7 @@
 """Smoothed aggregation whose hierarchy is the same bits for any partition.
 
 ``amg(reproducible=True)`` builds each level from the canonical keys of its
-unknowns (:mod:`dmsolve._repro`), never from where they are stored:
+unknowns (:mod:`dmsolve.reproducible`), never from where they are stored:
 
 - **aggregation** (:func:`mis2_aggregation`): a distance-2 maximal
   independent set of the strength graph with priorities from a bijective
@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, Layout
-from dmsolve._repro import canonical, keys_of
+from dmsolve.reproducible import canonical, keys_of
 from dmsolve.partition import exchange, fetch
 
 from .._dist import fetch_rows

@@ -494,7 +494,7 @@ class SmoothedAggregation(Preconditioner):
         """The levels of ``reproducible=True`` (:mod:`.reproducible`): keyed on
         the unknowns' canonical keys, products in key order, every rank on
         every level. Collective on ``A.comm``."""
-        from dmsolve._repro import canonical, keys_of
+        from dmsolve.reproducible import canonical, keys_of
         from . import reproducible as rp
         tm = self.timings
         self._lcomm = self.comm

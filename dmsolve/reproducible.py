@@ -1,0 +1,46 @@
+"""Reproducible mode's public pieces: exact sums and canonical products.
+
+``reproducible=True`` on :func:`dmsolve.solve`, the Krylov methods and
+``preconditioners.make`` uses them (docs/reproducible.md). Importing this
+module imports no numba; the exact sums compile their kernels on first use.
+
+- :func:`exact_sum`, :func:`exact_dot`: the correctly rounded sum of the
+  entries (of the rounded products), as ``math.fsum``; not collective.
+- :func:`exact_dots`: several global inner products, exactly rounded, in one
+  ``Allreduce``; collective.
+- :func:`canonical`: a :class:`CanonicalCSR`, the matrix whose products sum
+  every row in canonical column order; :func:`keys_of`: a matrix's rows'
+  canonical keys (``A.origin`` or the global ids).
+- :data:`REPRODUCIBLE_PCS` and :func:`check_pc_name`: the preconditioners
+  that have a reproducible mode.
+"""
+
+from __future__ import annotations
+
+from ._repro import (REPRODUCIBLE_PCS, CanonicalCSR, canonical, check_inputs, check_pc_name,
+                     keys_of)
+
+__all__ = ["exact_sum", "exact_dot", "exact_dots", "canonical", "CanonicalCSR", "keys_of",
+           "check_inputs", "check_pc_name", "REPRODUCIBLE_PCS"]
+
+
+def exact_sum(x) -> float:
+    """The correctly rounded sum of the float64 entries of ``x`` (as
+    ``math.fsum``), in any order. Not collective."""
+    from ._reprosum import exact_sum as f
+    return f(x)
+
+
+def exact_dot(x, y) -> float:
+    """The correctly rounded sum of the rounded products ``x[i] * y[i]``.
+    Not collective."""
+    from ._reprosum import exact_dot as f
+    return f(x, y)
+
+
+def exact_dots(comm, pairs) -> list[float]:
+    """``[sum over ranks of x^T y for (x, y) in pairs]``, each exactly
+    rounded, the same at any number of ranks; one ``Allreduce``. Collective
+    on ``comm``."""
+    from ._reprosum import exact_dots as f
+    return f(comm, pairs)
