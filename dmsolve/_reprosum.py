@@ -120,13 +120,28 @@ def _deposit_chunk(acc, vals, m, bucket):  # pragma: no cover
 
 
 @njit(inline="always", boundscheck=False)
-def _max_bits(vals, m):  # pragma: no cover
-    # the largest |v| as its IEEE bits (integers order finite |v| alike)
+def _range_bits(vals, m):  # pragma: no cover
+    # the largest |v| and the smallest nonzero |v| as IEEE bits (integers
+    # order finite |v| alike); the smallest is 2**63 - 1 if all are zero
     bits = vals.view(np.int64)
     top = 0
+    low = 0x7FFFFFFFFFFFFFFF
     for i in range(m):
-        top = max(top, bits[i] & 0x7FFFFFFFFFFFFFFF)
-    return top
+        b = bits[i] & 0x7FFFFFFFFFFFFFFF
+        top = max(top, b)
+        low = min(low, b if b != 0 else 0x7FFFFFFFFFFFFFFF)
+    return top, low
+
+
+@njit(inline="always", boundscheck=False)
+def _extract2(vals, m, s1, s2, q):  # pragma: no cover
+    # v = q[0] + q[1] exactly, for numbers at most 2**32 below the largest
+    for i in range(m):
+        v = vals[i]
+        a = (v + s1) - s1
+        v = v - a
+        q[0, i] = a
+        q[1, i] = v
 
 
 @njit(inline="always", boundscheck=False)
@@ -175,12 +190,22 @@ def _fast_chunk(acc, vals, m, bucket, q, buf):  # pragma: no cover
     does any rest (only numbers below ``2**(e-75)`` leave one). A chunk with
     an infinity, a NaN or an extreme exponent takes the bucket path for
     every number."""
-    top = _max_bits(vals, m)
+    top, low = _range_bits(vals, m)
     if top == 0:
         return
     e = (top >> 52) - 1022                # max |v| < 2**e
     if e > 1000 or e < -900:              # inf, NaN, near overflow or underflow
         _deposit_chunk(acc, vals, m, bucket)
+        return
+    if (low >> 52) - 1022 >= e - 31:
+        # every nonzero |v| is 2**(e-32) or more, so its last bit is
+        # 2**(e-84) or more: after one part on the grid of 2**(e-42) the rest
+        # of each is below 2**(e-43) on the grid of 2**(e-84), 41 bits, and
+        # the rests add up exactly too (two parts, no third, no buckets)
+        _extract2(vals, m, math.ldexp(1.5, e + 10), 0.0, q)
+        buf[0] = _exact_total(q[0], m)
+        buf[1] = _exact_total(q[1], m)
+        _deposit_chunk(acc, buf, 2, bucket)
         return
     rest = _extract(vals, m, math.ldexp(1.5, e + 10), math.ldexp(1.5, e - 33),
                     math.ldexp(1.5, e - 76), q)
