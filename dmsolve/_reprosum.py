@@ -320,11 +320,13 @@ def exact_dot(x, y) -> float:
 def canonical_rows(indptr, indices, data, x, y):  # pragma: no cover
     """``y[i] = sum_j data[j] * x[indices[j]]`` over row ``i``'s entries in
     their stored order, from 0: one fixed order per row (the caller stores
-    the rows sorted by canonical column key)."""
+    the rows sorted by canonical column key). Indices are unsigned; long rows
+    run faster here than in :func:`canonical_sell` (the next rows' chains
+    overlap in the processor), short ones slower."""
     for i in range(y.shape[0]):
         s = 0.0
-        for j in range(indptr[i], indptr[i + 1]):
-            s += data[j] * x[indices[j]]
+        for j in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            s += data[j] * x[np.uint64(indices[j])]
         y[i] = s
 
 
@@ -343,21 +345,23 @@ def exact_dots(comm, pairs) -> list[float]:
 
 
 #: Rows per slice of :func:`canonical_sell`.
-SLICE = 32
+SLICE = 64
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def canonical_sell(nrows, start, width, run, data, idx, x, y):  # pragma: no cover
+def canonical_sell(nrows, start, width, run, rows, data, idx, x, g, y):  # pragma: no cover
     """The products of :func:`canonical_rows`, bit for bit, from slices of
-    :data:`SLICE` rows stored slot by slot: row ``r`` of slice ``s`` adds
-    the entry of its slot ``j`` at ``data[start[s] + j*SLICE + r]``, slots in
-    the order of the row's entries. Each row's chain is its own, from 0 (a
-    slice's chains run side by side); an empty slot is ``-0.0`` times an
-    entry of ``x`` equal to 1, and adding ``-0.0`` changes no number (not
-    even the sign of a zero). ``run[k]`` is the first column of slot ``k``
-    when its columns are consecutive (read without a gather), else -1;
-    indices are unsigned (numba then adds no wraparound test)."""
+    :data:`SLICE` rows stored slot by slot: place ``r`` of slice ``s``
+    computes row ``rows[s*SLICE + r]`` of ``y`` and adds the entry of its
+    slot ``j`` at ``data[start[s] + j*SLICE + r]``, slots in the order of the
+    row's entries. Each row's chain is its own, from 0 (a slice's chains run
+    side by side). Column ``c`` is ``x[c]`` below ``len(x)``, else
+    ``g[c - len(x)]`` (the ghosts, then a 1): an empty slot is ``-0.0`` times
+    that 1, and adding ``-0.0`` changes no number (not even the sign of a
+    zero). ``run[k]`` is the first column of slot ``k`` when its columns are
+    consecutive and in ``x`` (read without a gather), else -1; indices are unsigned (numba then adds no wraparound test)."""
     C = np.uint64(SLICE)
+    n = np.uint64(x.shape[0])
     acc = np.zeros(SLICE)
     for s in range(width.shape[0]):
         o = np.uint64(start[s])
@@ -371,8 +375,10 @@ def canonical_sell(nrows, start, width, run, data, idx, x, y):  # pragma: no cov
                     acc[r] += data[o + r] * x[cu + r]
             else:
                 for r in range(SLICE):
-                    acc[r] += data[o + r] * x[np.uint64(idx[o + r])]
+                    j = np.uint64(idx[o + r])
+                    v = x[j] if j < n else g[j - n]
+                    acc[r] += data[o + r] * v
             o += C
         first = np.uint64(s) * C
         for r in range(min(C, np.uint64(nrows) - first)):
-            y[first + r] = acc[r]
+            y[rows[first + r]] = acc[r]
