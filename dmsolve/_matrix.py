@@ -664,11 +664,10 @@ class DistCSR:
     def copy(self) -> "DistCSR":
         """A deep copy with a new halo plan (and the same :attr:`origin`).
         Collective on ``comm``."""
-        new = DistCSR(self.diag.copy(), self.offd.copy(), self.ghosts.copy(),
-                      self.row_layout, self.col_layout, self.local_format,
-                      single=self.dtype == _SINGLE)
-        new.origin = None if self.origin is None else self.origin.copy()
-        return new
+        return self._keep_origin(DistCSR(self.diag.copy(), self.offd.copy(),
+                                         self.ghosts.copy(), self.row_layout,
+                                         self.col_layout, self.local_format,
+                                         single=self.dtype == _SINGLE))
 
     def single(self, compact: bool = False) -> "DistCSR":
         """A copy stored in float32, for mixed-precision preconditioners: its
@@ -714,14 +713,21 @@ class DistCSR:
         (a real ``dtype`` of a complex matrix drops the imaginary parts, as
         numpy's ``astype`` does). Collective on ``comm`` (a new halo plan)."""
         dtype = np.dtype(dtype)
-        return DistCSR(self.diag.astype(dtype), self.offd.astype(dtype), self.ghosts.copy(),
-                       self.row_layout, self.col_layout, self.local_format)
+        return self._keep_origin(DistCSR(self.diag.astype(dtype), self.offd.astype(dtype),
+                                         self.ghosts.copy(), self.row_layout,
+                                         self.col_layout, self.local_format))
 
     def conj(self) -> "DistCSR":
         """The entrywise complex conjugate (a copy for a real matrix).
         Collective on ``comm`` (a new halo plan)."""
-        return DistCSR(self.diag.conj(), self.offd.conj(), self.ghosts.copy(),
-                       self.row_layout, self.col_layout, self.local_format)
+        return self._keep_origin(DistCSR(self.diag.conj(), self.offd.conj(),
+                                         self.ghosts.copy(), self.row_layout,
+                                         self.col_layout, self.local_format))
+
+    def _keep_origin(self, new: "DistCSR") -> "DistCSR":
+        # a copy of the same rows keeps their canonical keys
+        new.origin = None if self.origin is None else self.origin.copy()
+        return new
 
     conjugate = conj
 

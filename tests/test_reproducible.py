@@ -588,3 +588,22 @@ def test_numpy_true_builds_a_reproducible_preconditioner_in_solve(comm):
             checks.add(signature(x1, i1) == signature(x2, i2), "other bits")
         except (TypeError, ValueError) as e:
             checks.add(False, "solve(reproducible=np.True_)", "%s: %s" % (type(e).__name__, e))
+
+
+def test_astype_and_conj_keep_the_rows_origin(comm):
+    # a converted copy of a moved matrix still sums in its original ids' order
+    A = gallery.poisson2d(12, comm)
+    if comm.size > 1:
+        A = redistribute(A, partition(A, "metis"))
+    moved = A.origin if A.origin is not None else np.arange(A.row_layout.start, A.row_layout.stop)
+    for B in (A.astype(float), A.conj(), A.copy()):
+        got = B.origin if B.origin is not None else np.arange(B.row_layout.start,
+                                                               B.row_layout.stop)
+        assert_collective(comm, np.array_equal(got, moved), "origin lost by a copy")
+
+
+def test_petsc_backend_refuses_reproducible_on_every_rank(comm):
+    A = gallery.poisson2d(8, comm)
+    b = gallery.rhs(A, "ones")
+    assert_raises_collective(comm, ValueError, dmsolve.solve, A, b, "cg",
+                             backend="petsc", reproducible=True, match="backend")

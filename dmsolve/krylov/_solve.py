@@ -133,7 +133,12 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
     Collective on ``A.comm`` (on ``comm`` for a global ``A``).
     """
     A, b, finish = distribute_inputs(A, b, comm, options)
-    return finish(*BACKENDS[backend](A, b, method, pc, **options))
+    run = BACKENDS[backend]
+    if backend != "dmsolve" and check_bool("reproducible", options.get("reproducible", False)):
+        # a rank-independent fact: raised alike on every rank
+        raise ValueError("reproducible=True is dmsolve's own mode; backend=%r has none "
+                         "(use backend='dmsolve')" % backend)
+    return finish(*run(A, b, method, pc, **options))
 
 
 @BACKENDS.register("dmsolve")
