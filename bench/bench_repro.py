@@ -2,7 +2,7 @@
 
     mpiexec -n 8 python -m mpi4py bench/bench_repro.py --json out/bench/repro.json
 
-Three parts, in one run:
+Four parts, in one run:
 
 * **Cost** (the first ``--time-ranks`` ranks, 2 by default; the others wait
   idle): CG on 3D Poisson ``--n``^3 with no preconditioner, jacobi, cheby and
@@ -19,6 +19,9 @@ Three parts, in one run:
   rtol 1e-8: the sha256 of the gathered ``x`` at each rank count, the
   iterations, and whether every run gave the same bits (x, iterations,
   reason and residual history).
+* **Gallery iterations** (the first ``--time-ranks`` ranks): CG + amg to
+  rtol 1e-8 on the gallery problems of bench_precision.py in both modes; the
+  target is at most the default's iterations + 2.
 * **Default mode unchanged**: the default mode's seconds per iteration of
   the first part. With ``--baseline FILE``, the JSON of a ``--default-only``
   run of this script on the code before reproducible mode (its ``dmsolve``
@@ -207,6 +210,34 @@ def identity(world, n: int) -> dict:
     return res
 
 
+#: The gallery problems of bench_precision.py: CG + amg iterations, both modes.
+GALLERY = ["poisson3d-100", "poisson3d-64", "poisson2d-1000", "anisotropic2d-500",
+           "shifted3d-64", "random-spd-100000"]
+
+
+def gallery_iterations(comm, problems) -> dict:
+    """The third part: CG + amg to rtol 1e-8 on each gallery problem in both
+    modes: iterations, operator complexity and whether the reproducible mode
+    takes at most the default's + 2 (the issue's target). Collective on ``comm``."""
+    out = {}
+    for spec in problems:
+        kind, n = spec.rsplit("-", 1)
+        A = gallery.PROBLEMS[kind](int(n), comm)
+        b = gallery.rhs(A, "random", seed=1)
+        rec = {}
+        for key, repro in (("default", False), ("repro", True)):
+            M = preconditioners.make("amg", A, reproducible=repro)
+            _, info = cg(A, b, rtol=1e-8, M=M, maxiter=2000, reproducible=repro)
+            d = M.describe()
+            rec[key] = {"iterations": int(info.iterations), "converged": bool(info.converged),
+                        "complexity": float(d["operator_complexity"]),
+                        "levels": len(d["levels"])}
+            del M
+        rec["within_2"] = rec["repro"]["iterations"] <= rec["default"]["iterations"] + 2
+        out[spec] = rec
+    return out
+
+
 def main(comm, args) -> dict:
     k = min(args.time_ranks, comm.size)
     res = {"ranks": comm.size, "time_ranks": k, "n": args.n, "iterations": args.iterations,
@@ -220,6 +251,14 @@ def main(comm, args) -> dict:
     res["cost"] = comm.bcast(part, root=0)
     if not args.default_only:
         res["identity"] = identity(comm, args.hash_n)
+        problems = [p for p in args.gallery.split(",") if p] if args.gallery else []
+        part = None
+        sub = first_ranks(comm, k)
+        if sub != MPI.COMM_NULL:
+            part = gallery_iterations(sub, problems)
+            sub.Free()
+        wait_idle(comm)
+        res["gallery"] = comm.bcast(part, root=0)
         if args.baseline:
             with open(args.baseline) as f:
                 res["baseline"] = json.load(f)
@@ -289,6 +328,17 @@ def markdown(res) -> str:
                                                  "yes" if case["equal"] else "**no**"))
     for note in ident["notes"]:
         lines.append("Not checked: %s." % note)
+    gal = res.get("gallery") or {}
+    if gal:
+        lines += ["", "CG + amg to rtol 1e-8 on the gallery problems at %d ranks: iterations "
+                  "(operator complexity) in each mode; target: reproducible <= default + 2."
+                  % res["time_ranks"], "",
+                  "| problem | default | reproducible | within +2 |", "|---|---|---|---|"]
+        for spec, r in gal.items():
+            lines.append("| %s | %d (%.2f) | %d (%.2f) | %s |" % (
+                spec, r["default"]["iterations"], r["default"]["complexity"],
+                r["repro"]["iterations"], r["repro"]["complexity"],
+                "yes" if r["within_2"] else "**no**"))
     return "\n".join(lines)
 
 
@@ -302,6 +352,8 @@ if __name__ == "__main__":
     p.add_argument("--hash-n", type=int, default=24, help="3D Poisson n^3 of the bit identity")
     p.add_argument("--default-only", action="store_true",
                    help="time the default mode only, passing no reproducible keyword")
+    p.add_argument("--gallery", default=",".join(GALLERY),
+                   help="comma-separated gallery problems for the iteration part ('' skips it)")
     p.add_argument("--baseline", default=None,
                    help="JSON of a --default-only run on older code: report the ratio")
     run(main, p)

@@ -35,6 +35,9 @@ BENCHMARKS = {
     "precision": ("bench_precision.py", 2, [],
                   "Mixed precision: preconditioners in float32 (issue 16)"),
     "fused": ("bench_fused.py", 2, [], "Fused vector kernels of CG and pipelined CG (issue 16)"),
+    # 8 ranks for the bit identity at 1..8 ranks; the cost part runs on the first 2
+    "repro": ("bench_repro.py", 8, [], "Reproducible mode: cost per CG iteration and the same "
+              "bits at 1-8 ranks (issue 17)"),
 }
 
 
