@@ -32,7 +32,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
-           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell", "SLICE", "exact_dots"]
+           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",
+           "SLICE", "exact_dots"]
 
 #: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
 #: pieces of the largest numbers, 1 for a carry).
@@ -359,7 +360,8 @@ def canonical_sell(nrows, start, width, run, rows, data, idx, x, g, y):  # pragm
     ``g[c - len(x)]`` (the ghosts, then a 1): an empty slot is ``-0.0`` times
     that 1, and adding ``-0.0`` changes no number (not even the sign of a
     zero). ``run[k]`` is the first column of slot ``k`` when its columns are
-    consecutive and in ``x`` (read without a gather), else -1; indices are unsigned (numba then adds no wraparound test)."""
+    consecutive and in ``x`` (read without a gather), else -1; indices are
+    unsigned (numba then adds no wraparound test)."""
     C = np.uint64(SLICE)
     n = np.uint64(x.shape[0])
     acc = np.zeros(SLICE)

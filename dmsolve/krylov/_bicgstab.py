@@ -49,7 +49,7 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
                   project_rhs=False, checkpoint=checkpoint)
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
-    x, send = ctx.x, ctx.send
+    x = ctx.x
     r, rhat, p, v, s, t = (ctx.vector() for _ in range(6))
     phat = p if ctx.trivial_pc else ctx.vector()
     shat = s if ctx.trivial_pc else ctx.vector()

@@ -71,7 +71,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     from ._fused_kernels import cg_update, dot2, xpay     # numba: on the first solve
-    x, send = ctx.x, ctx.send
+    x = ctx.x
     r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
     z = r if ctx.trivial_pc else ctx.vector()
     # the second number of the fused reduction: which norm is tested

@@ -368,7 +368,6 @@ class Context:
         k = Q.shape[0]
         v, _ = _index_vectors(self.layout, self.dtype)
         av = self.vector()
-        send = self._send
         self.matvec(v, av)
         self.put(0, av.local, av.local)
         self.put(1, v.local, v.local)
@@ -398,7 +397,6 @@ class Context:
             ops.append(("M", self._apply_pc))
         ax, ay = self.vector(), self.vector()
         self.reserve(6 * len(ops))
-        send = self._send
         for i, (_, op) in enumerate(ops):
             op(x, ax)
             op(y, ay)

@@ -10,7 +10,7 @@ from scipy.linalg import solve_triangular
 
 from .._vector import DistVector
 from ..checkpoint import CheckpointError
-from ._common import DEFAULT_DIVTOL, Context, document, gemv_dot, gemv_sub
+from ._common import DEFAULT_DIVTOL, Context, document
 from ._info import ConvergedReason
 
 __all__ = ["gmres", "check_gmres_options"]
@@ -125,7 +125,7 @@ def arnoldi_solve(ctx: Context, restart: int, orthog: str, left: bool, flexible:
     m = int(min(restart, max(ctx.maxiter, 1)))
     lay, nloc = ctx.layout, ctx.layout.local_size
     ctx.reserve(m + 2)
-    send, dot, dt = ctx.send, ctx.dot, ctx.dtype
+    dot, dt = ctx.dot, ctx.dtype
     cplx = ctx.complex
     V = np.zeros((m + 1, nloc), dtype=dt)
     Vv = [DistVector(lay, V[i]) for i in range(m + 1)]

@@ -76,7 +76,7 @@ def minres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     if ctx.b2norm == 0.0:
         return ctx.zero_rhs()
     shift = ctx.shift = float(shift)
-    x, send = ctx.x, ctx.send
+    x = ctx.x
     r1, r2, y, v, w, w1, w2 = (ctx.vector() for _ in range(7))
     ck = ctx.checkpoint
     state = None if ck is None else ck.resume(
@@ -117,7 +117,6 @@ def _iterate(ctx, shift, x, r1, r2, y, v, w, w1, w2, oldb, beta, dbar, epsln, ph
              cs, sn, it, start, reason):
     # the MINRES loop from iteration ``it``; the Lanczos recurrence uses r1
     # from iteration ``start + 1`` on
-    send = ctx.send
     ck = ctx.checkpoint
     while True:
         if reason is not None:
