@@ -153,8 +153,9 @@ class CanonicalCSR(DistCSR):
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A @ x``, each row summed in canonical column order.
 
-        Collective among neighbouring ranks (the halo exchange, then the
-        product: no overlap); allocates nothing when ``out`` is given.
+        Collective among neighbouring ranks (the halo exchange, overlapped
+        with the rows that need no ghost in the sliced form); allocates
+        nothing when ``out`` is given.
 
         Raises
         ------
@@ -173,10 +174,16 @@ class CanonicalCSR(DistCSR):
             ext[:n] = x.local
             ext[n:-1] = self.halo.finish()
             canonical_rows(self._uindptr, self._uindices, self._data, ext, out.local)
-        else:
-            # x itself, then [ghosts, 1]: no copy of x
+            return out
+        # x itself, then [ghosts, 1] (no copy of x); the rows without ghosts
+        # while the ghosts travel, then the others
+        split, *slices = self._slices
+        nslices = slices[1].size
+        try:
+            canonical_sell(0, split, out.local.size, *slices, x.local, ext[n:], out.local)
+        finally:            # never leave the exchange active, whatever raised
             ext[n:-1] = self.halo.finish()
-            canonical_sell(out.local.size, *self._slices, x.local, ext[n:], out.local)
+        canonical_sell(split, nslices, out.local.size, *slices, x.local, ext[n:], out.local)
         return out
 
     def row_sums(self, absolute: bool = False) -> DistVector:
@@ -205,8 +212,9 @@ class CanonicalCSR(DistCSR):
 
 def _slices(indptr, indices, data, one: int, row_keys, col_keys, n_owned: int):
     """The canonical rows in slices of :data:`SLICE` rows stored slot by slot
-    (:func:`dmsolve._reprosum.canonical_sell`): ``(start, width, run, rows,
-    data, idx)``, ``rows`` the row each place of a slice computes.
+    (:func:`dmsolve._reprosum.canonical_sell`): ``(split, start, width, run,
+    rows, data, idx)``, ``rows`` the row each place of a slice computes and
+    the slices before ``split`` free of ghost columns.
 
     A slice's slots are the distinct key offsets ``key(column) - key(row)``
     of its entries, ascending: a row's entries, sorted by key, are sorted by
@@ -223,14 +231,23 @@ def _slices(indptr, indices, data, one: int, row_keys, col_keys, n_owned: int):
     from ._reprosum import SLICE
     m = indptr.size - 1
     lens = np.diff(indptr)
-    ident = np.arange(m)
-    layout = _slice_layout(indptr, indices, data, one, row_keys, col_keys, ident, n_owned)
+    # rows with no ghost column first: their slices run while the halo
+    # exchange is in flight (each group keeps its rows' order)
+    ghostly = np.zeros(m, dtype=bool)
+    if indices.size:
+        ghostly[np.repeat(np.arange(m), lens)[indices >= n_owned]] = True
+    inner, outer = np.flatnonzero(~ghostly), np.flatnonzero(ghostly)
+    perm = np.concatenate((inner, outer))
+    layout = _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned)
     if layout[-1] < 0.5 and m > SLICE:
         window = 8 * SLICE
-        win = ident // window
-        perm = np.lexsort((-lens, win))         # longest first inside each window
+
+        def by_length(group):           # longest first inside each window
+            return group[np.lexsort((-lens[group], np.arange(group.size) // window))]
+        perm = np.concatenate((by_length(inner), by_length(outer)))
         layout = _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned)
-    return layout[:-1]
+    # the slices before `split` hold only rows without ghosts
+    return (inner.size // SLICE,) + layout[:-1]
 
 
 def _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned):

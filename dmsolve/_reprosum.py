@@ -350,7 +350,8 @@ SLICE = 64
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def canonical_sell(nrows, start, width, run, rows, data, idx, x, g, y):  # pragma: no cover
+def canonical_sell(s0, s1, nrows, start, width, run, rows, data, idx, x, g,
+                   y):  # pragma: no cover
     """The products of :func:`canonical_rows`, bit for bit, from slices of
     :data:`SLICE` rows stored slot by slot: place ``r`` of slice ``s``
     computes row ``rows[s*SLICE + r]`` of ``y`` and adds the entry of its
@@ -361,11 +362,12 @@ def canonical_sell(nrows, start, width, run, rows, data, idx, x, g, y):  # pragm
     that 1, and adding ``-0.0`` changes no number (not even the sign of a
     zero). ``run[k]`` is the first column of slot ``k`` when its columns are
     consecutive and in ``x`` (read without a gather), else -1; indices are
-    unsigned (numba then adds no wraparound test)."""
+    unsigned (numba then adds no wraparound test). Computes slices ``s0``
+    to ``s1 - 1``."""
     C = np.uint64(SLICE)
     n = np.uint64(x.shape[0])
     acc = np.zeros(SLICE)
-    for s in range(width.shape[0]):
+    for s in range(s0, s1):
         o = np.uint64(start[s])
         for r in range(SLICE):
             acc[r] = 0.0
