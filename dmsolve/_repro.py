@@ -149,6 +149,8 @@ class CanonicalCSR(DistCSR):
         else:
             self._slices = _slices(self._indptr, self._indices, self._data,
                                    self._ext.size - 1, row_keys, keys[order], n)
+            from ._reprosum import SLICE
+            self._acc = np.zeros(SLICE)
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
         """``out = A @ x``, each row summed in canonical column order.
@@ -179,11 +181,13 @@ class CanonicalCSR(DistCSR):
         # while the ghosts travel, then the others
         split, *slices = self._slices
         nslices = slices[1].size
+        acc = self._acc
         try:
-            canonical_sell(0, split, out.local.size, *slices, x.local, ext[n:], out.local)
+            canonical_sell(0, split, out.local.size, *slices, x.local, ext[n:], out.local, acc)
         finally:            # never leave the exchange active, whatever raised
             ext[n:-1] = self.halo.finish()
-        canonical_sell(split, nslices, out.local.size, *slices, x.local, ext[n:], out.local)
+        canonical_sell(split, nslices, out.local.size, *slices, x.local, ext[n:], out.local,
+                       acc)
         return out
 
     def row_sums(self, absolute: bool = False) -> DistVector:
@@ -213,8 +217,9 @@ class CanonicalCSR(DistCSR):
 def _slices(indptr, indices, data, one: int, row_keys, col_keys, n_owned: int):
     """The canonical rows in slices of :data:`SLICE` rows stored slot by slot
     (:func:`dmsolve._reprosum.canonical_sell`): ``(split, start, width, run,
-    rows, data, idx)``, ``rows`` the row each place of a slice computes and
-    the slices before ``split`` free of ghost columns.
+    rows, permuted, data, idx)``, ``rows`` the row each place of a slice
+    computes (``permuted``: not the identity) and the slices before
+    ``split`` free of ghost columns.
 
     A slice's slots are the distinct key offsets ``key(column) - key(row)``
     of its entries, ascending: a row's entries, sorted by key, are sorted by
@@ -303,4 +308,5 @@ def _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned)
     ok = real.any(axis=1) & (dmin == dmax) & (dmin >= 0) & (dmin + SLICE <= int(n_owned))
     run = np.where(ok, dmin, -1).astype(np.int64)
     share = float(aligned.mean()) if nsl else 1.0
-    return start, width, run, perm.astype(np.int64), sdata, sidx, share
+    permuted = not np.array_equal(perm, np.arange(m))
+    return start, width, run, perm.astype(np.int64), permuted, sdata, sidx, share
