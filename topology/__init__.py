@@ -1,5 +1,6 @@
 """Distributed topology for dmsolve: grids and simplicial complexes with ghost
-layers, global vertex order, critical points, components, Hodge theory.
+layers, global vertex order, critical points, components, Hodge theory, and
+signal processing of edge flows (filters, denoising, interpolation, spectra).
 
 Both domains, :class:`Grid` and :class:`SimplicialComplex`, satisfy the
 :class:`Domain` protocol, through which every analysis asks them questions.
@@ -11,7 +12,12 @@ from ._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
 from ._domain import Domain
 from ._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix, hodge_decomposition,
                      hodge_laplacian)
+from ._filters import (SimplicialFilter, chebyshev_filter, component_filter, design_filter,
+                       laplacian_parts, spectral_bounds)
+from ._flows import (TrendFilterInfo, denoise_flow, fill_triangles, infer_triangles,
+                     interpolate_flow, trend_filter_flow)
 from ._gradient import DiscreteGradient, discrete_gradient
+from ._spectrum import Eigenpairs, hodge_eigenpairs
 from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
 from ._mergetree import MergeTree, merge_tree
@@ -24,4 +30,8 @@ __all__ = [
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
     "discrete_gradient", "DiscreteGradient",
     "persistence_diagram", "PersistenceDiagram", "merge_tree", "MergeTree",
+    "SimplicialFilter", "design_filter", "chebyshev_filter", "component_filter",
+    "spectral_bounds", "laplacian_parts", "denoise_flow", "interpolate_flow",
+    "trend_filter_flow", "TrendFilterInfo", "infer_triangles", "fill_triangles",
+    "hodge_eigenpairs", "Eigenpairs",
 ]
