@@ -116,6 +116,13 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         m11 = re.search(r"default mode: (\d+) iterations\)\n.*: (\d+) iterations, sha256", out)
         checks.add(m11 and int(m11.group(2)) <= int(m11.group(1)) + 2,
                    "reproducible amg within two iterations of the default", m11 and m11.group(0))
+        m12 = re.search(r"error vs scipy (\S+); an order-12 filter \(matvecs only\) gives it "
+                        r"within (\S+)\n.*the (\d+) 3-cliques of largest circulation are (\d+) of",
+                        out)
+        checks.add(m12 and float(m12.group(1)) < 1e-8 and float(m12.group(2)) < 1e-4
+                   and m12.group(3) == m12.group(4) == "10",
+                   "edge flows: denoising to 1e-8, the filter within 1e-4, 10 real triangles",
+                   m12 and m12.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
