@@ -61,12 +61,16 @@ def _parts(cx, k: int) -> tuple[DistCSR, DistCSR]:
 def spectral_bounds(cx, k: int = 1, *, steps: int = 30) -> tuple[float, float]:
     """Upper bounds ``(lam_down, lam_up)`` on the spectra of ``L_down`` and ``L_up``.
 
-    Each is the smaller of the Gershgorin bound (the largest absolute row
-    sum, a guaranteed bound) and the Lanczos estimate ``theta + |beta_m
-    y_m|`` after ``steps`` steps (the largest Ritz value plus its residual
-    norm, which bounds the distance from that Ritz value to an eigenvalue),
-    raised by 1%. No eigendecomposition is formed. A part that is zero
-    gets 0.
+    Each is the Gershgorin bound (the largest absolute row sum, a guaranteed
+    bound) unless ``steps`` Lanczos steps have converged: when the residual
+    norm ``|beta_m y_m|`` of the largest Ritz value ``theta`` is at most 1%
+    of it, the bound is the smaller of the two and ``theta + |beta_m y_m|``
+    (an eigenvalue lies within the residual norm of ``theta``, and the
+    largest Ritz value converges to the largest eigenvalue first), raised by
+    1%. A Chebyshev filter on an interval that misses part of the spectrum
+    grows there like ``T_n`` outside ``[-1, 1]``, so an unconverged
+    estimate is not used. No eigendecomposition is formed. A part that is
+    zero gets 0.
 
     Collective on ``cx.comm``: ``2 * steps`` matvecs and ``4 * steps``
     reductions at most.
@@ -111,8 +115,14 @@ def _bound(L: DistCSR, steps: int) -> float:
         v_old.set(v)
         v.set(w).scale(1.0 / beta)
     theta, y = sla.eigh_tridiagonal(np.array(alphas), np.array(betas[:-1]))
-    lanczos = theta[-1] + abs(betas[-1] * y[-1, -1])
-    return 1.01 * min(gersh, float(lanczos))
+    # The top Ritz value is within |beta_m y_m| of an eigenvalue; once that
+    # is small it is the top eigenvalue in practice (a start vector with no
+    # component along the top eigenvector is the exception). Until then only
+    # the Gershgorin bound is safe.
+    resid = abs(betas[-1] * y[-1, -1])
+    if resid > 1e-2 * theta[-1]:
+        return 1.01 * gersh
+    return 1.01 * min(gersh, float(theta[-1] + resid))
 
 
 # -- the filter -----------------------------------------------------------------------------
