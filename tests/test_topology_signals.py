@@ -431,11 +431,12 @@ def test_filter_application_allocates_nothing_per_matvec():
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     vector_bytes = 8 * x.local.size
-    # 90 matvecs: a vector allocated per matvec would be >= vector_bytes at the
-    # peak and 90 of them retained
+    # 96 matvecs and 3 finite checks: a temporary vector per matvec, or a
+    # mask of the vector per check, would show at the peak (about 5 KB of
+    # Python objects do, whatever the order and the vector size)
     with Checks(COMM) as checks:
-        checks.add(current - base <= 2048, "retained", current - base)
-        checks.add(peak - base <= max(2048, vector_bytes // 4), "peak",
+        checks.add(current - base <= 1024, "retained", current - base)
+        checks.add(peak - base <= min(8192, vector_bytes // 4), "peak",
                    (peak - base, vector_bytes))
 
 
