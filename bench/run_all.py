@@ -38,6 +38,8 @@ BENCHMARKS = {
     # 8 ranks for the bit identity at 1..8 ranks; the cost part runs on the first 2
     "repro": ("bench_repro.py", 8, [], "Reproducible mode: cost per CG iteration and the same "
               "bits at 1-8 ranks (issue 17)"),
+    "signals": ("bench_signals.py", 2, [], "Topological signal processing: filters, denoising "
+                "and interpolation of edge flows (issue 18)"),
 }
 
 

@@ -23,7 +23,8 @@ from test_topology_ref import grid_cells
 from topology import (Grid, SimplicialComplex, SimplicialFilter, betti_numbers,
                       chebyshev_filter, component_filter, denoise_flow, design_filter,
                       fill_triangles, hodge_decomposition, hodge_eigenpairs, infer_triangles,
-                      interpolate_flow, spectral_bounds, trend_filter_flow)
+                      interpolate_flow, laplacian_parts, spectral_bounds,
+                      trend_filter_flow)
 
 COMM = MPI.COMM_WORLD
 PARTITIONS = ["block", "metis"]
@@ -138,6 +139,25 @@ def test_monomial_and_chebyshev_filters_equal_dense_polynomials(partition):
         got = cx.gather_global(V0.apply(g), 0)
         ref = matrix_poly(L0, [1.0, -0.1, 0.01]) @ g
         checks.add(rel(got, ref) <= 1e-13, "k = 0", rel(got, ref))
+
+
+@pytest.mark.parametrize("partition", PARTITIONS)
+def test_laplacian_parts_are_assembled_once_and_given_as_copies(partition):
+    cx, _ = build(partition)
+    Ld, Lu = serial_parts(cx)
+    f = flow_of(cx, 4)
+    with Checks(COMM) as checks:
+        down, up = laplacian_parts(cx, 1)
+        for name, L, ref in [("down", down, Ld), ("up", up, Lu)]:
+            got = cx.gather_global(L.matvec(SimplicialFilter(cx, 1, lower=[1.0]).apply(f)), 1)
+            checks.add(rel(got, ref @ f) <= 1e-14, name, rel(got, ref @ f))
+        # changing a copy leaves the complex's own matrices alone
+        down.diag.data[:] = 0.0
+        H, G = SimplicialFilter(cx, 1, lower=[0.0, 1.0]), SimplicialFilter(cx, 1, upper=[0.0, 1.0])
+        got = cx.gather_global(H.apply(f), 1)
+        checks.add(rel(got, Ld @ f) <= 1e-14, "after changing a copy", rel(got, Ld @ f))
+        checks.add(H.L_down is G.L_down and H.L_up is G.L_up, "one assembly per complex")
+        checks.add(down is not H.L_down, "a copy")
 
 
 @pytest.mark.parametrize("partition", PARTITIONS)

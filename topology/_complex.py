@@ -230,6 +230,9 @@ class SimplicialComplex:
             # global ids of the ghost vertices from their owners (one halo exchange)
             self._global[0] = self.ghosted(self._own_gid)
             self._gid_order = np.argsort(self._global[0], kind="stable")
+        # operators assembled from the complex, which never changes: the
+        # Laplacian parts and their spectral bounds (topology._filters)
+        self._operators = {}
         # the coordinates of the vertices held (owned and ghost), when the
         # points were given distributed (one halo exchange per coordinate)
         self._held_points = None

@@ -38,7 +38,9 @@ def laplacian_parts(cx, k: int) -> tuple[DistCSR, DistCSR]:
 
     Either is the zero matrix where it does not exist (``L_down`` for k = 0,
     ``L_up`` for k at the complex's dimension). Collective on ``cx.comm``
-    (two BSP supersteps of assembly).
+    (two BSP supersteps of assembly the first time). The complex remembers
+    the two matrices, as the filters, :func:`spectral_bounds` and the flow
+    estimators share them, and this returns copies of them.
 
     Raises
     ------
@@ -50,12 +52,24 @@ def laplacian_parts(cx, k: int) -> tuple[DistCSR, DistCSR]:
     check_complex(cx)
     with agreed(cx.comm):
         k = check_k(cx, k)
-    return _parts(cx, k)
+    return tuple(L.copy() for L in _parts(cx, k))
 
 
 def _parts(cx, k: int) -> tuple[DistCSR, DistCSR]:
-    from ._hodge import _laplacian
-    return _laplacian(cx, k, "down"), _laplacian(cx, k, "up")
+    """The complex's ``(L_down, L_up)``, assembled once (not to be modified)."""
+    key = ("parts", k)
+    if key not in cx._operators:
+        from ._hodge import _laplacian
+        cx._operators[key] = (_laplacian(cx, k, "down"), _laplacian(cx, k, "up"))
+    return cx._operators[key]
+
+
+def _bounds(cx, k: int, steps: int = 30) -> tuple[float, float]:
+    """:func:`spectral_bounds` without the checks, computed once per ``(k, steps)``."""
+    key = ("bounds", k, steps)
+    if key not in cx._operators:
+        cx._operators[key] = tuple(_bound(L, steps) for L in _parts(cx, k))
+    return cx._operators[key]
 
 
 def spectral_bounds(cx, k: int = 1, *, steps: int = 30) -> tuple[float, float]:
@@ -73,7 +87,8 @@ def spectral_bounds(cx, k: int = 1, *, steps: int = 30) -> tuple[float, float]:
     zero gets 0.
 
     Collective on ``cx.comm``: ``2 * steps`` matvecs and ``4 * steps``
-    reductions at most.
+    reductions at most, the first time for a given ``(k, steps)``; the
+    complex remembers the bounds (and the Laplacian parts).
 
     Raises
     ------
@@ -85,7 +100,7 @@ def spectral_bounds(cx, k: int = 1, *, steps: int = 30) -> tuple[float, float]:
     with agreed(cx.comm):
         k = check_k(cx, k)
         steps = check_int("steps", steps, low=1)
-    return tuple(_bound(L, steps) for L in _parts(cx, k))
+    return _bounds(cx, k, steps)
 
 
 def _bound(L: DistCSR, steps: int) -> float:
@@ -155,10 +170,14 @@ class SimplicialFilter:
     orders : (int, int)
         The degrees of ``p`` and ``q`` (-1 for an empty one).
     L_down, L_up : DistCSR
+        The complex's Laplacian parts, shared with every filter and flow
+        estimator on it: read them, do not modify them (
+        :func:`laplacian_parts` gives copies).
 
     Notes
     -----
-    Collective on ``cx.comm`` to construct (assembles the two Laplacians).
+    Collective on ``cx.comm`` to construct (assembles the two Laplacians,
+    once per complex).
     :meth:`apply` costs ``orders[0] + orders[1]`` matvecs and one reduction
     (a flag: the signal is finite); with ``out`` given it allocates nothing
     (the work vectors are made once, on the first call).
@@ -182,7 +201,7 @@ class SimplicialFilter:
     """
 
     def __init__(self, cx, k: int = 1, lower=(), upper=(), *, basis: str = "monomial",
-                 spectrum=None, _parts_cache=None):
+                 spectrum=None):
         check_complex(cx)
         with agreed(cx.comm):
             k = check_k(cx, k)
@@ -195,9 +214,9 @@ class SimplicialFilter:
                 spectrum = _check_spectrum(spectrum)
         self.cx, self.k, self.basis = cx, k, basis
         self.lower, self.upper = lower, upper
-        self.L_down, self.L_up = _parts_cache if _parts_cache is not None else _parts(cx, k)
+        self.L_down, self.L_up = _parts(cx, k)
         if basis == "chebyshev" and spectrum is None:
-            spectrum = (_bound(self.L_down, 30), _bound(self.L_up, 30))
+            spectrum = _bounds(cx, k)
         self.spectrum = spectrum
         self._work = None
 
@@ -379,9 +398,8 @@ def design_filter(cx, k: int = 1, lower=None, upper=None, *, order=4, harmonic=N
         if spectrum is not None:
             spectrum = _check_spectrum(spectrum)
         freqs = _frequencies(frequencies)
-    parts = _parts(cx, k)
     if spectrum is None:
-        spectrum = (_bound(parts[0], 30), _bound(parts[1], 30))
+        spectrum = _bounds(cx, k)
     with agreed(cx.comm):
         lam = freqs[0] if freqs[0] is not None else _grid(spectrum[0], samples)
         mu = freqs[1] if freqs[1] is not None else _grid(spectrum[1], samples)
@@ -419,8 +437,7 @@ def design_filter(cx, k: int = 1, lower=None, upper=None, *, order=4, harmonic=N
         coef = np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)[0]
     lower_c = coef[:na]
     upper_c = np.concatenate(([0.0], coef[na:])) if orders[1] >= 1 else np.zeros(0)
-    return SimplicialFilter(cx, k, lower_c, upper_c, basis=basis, spectrum=spectrum,
-                            _parts_cache=parts)
+    return SimplicialFilter(cx, k, lower_c, upper_c, basis=basis, spectrum=spectrum)
 
 
 def chebyshev_filter(cx, k: int = 1, lower=None, upper=None, *, order=16,
@@ -476,9 +493,8 @@ def chebyshev_filter(cx, k: int = 1, lower=None, upper=None, *, order=16,
         orders = _orders(order, lower is not None, upper is not None)
         if spectrum is not None:
             spectrum = _check_spectrum(spectrum)
-    parts = _parts(cx, k)
     if spectrum is None:
-        spectrum = (_bound(parts[0], 30), _bound(parts[1], 30))
+        spectrum = _bounds(cx, k)
     with agreed(cx.comm):
         lower_c = (_interpolate(lower, "lower", spectrum[0], orders[0]) if lower is not None
                    else np.zeros(1))
@@ -488,8 +504,7 @@ def chebyshev_filter(cx, k: int = 1, lower=None, upper=None, *, order=16,
             upper_c = _interpolate(
                 lambda mu: _response_values("upper", upper, mu) - u0, "upper",
                 spectrum[1], orders[1])
-    return SimplicialFilter(cx, k, lower_c, upper_c, basis="chebyshev", spectrum=spectrum,
-                            _parts_cache=parts)
+    return SimplicialFilter(cx, k, lower_c, upper_c, basis="chebyshev", spectrum=spectrum)
 
 
 def component_filter(cx, component: str, *, cutoff: float, order: int = 32,

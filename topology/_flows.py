@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
+import scipy.sparse as sp
 
 import preconditioners
 from dmsolve import DistCSR, DistVector, Layout
@@ -603,22 +604,19 @@ def _route_samples(cx, ids, vals):
 
 
 def _combination(cx, a: float, b: float, c: float, extra=None) -> DistCSR:
-    """``a I + b L_down + c L_up (+ diag(extra))`` of the edges, assembled."""
+    """``a I + b L_down + c L_up (+ diag(extra))`` of the edges, from the
+    owned rows of the complex's Laplacian parts (no communication but the
+    checks of :meth:`DistCSR.from_local_rows`)."""
     lay = cx.simplex_layout(1)
-    comm = cx.comm
-    r, cc, v = [np.arange(lay.start, lay.stop, dtype=np.int64)], \
-        [np.arange(lay.start, lay.stop, dtype=np.int64)], \
-        [np.full(lay.local_size, a) + (extra if extra is not None else 0.0)]
+    n, nloc = lay.global_size, lay.local_size
+    d = np.full(nloc, float(a)) + (extra if extra is not None else 0.0)
+    own = np.arange(nloc)
+    local = sp.csr_matrix((d, (own, own + lay.start)), shape=(nloc, n))
     if b or c:
         for L, w in zip(_parts(cx, 1), (b, c)):
             if w:
-                rows = L.local_rows().tocoo()
-                r.append(rows.row.astype(np.int64) + lay.start)
-                cc.append(rows.col.astype(np.int64))
-                v.append(w * rows.data)
-    n = lay.global_size
-    return DistCSR.from_coo(np.concatenate(r), np.concatenate(cc), np.concatenate(v), (n, n),
-                            comm, layout=lay, col_layout=lay)
+                local = local + w * L.local_rows()
+    return DistCSR.from_local_rows(local, lay, lay)
 
 
 def _make_pc(pc, A):
