@@ -14,6 +14,9 @@ See docs/bsp.md for the model. Public pieces:
   rounds, or up and down the binary tree of ranks.
 - :func:`rank_tree` and :func:`tree_leader`: that binary tree of ranks
   (split by halving, ``ceil(log2 p)`` levels), for tree-shaped reductions.
+- :class:`VirtualBSP` (``BSP(comm, virtual=v, spill_dir=..., memory_budget=...)``):
+  v virtual processors per rank whose states and messages go to disk beyond
+  a memory budget (PEMS2), for data larger than the ranks' memory.
 - :class:`Ledger` and :func:`probe`: per-superstep costs and the machine's
   BSP parameters g and l.
 - :func:`free_inner_comm`: free dmsolve's private duplicate of a
@@ -29,8 +32,9 @@ from ._psort import SortedBlock, psort, rank_of
 from ._ranktree import rank_tree, tree_leader
 from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
                          estimate_distinct_fraction, reduce_by_key)
+from ._virtual import VirtualBSP, parse_bytes
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
            "psort", "rank_of", "SortedBlock", "piece_components", "PieceComponents",
-           "free_inner_comm", "rank_tree", "tree_leader"]
+           "free_inner_comm", "rank_tree", "tree_leader", "VirtualBSP", "parse_bytes"]

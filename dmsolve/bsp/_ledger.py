@@ -48,11 +48,11 @@ class Ledger:
 
     #: the columns of a superstep's record (``steps[i][1]``)
     STEP_FIELDS = ("work", "comm", "bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv",
-                   "ctrl_sent", "ctrl_recv", "peers_sent", "peers_recv")
+                   "ctrl_sent", "ctrl_recv", "peers_sent", "peers_recv", "io_read", "io_written")
 
     def record_superstep(self, label, work_s, comm_s, bytes_sent, bytes_recv,
                          msgs_sent, msgs_recv, *, ctrl_sent=0, ctrl_recv=0,
-                         peers_sent=0, peers_recv=0) -> None:
+                         peers_sent=0, peers_recv=0, io_read=0, io_written=0) -> None:
         """Record one superstep of this rank. Not collective.
 
         Seconds of local work and of the sync; payload bytes and BSP messages
@@ -61,11 +61,14 @@ class Ledger:
         collectives and their results (the dense exchange's header rows, the
         sparse exchange's Allreduce record; what an MPI library moves for
         them on the wire depends on its algorithm); ``peers_*``: other ranks
-        that payload was sent to / received from (self excluded).
+        that payload was sent to / received from (self excluded); ``io_*``:
+        spill-file bytes read and written (virtual processors,
+        :class:`VirtualBSP`).
         """
         self.steps.append((label, np.array([work_s, comm_s, bytes_sent, bytes_recv,
                                             msgs_sent, msgs_recv, ctrl_sent, ctrl_recv,
-                                            peers_sent, peers_recv], dtype=np.float64)))
+                                            peers_sent, peers_recv, io_read, io_written],
+                                           dtype=np.float64)))
 
     def record_exchange(self, name, seconds, bytes_sent, bytes_recv, msgs_sent,
                         msgs_recv) -> None:
@@ -87,7 +90,9 @@ class Ledger:
         supersteps of the slowest rank's local work), ``h`` (sum over
         supersteps of the h-relation in bytes), ``comm_seconds``, ``ctrl``
         (sum over supersteps of the largest control bytes a rank sent or
-        received, see :meth:`record_superstep`), and per-step rows ``steps``
+        received, see :meth:`record_superstep`), ``io_read`` and
+        ``io_written`` (sum over supersteps of the largest spill-file bytes
+        a rank read / wrote), and per-step rows ``steps``
         of (label, max work, max comm, h, max messages).
         """
         n = self.comm.allreduce(len(self.steps), op=MPI.MAX)
@@ -109,6 +114,8 @@ class Ledger:
             "comm_seconds": float(worst[:, 1].sum()),
             "h": float(h.sum()),
             "ctrl": float(np.maximum(worst[:, 6], worst[:, 7]).sum()),
+            "io_read": float(worst[:, 10].sum()),
+            "io_written": float(worst[:, 11].sum()),
             "steps": rows,
             "exchanges": {k: dict(zip(("calls", "seconds", "bytes_sent", "bytes_recv",
                                        "msgs_sent", "msgs_recv"), ex[i]))

@@ -187,8 +187,20 @@ class BSP:
     >>> inbox.concat(), inbox.aggregates["n"]  # doctest: +SKIP
     """
 
+    #: virtual processors per rank (:class:`VirtualBSP` has more)
+    virtual = 1
+
+    def __new__(cls, comm=None, *, virtual=None, spill_dir=None, memory_budget=None, **kw):
+        plain = virtual is None or (isinstance(virtual, (int, np.integer))
+                                    and not isinstance(virtual, bool) and virtual == 1)
+        if cls is BSP and not (plain and spill_dir is None and memory_budget is None):
+            from ._virtual import VirtualBSP
+            return VirtualBSP(comm, virtual=1 if virtual is None else virtual,
+                              spill_dir=spill_dir, memory_budget=memory_budget, **kw)
+        return super().__new__(cls)
+
     def __init__(self, comm: MPI.Comm, *, debug: bool = False, ledger: Ledger | None = None,
-                 exchange: str | None = None):
+                 exchange: str | None = None, virtual=None, spill_dir=None, memory_budget=None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm")
         source = "exchange"
@@ -209,6 +221,8 @@ class BSP:
         self.step = 0
         self._reset()
         self._t_last = time.perf_counter()
+        self._vp_state: dict = {}
+        self._vp_inbox = Inbox({}, {}, True, 0)
 
     def _reset(self) -> None:
         self._out = defaultdict(list)   # dest -> list of (tag, array)
@@ -557,6 +571,70 @@ class BSP:
             if max_steps is not None and steps >= max_steps:
                 agree(self.comm, RuntimeError(
                     "BSP run did not halt within %d supersteps" % max_steps))
+
+    # -- the virtual-processor interface at one processor per rank -------------------
+    @property
+    def processors(self) -> range:
+        """This rank's (virtual) processor ids: ``range(rank, rank + 1)``. Not collective."""
+        return range(self.rank, self.rank + 1)
+
+    @property
+    def nprocs(self) -> int:
+        """Processors in all: the number of ranks. Not collective."""
+        return self.size
+
+    def set_state(self, vp: int, **arrays) -> None:
+        """The state :meth:`superstep` passes to ``compute`` (``vp`` is this
+        rank). Not collective."""
+        if vp != self.rank:
+            raise ValueError("processor %r is not this rank's (%d)" % (vp, self.rank))
+        self._vp_state = dict(arrays)
+
+    def state(self, vp: int) -> dict:
+        """The state of this rank's processor ``vp``. Not collective."""
+        if vp != self.rank:
+            raise ValueError("processor %r is not this rank's (%d)" % (vp, self.rank))
+        return self._vp_state
+
+    def superstep(self, compute, label: str = "") -> Inbox:
+        """``compute(vp, state, inbox)`` for this rank's processor, then :meth:`sync`.
+
+        The program of a :class:`VirtualBSP` superstep, at one processor per
+        rank: ``vp`` is the rank, ``state`` the dict :meth:`set_state` gave,
+        ``inbox`` the previous superstep's. Returns the sync's Inbox.
+        Collective on ``comm``: one sync; an exception in ``compute`` is
+        raised on every rank.
+        """
+        try:
+            compute(self.rank, self._vp_state, self._vp_inbox)
+        except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
+            self._fail(e)
+        self._vp_inbox = Inbox({}, {}, True, 0)
+        self._vp_inbox = self.sync(label)
+        return self._vp_inbox
+
+    def run_supersteps(self, compute, max_steps: int | None = None, label: str = "") -> int:
+        """:meth:`superstep` until no rank voted to stay active and no message
+        is in flight; returns their number. Collective on ``comm``. Raises
+        ``RuntimeError`` on every rank if ``max_steps`` is reached first."""
+        steps = 0
+        while True:
+            res = self.superstep(compute, label)
+            steps += 1
+            if not res.any_active and res.global_messages == 0:
+                return steps
+            if max_steps is not None and steps >= max_steps:
+                agree(self.comm, RuntimeError(
+                    "BSP run did not halt within %d supersteps" % max_steps))
+
+    def close(self) -> None:
+        """Nothing to release at one processor per rank (see VirtualBSP.close)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- internals -----------------------------------------------------------------
     def _pack(self):
