@@ -335,6 +335,54 @@ class DistCSR:
         diag, offd, ghosts = _split(local, col_layout)
         return cls(diag, offd, ghosts, layout, col_layout)
 
+    @classmethod
+    def from_coo_files(cls, paths, shape, comm: MPI.Comm, layout: Layout | None = None,
+                       col_layout: Layout | None = None, *, memory_budget=None,
+                       spill_dir=None, virtual: int | None = None, check_finite: bool = True,
+                       ledger=None) -> "DistCSR":
+        """Assemble from COO triplet files that may be larger than memory.
+
+        The files hold :data:`dmsolve.io.COO_RECORD` records (little-endian
+        int64 row, int64 column, float64 value; :func:`dmsolve.io.write_coo`
+        writes them), any number of files in any order; duplicates are
+        summed, as ``from_coo(..., mode="add")`` does with the same triplets.
+
+        An external-memory GROUP BY on virtual processors
+        (:class:`dmsolve.bsp.VirtualBSP`): every rank reads an equal share of
+        the records in chunks, sums equal keys within each chunk and sends
+        the sums to the virtual processor owning their row (one of ``virtual``
+        equal slices of a rank's rows), through messages staged on disk
+        beyond ``memory_budget``; each processor then sums what it received.
+        Only the assembled matrix has to fit in memory, not the triplets.
+
+        Parameters
+        ----------
+        paths : str or sequence of str
+            The same files on every rank (a shared file system).
+        shape, comm, layout, col_layout, check_finite
+            As for :meth:`from_coo`.
+        memory_budget : int or str, optional
+            Bytes of triplets, messages and partial rows a rank keeps in
+            memory at a time (e.g. ``"512MiB"``); default no limit, in memory.
+        spill_dir : str, optional
+            Where the spill files go (removed at the end and on any error).
+        virtual : int, optional
+            Virtual processors per rank; by default enough that each reads at
+            most a quarter of the budget of records (1 without a budget).
+        ledger : dmsolve.bsp.Ledger, optional
+            Records the two supersteps, with the bytes read and written.
+
+        Collective on ``comm``. A missing or short file, a file whose size is
+        not a whole number of records, indices out of range, values that are
+        not finite, a spill directory without space or a budget too small
+        raise the same ``ValueError``/``TypeError`` on every rank, and no
+        spill files are left behind.
+        """
+        from ._coo_files import from_coo_files
+        return from_coo_files(paths, shape, comm, layout, col_layout,
+                              memory_budget=memory_budget, spill_dir=spill_dir,
+                              virtual=virtual, check_finite=check_finite, ledger=ledger)
+
     # -- properties (never communicate) -------------------------------------------
     @property
     def comm(self) -> MPI.Comm:

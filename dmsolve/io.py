@@ -53,6 +53,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ._errors import agree
+from ._coo_files import COO_RECORD, write_coo_file
 from ._layout import Layout
 from ._matrix import DistCSR
 from ._vector import DistVector
@@ -60,7 +61,7 @@ from .partition import exchange
 from .validate import agreed
 
 __all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo",
-           "check_writable"]
+           "check_writable", "COO_RECORD", "write_coo"]
 
 _FIELDS = ("real", "integer", "complex", "pattern")
 _SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
@@ -802,3 +803,14 @@ def _header_text(fmt: str, field: str, comment: str) -> bytes:
     lines = ["%%%%MatrixMarket matrix %s %s general" % (fmt, field)]
     lines += ["%" + line for line in comment.splitlines()] if comment else []
     return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def write_coo(path, rows, cols, vals, *, append: bool = False) -> int:
+    """Write (or append) triplets to a binary COO file of :data:`COO_RECORD`
+    records (int64 row, int64 column, float64 value, little-endian), the
+    input of :meth:`DistCSR.from_coo_files`. Returns the number of records.
+
+    Not collective: every rank may write its own file, or one file in turns.
+    Raises ``ValueError`` if the three arrays are not 1-D of equal length.
+    """
+    return write_coo_file(path, rows, cols, vals, append=append)

@@ -135,7 +135,7 @@ def _core_objects(comm):
     op = DistLinearOperator(A.row_layout, A.col_layout, A.matvec)
     ctx = BSP(comm)
     return [A.row_layout, x, A, A.halo, op, Preconditioner(A), ctx, ctx.ledger,
-            Inbox({}, {}, False, 0)]
+            Inbox({}, {}, False, 0), BSP(comm, virtual=2)]
 
 
 def test_core_properties_touch_no_communicator(comm):

@@ -128,8 +128,8 @@ def spill_files(tmp_path):
 
 
 @pytest.mark.parametrize("v,budget,exchange", [(v, b, "dense") for v in (1, 2, 8)
-                                               for b in (None, "1MiB", 9000)]
-                         + [(2, 9000, "sparse"), (8, None, "sparse")])
+                                               for b in (None, "1MiB", 12000)]
+                         + [(2, 12000, "sparse"), (8, None, "sparse")])
 def test_virtual_processors_equal_the_serial_semantics(v, budget, exchange, tmp_path):
     ctx, states, steps, history, ledger = run_virtual(v, budget, tmp_path, exchange)
     assert_collective(COMM, ctx.exchange == exchange, ctx.exchange)

@@ -628,7 +628,8 @@ class BSP:
                     "BSP run did not halt within %d supersteps" % max_steps))
 
     def close(self) -> None:
-        """Nothing to release at one processor per rank (see VirtualBSP.close)."""
+        """Nothing to release at one processor per rank (see VirtualBSP.close).
+        Not collective."""
 
     def __enter__(self):
         return self

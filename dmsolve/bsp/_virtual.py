@@ -271,7 +271,7 @@ class VirtualBSP:
                     return
                 if self._staged[b][j] and not (b == (self.step + 1) % 2 and j == keep):
                     self._spill_messages(b, j, self._staged[b][j])
-                    self._resident -= sum(a.nbytes for _, _, a in self._staged[b][j])
+                    self._resident -= _msg_bytes(self._staged[b][j])
                     self._staged[b][j] = []
 
     def _spill_messages(self, b: int, j: int, msgs) -> None:
@@ -470,14 +470,14 @@ class VirtualBSP:
 
     def _recount(self) -> None:
         self._resident = sum(_nbytes(s) for s in self._states) + \
-            sum(a.nbytes for buf in self._staged for msgs in buf for _, _, a in msgs)
+            sum(_msg_bytes(msgs) for buf in self._staged for msgs in buf)
 
     def _take_inbox(self, j: int) -> Inbox:
         """The messages sent to processor ``j`` in the previous superstep."""
         b = (self.step + 1) % 2
         msgs = self._staged[b][j]
         self._staged[b][j] = []
-        self._resident -= sum(a.nbytes for _, _, a in msgs)
+        self._resident -= _msg_bytes(msgs)
         if self._staged_disk[b][j]:
             msgs = msgs + _read_messages(self._path("msgs%d" % b, j))
             self._io[0] += self._staged_disk[b][j]
@@ -487,7 +487,7 @@ class VirtualBSP:
         by_tag: dict = {}
         for tag, src, a in msgs:
             by_tag.setdefault(tag, []).append((src, a))
-        self._resident += sum(a.nbytes for _, _, a in msgs)    # in memory for the turn
+        self._resident += _msg_bytes(msgs)    # in memory for the turn
         return Inbox(by_tag, {}, True, 0)
 
     def _stage(self, got: Inbox, j: int) -> None:
@@ -505,7 +505,7 @@ class VirtualBSP:
         for jd, msgs in enumerate(per):
             if not msgs:
                 continue
-            nbytes = sum(a.nbytes for _, _, a in msgs)
+            nbytes = _msg_bytes(msgs)
             if self.memory_budget is None or self._resident + nbytes <= self.memory_budget:
                 self._staged[b][jd].extend((t, s, a.copy()) for t, s, a in msgs)
                 self._resident += nbytes
@@ -536,6 +536,15 @@ class VirtualBSP:
 
 def _nbytes(state: dict) -> int:
     return sum(a.nbytes for a in state.values())
+
+
+#: bytes a staged message costs in memory beyond its data (the array object,
+#: its tuple and list slot), counted against the budget
+MESSAGE_OVERHEAD = 160
+
+
+def _msg_bytes(msgs) -> int:
+    return sum(a.nbytes for _, _, a in msgs) + MESSAGE_OVERHEAD * len(msgs)
 
 
 def _append_messages(path: str, msgs) -> int:
