@@ -30,6 +30,18 @@ def best_time(fn, repeats: int = 5, number: int = 1, comm: MPI.Comm | None = Non
     return best
 
 
+def grid_triangles(comm: MPI.Comm, m: int) -> np.ndarray:
+    """This rank's share of the triangles of the triangulated m x m vertex grid
+    (two per cell, by global triangle id), as vertex-id rows."""
+    ntri = 2 * (m - 1) ** 2
+    lo, hi = ntri * comm.rank // comm.size, ntri * (comm.rank + 1) // comm.size
+    t = np.arange(lo, hi)
+    cell, half = t // 2, t % 2
+    x, y = cell % (m - 1), cell // (m - 1)
+    a, b, c, d = x + y * m, x + 1 + y * m, x + (y + 1) * m, x + 1 + (y + 1) * m
+    return np.where(half[:, None] == 0, np.stack((a, b, c), 1), np.stack((b, d, c), 1))
+
+
 def peak_rss_mb() -> float:
     """Peak resident memory of this process in MiB (Linux ru_maxrss is KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0

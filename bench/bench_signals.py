@@ -32,7 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import bench_parser, peak_rss_mb, run  # noqa: E402
+from _common import bench_parser, grid_triangles, peak_rss_mb, run  # noqa: E402
 
 from dmsolve import DistVector  # noqa: E402
 from topology import (SimplicialComplex, denoise_flow, design_filter,  # noqa: E402
@@ -45,17 +45,6 @@ def _timed(comm, fn):
     out = fn()
     comm.Barrier()
     return out, comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
-
-
-def grid_triangles(comm, m: int) -> np.ndarray:
-    """This rank's share of the triangles of the m x m grid (as bench_topology)."""
-    ntri = 2 * (m - 1) ** 2
-    lo, hi = ntri * comm.rank // comm.size, ntri * (comm.rank + 1) // comm.size
-    t = np.arange(lo, hi)
-    cell, half = t // 2, t % 2
-    x, y = cell % (m - 1), cell // (m - 1)
-    a, b, c, d = x + y * m, x + 1 + y * m, x + (y + 1) * m, x + 1 + (y + 1) * m
-    return np.where(half[:, None] == 0, np.stack((a, b, c), 1), np.stack((b, d, c), 1))
 
 
 def smooth_noisy_flow(cx, m: int) -> DistVector:

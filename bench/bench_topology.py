@@ -24,7 +24,7 @@ import numpy as np
 from mpi4py import MPI
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _common import bench_parser, peak_rss_mb, run  # noqa: E402
+from _common import bench_parser, grid_triangles, peak_rss_mb, run  # noqa: E402
 
 from dmsolve import DistVector  # noqa: E402
 from topology import (Grid, SimplicialComplex, connected_components, critical_points,  # noqa: E402
@@ -103,13 +103,7 @@ def bench_hodge(comm, m: int, pc: str, rtol: float, compare: bool) -> dict:
     from topology._components import connected_components as components
 
     # each rank builds its share of the triangles of an m x m grid
-    ntri = 2 * (m - 1) ** 2
-    lo, hi = ntri * comm.rank // comm.size, ntri * (comm.rank + 1) // comm.size
-    t = np.arange(lo, hi)
-    cell, half = t // 2, t % 2
-    x, y = cell % (m - 1), cell // (m - 1)
-    a, b, c, d = x + y * m, x + 1 + y * m, x + (y + 1) * m, x + 1 + (y + 1) * m
-    tris = np.where(half[:, None] == 0, np.stack((a, b, c), 1), np.stack((b, d, c), 1))
+    tris = grid_triangles(comm, m)
     cx, t_build = _timed(comm, lambda: SimplicialComplex([tris], comm))
     lay = cx.simplex_layout(1)
     rows, gids = cx.local_simplices(1)

@@ -244,3 +244,25 @@ def test_bad_arguments_are_errors_on_every_rank(tmp_path):
         ctx = VirtualBSP(COMM, virtual=2)
         assert_raises_collective(COMM, ValueError, ctx.superstep, compute)
     assert_collective(COMM, parse_bytes("1.5KiB") == 1536 and parse_bytes(7) == 7, "parse")
+
+
+def test_a_run_that_does_not_halt_is_an_error_and_removes_the_spill_files(tmp_path):
+    ctx = BSP(COMM, virtual=3, memory_budget=1000, spill_dir=tmp_path)
+    for vp in ctx.processors:
+        ctx.set_state(vp, x=np.zeros(60))               # 480 bytes: not all three fit
+
+    def forever(vp, st, inbox):
+        st["x"] += 1.0
+        ctx.vote(True)
+    assert_collective(COMM, len(spill_files(tmp_path)) > 0, "states spilled")
+    assert_raises_collective(COMM, RuntimeError, ctx.run_supersteps, forever, 3,
+                             match="did not halt within 3")
+    assert_collective(COMM, spill_files(tmp_path) == [], "spill files left")
+    plain = BSP(COMM)
+    plain.set_state(COMM.rank, x=np.zeros(2))
+
+    def twice(vp, st, inbox):
+        plain.vote(st["x"].sum() < 2)                # active at sums 0 and 1
+        st["x"] += 0.5
+    steps = plain.run_supersteps(twice, 10)
+    assert_collective(COMM, steps == 3, "plain run_supersteps halted after %d" % steps)

@@ -558,19 +558,16 @@ class BSP:
         ``max_steps`` is reached first.
         """
         inbox = Inbox({}, {}, True, 0)
-        steps = 0
-        while True:
+
+        def step():
+            nonlocal inbox
             try:
                 compute(self, inbox)
             except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
                 self._fail(e)
             inbox = self.sync(label)
-            steps += 1
-            if not inbox.any_active and inbox.global_messages == 0:
-                return steps
-            if max_steps is not None and steps >= max_steps:
-                agree(self.comm, RuntimeError(
-                    "BSP run did not halt within %d supersteps" % max_steps))
+            return inbox
+        return until_halt(self.comm, step, max_steps)
 
     # -- the virtual-processor interface at one processor per rank -------------------
     @property
@@ -617,15 +614,7 @@ class BSP:
         """:meth:`superstep` until no rank voted to stay active and no message
         is in flight; returns their number. Collective on ``comm``. Raises
         ``RuntimeError`` on every rank if ``max_steps`` is reached first."""
-        steps = 0
-        while True:
-            res = self.superstep(compute, label)
-            steps += 1
-            if not res.any_active and res.global_messages == 0:
-                return steps
-            if max_steps is not None and steps >= max_steps:
-                agree(self.comm, RuntimeError(
-                    "BSP run did not halt within %d supersteps" % max_steps))
+        return until_halt(self.comm, lambda: self.superstep(compute, label), max_steps)
 
     def close(self) -> None:
         """Nothing to release at one processor per rank (see VirtualBSP.close).
@@ -703,6 +692,23 @@ class BSP:
                              for r, e in enumerate(everyone))
             raise RuntimeError("BSP ranks disagree on the superstep sequence "
                                "(or their aggregators): " + diff)
+
+
+def until_halt(comm: MPI.Comm, step, max_steps: int | None, on_limit=None) -> int:
+    """Call ``step()`` (one superstep, returning its Inbox) until no rank voted
+    to stay active and no message is in flight; returns the number of
+    supersteps. Collective on ``comm``: after ``max_steps`` of them, calls
+    ``on_limit()`` and raises the same ``RuntimeError`` on every rank."""
+    steps = 0
+    while True:
+        res = step()
+        steps += 1
+        if not res.any_active and res.global_messages == 0:
+            return steps
+        if max_steps is not None and steps >= max_steps:
+            if on_limit is not None:
+                on_limit()
+            agree(comm, RuntimeError("BSP run did not halt within %d supersteps" % max_steps))
 
 
 def _key_tag(tag: int) -> int:

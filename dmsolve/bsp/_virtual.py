@@ -39,7 +39,8 @@ from mpi4py import MPI
 
 from .._errors import agree
 from ._ledger import Ledger
-from ._superstep import _DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key
+from ._superstep import (_DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key,
+                         until_halt)
 
 __all__ = ["VirtualBSP", "parse_bytes"]
 
@@ -457,16 +458,8 @@ class VirtualBSP:
         processor voted to stay active and no message is in flight; returns
         their number. Collective on ``comm``. Raises ``RuntimeError`` on every
         rank if ``max_steps`` is reached first."""
-        steps = 0
-        while True:
-            res = self.superstep(compute, label)
-            steps += 1
-            if not res.any_active and res.global_messages == 0:
-                return steps
-            if max_steps is not None and steps >= max_steps:
-                self.close()
-                agree(self.comm, RuntimeError(
-                    "BSP run did not halt within %d supersteps" % max_steps))
+        return until_halt(self.comm, lambda: self.superstep(compute, label), max_steps,
+                          on_limit=self.close)
 
     def _recount(self) -> None:
         self._resident = sum(_nbytes(s) for s in self._states) + \
