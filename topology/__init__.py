@@ -22,9 +22,10 @@ from ._grid import Grid, component_table, freudenthal_cells, link_structure
 from ._order import global_order
 from ._mergetree import MergeTree, merge_tree
 from ._persistence import PersistenceDiagram, persistence_diagram
+from ._rawfield import RawField
 
 __all__ = [
-    "Domain", "Grid", "SimplicialComplex", "PARTITIONS",
+    "Domain", "Grid", "RawField", "SimplicialComplex", "PARTITIONS",
     "connected_components", "freudenthal_cells", "link_structure", "component_table",
     "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",

@@ -30,10 +30,15 @@ class CriticalPoints:
 
     Attributes
     ----------
-    types : DistVector of int32 on the vertex layout
+    types : DistVector of int32 on the vertex layout, or None
         0 minimum, 1 1-saddle, 2 2-saddle, 3 maximum, 4 degenerate, 5 regular.
-    order : DistVector of int64
-        Position of each vertex in the ``(value, id)`` order.
+        None on a grid in out-of-core mode, where only the critical
+        vertices are kept (:attr:`local_critical`).
+    order : DistVector of int64, or None
+        Position of each vertex in the ``(value, id)`` order (None in
+        out-of-core mode, which never forms it).
+    local_critical : tuple of arrays
+        ``(global_ids, types)`` of this rank's critical vertices, by id.
 
     Notes
     -----
@@ -46,20 +51,43 @@ class CriticalPoints:
         # global ids of the owned entries when they differ from the layout
         # index (a complex partitioned by METIS or RCB)
         self._ids = ids
+        self._comm = types.comm if types is not None else None
+        self._critical = None
+        self._n = types.global_size if types is not None else 0
+
+    @classmethod
+    def sparse(cls, comm, n: int, ids: np.ndarray, types: np.ndarray) -> "CriticalPoints":
+        """Only the critical vertices, ``ids`` ascending on each rank and
+        rank by rank, of ``n`` vertices in all (out-of-core mode). Not
+        collective."""
+        out = cls(None, None)
+        out._comm = comm
+        out._n = int(n)
+        out._critical = (np.asarray(ids, np.int64), np.asarray(types, np.int32))
+        return out
 
     @property
     def comm(self):
         """The communicator of :attr:`types`."""
-        return self.types.comm
+        return self._comm
 
-    def gather(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(global_ids, types)`` of all critical vertices (type != 5), sorted
-        by id, on every rank. Collective on ``comm``."""
+    @property
+    def local_critical(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(global_ids, types)`` of this rank's critical vertices (type != 5),
+        sorted by id. Not collective."""
+        if self._critical is not None:
+            return self._critical
         t = self.types.local
         pick = np.flatnonzero(t != REGULAR)
         ids = (pick + self.types.layout.start).astype(np.int64) if self._ids is None \
             else self._ids[pick]
-        parts = self.comm.allgather((ids, t[pick].astype(np.int32)))
+        return ids, t[pick].astype(np.int32)
+
+    def gather(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(global_ids, types)`` of all critical vertices (type != 5), sorted
+        by id, on every rank. Collective on ``comm``."""
+        ids, types = self.local_critical
+        parts = self.comm.allgather((ids, types))
         ids = np.concatenate([p[0] for p in parts])
         types = np.concatenate([p[1] for p in parts])
         if self._ids is None:
@@ -69,8 +97,13 @@ class CriticalPoints:
 
     def counts(self) -> dict[str, int]:
         """Number of vertices of each type, by TTK name. Collective on ``comm``."""
-        total = np.bincount(self.types.local, minlength=6)[:6].astype(np.int64)
+        if self._critical is None:
+            total = np.bincount(self.types.local, minlength=6)[:6].astype(np.int64)
+        else:
+            total = np.bincount(self._critical[1], minlength=6)[:6].astype(np.int64)
         self.comm.Allreduce(MPI.IN_PLACE, total, op=MPI.SUM)
+        if self._critical is not None:
+            total[REGULAR] = self._n - (total.sum() - total[REGULAR])
         return {TYPE_NAMES[i]: int(total[i]) for i in range(6)}
 
 
@@ -140,6 +173,10 @@ def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoint
     -----
     Collective on ``domain.comm``: the global order (a sample sort), one
     ghost exchange of the order, and on a 3D complex one of boundary flags.
+    On a grid in out-of-core mode, one virtual superstep instead: each
+    virtual slab reads its planes and ghost planes and classifies them by
+    their order there (the same comparisons), and the result keeps only
+    the critical vertices (``types`` and ``order`` are None).
     Ties in value are broken by global vertex id, so the result does not
     depend on the number of ranks.
 
@@ -150,6 +187,9 @@ def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoint
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018.
     """
     check_domain(domain)
+    if getattr(domain, "out_of_core", False):
+        from ._outofcore import ooc_critical_points
+        return ooc_critical_points(domain, values, axes)
     vec = domain.vertex_values(values, axes=axes)
     ids = owned_global_ids(domain)
     order = global_order(vec, ids=ids)

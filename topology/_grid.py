@@ -15,10 +15,11 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, Layout
-from dmsolve.bsp import NeighborExchange
+from dmsolve.bsp import NeighborExchange, check_spill_dir, parse_bytes
 from dmsolve.validate import agreed, check_choice
 
 from ._domain import check_fits
+from ._rawfield import RawField
 
 __all__ = ["Grid", "freudenthal_cells", "link_structure", "component_table", "check_axes"]
 
@@ -113,10 +114,32 @@ class Grid:
     shape : tuple of int
         ``(nx, ny)`` or ``(nx, ny, nz)``, each at least 2.
     comm : MPI.Comm
+    virtual : int, optional
+        Out-of-core mode: split each rank's slab into ``virtual`` slabs, the
+        virtual processors of a :class:`dmsolve.bsp.VirtualBSP`, analysed
+        one at a time with what they pass each other staged on disk beyond
+        ``memory_budget``. Default: 1 if only ``memory_budget`` is given
+        (then as many as the budget needs), else in-memory mode.
+    spill_dir : str, optional
+        Where out-of-core runs put their spill files (default the system's
+        temporary directory); it must be a writable directory with
+        ``memory_budget`` bytes free.
+    memory_budget : int or str, optional
+        Bytes an out-of-core analysis may hold per rank (``"512MiB"``): half
+        for the slab being analysed, half for the staged states and messages
+        of the others. Implies out-of-core mode.
 
     Notes
     -----
     Collective on ``comm`` (plans the ghost-plane exchange).
+
+    **Out-of-core mode** (``virtual`` or ``memory_budget``): the grid is
+    the same, and :func:`critical_points` and :func:`persistence_diagram`
+    run slab by slab (see :attr:`virtual_slabs`), reading a
+    :class:`RawField` a slab at a time and never whole: their results equal
+    the in-memory ones (critical points, D0 and D(d-1) pairs; D1 of 3D data
+    when the rank's whole slab fits the budget, else it is listed in the
+    diagram's ``missing``). Other analyses run in memory as usual.
 
     **Fields as arrays.** A vertex field given as a global numpy array is
     flat in id order (``values[x + y*nx (+ z*nx*ny)]``), or 2-D/3-D with its
@@ -142,7 +165,8 @@ class Grid:
        E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024.
     """
 
-    def __init__(self, shape, comm: MPI.Comm):
+    def __init__(self, shape, comm: MPI.Comm, *, virtual: int | None = None, spill_dir=None,
+                 memory_budget=None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         with agreed(comm):
@@ -157,9 +181,12 @@ class Grid:
                 raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
             # a rank keeps its slab and two ghost planes: at least a field and
             # its vertex order (two 8-byte numbers per vertex) for any analysis
-            slab = (-(-int(shape[-1]) // comm.Get_size()) + 2) * int(np.prod(
-                [int(s) for s in shape[:-1]], dtype=object))
-            check_fits("Grid%r" % (tuple(int(s) for s in shape),), slab, 16)
+            planes = -(-int(shape[-1]) // comm.Get_size())
+            plane = int(np.prod([int(s) for s in shape[:-1]], dtype=object))
+            v, budget, spill_dir = _out_of_core_mode(virtual, spill_dir, memory_budget,
+                                                     int(shape[-1]), plane, comm.Get_size())
+            if v is None:
+                check_fits("Grid%r" % (tuple(int(s) for s in shape),), (planes + 2) * plane, 16)
         self.comm = comm
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
@@ -186,6 +213,23 @@ class Grid:
         self._halo = NeighborExchange.from_ghosts(self.vertex_layout, ghosts.astype(np.int64),
                                                   dtype=np.int64, name="grid-ghosts")
         self._nbelow = (p0 - g0) * ps
+        #: virtual processors per rank in out-of-core mode, else None
+        self.virtual = v
+        #: the out-of-core budget in bytes per rank (None: no limit, or in-memory mode)
+        self.memory_budget = budget
+        #: where out-of-core runs spill (None: the system's temporary directory)
+        self.spill_dir = spill_dir
+        if v is not None:
+            cuts = p0 + (np.arange(v + 1) * (p1 - p0)) // v
+            #: (first, stop) owned plane of each of this rank's virtual slabs
+            self.virtual_slabs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+        else:
+            self.virtual_slabs = [(p0, p1)]
+
+    @property
+    def out_of_core(self) -> bool:
+        """Whether analyses run slab by slab on virtual processors (see Notes)."""
+        return self.virtual is not None
 
     # -- properties (never communicate) ----------------------------------------------
     @property
@@ -219,21 +263,32 @@ class Grid:
         return True
 
     def __repr__(self) -> str:
-        return "Grid(shape=%s, planes %d:%d of %d)" % (self.shape, *self.owned_planes,
-                                                      self.shape[-1])
+        ooc = "" if self.virtual is None else ", virtual=%d" % self.virtual
+        return "Grid(shape=%s, planes %d:%d of %d%s)" % (self.shape, *self.owned_planes,
+                                                        self.shape[-1], ooc)
 
     # -- fields -----------------------------------------------------------------------
     def vertex_values(self, values, name: str = "values", *, axes: str | None = None
                       ) -> DistVector:
         """``values`` as a float64 DistVector on :attr:`vertex_layout`.
 
-        Accepts a DistVector on the vertex layout, or the full global array on
-        every rank: flat in id order, or 2-D/3-D with the axis order
-        ``axes`` (``"zyx"``, ``"xyz"``, ...; see the class Notes: without
-        ``axes`` only an unambiguous numpy-order ``shape[::-1]`` array is
-        accepted). Non-finite values are refused. Collective on ``comm``;
-        raises the same ``ValueError`` or ``TypeError`` on every rank.
+        Accepts a DistVector on the vertex layout, a :class:`RawField` of
+        this grid's shape (each rank reads its own planes), or the full
+        global array on every rank: flat in id order, or 2-D/3-D with the
+        axis order ``axes`` (``"zyx"``, ``"xyz"``, ...; see the class Notes:
+        without ``axes`` only an unambiguous numpy-order ``shape[::-1]``
+        array is accepted). Non-finite values are refused. Collective on
+        ``comm``; raises the same ``ValueError`` or ``TypeError`` on every
+        rank.
         """
+        if isinstance(values, RawField):
+            local = None
+            with agreed(self.comm):
+                if axes is not None:
+                    raise ValueError("axes describes a field array; a RawField is in id order")
+                values.check(self.shape)
+                local = values.read_planes(*self.owned_planes)
+            return DistVector(self.vertex_layout, local)
         return as_vertex_vector(values, self.vertex_layout, name,
                                 grid_shape=self.shape[::-1], axes=axes)
 
@@ -296,13 +351,7 @@ class Grid:
 
     def coordinates(self, ids) -> np.ndarray:
         """Grid coordinates ``(x, y[, z])`` of global ids, shape (n, dim). Not collective."""
-        ids = np.asarray(ids, dtype=np.int64)
-        out = np.empty(ids.shape + (self.dimension,), dtype=np.int64)
-        rest = ids
-        for axis, n in enumerate(self.shape):
-            out[..., axis] = rest % n
-            rest = rest // n
-        return out
+        return _coordinates(self.shape, ids)
 
     def local_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """Edges of the triangulation among the ghosted vertices, as pairs of
@@ -379,62 +428,8 @@ class Grid:
         :class:`Domain`). Not collective: the ghost planes complete every
         owned star.
         """
-        dim = self.dimension
-        g0, g1 = self.ghosted_planes
-        p0, p1 = self.owned_planes
-        n_own = self.local_num_vertices
-        if n_own == 0:
-            none = np.zeros(0, dtype=np.int64)
-            return none, none, None, None, None
-        dims = (g1 - g0,) + tuple(self.shape[:-1][::-1])       # numpy (z, y, x) order
-        # pad by one with -1 ("no vertex") so that every offset is a plain slice
-        P = np.full(tuple(d + 2 for d in dims), -1, dtype=np.int64)
-        P[tuple(slice(1, d + 1) for d in dims)] = ghosted_order.reshape(dims)
-        region = [(1 + p0 - g0, 1 + p1 - g0)] + [(1, d + 1) for d in dims[1:]]
-        C = P[tuple(slice(a, b) for a, b in region)]
-        offsets, _ = link_structure(dim)
-        lower = np.zeros(C.shape, dtype=np.uint16)
-        upper = np.zeros(C.shape, dtype=np.uint16)
-        tmp = np.empty(C.shape, dtype=bool)
-        for j, off in enumerate(offsets):
-            S = P[tuple(slice(a + o, b + o) for (a, b), o in zip(region, off[::-1]))]
-            bit = np.uint16(1 << j)
-            np.greater(S, C, out=tmp)
-            upper[tmp] |= bit
-            np.less(S, C, out=tmp)
-            tmp &= S >= 0
-            lower[tmp] |= bit
-        table = component_table(dim)
-        L = table[lower.ravel()]
-        U = table[upper.ravel()]
-        if dim < 3:
-            return L, U, None, None, None
-        ids = np.arange(self.vertex_layout.start, self.vertex_layout.stop, dtype=np.int64)
-        # boundary of the owned slab from one mask per axis (no coordinates)
-        z = np.arange(p0, p1)
-        onb = np.zeros(C.shape, dtype=bool)
-        onb |= ((z == 0) | (z == self.shape[2] - 1))[:, None, None]
-        onb[:, [0, -1], :] = True
-        onb[:, :, [0, -1]] = True
-        onb = onb.ravel()
-        cand = np.flatnonzero(onb & (L == 1) & (U == 1))
-        lb = np.zeros(n_own, dtype=bool)
-        ub = np.zeros(n_own, dtype=bool)
-        if cand.size:
-            local = np.unravel_index(cand, C.shape)
-            at = np.ravel_multi_index(tuple(c + a for c, (a, _) in zip(local, region)), P.shape)
-            centre = P.ravel()[at]
-            coords = self.coordinates(ids[cand])
-            n = np.array(self.shape)
-            for off in offsets:
-                shift = int(np.ravel_multi_index(tuple(np.array(off[::-1]) + 1), P.shape)) - \
-                    int(np.ravel_multi_index((1,) * dim, P.shape))
-                nb = P.ravel()[at + shift]
-                nc = coords + off
-                nb_b = np.any((nc == 0) | (nc == n - 1), axis=1)
-                lb[cand] |= (nb >= 0) & (nb < centre) & nb_b
-                ub[cand] |= (nb > centre) & nb_b
-        return L, U, onb, lb, ub
+        return slab_link_components(self.shape, self.ghosted_planes, self.owned_planes,
+                                    ghosted_order)
 
     # -- global views and output ----------------------------------------------------------
     def gather_global(self, vector: DistVector, k: int = 0, root: int | None = None):
@@ -451,6 +446,131 @@ class Grid:
         points = self.vertex_coordinates(np.arange(self.global_num_vertices))
         kind = "triangle" if self.dimension == 2 else "tetra"
         return points, kind, _grid_cells(self.shape)
+
+
+#: Peak bytes per vertex of one out-of-core slab's turn (its values, their
+#: order, the link masks and the two sweeps), measured by
+#: bench/bench_outofcore.py; the slabs are sized so that one turn takes at
+#: most half the memory budget.
+OUT_OF_CORE_BYTES_PER_VERTEX = 160
+
+
+def _out_of_core_mode(virtual, spill_dir, memory_budget, nplanes: int, plane: int, size: int):
+    """``(virtual, budget, spill_dir)`` of a Grid, or ``(None, None, None)``
+    in memory. Not collective (in ``agreed``, with rank-independent input)."""
+    if virtual is None and memory_budget is None:
+        if spill_dir is not None:
+            raise ValueError("spill_dir is for out-of-core mode: give virtual= or "
+                             "memory_budget= too")
+        return None, None, None
+    if virtual is not None and (isinstance(virtual, bool) or
+                                not isinstance(virtual, numbers.Integral) or virtual < 1):
+        raise ValueError("virtual must be a positive int, got %r" % (virtual,))
+    budget = None if memory_budget is None else parse_bytes(memory_budget)
+    base, extra = divmod(nplanes, size)
+    most = base + (extra > 0)           # planes of the largest slab
+    least = base if base > 0 else 1     # of the smallest non-empty one
+    per_vertex = OUT_OF_CORE_BYTES_PER_VERTEX
+
+    def turn_bytes(v):                  # one virtual slab and its two ghost planes
+        return (-(-most // v) + 2) * plane * per_vertex
+
+    if virtual is None:
+        virtual = next((v for v in range(1, least + 1) if 2 * turn_bytes(v) <= budget), None)
+        if virtual is None:
+            raise ValueError(
+                "memory_budget of %d bytes is too small for one virtual processor: a slab of "
+                "one plane and its two ghost planes needs about %d bytes (twice that with the "
+                "staged messages); give at least %d" % (budget, turn_bytes(least),
+                                                        2 * turn_bytes(least)))
+    virtual = int(virtual)
+    if virtual > least:
+        raise ValueError("virtual=%d is more than the %d planes the smallest slab holds: each "
+                         "virtual processor needs a plane" % (virtual, least))
+    if budget is not None and 2 * turn_bytes(virtual) > budget:
+        raise ValueError(
+            "memory_budget of %d bytes is too small for one virtual processor: a slab of %d "
+            "planes and its two ghost planes needs about %d bytes, and as much again is kept "
+            "for the staged messages; give a larger budget or more virtual processors (at "
+            "most %d)" % (budget, -(-most // virtual), turn_bytes(virtual), least))
+    spill_dir = check_spill_dir(spill_dir, budget)
+    return virtual, budget, spill_dir
+
+
+def slab_link_components(shape, ghosted, owned, ghosted_order: np.ndarray):
+    """:meth:`Grid.link_components` of the planes ``owned = (p0, p1)`` of a
+    grid of ``shape``, from the order (any numbers ordered as the global
+    ``(value, id)`` order) of the planes ``ghosted = (g0, g1)``, which hold
+    them and one more plane on each side where there is one. Not collective.
+    """
+    dim = len(shape)
+    g0, g1 = ghosted
+    p0, p1 = owned
+    plane_size = int(np.prod(shape[:-1]))
+    n_own = (p1 - p0) * plane_size
+    if n_own == 0:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, None, None, None
+    dims = (g1 - g0,) + tuple(shape[:-1][::-1])       # numpy (z, y, x) order
+    # pad by one with -1 ("no vertex") so that every offset is a plain slice
+    P = np.full(tuple(d + 2 for d in dims), -1, dtype=np.int64)
+    P[tuple(slice(1, d + 1) for d in dims)] = ghosted_order.reshape(dims)
+    region = [(1 + p0 - g0, 1 + p1 - g0)] + [(1, d + 1) for d in dims[1:]]
+    C = P[tuple(slice(a, b) for a, b in region)]
+    offsets, _ = link_structure(dim)
+    lower = np.zeros(C.shape, dtype=np.uint16)
+    upper = np.zeros(C.shape, dtype=np.uint16)
+    tmp = np.empty(C.shape, dtype=bool)
+    for j, off in enumerate(offsets):
+        S = P[tuple(slice(a + o, b + o) for (a, b), o in zip(region, off[::-1]))]
+        bit = np.uint16(1 << j)
+        np.greater(S, C, out=tmp)
+        upper[tmp] |= bit
+        np.less(S, C, out=tmp)
+        tmp &= S >= 0
+        lower[tmp] |= bit
+    table = component_table(dim)
+    L = table[lower.ravel()]
+    U = table[upper.ravel()]
+    if dim < 3:
+        return L, U, None, None, None
+    ids = np.arange(p0 * plane_size, p1 * plane_size, dtype=np.int64)
+    # boundary of the owned slab from one mask per axis (no coordinates)
+    z = np.arange(p0, p1)
+    onb = np.zeros(C.shape, dtype=bool)
+    onb |= ((z == 0) | (z == shape[2] - 1))[:, None, None]
+    onb[:, [0, -1], :] = True
+    onb[:, :, [0, -1]] = True
+    onb = onb.ravel()
+    cand = np.flatnonzero(onb & (L == 1) & (U == 1))
+    lb = np.zeros(n_own, dtype=bool)
+    ub = np.zeros(n_own, dtype=bool)
+    if cand.size:
+        local = np.unravel_index(cand, C.shape)
+        at = np.ravel_multi_index(tuple(c + a for c, (a, _) in zip(local, region)), P.shape)
+        centre = P.ravel()[at]
+        coords = _coordinates(shape, ids[cand])
+        n = np.array(shape)
+        for off in offsets:
+            shift = int(np.ravel_multi_index(tuple(np.array(off[::-1]) + 1), P.shape)) - \
+                int(np.ravel_multi_index((1,) * dim, P.shape))
+            nb = P.ravel()[at + shift]
+            nc = coords + off
+            nb_b = np.any((nc == 0) | (nc == n - 1), axis=1)
+            lb[cand] |= (nb >= 0) & (nb < centre) & nb_b
+            ub[cand] |= (nb > centre) & nb_b
+    return L, U, onb, lb, ub
+
+
+def _coordinates(shape, ids) -> np.ndarray:
+    """Grid coordinates ``(x, y[, z])`` of global ids, shape (n, dim). Not collective."""
+    ids = np.asarray(ids, dtype=np.int64)
+    out = np.empty(ids.shape + (len(shape),), dtype=np.int64)
+    rest = ids
+    for axis, n in enumerate(shape):
+        out[..., axis] = rest % n
+        rest = rest // n
+    return out
 
 
 def _vertices_only(k) -> None:

@@ -460,6 +460,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
             raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d%s"
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
+    if getattr(domain, "out_of_core", False):
+        return _out_of_core_diagram(domain, values, axes, min_persistence, report)
     vec = domain.vertex_values(values, axes=axes)
     d = domain.dimension
     if not domain.is_ball:
@@ -506,6 +508,38 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
         report("essential classes: %d of D%d", _total(comm, ess[1].size), d - 1)
     raw = _sorted_block(comm, parts)
     return PersistenceDiagram(comm, d, raw, min_persistence, [])
+
+
+#: Bytes per vertex the in-memory D1 of 3D data takes at its peak (the order,
+#: the discrete gradient, the Morse complex: bench/bench_persistence.py's
+#: noisy fields peak at about 470 B per vertex at one rank)
+D1_BYTES_PER_VERTEX = 512
+
+
+def _out_of_core_diagram(grid, values, axes, min_persistence, report):
+    """:func:`persistence_diagram` on a grid in out-of-core mode: D0 and
+    D(d-1) by the slab sweeps of ``_outofcore``, D1 of 3D data in memory
+    when the rank's slab fits the budget. Collective on ``grid.comm``."""
+    from ._outofcore import local_values, ooc_diagram_parts
+    comm, d = grid.comm, grid.dimension
+    parts, source = ooc_diagram_parts(grid, values, axes, report)
+    report("D0 and D%d: %d pairs", d - 1, _total(comm, sum(p[1].size for p in parts)))
+    missing = []
+    if d == 3:
+        most = int(np.max(np.diff(grid.plane_ranges))) * grid.plane_size
+        need = most * D1_BYTES_PER_VERTEX
+        if grid.memory_budget is None or need <= grid.memory_budget:
+            vec = local_values(grid, source)
+            order = global_order(vec)
+            gids = np.arange(vec.layout.start, vec.layout.stop, dtype=np.int64)
+            parts.extend(_saddle_pairs(grid, vec, gids, order, report))
+        else:
+            missing.append("D1: the saddle-saddle pairs need a rank's whole slab in memory, "
+                           "about %d bytes, over the memory budget of %d bytes"
+                           % (need, grid.memory_budget))
+            report("D1: not computed (over the memory budget)")
+    raw = _sorted_block(comm, parts)
+    return PersistenceDiagram(comm, d, raw, min_persistence, missing)
 
 
 def _total(comm, k: int) -> int:

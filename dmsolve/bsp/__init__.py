@@ -32,9 +32,10 @@ from ._psort import SortedBlock, psort, rank_of
 from ._ranktree import rank_tree, tree_leader
 from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
                          estimate_distinct_fraction, reduce_by_key)
-from ._virtual import VirtualBSP, parse_bytes
+from ._virtual import VirtualBSP, check_spill_dir, parse_bytes
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
            "psort", "rank_of", "SortedBlock", "piece_components", "PieceComponents",
-           "free_inner_comm", "rank_tree", "tree_leader", "VirtualBSP", "parse_bytes"]
+           "free_inner_comm", "rank_tree", "tree_leader", "VirtualBSP", "parse_bytes",
+           "check_spill_dir"]

@@ -42,7 +42,7 @@ from ._ledger import Ledger
 from ._superstep import (_DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key,
                          until_halt)
 
-__all__ = ["VirtualBSP", "parse_bytes"]
+__all__ = ["VirtualBSP", "parse_bytes", "check_spill_dir"]
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20, "MB": 10**6,
           "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30, "T": 2**40, "TB": 10**12,
@@ -73,6 +73,29 @@ def parse_bytes(value, name: str = "memory_budget") -> int:
     if n < 1:
         raise ValueError("%s must be at least 1 byte, got %r" % (name, value))
     return n
+
+
+def check_spill_dir(spill_dir, need: int | None = None) -> str:
+    """The spill directory ``spill_dir`` (default: the system's temporary
+    directory) as a path, after checking that it is a writable directory
+    with at least ``need`` bytes free. Not collective (call it in
+    :func:`dmsolve.validate.agreed`).
+
+    Raises
+    ------
+    ValueError
+        If it is not a directory, not writable, or has less space free.
+    """
+    base = tempfile.gettempdir() if spill_dir is None else os.fspath(spill_dir)
+    if not os.path.isdir(base):
+        raise ValueError("spill_dir %r is not a directory" % base)
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ValueError("spill_dir %r is not writable" % base)
+    free = shutil.disk_usage(base).free
+    if need is not None and free < need:
+        raise ValueError("spill_dir %r has %d bytes free, less than the %d bytes needed (the "
+                         "memory budget)" % (base, free, need))
+    return base
 
 
 class VirtualBSP:
@@ -130,15 +153,7 @@ class VirtualBSP:
             if virtual < 1:
                 raise ValueError("virtual must be at least 1, got %d" % virtual)
             budget = None if memory_budget is None else parse_bytes(memory_budget)
-            base = tempfile.gettempdir() if spill_dir is None else os.fspath(spill_dir)
-            if not os.path.isdir(base):
-                raise ValueError("spill_dir %r is not a directory" % base)
-            if not os.access(base, os.W_OK | os.X_OK):
-                raise ValueError("spill_dir %r is not writable" % base)
-            free = shutil.disk_usage(base).free
-            if budget is not None and free < budget:
-                raise ValueError("spill_dir %r has %d bytes free, less than the memory budget "
-                                 "of %d bytes" % (base, free, budget))
+            base = check_spill_dir(spill_dir, budget)
         except (TypeError, ValueError, OSError) as e:
             exc = e
         agree(comm, exc)
