@@ -157,6 +157,10 @@ def warm_topology(comm) -> None:
         grid = topology.Grid(shape, comm)
         field = rng.random(int(np.prod(shape)))
         _analyses(topology, grid, field)
+        # out of core: the slab sweeps and the gluing of their boundary trees
+        ooc = topology.Grid(shape, comm, virtual=1)
+        topology.critical_points(ooc, field)
+        topology.persistence_diagram(ooc, field)
     # a tetrahedral complex: a cube cut into the 6 tetrahedra of its Freudenthal
     # triangulation, and a triangulated square with its edge flow for Hodge
     cube = np.array([[0, 1, 3, 7], [0, 1, 5, 7], [0, 2, 3, 7], [0, 2, 6, 7],
