@@ -347,7 +347,7 @@ def _slab_sweeps(grid, vals, ghosted, seq, a, b):
     out = []
     for downward in (False, True):
         order = sub[::-1].copy() if downward else sub
-        res = _sweep_grid(order, nx, ny, top - a, offs, a, nz, a > 0, top < nz, downward,
+        res = _sweep_grid(order, nx, ny, top - a, offs, a, nz, a > 0, b < nz, downward,
                           grid.dimension == 2)
         gid = gid0 + order
         val = chunk[order]
