@@ -70,3 +70,38 @@ def test_bad_input(tmp_path):
     assert_raises_collective(comm, ValueError, tp.Grid, (6, 5, 7), comm, virtual=99)
     left = [n for n in os.listdir(os.path.dirname(raw.path)) if n.startswith("dmsolve-bsp")]
     assert left == []
+
+
+@pytest.mark.parametrize("shape,v,threshold,sublevel", [((9, 8, 16), "planes", 0.3, True),
+                                                        ((12, 11, 13), 2, 0.55, False),
+                                                        ((40, 33), 3, 0.5, True),
+                                                        ((7, 9), 1, 0.4, False)])
+def test_components_as_in_memory(tmp_path, shape, v, threshold, sublevel):
+    if v == "planes":
+        v = shape[-1] // comm.size
+    if shape[-1] // comm.size < v:
+        v = 1
+    raw, f = _raw(tmp_path, shape, 6, False)
+    g = tp.Grid(shape, comm)
+    go = tp.Grid(shape, comm, virtual=v)
+    ref = tp.connected_components(g, f, threshold, sublevel=sublevel)
+    got = tp.connected_components(go, raw, threshold, sublevel=sublevel)
+    labels = ref.gather()
+    assert np.array_equal(got.gather(), labels)         # the same on every rank
+    assert np.unique(labels[labels >= 0]).size > 2      # several components to glue
+    out = os.path.join(os.path.dirname(raw.path), "labels.raw")
+    written = tp.connected_components(go, raw, threshold, sublevel=sublevel, out=out)
+    assert written.dtype == np.int64 and written.shape == shape
+    assert np.array_equal(np.fromfile(out, dtype=np.int64), labels)
+    assert np.array_equal(tp.connected_components(go).gather(),
+                          tp.connected_components(g).gather())
+
+
+def test_components_out_needs_out_of_core(tmp_path):
+    raw, f = _raw(tmp_path, (6, 5, 7), 7, False)
+    g = tp.Grid((6, 5, 7), comm)
+    assert_raises_collective(comm, ValueError, tp.connected_components, g, f, 0.5,
+                             out=os.path.join(os.path.dirname(raw.path), "x.raw"))
+    go = tp.Grid((6, 5, 7), comm, virtual=1)
+    assert_raises_collective(comm, ValueError, tp.connected_components, go, raw, 0.5,
+                             out=os.path.join(raw.path + ".nodir", "x.raw"))

@@ -26,7 +26,7 @@ _TAG_LINK = 1
 
 
 def connected_components(domain, values=None, threshold=None, *, sublevel: bool = True,
-                         max_steps: int | None = None, axes: str | None = None) -> DistVector:
+                         max_steps: int | None = None, axes: str | None = None, out=None):
     """Label every vertex with the smallest global vertex id of its component.
 
     Parameters
@@ -45,11 +45,16 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     axes : str, optional
         The axis order of a 2-D/3-D ``values`` array on a Grid, as for
         :func:`critical_points`.
+    out : str or os.PathLike, optional
+        Only for a Grid in out-of-core mode: write the labels to this raw
+        file (int64, little-endian, vertex id order; replaced if it exists)
+        instead of returning them in memory.
 
     Returns
     -------
     DistVector of int64 on ``domain.vertex_layout``: the component label of
     each vertex (its smallest vertex id), -1 for vertices outside the level set.
+    With ``out``: a :class:`RawField` of dtype int64 reading that file.
 
     Raises
     ------
@@ -76,6 +81,15 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     where min-label propagation took about 65 and hooking 15, with all ranks
     talking to the root's; see bench/components_rounds.md). None on one rank.
 
+    On a Grid in out-of-core mode (``Grid(..., virtual=v)``), ``values`` may
+    be a :class:`RawField`, read one virtual slab at a time: each slab's
+    pieces are labelled by a union-find, summarised by their interface
+    vertices, glued up the binary tree of virtual processors and renamed on
+    the way down, ``2 ceil(log2(p v)) + 2`` virtual supersteps
+    (topology/_outofcore_components.py). The labels equal the in-memory
+    ones; without ``out`` they are returned in memory (8 bytes per owned
+    vertex), with it they never are.
+
     References
     ----------
     .. [1] Y. Shiloach and U. Vishkin, "An O(log n) parallel connectivity
@@ -91,6 +105,13 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
         threshold = check_real("threshold", threshold, allow_none=True)
         sublevel = check_bool("sublevel", sublevel)
         max_steps = check_int("max_steps", max_steps, low=1, allow_none=True)
+        ooc = getattr(domain, "out_of_core", False)
+        if out is not None and not ooc:
+            raise ValueError("out= is for a Grid in out-of-core mode (Grid(..., virtual=v)); "
+                             "in memory the labels are returned as a DistVector")
+    if ooc:
+        from ._outofcore_components import ooc_components
+        return ooc_components(domain, values, threshold, sublevel, axes, out)
     layout = domain.vertex_layout
     ids = domain.ghosted_ids()          # layout indices: where messages go
     gids = ghosted_global_ids(domain)   # global ids: what labels are made of
