@@ -40,6 +40,7 @@ BENCHMARKS = {
               "bits at 1-8 ranks (issue 17)"),
     "signals": ("bench_signals.py", 2, [], "Topological signal processing: filters, denoising "
                 "and interpolation of edge flows (issue 18)"),
+    "outofcore": ("bench_outofcore.py", 2, [], "Out-of-core grid topology (issue 19)"),
 }
 
 
