@@ -161,6 +161,8 @@ def warm_topology(comm) -> None:
         ooc = topology.Grid(shape, comm, virtual=1)
         topology.critical_points(ooc, field)
         topology.persistence_diagram(ooc, field)
+        topology.merge_tree(ooc, field)
+        topology.connected_components(ooc, field, float(np.median(field)))
     # a tetrahedral complex: a cube cut into the 6 tetrahedra of its Freudenthal
     # triangulation, and a triangulated square with its edge flow for Hodge
     cube = np.array([[0, 1, 3, 7], [0, 1, 5, 7], [0, 2, 3, 7], [0, 2, 6, 7],

@@ -219,6 +219,16 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
     depend on the number of ranks. No rank holds more than its share of
     the tree plus O(p) words.
 
+    On a Grid in out-of-core mode (``Grid(..., virtual=v)``), ``values``
+    may be a :class:`RawField`, read one virtual slab at a time: each slab
+    is reduced to its local tree (minima, merges, interface vertices), the
+    slabs' boundary trees are glued up the binary tree of virtual
+    processors and each slab gets the boundary tree of the rest of the grid
+    on the way down, so that it names the branch going on through each of
+    its merges; then the same branch sort as in memory
+    (topology/_outofcore_mergetree.py). The tree equals the in-memory one;
+    it is held in memory (its size, not the grid's), spread over the ranks.
+
     References
     ----------
     .. [1] H. Carr, J. Snoeyink, U. Axen, "Computing contour trees in all
@@ -232,6 +242,9 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
     with agreed(comm):
         kind = check_choice("kind", kind, ("join", "split"))
         report = Progress(progress, comm, "merge_tree")
+    if getattr(domain, "out_of_core", False):
+        from ._outofcore_mergetree import ooc_merge_tree
+        return ooc_merge_tree(domain, values, kind, axes, report)
     vec = domain.vertex_values(values, axes=axes)
     order = global_order(vec, ids=owned_global_ids(domain))
     n = vec.global_size

@@ -80,9 +80,9 @@ def _settle(v, roots, nr, isif_v, parent, cmin, att, iface, death, kept, up):  #
     """The elder rule at node ``v`` (nodes in sweep order), whose lower
     neighbours lie in the components ``roots[:nr]``.
 
-    A component dying at ``v`` without an interface node gets its final
-    pair (``death[min] = v``); one with an interface node is left to the
-    gluing. Kept nodes (interface nodes, merges of two or more kept
+    A component dying at ``v`` without an interface node (``v`` included)
+    gets its final pair (``death[min] = v``); one with an interface node is
+    left to the gluing. Kept nodes (interface nodes, merges of two or more kept
     components, and the minimum of a component that meets a kept one) get
     ``kept``, and ``up[a] = v`` links kept node ``a`` to the kept node above
     it, so that the kept nodes stay connected as they are in the piece.
@@ -114,9 +114,12 @@ def _settle(v, roots, nr, isif_v, parent, cmin, att, iface, death, kept, up):  #
     newatt = -1
     for t in range(nr):
         r = roots[t]
-        if r != o and not iface[r]:
+        # a component meeting an interface node is kept too (even if it dies
+        # there): the rest of the grid may meet it there as well, and the
+        # merge trees need every branch that ends at an interface node
+        if r != o and not iface[r] and not isif_v:
             death[cmin[r]] = v                  # final: a whole component dies here
-        if iface[r] or (r == o and any_if):
+        if iface[r] or isif_v or (r == o and any_if):
             a = att[r]
             if a < 0:                           # a component seen only by its minimum
                 a = cmin[r]
