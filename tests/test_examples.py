@@ -123,6 +123,10 @@ def test_demo_runs_and_checks_itself(comm, capsys):
                    and m12.group(3) == m12.group(4) == "10",
                    "edge flows: denoising to 1e-8, the filter within 1e-4, 10 real triangles",
                    m12 and m12.group(0))
+        checks.add("equal to the in-memory run: True True True True" in out
+                   and re.search(r"memory_budget='8MiB': ([2-9]|\d\d+) virtual slabs", out),
+                   "out of core: several slabs per rank, the in-memory answers",
+                   [line for line in out.splitlines() if "in-memory run" in line])
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
