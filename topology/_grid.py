@@ -134,12 +134,14 @@ class Grid:
     Collective on ``comm`` (plans the ghost-plane exchange).
 
     **Out-of-core mode** (``virtual`` or ``memory_budget``): the grid is
-    the same, and :func:`critical_points` and :func:`persistence_diagram`
-    run slab by slab (see :attr:`virtual_slabs`), reading a
-    :class:`RawField` a slab at a time and never whole: their results equal
-    the in-memory ones (critical points, D0 and D(d-1) pairs; D1 of 3D data
-    when the rank's whole slab fits the budget, else it is listed in the
-    diagram's ``missing``). Other analyses run in memory as usual.
+    the same, and :func:`critical_points`, :func:`persistence_diagram`,
+    :func:`merge_tree` and :func:`connected_components` run slab by slab
+    (see :attr:`virtual_slabs`), reading a :class:`RawField` a slab at a
+    time and never whole: their results equal the in-memory ones (critical
+    points, D0 and D(d-1) pairs, join and split trees, component labels,
+    written to a raw file with ``out=``; D1 of 3D data when the rank's whole
+    slab fits the budget, else it is listed in the diagram's ``missing``).
+    Other analyses run in memory as usual.
 
     **Fields as arrays.** A vertex field given as a global numpy array is
     flat in id order (``values[x + y*nx (+ z*nx*ny)]``), or 2-D/3-D with its
