@@ -75,6 +75,26 @@ def _add_root(roots, nr, r):  # pragma: no cover
     return nr + 1
 
 
+@njit(inline="always")
+def chunk_xyz(p, nx, plane):  # pragma: no cover
+    """``(x, y, z)`` of chunk position ``p``."""
+    z = p // plane
+    rest = p - z * plane
+    y = rest // nx
+    return rest - y * nx, y, z
+
+
+@njit(inline="always")
+def chunk_step(x, y, z, off, nx, ny, nz):  # pragma: no cover
+    """The chunk position of ``(x, y, z) + off``, or -1 outside the chunk."""
+    xx = x + off[0]
+    yy = y + off[1]
+    zz = z + off[2]
+    if xx < 0 or xx >= nx or yy < 0 or yy >= ny or zz < 0 or zz >= nz:
+        return -1
+    return (zz * ny + yy) * nx + xx
+
+
 @njit(cache=True)
 def _settle(v, roots, nr, isif_v, parent, cmin, att, iface, death, kept, up):  # pragma: no cover
     """The elder rule at node ``v`` (nodes in sweep order), whose lower
@@ -167,18 +187,13 @@ def _sweep_grid(seq, nx, ny, nz, offs, z0, nz_all, lo_if, hi_if, apex, flat):  #
     for i in range(m):
         p = seq[i]
         v = i + sh
-        z = p // plane
-        rest = p - z * plane
-        y = rest // nx
-        x = rest - y * nx
+        x, y, z = chunk_xyz(p, nx, plane)
         nr = 0
         for k in range(offs.shape[0]):
-            xx = x + offs[k, 0]
-            yy = y + offs[k, 1]
-            zz = z + offs[k, 2]
-            if xx < 0 or xx >= nx or yy < 0 or yy >= ny or zz < 0 or zz >= nz:
+            q = chunk_step(x, y, z, offs[k], nx, ny, nz)
+            if q < 0:
                 continue
-            u = node[(zz * ny + yy) * nx + xx]
+            u = node[q]
             if u < v:
                 nr = _add_root(roots, nr, _find(parent, u))
         if apex:
@@ -238,9 +253,10 @@ def _piece(out, gid, val):
     return pairs, (nodes, edges), (gid[roots], val[roots])
 
 
-def _glue(trees, downward, plane_size, lo_plane, hi_plane):
-    """Sweep the union of boundary trees; the interface is plane
-    ``lo_plane`` and plane ``hi_plane`` (None: none) and the apex."""
+def tree_graph(trees, downward):
+    """The union of trees ``[(nodes, edges)]`` (nodes as id and value bits,
+    edges as id pairs; a node may be in several trees) as a graph whose
+    nodes are numbered in sweep order: ``(gid, val, indptr, indices)``."""
     nodes = np.concatenate([t[0] for t in trees])
     edges = np.concatenate([t[1] for t in trees])
     ugid, first = np.unique(nodes[:, 0], return_index=True)
@@ -256,13 +272,20 @@ def _glue(trees, downward, plane_size, lo_plane, hi_plane):
     o = np.argsort(rows, kind="stable")
     indptr = np.zeros(gid.size + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=gid.size), out=indptr[1:])
+    return gid, val, indptr, np.ascontiguousarray(cols[o])
+
+
+def _glue(trees, downward, plane_size, lo_plane, hi_plane):
+    """Sweep the union of boundary trees; the interface is plane
+    ``lo_plane`` and plane ``hi_plane`` (None: none) and the apex."""
+    gid, val, indptr, indices = tree_graph(trees, downward)
     plane = gid // plane_size
     isif = gid == APEX_ID
     if lo_plane is not None:
         isif |= (plane == lo_plane) & (gid >= 0)
     if hi_plane is not None:
         isif |= (plane == hi_plane) & (gid >= 0)
-    return _piece(_sweep_graph(indptr, np.ascontiguousarray(cols[o]), isif), gid, val)
+    return _piece(_sweep_graph(indptr, indices, isif), gid, val)
 
 
 class PlaneSource:

@@ -29,7 +29,7 @@ from dmsolve import DistVector
 from dmsolve.validate import agreed
 
 from ._grid import link_structure
-from ._outofcore import PlaneSource, _context, _slab_bounds
+from ._outofcore import PlaneSource, _context, _slab_bounds, chunk_step, chunk_xyz
 from ._rawfield import RawField
 
 __all__ = ["ooc_components"]
@@ -49,18 +49,10 @@ def _label_chunk(keep, nx, ny, nz, offs):  # pragma: no cover
         if not keep[p]:
             continue
         parent[p] = p
-        z = p // plane
-        rest = p - z * plane
-        y = rest // nx
-        x = rest - y * nx
+        x, y, z = chunk_xyz(p, nx, plane)
         for k in range(offs.shape[0]):
-            xx = x + offs[k, 0]
-            yy = y + offs[k, 1]
-            zz = z + offs[k, 2]
-            if xx < 0 or xx >= nx or yy < 0 or yy >= ny or zz < 0 or zz >= nz:
-                continue
-            u = (zz * ny + yy) * nx + xx
-            if u >= p or not keep[u]:
+            u = chunk_step(x, y, z, offs[k], nx, ny, nz)
+            if u < 0 or u >= p or not keep[u]:
                 continue
             ru = u
             while parent[ru] != ru:

@@ -31,7 +31,7 @@ from dmsolve.bsp import BSP, psort
 
 from ._mergetree import MergeTree, _LEAF, _ROOT, _SADDLE
 from ._outofcore import (PlaneSource, _add_root, _context, _find, _glue, _read_slab,
-                         _slab_bounds)
+                         _slab_bounds, chunk_step, chunk_xyz, tree_graph)
 from ._outofcore_components import _offsets
 
 __all__ = ["ooc_merge_tree"]
@@ -60,19 +60,13 @@ def _local_tree(seq, nx, ny, nz, offs, lo_if, hi_if):  # pragma: no cover
     roots = np.empty(offs.shape[0] + 1, np.int64)
     plane = nx * ny
     for v in range(m):
-        p = seq[v]
-        z = p // plane
-        rest = p - z * plane
-        y = rest // nx
-        x = rest - y * nx
+        x, y, z = chunk_xyz(seq[v], nx, plane)
         nr = 0
         for k in range(offs.shape[0]):
-            xx = x + offs[k, 0]
-            yy = y + offs[k, 1]
-            zz = z + offs[k, 2]
-            if xx < 0 or xx >= nx or yy < 0 or yy >= ny or zz < 0 or zz >= nz:
+            q = chunk_step(x, y, z, offs[k], nx, ny, nz)
+            if q < 0:
                 continue
-            u = node[(zz * ny + yy) * nx + xx]
+            u = node[q]
             if u < v:
                 nr = _add_root(roots, nr, _find(parent, u))
         here = nr != 1 or (lo_if and z == 0) or (hi_if and z == nz - 1)
@@ -163,22 +157,9 @@ def _leaf_rows(local, comp, downward, own_lo, own_hi):
     """``(branch id, node id, node value)`` rows of the nodes of ids in
     ``[own_lo, own_hi)`` of the local tree ``local`` glued with the boundary
     tree ``comp`` of the rest of the grid."""
-    nodes = np.concatenate((local[0], comp[0]))
-    edges = np.concatenate((local[1], comp[1]))
-    ugid, first = np.unique(nodes[:, 0], return_index=True)
-    val = nodes[first, 1].copy().view(np.float64)
-    order = np.lexsort((-ugid, -val)) if downward else np.lexsort((ugid, val))
-    gid, val = ugid[order], val[order]
-    rank = np.empty(order.size, np.int64)
-    rank[order] = np.arange(order.size)
-    a = rank[np.searchsorted(ugid, edges[:, 0])]
-    b = rank[np.searchsorted(ugid, edges[:, 1])]
-    rows, cols = np.concatenate((a, b)), np.concatenate((b, a))
-    o = np.argsort(rows, kind="stable")
-    indptr = np.zeros(gid.size + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=gid.size), out=indptr[1:])
+    gid, val, indptr, indices = tree_graph([local, comp], downward)
     own = (gid >= own_lo) & (gid < own_hi)
-    br = _branch_rows(indptr, np.ascontiguousarray(cols[o]), own)
+    br = _branch_rows(indptr, indices, own)
     return np.column_stack((gid[br[:, 0]], gid[br[:, 1]], val[br[:, 1]].view(np.int64)))
 
 
