@@ -14,6 +14,21 @@ maximum of its vertex values) plus compute_persistence; the simplex lists are
 made outside the timer, one translation class at a time. A gudhi run past
 ``--gudhi-timeout`` seconds or ``--gudhi-mem-gb`` of address space is
 stopped and reported as not measured.
+
+With ``--references`` (issue 20) it measures instead, for the same fields, our
+diagram at 1 and 2 ranks against CubicalRipser (``cripser.computePH``, the
+cubical complex with vertex values, i.e. the V-construction, 1 and 2 threads)
+and Oineus (``compute_diagrams_ls``, the lower-star filtration of its
+Freudenthal triangulation, which is TTK's once the x axis is reversed), each
+case in its own fresh process (``mpiexec -n 2`` for ours at 2 ranks), with
+ratios against cripser at 1 thread from the same run:
+
+    python bench/bench_persistence.py --references --n 16          # seconds
+    python bench/bench_persistence.py --references --json out/bench/persistence_refs.json
+
+Peak memory there is VmHWM read after the timed call, reset by writing "5" to
+/proc/self/clear_refs just before it (so it is the process's resident peak
+during that call: the interpreter, the libraries and the field included).
 """
 
 from __future__ import annotations
@@ -277,6 +292,351 @@ def _verdict(cases) -> str:
     return " ".join(out)
 
 
+# -- issue 20: CubicalRipser and Oineus as references ---------------------------------------------
+def reset_peak() -> None:
+    """Reset this process's peak resident set (VmHWM) to its current size."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
+def peak_mib(field: str = "VmHWM") -> float:
+    """This process's peak (``VmHWM``) or current (``VmRSS``) resident set, MiB."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _timed(fn, repeats: int) -> tuple[float, float, float, object]:
+    """Best seconds of ``repeats`` calls, the largest VmHWM over them (each
+    call after a reset), the resident size before the first, and the last
+    call's result."""
+    best, peak, out = np.inf, 0.0, None
+    base = peak_mib("VmRSS")
+    for _ in range(repeats):
+        out = None                      # the previous answer is not part of the next peak
+        reset_peak()
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+        peak = max(peak, peak_mib())
+    return best, peak, base, out
+
+
+def _nonzero_counts(pairs_by_dim) -> list[int]:
+    """Finite pairs with death > birth, per dimension, of (k, 2) arrays."""
+    return [int(np.count_nonzero(np.isfinite(p[:, 1]) & (p[:, 1] > p[:, 0])))
+            for p in pairs_by_dim]
+
+
+def ours_ref_worker(n: int, kind: str, repeats: int) -> dict | None:
+    """Our full diagram (D0, D1, D2) at the ranks of COMM_WORLD; the dict on rank 0."""
+    from mpi4py import MPI
+    from dmsolve import DistVector
+    from topology import Grid, persistence_diagram
+    comm = MPI.COMM_WORLD
+    _warm_up(comm)
+    grid = Grid((n, n, n), comm)
+    lay = grid.vertex_layout
+    vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
+    best, peak, dg = np.inf, 0.0, None
+    base = peak_mib("VmRSS")
+    for _ in range(repeats):
+        dg = None
+        comm.Barrier()
+        reset_peak()
+        t = MPI.Wtime()
+        dg = persistence_diagram(grid, vec)
+        best = min(best, comm.allreduce(MPI.Wtime() - t, op=MPI.MAX))
+        peak = max(peak, peak_mib())
+    peaks, bases = comm.gather(peak), comm.gather(base)
+    if comm.rank != 0:
+        return None
+    return {"seconds": best, "peak_mib": max(peaks), "peak_mib_per_rank": peaks,
+            "base_mib_per_rank": bases, "ranks": comm.size,
+            "nonzero": [dg.report[d]["nonzero"] for d in range(3)],
+            "essential": [dg.report[d]["essential"] for d in range(3)]}
+
+
+def cripser_worker(n: int, kind: str, repeats: int, threads: int) -> dict:
+    """CubicalRipser on the vertex values (V-construction, top_dim=False)."""
+    import cripser
+    arr = make_field(n, kind).reshape(n, n, n)
+    best, peak, base, ph = _timed(
+        lambda: cripser.computePH(arr, maxdim=2, top_dim=False, n_threads=threads), repeats)
+    dims = [ph[ph[:, 0] == d][:, 1:3] for d in range(3)]
+    for d in dims:                      # cripser marks an essential class by death DBL_MAX
+        d[d[:, 1] >= np.finfo(np.float64).max, 1] = np.inf
+    return {"seconds": best, "peak_mib": peak, "base_mib": base, "threads": threads,
+            "version": cripser.__version__, "nonzero": _nonzero_counts(dims),
+            "essential": [int(np.count_nonzero(~np.isfinite(d[:, 1]))) for d in dims]}
+
+
+def oineus_worker(n: int, kind: str, repeats: int) -> dict:
+    """Oineus's lower-star diagram of its Freudenthal triangulation. Reversing
+    the x axis maps TTK's triangulation (tetrahedra around the diagonal b-g)
+    onto the Kuhn triangulation Oineus uses (around the main diagonal), so
+    the diagram is ours (checked in tests/test_persistence_references.py)."""
+    import oineus
+    arr = np.ascontiguousarray(make_field(n, kind).reshape(n, n, n)[:, :, ::-1])
+    params = oineus.ReductionParams()
+    params.n_threads = 1
+    best, peak, base, dgm = _timed(
+        lambda: oineus.compute_diagrams_ls(arr, max_dim=2, params=params), repeats)
+    dims = [np.asarray(dgm.in_dimension(d), dtype=np.float64).reshape(-1, 2) for d in range(3)]
+    return {"seconds": best, "peak_mib": peak, "base_mib": base,
+            "version": getattr(oineus, "__version__", _dist_version("oineus")),
+            "nonzero": _nonzero_counts(dims),
+            "essential": [int(np.count_nonzero(~np.isfinite(d[:, 1]))) for d in dims]}
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "(missing)"
+
+
+def _code_version() -> str:
+    """The commit measured, and whether the library's files differ from it."""
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout
+    dirty = git("status", "--porcelain", "--", "topology", "dmsolve").strip()
+    return git("rev-parse", "--short", "HEAD").strip() + (
+        " with uncommitted changes to topology/ or dmsolve/" if dirty else "")
+
+
+def mpi_run(ranks: int, args: list[str], timeout: float):
+    """Run this script under ``mpiexec -n RANKS`` as a fresh MPI job."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    try:
+        p = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py",
+                            os.path.abspath(__file__)] + args, env=env, capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": "stopped after %.0f s" % timeout}
+    if p.returncode != 0:
+        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
+        return {"error": "failed (%s)" % tail[0][:200]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+REF_CODES = ("ours-1", "ours-2", "cripser-1", "cripser-2", "oineus")
+
+
+def references(comm, args) -> dict:
+    """Rank 0 runs every case in a fresh process; the other ranks wait idle."""
+    res = None
+    if comm.rank == 0:
+        res = _references(args)
+    _idle_wait(comm)
+    return comm.bcast(res, root=0)
+
+
+def _references(args) -> dict:
+    cases = []
+    for n in args.sizes:
+        for kind in args.kinds:
+            base = ["--n", str(n), "--kind", kind, "--repeats", str(args.repeats)]
+            case = {"n": n, "kind": kind}
+            case["ours-1"] = subprocess_run(["--worker", "ours-ref"] + base, 3600, None)
+            case["ours-2"] = mpi_run(2, ["--worker", "ours-ref"] + base, 3600)
+            for t in (1, 2):
+                case["cripser-%d" % t] = subprocess_run(
+                    ["--worker", "cripser", "--threads", str(t)] + base, 1800, None)
+            if n > args.oineus_max_n:
+                case["oineus"] = {"error": "skipped above %d^3 (--oineus-max-n)"
+                                  % args.oineus_max_n}
+            else:
+                case["oineus"] = subprocess_run(["--worker", "oineus"] + base,
+                                                args.oineus_timeout, args.oineus_mem_gb)
+            cases.append(case)
+            print(json.dumps(case), flush=True)
+    res = {"code": _code_version(), "cases": cases,
+           "versions": {"cripser": _dist_version("cripser"), "oineus": _dist_version("oineus")}}
+    res["markdown"] = references_markdown(res, args)
+    print(res["markdown"])
+    return res
+
+
+def references_markdown(res, args) -> str:
+    v = res["versions"]
+    lines = [
+        "At commit %s. Persistence diagrams (D0, D1, D2) of the smooth and noisy n^3 fields "
+        "of bench_persistence.py: ours (lower star on TTK's Freudenthal triangulation) at 1 and 2 "
+        "ranks, CubicalRipser (cripser %s, `computePH(arr, maxdim=2)`: the cubical complex "
+        "with vertex values, the V-construction, gudhi's `CubicalComplex(vertices=...)`) at "
+        "1 and 2 threads (`n_threads`), and Oineus %s (`compute_diagrams_ls`, lower star on "
+        "its Freudenthal triangulation with the x axis reversed, which is TTK's; 1 thread), "
+        "measured in one run, each case in its own fresh process, best of %d calls after a "
+        "warm-up of the compiled kernels; peak = VmHWM after a reset of /proc/self/clear_refs "
+        "just before each call (the whole process's resident peak during it, the field "
+        "included; per rank at 2 ranks; 'above start' subtracts the resident size before the "
+        "first call: the interpreter, the imports, the field and, for ours, numba and MPI). "
+        "Ratios are against cripser at 1 thread. Oineus is "
+        "measured up to %d^3 under a %.0f GiB address-space limit and a %.0f s time-out "
+        "(a dash: skipped or stopped). 'pairs' are the nonzero finite pairs D0/D1/D2; ours and "
+        "Oineus's must agree (the same filtration); cripser's are of another complex." % (
+            res["code"], v["cripser"], v["oineus"], args.repeats, args.oineus_max_n,
+            args.oineus_mem_gb, args.oineus_timeout),
+        "",
+        "| field | code | seconds | peak MiB (above start) | time / cripser | peak / cripser "
+        "| pairs D0/D1/D2 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    names = {"ours-1": "dmsolve, 1 rank (Freudenthal)",
+             "ours-2": "dmsolve, 2 ranks (Freudenthal; peak per rank)",
+             "cripser-1": "cripser, 1 thread (cubical)", "cripser-2": "cripser, 2 threads (cubical)",
+             "oineus": "Oineus, 1 thread (Freudenthal)"}
+    for c in res["cases"]:
+        ref = c["cripser-1"]
+        for code in REF_CODES:
+            r = c[code]
+            field = "%s %d^3" % (c["kind"], c["n"])
+            if "error" in r:
+                lines.append("| %s | %s | - | - | - | - | %s |" % (field, names[code], r["error"]))
+                continue
+            tr = mr = "-"
+            if "error" not in ref:
+                tr = "%.2f" % (r["seconds"] / ref["seconds"])
+                mr = "%.2f" % (r["peak_mib"] / ref["peak_mib"])
+            pairs = "/".join(str(k) for k in r["nonzero"])
+            if code == "oineus" and "error" not in c["ours-1"]:
+                pairs += " (%s ours)" % ("=" if r["nonzero"] == c["ours-1"]["nonzero"] else "!=")
+            start = r["base_mib"] if "base_mib" in r else max(r["base_mib_per_rank"])
+            lines.append("| %s | %s | %.3g | %.0f (%.0f) | %s | %s | %s |" % (
+                field, names[code], r["seconds"], r["peak_mib"], r["peak_mib"] - start, tr, mr,
+                pairs))
+    lines += ["", references_verdict(res["cases"])]
+    return "\n".join(lines)
+
+
+def references_verdict(cases) -> str:
+    """Issue 20's targets against the largest size measured."""
+    top = max(c["n"] for c in cases)
+    out = ["Issue 20's targets at %d^3:" % top,
+           "Cubical mode (time <= 1.0x cripser's at 1 rank and <= 0.6x at 2 ranks, peak <= 1.0x): "
+           "not measurable yet, dmsolve has no cubical complex (`Grid(..., complex=\"cubical\")` "
+           "does not exist)."]
+    for c in cases:
+        if c["n"] != top:
+            continue
+        o, r, o2 = c["ours-1"], c["cripser-1"], c["ours-2"]
+        if "error" in o or "error" in r:
+            out.append("%s: not measured." % c["kind"])
+            continue
+        ratio = o["seconds"] / r["seconds"]
+        par = "" if "error" in o2 else (" (%.2fx at 2 ranks)" % (o2["seconds"] / r["seconds"]))
+        out.append("Freudenthal mode, %s %d^3: %.2fx cripser's time at 1 rank%s against <= 1.5x "
+                   "-> %s%s." % (c["kind"], top, ratio, par,
+                                 "met" if ratio <= 1.5 else "missed",
+                                 "" if ratio <= 1.5 else
+                                 ", a %.1fx speed-up still needed" % (ratio / 1.5)))
+    return " ".join(out)
+
+
+# -- where the time goes (bench/persistence_profile.md) ------------------------------------------
+def profile(n: int, kind: str, top: int = 25) -> str:
+    """Our diagram at 1 rank (this process), three times: phases with the
+    peak resident set of each (VmHWM reset at every progress report), the
+    compiled kernels called from Python (timing wrappers on the numba
+    dispatchers of the topology modules), and cProfile's top functions.
+    Returns the report as markdown."""
+    import cProfile
+    import io
+    import pstats
+    from numba.core.registry import CPUDispatcher
+    from mpi4py import MPI
+    from dmsolve import DistVector
+    from topology import Grid, persistence_diagram
+    comm = MPI.COMM_SELF
+    _warm_up(comm)
+    grid = Grid((n, n, n), comm)
+    lay = grid.vertex_layout
+    vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
+    out = ["## %s %d^3 at 1 rank, commit %s" % (kind, n, _code_version()), ""]
+
+    # 1. phases and their peaks
+    phases = []
+    last = [0.0]
+
+    def progress(task, message, seconds):
+        phases.append((message, seconds - last[0], peak_mib(), peak_mib("VmRSS")))
+        last[0] = seconds
+        reset_peak()
+
+    start = peak_mib("VmRSS")
+    reset_peak()
+    t = time.perf_counter()
+    persistence_diagram(grid, vec, progress=progress)
+    total = time.perf_counter() - t
+    out += ["### Phases (`progress=`), %.2f s in all; resident %.0f MiB before the call" % (
+        total, start), "",
+            "| phase (its report) | seconds | share | peak MiB during it | resident after |",
+            "|---|---|---|---|---|"]
+    for msg, s, pk, rss in phases:
+        out.append("| %s | %.2f | %.0f%% | %.0f | %.0f |" % (msg, s, 100 * s / total, pk, rss))
+    rest = total - sum(p[1] for p in phases)
+    out.append("| (after the last report: the pairs' final sort, the diagram) | %.2f | %.0f%% "
+               "| %.0f | %.0f |" % (rest, 100 * rest / total, peak_mib(), peak_mib("VmRSS")))
+
+    # 2. the compiled kernels called from Python
+    stats: dict[str, list[float]] = {}
+    patched = []
+    for mname, mod in list(sys.modules.items()):
+        if not (mname.startswith("topology") or mname.startswith("dmsolve")) or mod is None:
+            continue
+        for attr, obj in list(vars(mod).items()):
+            if isinstance(obj, CPUDispatcher):
+                key = "%s.%s" % (obj.py_func.__module__, obj.__name__)
+
+                def wrapped(*a, _f=obj, _k=key, **kw):
+                    t0 = time.perf_counter()
+                    try:
+                        return _f(*a, **kw)
+                    finally:
+                        rec = stats.setdefault(_k, [0, 0.0])
+                        rec[0] += 1
+                        rec[1] += time.perf_counter() - t0
+                setattr(mod, attr, wrapped)
+                patched.append((mod, attr, obj))
+    try:
+        t = time.perf_counter()
+        persistence_diagram(grid, vec)
+        total_k = time.perf_counter() - t
+    finally:
+        for mod, attr, obj in patched:
+            setattr(mod, attr, obj)
+    out += ["", "### Compiled (numba) kernels called from Python, %.2f s run" % total_k, "",
+            "| kernel | calls | seconds | share |", "|---|---|---|---|"]
+    for k, (c, s) in sorted(stats.items(), key=lambda kv: -kv[1][1]):
+        if s >= 0.005:
+            out.append("| `%s` | %d | %.2f | %.0f%% |" % (k, c, s, 100 * s / total_k))
+    ksum = sum(s for _, s in stats.values())
+    out.append("| all kernels | | %.2f | %.0f%% |"
+               % (ksum, 100 * ksum / total_k))
+
+    # 3. cProfile
+    pr = cProfile.Profile()
+    pr.enable()
+    persistence_diagram(grid, vec)
+    pr.disable()
+    for sort in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).strip_dirs().sort_stats(sort).print_stats(top)
+        out += ["", "### cProfile, top %d by %s" % (top, sort), "", "```"]
+        text = buf.getvalue().strip().splitlines()
+        i = next((j for j, line in enumerate(text) if "ncalls" in line), 0)
+        out += [text[0].strip() if text else ""] + text[i:]
+        out += ["```"]
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
@@ -285,11 +645,33 @@ if __name__ == "__main__":
     p.add_argument("--gudhi-timeout", type=float, default=1800.0)
     p.add_argument("--gudhi-mem-gb", type=float, default=16.0)
     p.add_argument("--json", default=None, help="write results here (rank 0)")
-    p.add_argument("--worker", choices=["ours", "gudhi"], help=argparse.SUPPRESS)
-    p.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--references", action="store_true",
+                   help="issue 20: ours at 1 and 2 ranks against cripser and Oineus")
+    p.add_argument("--n", type=int, help="one size (instead of --sizes)")
+    p.add_argument("--oineus-max-n", type=int, default=64,
+                   help="largest n for Oineus (it took 1.4 GiB at 64^3)")
+    p.add_argument("--oineus-timeout", type=float, default=600.0)
+    p.add_argument("--oineus-mem-gb", type=float, default=6.0)
+    p.add_argument("--profile", action="store_true",
+                   help="profile ours at 1 rank on --n, --kind (markdown on stdout)")
+    p.add_argument("--worker", choices=["ours", "gudhi", "ours-ref", "cripser", "oineus"],
+                   help=argparse.SUPPRESS)
+    p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--kind", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.worker == "gudhi":
+    if args.n is not None and args.worker is None:
+        args.sizes = [args.n]
+    if args.profile:
+        print(profile(args.n or 128, args.kind or "noisy"))
+    elif args.worker == "ours-ref":
+        res = ours_ref_worker(args.n, args.kind, args.repeats)
+        if res is not None:
+            print(json.dumps(res))
+    elif args.worker == "cripser":
+        print(json.dumps(cripser_worker(args.n, args.kind, args.repeats, args.threads)))
+    elif args.worker == "oineus":
+        print(json.dumps(oineus_worker(args.n, args.kind, args.repeats)))
+    elif args.worker == "gudhi":
         res = gudhi_worker(args.n, args.kind)
         print(json.dumps(res))
     elif args.worker == "ours":
@@ -297,7 +679,7 @@ if __name__ == "__main__":
         print(json.dumps(res))
     else:
         from mpi4py import MPI
-        res = main(MPI.COMM_WORLD, args)
+        res = (references if args.references else main)(MPI.COMM_WORLD, args)
         if MPI.COMM_WORLD.Get_rank() == 0 and args.json:
             os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
             with open(args.json, "w") as fh:

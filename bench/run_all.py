@@ -31,6 +31,9 @@ BENCHMARKS = {
     "topology": ("bench_topology.py", 2, ["--compare-orient"], "Topology I (issue 6)"),
     "gemslr": ("bench_gemslr.py", 2, [], "Multilevel Schur low-rank preconditioner (issue 5)"),
     "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
+    # 1 rank: the script launches every case (ours at 2 ranks included) in its own process
+    "persistence_refs": ("bench_persistence.py", 1, ["--references"],
+                         "Persistence against CubicalRipser and Oineus (issue 20 baseline)"),
     "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issues 8 and 16)"),
     "precision": ("bench_precision.py", 2, [],
                   "Mixed precision: preconditioners in float32 (issue 16)"),
