@@ -94,6 +94,16 @@ class Reduction:
 
 
 @njit(cache=True)
+def _list_array(values):  # pragma: no cover
+    """A numba typed List of int64 as a numpy array (np.array() on it reads
+    the items one by one from Python: 3.6 s of 21.7 s on noisy 128^3)."""
+    out = np.empty(len(values), np.int64)
+    for i in range(len(values)):
+        out[i] = values[i]
+    return out
+
+
+@njit(cache=True)
 def _reduce_batch(ptr, rows, ids, labels, origin, row_lo, row_hi, slot, store,
                   store_id, store_label, store_origin):  # pragma: no cover
     """Reduce columns (in the given order) against this rank's pivots.
@@ -319,14 +329,14 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     npiv = len(store)
     prow = np.flatnonzero(slot >= 0)
     k = slot[prow]
-    pcol = np.array(store_id, np.int64)[k] if npiv else np.zeros(0, np.int64)
-    plab = np.array(store_label, np.int64)[k] if npiv else np.zeros(0, np.int64)
+    pcol = _list_array(store_id)[k] if npiv else np.zeros(0, np.int64)
+    plab = _list_array(store_label)[k] if npiv else np.zeros(0, np.int64)
     zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
     zo = np.argsort(zm[:, 0], kind="stable")
     zm = zm[zo]
     low = None
     if lows:
-        porg = np.array(store_origin, np.int64)[k] if npiv else np.zeros(0, np.int64)
+        porg = _list_array(store_origin)[k] if npiv else np.zeros(0, np.int64)
         back = np.concatenate((np.column_stack((pcol, prow + lo)),
                                np.column_stack((zm[:, 0], np.full(zm.shape[0], -1, np.int64)))))
         ctx.send_rows(np.concatenate((porg, zm[:, 2])), back, tag=_T_BACK)

@@ -491,11 +491,25 @@ def _agreed(comm, f, *args):
 
 
 def _odd(pairs):
-    """The distinct rows of an (n, 2) int array that occur an odd number of times."""
+    """The distinct rows of an (n, 2) int array that occur an odd number of
+    times, in lexicographic order. Where the two columns' ranges allow, each
+    row is one int64 key and one plain sort finds the runs (np.unique(axis=0)
+    sorts a structured view, 3.5 s of 21.7 s on noisy 128^3)."""
     if pairs.shape[0] == 0:
         return pairs.reshape(0, 2)
-    u, cnt = np.unique(pairs, axis=0, return_counts=True)
-    return u[cnt % 2 == 1]
+    a, b = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    a0, b0 = int(a.min()), int(b.min())
+    ra, rb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
+    if ra * rb < 2 ** 62:
+        key = np.sort((a - a0) * rb + (b - b0))
+        start = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        cnt = np.diff(np.append(start, key.size))
+        k = key[start[cnt % 2 == 1]]
+        return np.column_stack((k // rb + a0, k % rb + b0))
+    s = pairs[np.lexsort((b, a))].astype(np.int64)
+    start = np.flatnonzero(np.concatenate(([True], np.any(s[1:] != s[:-1], axis=1))))
+    cnt = np.diff(np.append(start, s.shape[0]))
+    return s[start[cnt % 2 == 1]]
 
 
 def _columns(col, row, ncols):
