@@ -165,26 +165,37 @@ def ours_worker(n: int, kind: str, repeats: int) -> dict:
 
 
 # -- the driver ------------------------------------------------------------------------------------
-def subprocess_run(args: list[str], timeout: float, mem_gb: float | None):
-    """Run this script as a fresh serial process (no MPI launcher environment)."""
+def _clean_env() -> dict:
+    """This process's environment without an MPI launcher's variables, and
+    with this checkout first on PYTHONPATH."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
 
-    def limit():
-        if mem_gb:
-            import resource
-            b = int(mem_gb * 2 ** 30)
-            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+
+def _run_json(cmd: list[str], timeout: float, preexec_fn=None) -> dict:
+    """Run ``cmd`` in a fresh process; its last line of output is a JSON
+    record (or an ``error`` record: stopped, or failed with its last line)."""
     try:
-        p = subprocess.run([sys.executable, os.path.abspath(__file__)] + args, env=env,
-                           capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
+        p = subprocess.run(cmd, env=_clean_env(), capture_output=True, text=True,
+                           timeout=timeout, preexec_fn=preexec_fn)
     except subprocess.TimeoutExpired:
         return {"error": "stopped after %.0f s" % timeout}
     if p.returncode != 0:
         tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
         return {"error": "failed (%s)" % tail[0][:200]}
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def subprocess_run(args: list[str], timeout: float, mem_gb: float | None):
+    """Run this script as a fresh serial process (no MPI launcher environment)."""
+    def limit():
+        if mem_gb:
+            import resource
+            b = int(mem_gb * 2 ** 30)
+            resource.setrlimit(resource.RLIMIT_AS, (b, b))
+    return _run_json([sys.executable, os.path.abspath(__file__)] + args, timeout, limit)
 
 
 def main(comm, args) -> dict:
@@ -410,20 +421,9 @@ def _code_version() -> str:
 
 def mpi_run(ranks: int, args: list[str], timeout: float):
     """Run this script under ``mpiexec -n RANKS`` as a fresh MPI job."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    try:
-        p = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py",
-                            os.path.abspath(__file__)] + args, env=env, capture_output=True,
-                           text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": "stopped after %.0f s" % timeout}
-    if p.returncode != 0:
-        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
-        return {"error": "failed (%s)" % tail[0][:200]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return _run_json([mpiexec, "-n", str(ranks), sys.executable, "-m", "mpi4py",
+                      os.path.abspath(__file__)] + args, timeout)
 
 
 REF_CODES = ("ours-1", "ours-2", "cripser-1", "cripser-2", "oineus")

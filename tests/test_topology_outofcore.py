@@ -14,6 +14,14 @@ from mpitest import assert_raises_collective
 comm = MPI.COMM_WORLD
 
 
+def _virtual(shape, v):
+    """``v`` slabs per rank, ``"planes"`` for one-plane slabs (the last rank's
+    may hold more), and 1 where the ranks' slabs are too thin for ``v``."""
+    if v == "planes":
+        v = shape[-1] // comm.size
+    return v if shape[-1] // comm.size >= v else 1
+
+
 def _raw(tmp_path, shape, seed, ties):
     rng = np.random.default_rng(seed)
     f = rng.integers(0, 5, size=shape[::-1]) if ties else rng.random(shape[::-1])
@@ -30,10 +38,7 @@ def _raw(tmp_path, shape, seed, ties):
                                           ((7, 9), 1, False), ((9, 8, 16), "planes", False),
                                           ((30, 20), "planes", True)])
 def test_same_answers_as_in_memory(tmp_path, shape, v, ties):
-    if v == "planes":                   # slabs of one plane (the last rank's may have more)
-        v = shape[-1] // comm.size
-    if shape[-1] // comm.size < v:
-        v = 1
+    v = _virtual(shape, v)
     raw, f = _raw(tmp_path, shape, 3, ties)
     g = tp.Grid(shape, comm)
     go = tp.Grid(shape, comm, virtual=v)
@@ -68,6 +73,11 @@ def test_bad_input(tmp_path):
     assert_raises_collective(comm, ValueError, tp.Grid, (6, 5, 7), comm, virtual=1,
                              spill_dir=raw.path + ".nodir")
     assert_raises_collective(comm, ValueError, tp.Grid, (6, 5, 7), comm, virtual=99)
+    # the out-of-core merge trees and components check their field at the door too
+    assert_raises_collective(comm, ValueError, tp.merge_tree, g, missing)
+    assert_raises_collective(comm, ValueError, tp.connected_components, g, missing, 0.5)
+    assert_raises_collective(comm, ValueError, tp.merge_tree, tp.Grid((6, 5, 8), comm,
+                                                                     virtual=1), short)
     left = [n for n in os.listdir(os.path.dirname(raw.path)) if n.startswith("dmsolve-bsp")]
     assert left == []
 
@@ -77,10 +87,7 @@ def test_bad_input(tmp_path):
                                                         ((40, 33), 3, 0.5, True),
                                                         ((7, 9), 1, 0.4, False)])
 def test_components_as_in_memory(tmp_path, shape, v, threshold, sublevel):
-    if v == "planes":
-        v = shape[-1] // comm.size
-    if shape[-1] // comm.size < v:
-        v = 1
+    v = _virtual(shape, v)
     raw, f = _raw(tmp_path, shape, 6, False)
     g = tp.Grid(shape, comm)
     go = tp.Grid(shape, comm, virtual=v)
@@ -117,10 +124,7 @@ def _trees_equal(a, b):
                                           ((40, 33), 3, True), ((7, 9), 1, False)])
 @pytest.mark.parametrize("kind", ["join", "split"])
 def test_merge_trees_as_in_memory(tmp_path, shape, v, ties, kind):
-    if v == "planes":
-        v = shape[-1] // comm.size
-    if shape[-1] // comm.size < v:
-        v = 1
+    v = _virtual(shape, v)
     raw, f = _raw(tmp_path, shape, 8, ties)
     ref = tp.merge_tree(tp.Grid(shape, comm), f, kind).gather()
     got = tp.merge_tree(tp.Grid(shape, comm, virtual=v), raw, kind)
