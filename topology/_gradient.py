@@ -355,7 +355,9 @@ def discrete_gradient(domain, values, *, axes: str | None = None) -> DiscreteGra
     Returns
     -------
     DiscreteGradient
-        ``.critical_counts()``, ``.critical_cells(d)``, ``.pairs(d)``.
+        ``.critical_counts()``, ``.critical_cells(d)``, ``.pairs(d)``; on a
+        cubical grid a ``CubicalGradient`` with the same methods, whose cells
+        are edges, squares and cubes (rows of 2, 4 and 8 vertex ids).
 
     Raises
     ------
@@ -393,6 +395,9 @@ def gradient_from_order(domain, order: DistVector) -> DiscreteGradient:
     (``global_order(vec, ids=owned_global_ids(domain))`` for a result that
     does not depend on the partition). Collective on ``domain.comm`` (one ghost exchange
     and one agreed check)."""
+    if getattr(domain, "cubical", False):
+        from ._cubical import cubical_gradient
+        return cubical_gradient(domain, order)
     ghosted = domain.ghosted(np.ascontiguousarray(order.local, dtype=np.int64))
     S = Stars(domain, ghosted)
     # the kernel packs a star slot in 10 bits (grids: 14 / 36 / 24 slots)

@@ -1,6 +1,7 @@
-"""Regular grids with TTK's implicit Freudenthal triangulation, cut into slabs.
+"""Regular grids, cut into slabs: TTK's implicit Freudenthal triangulation,
+or the cubical complex of the grid (vertices, edges, squares, cubes).
 
-No simplex is ever stored: the neighbours and link of a vertex are fixed
+No cell is ever stored: the neighbours and link of a vertex are fixed
 offsets, and each rank holds its slab of vertex planes plus one ghost plane
 on each side, so the star of every owned vertex is complete.
 """
@@ -21,7 +22,11 @@ from dmsolve.validate import agreed, check_choice
 from ._domain import check_fits
 from ._rawfield import RawField
 
-__all__ = ["Grid", "freudenthal_cells", "link_structure", "component_table", "check_axes"]
+__all__ = ["Grid", "COMPLEXES", "freudenthal_cells", "link_structure", "cubical_structure",
+           "component_table", "check_axes"]
+
+#: The cell complexes a :class:`Grid` can carry (``complex=``)
+COMPLEXES = ("freudenthal", "cubical")
 
 # Cube corners in TTK's naming, as (x, y, z) offsets from a = (x, y, z).
 _CORNERS3 = {"a": (0, 0, 0), "b": (1, 0, 0), "c": (0, 1, 0), "d": (1, 1, 0),
@@ -76,6 +81,40 @@ def link_structure(dimension: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=None)
+def cubical_structure(dimension: int, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbour offsets of a vertex of the cubical complex of a grid, and
+    the edges of its link.
+
+    ``dual=False``: the ``2 * dimension`` neighbours along the axes (the
+    complex's edges); two of them are joined in the link when they span a
+    square with the vertex (they lie on different axes). ``dual=True``: the
+    ``3**dimension - 1`` neighbours sharing a square or cube with the
+    vertex, joined when one cell holds both and the vertex (no coordinate
+    of opposite signs). By Alexander duality the components of ``{f > t}``
+    in the cubical filtration's complement are those of the dual graph.
+    Offsets are (x, y[, z]), in (z, y, x) order. Not collective.
+    """
+    if dimension not in (2, 3):
+        raise ValueError("dimension must be 2 or 3, got %r" % (dimension,))
+    if dual:
+        offsets = [v for v in itertools.product((-1, 0, 1), repeat=dimension) if any(v)]
+    else:
+        offsets = [tuple(s * (a == k) for k in range(dimension))
+                   for a in range(dimension) for s in (-1, 1)]
+    offsets = sorted(offsets, key=lambda v: v[::-1])
+    link = []
+    for i, j in itertools.combinations(range(len(offsets)), 2):
+        u, w = np.array(offsets[i]), np.array(offsets[j])
+        if dual:
+            ok = not np.any(u * w < 0)
+        else:
+            ok = not np.any((u != 0) & (w != 0))
+        if ok:
+            link.append((i, j))
+    return np.array(offsets, dtype=np.int64), np.array(link, dtype=np.int64).reshape(-1, 2)
+
+
+@functools.lru_cache(maxsize=None)
 def component_table(dimension: int) -> np.ndarray:
     """Number of connected components of the link subgraph spanned by each
     subset (bit mask) of a vertex's neighbours; ``uint8`` array of length
@@ -102,7 +141,8 @@ def component_table(dimension: int) -> np.ndarray:
 
 
 class Grid:
-    """A 2D or 3D regular grid of vertices with TTK's Freudenthal triangulation.
+    """A 2D or 3D regular grid of vertices with TTK's Freudenthal triangulation,
+    or with the grid's cubical complex.
 
     Vertex ``(x, y[, z])`` has global id ``x + y*nx (+ z*nx*ny)``. Ranks own
     contiguous slabs of planes along the last axis (rows in 2D, z-planes in
@@ -114,6 +154,15 @@ class Grid:
     shape : tuple of int
         ``(nx, ny)`` or ``(nx, ny, nz)``, each at least 2.
     comm : MPI.Comm
+    complex : {"freudenthal", "cubical"}
+        The cells on the grid. ``"freudenthal"`` (default): TTK's
+        triangulation, each square split along one diagonal, each cube into
+        six tetrahedra, so vertex ``v`` has 6 (2D) or 14 (3D) neighbours.
+        ``"cubical"``: the vertices, edges, squares and cubes of the grid
+        (4 or 6 neighbours along the axes), filtered by the V-construction
+        of gudhi's ``CubicalComplex(vertices=...)`` and CubicalRipser: a
+        cell enters at the largest value of its vertices. Every analysis
+        that takes a grid runs on both (see Notes).
     virtual : int, optional
         Out-of-core mode: split each rank's slab into ``virtual`` slabs, the
         virtual processors of a :class:`dmsolve.bsp.VirtualBSP`, analysed
@@ -132,6 +181,19 @@ class Grid:
     Notes
     -----
     Collective on ``comm`` (plans the ghost-plane exchange).
+
+    **Cubical grids** (``complex="cubical"``): :func:`persistence_diagram`
+    gives the diagram of the V-construction (equal to gudhi's
+    ``CubicalComplex(vertices=...)``); :func:`connected_components` and
+    the join tree of :func:`merge_tree` follow the grid's edges (4- or
+    6-connectivity); the split tree is the join tree of ``-f`` on the same
+    complex (superlevel sets, also along the edges);
+    :func:`discrete_gradient` pairs the cells of each lower star;
+    :func:`critical_points` types a vertex by its lower link (the lower
+    cells of its star) and its upper neighbours in the dual graph of
+    :func:`cubical_structure`, the connectivity of ``{f > t}`` that
+    D(d-1) follows. :meth:`to_complex` and out-of-core mode are
+    Freudenthal only.
 
     **Out-of-core mode** (``virtual`` or ``memory_budget``): the grid is
     the same, and :func:`critical_points`, :func:`persistence_diagram`,
@@ -167,11 +229,15 @@ class Grid:
        E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024.
     """
 
-    def __init__(self, shape, comm: MPI.Comm, *, virtual: int | None = None, spill_dir=None,
-                 memory_budget=None):
+    def __init__(self, shape, comm: MPI.Comm, *, complex: str = "freudenthal",
+                 virtual: int | None = None, spill_dir=None, memory_budget=None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         with agreed(comm):
+            complex = check_choice("complex", complex, COMPLEXES)
+            if complex == "cubical" and (virtual is not None or memory_budget is not None):
+                raise ValueError("out-of-core mode (virtual=, memory_budget=) runs on the "
+                                 "Freudenthal triangulation only, not complex='cubical'")
             try:
                 shape = tuple(shape)
             except TypeError:
@@ -190,6 +256,8 @@ class Grid:
             if v is None:
                 check_fits("Grid%r" % (tuple(int(s) for s in shape),), (planes + 2) * plane, 16)
         self.comm = comm
+        #: the cell complex: ``"freudenthal"`` or ``"cubical"``
+        self.complex = complex
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
         self.plane_size = int(np.prod(self.shape[:-1]))
@@ -255,8 +323,24 @@ class Grid:
         return self._halo
 
     @property
+    def cubical(self) -> bool:
+        """Whether the grid carries its cubical complex (``complex="cubical"``)."""
+        return self.complex == "cubical"
+
+    @property
     def stencil(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(offsets, link_edges)`` of every vertex star: :func:`link_structure`."""
+        """``(offsets, link_edges)`` of every vertex star: :func:`link_structure`,
+        or :func:`cubical_structure` on a cubical grid."""
+        return self.graph_offsets()
+
+    def graph_offsets(self, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, link_edges)`` of the vertex graph whose sublevel sets
+        carry D0 (``dual=False``: the edges of the complex) or whose
+        superlevel sets carry D(d-1) by Alexander duality (``dual=True``).
+        The two are the same on a Freudenthal grid; see
+        :func:`cubical_structure`. Not collective."""
+        if self.cubical:
+            return cubical_structure(self.dimension, dual)
         return link_structure(self.dimension)
 
     @property
@@ -266,8 +350,9 @@ class Grid:
 
     def __repr__(self) -> str:
         ooc = "" if self.virtual is None else ", virtual=%d" % self.virtual
-        return "Grid(shape=%s, planes %d:%d of %d%s)" % (self.shape, *self.owned_planes,
-                                                        self.shape[-1], ooc)
+        cub = ", complex='cubical'" if self.cubical else ""
+        return "Grid(shape=%s%s, planes %d:%d of %d%s)" % (self.shape, cub, *self.owned_planes,
+                                                          self.shape[-1], ooc)
 
     # -- fields -----------------------------------------------------------------------
     def vertex_values(self, values, name: str = "values", *, axes: str | None = None
@@ -312,11 +397,17 @@ class Grid:
         Raises
         ------
         ValueError, TypeError
-            On every rank, if ``partition`` is not ``"block"`` or ``"metis"``.
+            On every rank, if ``partition`` is not ``"block"`` or ``"metis"``,
+            or the grid is cubical (a simplicial complex of its cubes would
+            be another filtration).
         """
         from ._complex import SimplicialComplex
         with agreed(self.comm):
             partition = check_choice("partition", partition, ("block", "metis"))
+            if self.cubical:
+                raise ValueError("to_complex() gives the Freudenthal triangulation; this grid "
+                                 "is cubical (complex='cubical'): make a Grid with "
+                                 "complex='freudenthal' for Hodge theory")
         p0, p1 = self.owned_planes
         # the cells whose origin corner lies in an owned plane (not the last plane)
         cells = _grid_cells(self.shape, planes=(p0, min(p1, self.shape[-1] - 1)))
@@ -366,7 +457,7 @@ class Grid:
         dims = self.shape[:-1] + (g1 - g0,)
         n = int(np.prod(dims))
         idx = np.arange(n, dtype=np.int64).reshape(dims[::-1])
-        offsets, _ = link_structure(self.dimension)
+        offsets, _ = self.graph_offsets()
         heads, tails = [], []
         for off in offsets:
             if tuple(off[::-1]) <= (0,) * self.dimension:
@@ -429,7 +520,16 @@ class Grid:
         in 3D also the boundary flags TTK's classification needs (see
         :class:`Domain`). Not collective: the ghost planes complete every
         owned star.
+
+        On a cubical grid: the components of the lower link (the lower
+        axis neighbours, joined by the squares of the lower star) and of the
+        upper neighbours in the dual graph (:func:`cubical_structure`); in
+        3D the boundary flags as for the triangulation, over the axis
+        neighbours (lower) and the dual ones (upper).
         """
+        if self.cubical:
+            from ._cubical import cubical_link_components
+            return cubical_link_components(self, ghosted_order)
         return slab_link_components(self.shape, self.ghosted_planes, self.owned_planes,
                                     ghosted_order)
 
@@ -446,6 +546,9 @@ class Grid:
         if self.comm.Get_rank() != root:
             return None
         points = self.vertex_coordinates(np.arange(self.global_num_vertices))
+        if self.cubical:
+            kind = "quad" if self.dimension == 2 else "hexahedron"
+            return points, kind, _cube_cells(self.shape)
         kind = "triangle" if self.dimension == 2 else "tetra"
         return points, kind, _grid_cells(self.shape)
 
@@ -598,6 +701,19 @@ def _grid_cells(shape, planes=None) -> np.ndarray:
     origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
     ids = (origins[:, None, None, :] + cells[None]) @ strides
     return ids.reshape(-1, cells.shape[1]).astype(np.int64)
+
+
+def _cube_cells(shape) -> np.ndarray:
+    """Vertex ids of every square (2D) or cube (3D) of a grid of ``shape``,
+    in VTK's quad / hexahedron corner order."""
+    dim = len(shape)
+    corners = [(0, 0), (1, 0), (1, 1), (0, 1)]
+    if dim == 3:
+        corners = [c + (0,) for c in corners] + [c + (1,) for c in corners]
+    strides = np.cumprod((1,) + tuple(shape[:-1]))
+    origins = np.stack(np.meshgrid(*[np.arange(n - 1) for n in shape], indexing="ij"),
+                       -1).reshape(-1, dim)
+    return ((origins[:, None, :] + np.array(corners)[None]) @ strides).astype(np.int64)
 
 
 def check_axes(axes, dimension: int) -> str | None:

@@ -579,8 +579,12 @@ def _sorted_block(comm, parts) -> dict:
 def _saddle_pairs(domain, vec, gids, order, report):
     """D1 of 3D data (finite pairs and essential classes) from the Morse
     complex, left where the reduction found them. Collective on ``domain.comm``."""
-    res = persistence_pairs_all(domain, order, progress=report, gather=False)
-    pairs, essential = res.pairs[1], res.essential[1]
+    if getattr(domain, "cubical", False):
+        from ._cubical import cubical_saddle_pairs
+        pairs, essential, _ = cubical_saddle_pairs(domain, order, progress=report)
+    else:
+        res = persistence_pairs_all(domain, order, progress=report, gather=False)
+        pairs, essential = res.pairs[1], res.essential[1]
     lay = domain.vertex_layout
     table = np.column_stack((gids, vec.local.view(np.int64)))
     rows = fetch_rows(lay, table, np.concatenate((pairs.ravel(), essential)))

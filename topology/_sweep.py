@@ -19,7 +19,7 @@ from numba import njit
 from dmsolve import Layout
 from dmsolve.bsp import BSP, rank_tree, tree_leader
 
-from ._grid import Grid, component_table, link_structure
+from ._grid import Grid, component_table
 
 __all__ = ["Sweep", "sweep", "APEX"]
 
@@ -699,9 +699,12 @@ class _GridSweep:
         region = [(1 + p0 - g0, 1 + p1 - g0)] + [(1, d + 1) for d in dims[1:]]
         self.opos = idx[tuple(slice(a, b) for a, b in region)].reshape(-1)
         self.gpos = idx[inner].reshape(-1)
-        offsets, _ = link_structure(grid.dimension)
+        # the sweep in reverse with the apex is D(d-1)'s: on a cubical grid
+        # it follows the dual graph (Alexander duality), else the edges
+        offsets, _ = grid.graph_offsets(dual=apex)
         strides = np.array(idx.strides[::-1]) // idx.itemsize      # (x, y[, z]) strides
         self.delta = offsets @ strides
+        self.strides = strides
         n_own = self.opos.size
         ids = np.arange(grid.vertex_layout.start, grid.vertex_layout.stop, dtype=np.int64)
         self.bnd = grid.boundary_mask(ids) if apex else np.zeros(n_own, bool)
@@ -732,7 +735,13 @@ class _GridSweep:
         PK, PL, opos = self.PK, self.PL, self.opos
         if opos.size == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        L = component_table(self.domain.dimension)[self.lower]
+        if self.domain.cubical:
+            # components of the lower link in the graph the sweep follows
+            from ._cubical import link_counts, link_graph
+            full, nodes, edges = link_graph(self.domain.dimension, self.apex)
+            L = link_counts(PK, opos, full @ self.strides, nodes, edges)
+        else:
+            L = component_table(self.domain.dimension)[self.lower]
         cand = opos[(L >= 2) | self.bnd]
         cand = cand[np.argsort(PK[cand], kind="stable")]
         return _grid_entries(PK, PL, cand, self.delta)
