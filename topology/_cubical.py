@@ -30,13 +30,15 @@ from dmsolve.bsp import BSP
 
 from . import _heap as heap
 from ._dist_reduction import reduce_z2
+from ._keytable import KeyTable
 from ._vpaths import follow_paths
 
-__all__ = ["CubicalGradient", "cubical_gradient", "cubical_saddle_pairs",
-           "cubical_link_components"]
+__all__ = ["CubicalGradient", "cubical_gradient", "cubical_morse_pairs",
+           "cubical_link_components", "link_graph", "link_counts"]
 
 UNKNOWN = -1        #: pairing code of a cell outside this rank's lower stars
 CRITICAL = 0        #: pairing code of a critical cell; 1 + 2*axis + (sign > 0): the partner
+APEX = -1           #: the outside of the grid, a cube older than all in reverse order
 _CENTRE = 13
 _TAG_UP, _TAG_DOWN, _TAG_R1, _TAG_R2, _TAG_R3 = 81, 82, 83, 84, 85
 
@@ -135,7 +137,8 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
     lower neighbours), sorted descending and padded with zeros, are
     smallest. ``V`` gets each cell's pairing code, ``T`` the step of the
     lower star at which it was paired or made critical (the vertex and its
-    edge: 0). Not collective.
+    edge: 0). Each lower cell's key is made once, and each keeps a count
+    of its unpaired facets. Not collective.
     """
     X, Y, Z, oz0, oz1 = geom[0], geom[1], geom[2], geom[3], geom[4]
     DX, DY = 2 * X - 1, 2 * Y - 1
@@ -148,97 +151,100 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
     low = np.zeros(27, np.bool_)
     inls = np.zeros(27, np.bool_)
     pd = np.zeros(27, np.bool_)
+    nunp = np.zeros(27, np.int64)    # unpaired lower facets through the centre
+    ckey = np.zeros(27, np.int64)    # heap entry of each lower cell
     rank = np.zeros(27, np.int64)
     lk = np.empty(27, np.int64)
     lo = np.empty(27, np.int64)
+    cells = np.empty(27, np.int64)
     r7 = np.empty(7, np.int64)
-    H0 = np.empty((1024, 1), np.int64)
-    H1 = np.empty((1024, 1), np.int64)
+    H0 = np.empty(1024, np.int64)
+    H1 = np.empty(1024, np.int64)
     for zl in range(oz0, oz1):
+        zin = 0 < zl < Z - 1
         for y in range(Y):
+            yin = zin and 0 < y < Y - 1
             for x in range(X):
                 vi = (zl * Y + y) * X + x
                 ov = O[vi]
                 p = ((2 * zl) * DY + 2 * y) * DX + 2 * x
+                inside = yin and 0 < x < X - 1
                 nl = 0
                 for k in range(27):
                     low[k] = False
                     if k == 13:
                         continue
-                    zz, yy, xx = zl + k // 9 - 1, y + (k // 3) % 3 - 1, x + k % 3 - 1
-                    if 0 <= zz < Z and 0 <= yy < Y and 0 <= xx < X:
-                        o = O[vi + sv[k]]
-                        if o < ov:
-                            low[k] = True
-                            # insertion by order: lk/lo sorted ascending
-                            j = nl
-                            while j > 0 and lo[j - 1] > o:
-                                lo[j] = lo[j - 1]
-                                lk[j] = lk[j - 1]
-                                j -= 1
-                            lo[j] = o
-                            lk[j] = k
-                            nl += 1
+                    if not inside:
+                        zz, yy, xx = zl + k // 9 - 1, y + (k // 3) % 3 - 1, x + k % 3 - 1
+                        if zz < 0 or zz >= Z or yy < 0 or yy >= Y or xx < 0 or xx >= X:
+                            continue
+                    o = O[vi + sv[k]]
+                    if o < ov:
+                        low[k] = True
+                        j = nl              # lk/lo sorted by order, ascending
+                        while j > 0 and lo[j - 1] > o:
+                            lo[j] = lo[j - 1]
+                            lk[j] = lk[j - 1]
+                            j -= 1
+                        lo[j] = o
+                        lk[j] = k
+                        nl += 1
+                if not (low[4] or low[10] or low[12] or low[14] or low[16] or low[22]):
+                    V[p] = CRITICAL          # no lower edge: a minimum, nothing below
+                    T[p] = 0
+                    continue
                 for j in range(nl):
                     rank[lk[j]] = j + 1
-                nedge = 0
+                # the lower star: cells all of whose other vertices are lower
+                nc = 0
                 best = -1
-                for k in range(27):
-                    pd[k] = False
-                    inls[k] = False
-                    if k == 13 or not low[k]:
-                        continue          # every vertex of a lower cell is lower
+                for j in range(nl):
+                    k = lk[j]
                     ok = True
-                    for j in range(7):
-                        s = sub[k, j]
-                        if s < 0:
+                    for t in range(7):
+                        u = sub[k, t]
+                        if u < 0:
                             break
-                        if not low[s]:
+                        if not low[u]:
                             ok = False
                             break
                     inls[k] = ok
-                    if ok and dim[k] == 1:
-                        nedge += 1
-                        if best < 0 or rank[k] < rank[best]:
-                            best = k
-                if nedge == 0:
-                    V[p] = CRITICAL
-                    T[p] = 0
-                    continue
+                    pd[k] = False
+                    if ok:
+                        cells[nc] = k
+                        nc += 1
+                        nunp[k] = dim[k] if dim[k] >= 2 else 0
+                        ckey[k] = _entry(k, dim, sub, rank, r7)
+                        if dim[k] == 1 and best < 0:
+                            best = k               # lowest neighbour: steepest edge
                 # the steepest edge pairs with the vertex
                 a, sg = _axis_sign(best)
                 V[p] = 1 + 2 * a + (sg > 0)
                 V[p + sd[best]] = 1 + 2 * a + (sg < 0)
                 T[p] = 0
                 T[p + sd[best]] = 0
-                pd[best] = True
                 n0 = 0
                 n1 = 0
-                for k in range(27):
-                    if inls[k] and dim[k] == 1 and k != best:
-                        H0[n0, 0] = _entry(k, dim, sub, rank, r7)
-                        heap.sift_up(H0, n0)
-                        n0 += 1
-                n1 = _push_cofacets(best, H1, n1, inls, pd, dim, sub, fac, cof, rank, r7)
+                for t in range(nc):
+                    k = cells[t]
+                    if dim[k] == 1 and k != best:
+                        n0 = _hpush(H0, n0, ckey[k])
+                n1 = _assigned(best, H1, n1, inls, pd, nunp, ckey, cof)
                 step = 1
                 while True:
                     while n1 > 0:
-                        n1 = heap.pop(H1, n1)
-                        c = H1[n1, 0] & 31
+                        e, n1 = _hpop(H1, n1)
+                        c = e & 31
                         if pd[c]:
                             continue
-                        cnt = 0
-                        f = -1
-                        for j in range(3):
-                            g = fac[c, j]
-                            if g >= 0 and not pd[g]:
-                                cnt += 1
-                                f = g
-                        if cnt == 0:
-                            H0[n0, 0] = H1[n1, 0]
-                            heap.sift_up(H0, n0)
-                            n0 += 1
+                        if nunp[c] == 0:
+                            n0 = _hpush(H0, n0, e)
                             continue
+                        f = -1
+                        for t in range(3):
+                            g = fac[c, t]
+                            if g >= 0 and not pd[g]:
+                                f = g
                         # pair c with its one unpaired facet f (they differ along one axis)
                         a, sg = _axis_sign(c - f + 13)
                         V[p + sd[c]] = 1 + 2 * a + (sg < 0)
@@ -246,29 +252,64 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         T[p + sd[c]] = step
                         T[p + sd[f]] = step
                         step += 1
-                        pd[c] = True
-                        pd[f] = True
-                        n1 = _push_cofacets(c, H1, n1, inls, pd, dim, sub, fac, cof, rank, r7)
-                        n1 = _push_cofacets(f, H1, n1, inls, pd, dim, sub, fac, cof, rank, r7)
+                        n1 = _assigned(c, H1, n1, inls, pd, nunp, ckey, cof)
+                        n1 = _assigned(f, H1, n1, inls, pd, nunp, ckey, cof)
                     found = False
                     while n0 > 0:
-                        n0 = heap.pop(H0, n0)
-                        c = H0[n0, 0] & 31
+                        e, n0 = _hpop(H0, n0)
+                        c = e & 31
                         if pd[c]:
                             continue
-                        pd[c] = True
                         V[p + sd[c]] = CRITICAL
                         T[p + sd[c]] = step
                         step += 1
-                        n1 = _push_cofacets(c, H1, n1, inls, pd, dim, sub, fac, cof, rank, r7)
+                        n1 = _assigned(c, H1, n1, inls, pd, nunp, ckey, cof)
                         found = True
                         break
                     if not found and n1 == 0:
                         break
-                for k in range(27):       # nothing is left (Robins et al.); stay safe
-                    if inls[k] and not pd[k]:
+                for t in range(nc):          # nothing is left (Robins et al.); stay safe
+                    k = cells[t]
+                    if not pd[k]:
                         V[p + sd[k]] = CRITICAL
                         T[p + sd[k]] = step
+                    inls[k] = False
+
+
+@njit(cache=True, inline="always")
+def _hpush(H, n, v):  # pragma: no cover
+    """Push ``v`` on the min-heap ``H[:n]``; returns the new size."""
+    c = n
+    H[c] = v
+    while c > 0:
+        q = (c - 1) >> 1
+        if H[q] <= v:
+            break
+        H[c] = H[q]
+        c = q
+    H[c] = v
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def _hpop(H, n):  # pragma: no cover
+    """Pop the minimum of ``H[:n]``; returns ``(value, new size)``."""
+    top = H[0]
+    n -= 1
+    v = H[n]
+    c = 0
+    while True:
+        m = 2 * c + 1
+        if m >= n:
+            break
+        if m + 1 < n and H[m + 1] < H[m]:
+            m += 1
+        if H[m] >= v:
+            break
+        H[c] = H[m]
+        c = m
+    H[c] = v
+    return top, n
 
 
 @njit(cache=True, inline="always")
@@ -305,23 +346,18 @@ def _entry(k, dim, sub, rank, r7):  # pragma: no cover
 
 
 @njit(cache=True, inline="always")
-def _push_cofacets(c, H, n, inls, pd, dim, sub, fac, cof, rank, r7):  # pragma: no cover
-    """Push the unpaired lower cofacets of ``c`` with one unpaired facet."""
+def _assigned(c, H, n, inls, pd, nunp, ckey, cof):  # pragma: no cover
+    """Mark star cell ``c`` paired or critical: each lower cofacet has one
+    unpaired facet fewer, and goes on ``H`` when one is left."""
+    pd[c] = True
     for j in range(6):
         g = cof[c, j]
         if g < 0:
             break
-        if not inls[g] or pd[g]:
-            continue
-        cnt = 0
-        for i in range(3):
-            f = fac[g, i]
-            if f >= 0 and not pd[f]:
-                cnt += 1
-        if cnt == 1:
-            H[n, 0] = _entry(g, dim, sub, rank, r7)
-            heap.sift_up(H, n)
-            n += 1
+        if inls[g] and not pd[g]:
+            nunp[g] -= 1
+            if nunp[g] == 1:
+                n = _hpush(H, n, ckey[g])
     return n
 
 
@@ -385,9 +421,10 @@ def _coords_signed(q, DX, DY):  # pragma: no cover
 
 
 @njit(cache=True)
-def _ascend(O, geom, V, qry, pos):  # pragma: no cover
+def _ascend(O, geom, V, T, qry, pos):  # pragma: no cover
     """Follow the V-paths up from cubes: each item ``(query, cube position)``
-    ends at a critical cube, the outside of the grid (-1), or another rank.
+    ends at a critical cube (``done``: its filtration key), the outside of
+    the grid (-1), or another rank.
 
     A cube paired with a square goes on to the square's other cofacet; a
     square of the grid has at most two, so the paths never branch. Returns
@@ -424,7 +461,7 @@ def _ascend(O, geom, V, qry, pos):  # pragma: no cover
                 break
             c = V[q]
             if c == CRITICAL:
-                rq[nr], rc[nr] = qry[i], (base + v) * 32 + k
+                rq[nr], rc[nr] = qry[i], O[v] * 32 + T[q]
                 nr += 1
                 break
             a = (c - 1) >> 1
@@ -696,20 +733,38 @@ def cubical_gradient(grid, order: DistVector) -> CubicalGradient:
     return CubicalGradient(grid, order, O, V, T)
 
 
-# -- D1 from the Morse complex -------------------------------------------------------------------
-def cubical_saddle_pairs(grid, order: DistVector, progress=None):
-    """D1 of a 3D cubical grid: ``(pairs, essential)``, the finite pairs as
-    (birth, death) vertex layout indices left on the rank whose share of the
-    reduction found them (no essential class: a grid is a ball).
+# -- the diagram from the Morse complex -------------------------------------------------------------
+def cubical_morse_pairs(grid, order: DistVector, progress=None):
+    """D0, D1 and D2 of a 3D cubical grid from the Morse complex of its
+    discrete gradient (Discrete Morse Sandwich on the cubical complex).
 
-    The steps of ``_saddles.morse_persistence`` on the cubical Morse
-    complex: the co-boundaries of the critical squares (the critical cubes
-    or the outside their ascending V-paths reach) reduced in reverse
-    filtration order give the squares that create no 2-class (walls); their
-    Morse boundaries (critical edges, mod 2) reduced in filtration order give
-    the pairs. The rows are all critical edges (no D0 clearing): the pivot
-    of a reduced column is never an edge that merged two components.
-    Collective on ``grid.comm``.
+    Returns ``(pairs, minima, stats)``: ``pairs[d]`` the finite pairs of
+    dimension ``d`` as (birth, death) vertex layout indices, and ``minima``
+    the births of the essential 0-classes, each left on the rank whose share
+    of the reduction found them (a grid is a ball: no other essential class).
+
+    The steps of ``_saddles.morse_persistence`` on the cubical complex:
+
+    1. D0: each critical edge's two vertices flow down their vertex-edge
+       pairs to minima; the elder rule over these (minimum, edge) entries
+       (the distributed union-find of :func:`topology._sweep.sweep`, each
+       critical edge a time of its own) gives the pairs, and the edges that
+       kill no component (positive edges);
+    2. D2: each critical square's cofacets flow up their cube-square pairs to
+       a critical cube or out of the grid; the squares' coboundaries reduced
+       in reverse filtration order (the outside a cube born last) give the
+       pairs and the squares that create no 2-class (walls);
+    3. D1: the walls' Morse boundaries (critical edges reached by the edge
+       V-paths, mod 2), reduced in filtration order against the positive
+       edges (an edge that merges components is never the pivot of a
+       reduced column).
+
+    A cell's filtration key is its top vertex's order, then the step of the
+    lower star at which it was made critical: a refinement of the
+    V-construction's filtration by value, so the pairs with death above
+    birth are those of gudhi's ``CubicalComplex(vertices=...)``.
+    Collective on ``grid.comm``; V-paths cross rank boundaries in BSP
+    supersteps (:func:`topology._vpaths.follow_paths`).
     """
     from ._saddles import _agreed, _columns, _odd, _place
     comm = grid.comm
@@ -719,10 +774,45 @@ def cubical_saddle_pairs(grid, order: DistVector, progress=None):
     if progress:
         progress("discrete gradient: critical cells %s", G.critical_counts())
     O, V, T, geom = G.O, G.V, G.T, G.slab.geom
-    crit = {d: G.local_critical(d) for d in (1, 2, 3)}
+    crit = {d: G.local_critical(d) for d in range(4)}
     stats = {"gradient_s": time.perf_counter() - t0}
+    empty3 = np.zeros((0, 3), np.int64)
 
-    # -- the ascending paths: co-boundaries of the critical squares
+    def arrive(rows):
+        return rows[:, 0].copy(), _from_global(geom, rows[:, 2].copy())
+
+    # -- filtration positions: edges forwards, squares backwards (the D1 reduction's)
+    sup = [0]
+    eplace, tplace = _place(comm, [crit[1][2].reshape(-1, 1), -crit[2][2].reshape(-1, 1)],
+                            [crit[d][1] // 32 for d in (1, 2)], sup)
+    ctx = BSP(comm)
+
+    # -- D0: the minima at both ends of every critical edge, then the elder
+    # rule over (minimum, edge) entries at each edge's owner, every edge a
+    # time of its own (keys order * 32 + step: minima at step 0)
+    n = order.global_size
+    names = _VertexAt(order, layout)
+    epos, ecode, ekey = crit[1]
+
+    def down_v(q, pos):
+        rq, rc, xq, xv, xg = _descend_vertices(O, geom, V, q, pos)
+        return (rq, rc), np.column_stack((xq, xv, xg))
+
+    d0, _ = follow_paths(comm, layout, down_v, arrive,
+                         (np.repeat(ecode, 2), _edge_ends(geom, epos).ravel()),
+                         empty3, tag=_TAG_UP, label="cubical:minima")
+    deaths, survivors = _elder_at_owners(comm, layout, d0, ecode, ekey, crit[0][2], 32 * n,
+                                         eplace, ctx)
+    at = names(np.concatenate((deaths.ravel() // 32, survivors // 32)))
+    k = deaths.size
+    pairs = {0: at[:k].reshape(-1, 2)}
+    minima = at[k:]
+    positive = _alive(comm, layout, ctx, ekey, deaths[:, 1], pairs[0][:, 1])
+    del d0, deaths, survivors, at
+    stats["d0_s"] = time.perf_counter() - t0
+
+    # -- D2: the critical cubes (or the outside, the apex) above each critical
+    # square, then the elder rule in reverse order (keys 32 n - 1 - key)
     spos, scode, skey = crit[2]
     cubes, edges = _square_sides(geom, spos)
     start = cubes.ravel()
@@ -731,64 +821,40 @@ def cubical_saddle_pairs(grid, order: DistVector, progress=None):
     done = [(sq[out], np.full(int(out.sum()), -1, np.int64))]
 
     def up(q, pos):
-        rq, rc, xq, xv, xg = _ascend(O, geom, V, q, pos)
+        rq, rc, xq, xv, xg = _ascend(O, geom, V, T, q, pos)
         return (rq, rc), np.column_stack((xq, xv, xg))
 
-    def arrive(rows):
-        return rows[:, 0].copy(), _from_global(geom, rows[:, 2].copy())
-
-    d2, _ = follow_paths(comm, layout, up, arrive, (sq[~out], start[~out]),
-                         np.zeros((0, 3), np.int64), tag=_TAG_UP, label="cubical:maxima")
-    done.extend(d2)
-    tq, tc = (np.concatenate(c) for c in zip(*done))
-
-    # -- filtration positions: edges forwards, squares and cubes backwards
-    sup = [0]
-    eplace, tplace, qplace = _place(comm, [crit[1][2].reshape(-1, 1), -skey.reshape(-1, 1),
-                                           -crit[3][2].reshape(-1, 1)],
-                                    [crit[1][1] // 32, scode // 32, crit[3][1] // 32], sup)
-
-    # -- D2: squares (columns, reverse order) against cubes (rows 1.., reverse) and outside (0)
-    ctx = BSP(comm)
-    inside = tc >= 0
-    ctx.send_rows(layout.owner(tc[inside] // 32), np.column_stack((tq[inside], tc[inside])),
-                  tag=_TAG_R1)
-    got = ctx.sync("cubical:d2-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
-    row = 1 + _agreed(comm, qplace.position_of, crit[3][1], got[:, 1])
-    rows2 = np.concatenate((np.column_stack((got[:, 0], row)),
-                            np.column_stack((tq[~inside], np.zeros(int((~inside).sum()),
-                                                                   np.int64)))))
-    ctx.send_rows(layout.owner(rows2[:, 0] // 32), rows2, tag=_TAG_R2)
-    got = ctx.sync("cubical:d2-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
-    ptr, rows = _columns(_agreed(comm, tplace.local_index, scode, got[:, 0]), got[:, 1],
-                         scode.size)
-    qranges = np.concatenate(([0], qplace.ranges[1:] + 1))
-    red2 = reduce_z2(ptr, rows, tplace.pos, qplace.global_size + 1, comm,
-                     labels=scode // 32, row_ranges=qranges, lows=True)
-    wall = red2.low < 0
+    d2, _ = follow_paths(comm, layout, up, arrive, (sq[~out], start[~out]), empty3,
+                         tag=_TAG_UP, label="cubical:maxima")
+    top = 32 * n - 1
+    d2 = [(q, np.where(c >= 0, top - c, APEX)) for q, c in done + d2]
+    deaths, _ = _elder_at_owners(comm, layout, d2, scode, top - skey, top - crit[3][2],
+                                 32 * n, tplace, ctx)
+    at = names((top - deaths.ravel()) // 32)
+    pairs[2] = at.reshape(-1, 2)[:, ::-1]
+    wall = _alive(comm, layout, ctx, top - skey, deaths[:, 1], pairs[2][:, 0])
+    del d2, done, deaths, at, cubes
     stats["d2_s"] = time.perf_counter() - t0
 
-    # -- the walls' Morse boundaries
+    # -- D1: the walls' Morse boundaries, reduced against the positive edges
     widx = np.flatnonzero(wall)
-    wq = np.repeat(scode[widx], 4)
-    wp = edges[widx].ravel()
 
-    def down(q, pos):
+    def down_e(q, pos):
         o = np.argsort(q, kind="stable")
         rq, rc, xq, xv, xg = _descend(O, geom, V, T, q[o], pos[o])
         return (rq, rc), np.column_stack((xq, xv, xg))
 
-    d1, _ = follow_paths(comm, layout, down, arrive, (wq, wp), np.zeros((0, 3), np.int64),
+    d1, _ = follow_paths(comm, layout, down_e, arrive,
+                         (np.repeat(scode[widx], 4), edges[widx].ravel()), empty3,
                          tag=_TAG_DOWN, label="cubical:walls")
-    bq, be = (np.concatenate(c) for c in zip(*d1)) if d1 else (np.zeros(0, np.int64),) * 2
-
-    # -- D1: walls (columns, filtration order) against the critical edges (rows)
+    bq, be = (np.concatenate(c) for c in zip(*d1))
     ctx.send_rows(layout.owner(be // 32), np.column_stack((bq, be)), tag=_TAG_R1)
     got = ctx.sync("cubical:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     got = _odd(got)                     # every entry of an edge is here: mod 2 is exact
-    eidx = _agreed(comm, eplace.local_index, crit[1][1], got[:, 1])
-    ctx.send_rows(layout.owner(got[:, 0] // 32),
-                  np.column_stack((got[:, 0], eplace.pos[eidx])), tag=_TAG_R2)
+    eidx = _agreed(comm, eplace.local_index, ecode, got[:, 1])
+    keep = positive[eidx]
+    ctx.send_rows(layout.owner(got[keep, 0] // 32),
+                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=_TAG_R2)
     got = ctx.sync("cubical:d1-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
     col = np.full(wall.size, -1, np.int64)
     col[widx] = np.arange(widx.size)
@@ -797,9 +863,162 @@ def cubical_saddle_pairs(grid, order: DistVector, progress=None):
     nt = tplace.global_size
     red1 = reduce_z2(ptr, rows, nt - 1 - tplace.pos[widx], eplace.global_size, comm,
                      labels=scode[widx] // 32, row_ranges=eplace.ranges)
-    pairs = np.column_stack((eplace.top_of(red1.pair_rows), red1.pair_labels)).astype(np.int64)
+    pairs[1] = np.column_stack((eplace.top_of(red1.pair_rows), red1.pair_labels))
     stats["total_s"] = time.perf_counter() - t0
-    return pairs.reshape(-1, 2), np.zeros(0, np.int64), stats
+    pairs = {d: p.astype(np.int64).reshape(-1, 2) for d, p in pairs.items()}
+    return pairs, minima.astype(np.int64), stats
+
+
+class _VertexAt:
+    """The vertex layout index at positions of the global order: an inverse
+    permutation on one rank, else a :class:`topology._keytable.KeyTable`.
+    Collective on ``layout.comm`` to build and to call."""
+
+    def __init__(self, order: DistVector, layout):
+        self.comm = layout.comm
+        index = np.arange(layout.start, layout.stop, dtype=np.int64)
+        if self.comm.Get_size() == 1:
+            self.inverse = np.empty(index.size, np.int64)
+            self.inverse[order.local] = index
+        else:
+            self.table = KeyTable(order.local, index, index, np.zeros(index.size),
+                                  order.global_size, self.comm)
+
+    def __call__(self, keys) -> np.ndarray:
+        keys = np.asarray(keys, np.int64)
+        if self.comm.Get_size() == 1:
+            return self.inverse[keys]
+        return self.table.lookup(keys)[1]
+
+
+def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx):
+    """The elder rule over (label, cell) entries found by V-paths.
+
+    ``found`` lists ``(cell code, label key)`` arrays (the V-paths' ends,
+    wherever they were found); each entry goes to the cell's owner, which
+    knows the cell's key among its ``codes`` / ``keys``. ``own_labels`` are
+    the keys of this rank's labels (critical cells that start a class).
+    Returns ``(deaths, survivors)`` in key space, as :func:`_elder`.
+    Collective on ``comm``.
+    """
+    from ._saddles import _agreed
+    q, lab = (np.concatenate(c) for c in zip(*found)) if found else \
+        (np.zeros(0, np.int64),) * 2
+    ctx.send_rows(layout.owner(q // 32), np.column_stack((q, lab)), tag=_TAG_R1)
+    got = ctx.sync("cubical:entries").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    hi = keys[_agreed(comm, place.local_index, codes, got[:, 0])]
+    return _elder(comm, n, got[:, 1].copy(), hi, own_labels)
+
+
+def _elder(comm, n, lo, hi, own_labels):
+    """Elder-rule pairs of label-time entries ``(lo, hi)`` (keys below ``n``;
+    the apex -1 older than all): ``(deaths, survivors)``, deaths as rows
+    ``(born, dies_at)``. One rank: a union-find (:func:`_union_find`); more:
+    the distributed elder rule of :func:`topology._sweep.sweep`, whose
+    entries of one time must be on one rank (they are: on the cell's owner).
+    Collective on ``comm``."""
+    labels = np.unique(np.concatenate((lo, own_labels)))
+    if comm.Get_size() == 1:
+        o = np.argsort(hi, kind="stable")
+        born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)
+        return np.column_stack((labels[born], at)), labels[root]
+    from ._sweep import _distributed_elder
+    sw = _distributed_elder(comm, n, lo, hi, labels, None, None, False, None)
+    return sw.deaths.reshape(-1, 2), sw.survivors[sw.survivors != APEX]
+
+
+@njit(cache=True)
+def _union_find(lab, hi, nlab):  # pragma: no cover
+    """The elder rule over entries ``(label index, time)`` sorted by time
+    (label indices ordered by age): at each time the components of its
+    labels merge, the oldest root survives. Returns ``(born, at, roots)``
+    (label indices of the deaths, their times, the final roots)."""
+    parent = np.arange(nlab)
+    born = np.empty(lab.size, np.int64)
+    at = np.empty(lab.size, np.int64)
+    nd = 0
+    i = 0
+    while i < lab.size:
+        j = i
+        old = nlab
+        while j < lab.size and hi[j] == hi[i]:
+            r = lab[j]
+            while parent[r] != r:
+                parent[r] = parent[parent[r]]
+                r = parent[r]
+            lab[j] = r
+            old = min(old, r)
+            j += 1
+        for t in range(i, j):
+            r = lab[t]
+            while parent[r] != r:
+                r = parent[r]
+            if r != old:
+                born[nd], at[nd] = r, hi[i]
+                nd += 1
+                parent[r] = old
+        i = j
+    roots = np.flatnonzero(parent == np.arange(nlab))
+    return born[:nd], at[:nd], roots
+
+
+def _alive(comm, layout, ctx, keys, dead_keys, dead_vertex) -> np.ndarray:
+    """Whether each of this rank's cells (``keys``) is at no death: each death
+    goes to the owner of its cell's top vertex. Collective on ``comm``."""
+    ctx.send_rows(layout.owner(dead_vertex), np.asarray(dead_keys, np.int64), tag=_TAG_R2)
+    dead = ctx.sync("cubical:deaths").concat(_TAG_R2, dtype=np.int64)
+    return ~np.isin(keys, dead)
+
+
+@njit(cache=True)
+def _edge_ends(geom, pos):  # pragma: no cover
+    """The two vertex positions of the edges at ``pos``. Not collective."""
+    X, Y = geom[0], geom[1]
+    DX, DY = 2 * X - 1, 2 * Y - 1
+    out = np.empty((pos.shape[0], 2), np.int64)
+    for i in range(pos.shape[0]):
+        q = pos[i]
+        cz, cy, cx = _coords(q, DX, DY)
+        st = 1 if cx & 1 else (DX if cy & 1 else DX * DY)
+        out[i, 0], out[i, 1] = q - st, q + st
+    return out
+
+
+@njit(cache=True)
+def _descend_vertices(O, geom, V, qry, pos):  # pragma: no cover
+    """Follow vertex-edge pairs down from vertex positions ``pos`` to a
+    minimum (``done``: its key, order * 32) or a vertex of another rank (exit).
+    Returns ``(done_q, done_min, exit_q, exit_route, exit_cell)``. Not collective."""
+    X, Y, oz0, oz1, g0 = geom[0], geom[1], geom[3], geom[4], geom[5]
+    DX, DY = 2 * X - 1, 2 * Y - 1
+    base = g0 * X * Y
+    n = qry.shape[0]
+    rq = np.empty(n, np.int64)
+    rc = np.empty(n, np.int64)
+    xq = np.empty(n, np.int64)
+    xv = np.empty(n, np.int64)
+    xg = np.empty(n, np.int64)
+    nr = 0
+    nx = 0
+    for i in range(n):
+        q = pos[i]
+        while True:
+            cz, cy, cx = _coords(q, DX, DY)
+            vz = cz >> 1
+            v = (vz * Y + (cy >> 1)) * X + (cx >> 1)
+            if vz < oz0 or vz >= oz1:
+                xq[nx], xv[nx], xg[nx] = qry[i], base + v, q + 2 * g0 * DY * DX
+                nx += 1
+                break
+            c = V[q]
+            if c == CRITICAL:
+                rq[nr], rc[nr] = qry[i], O[v] * 32
+                nr += 1
+                break
+            a = (c - 1) >> 1
+            s = 1 if (c - 1) & 1 else -1
+            q += 2 * s * _stride(a, DX, DY)          # across the edge to its other vertex
+    return rq[:nr], rc[:nr], xq[:nx], xv[:nx], xg[:nx]
 
 
 # -- link components over neighbour keys -----------------------------------------------------------

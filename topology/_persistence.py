@@ -470,6 +470,9 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     order = global_order(vec, ids=gids)
     n = vec.global_size
     report("global order of %d vertices", n)
+    if d == 3 and getattr(domain, "cubical", False):
+        return PersistenceDiagram(comm, d, _sorted_block(comm, _cubical_parts(
+            domain, vec, gids, order, report)), min_persistence, [])
     s0 = sweep(domain, order.local)
     report("D0: %d pairs, %d essential", _total(comm, len(s0.deaths)),
            _total(comm, len(s0.survivors)))
@@ -579,12 +582,8 @@ def _sorted_block(comm, parts) -> dict:
 def _saddle_pairs(domain, vec, gids, order, report):
     """D1 of 3D data (finite pairs and essential classes) from the Morse
     complex, left where the reduction found them. Collective on ``domain.comm``."""
-    if getattr(domain, "cubical", False):
-        from ._cubical import cubical_saddle_pairs
-        pairs, essential, _ = cubical_saddle_pairs(domain, order, progress=report)
-    else:
-        res = persistence_pairs_all(domain, order, progress=report, gather=False)
-        pairs, essential = res.pairs[1], res.essential[1]
+    res = persistence_pairs_all(domain, order, progress=report, gather=False)
+    pairs, essential = res.pairs[1], res.essential[1]
     lay = domain.vertex_layout
     table = np.column_stack((gids, vec.local.view(np.int64)))
     rows = fetch_rows(lay, table, np.concatenate((pairs.ravel(), essential)))
@@ -595,6 +594,30 @@ def _saddle_pairs(domain, vec, gids, order, report):
            _total(domain.comm, essential.size))
     return [(1, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]),
             _essential(1, g[k:], essential, v[k:])]
+
+
+def _cubical_parts(grid, vec, gids, order, report):
+    """D0, D1, D2 of a 3D cubical grid from its Morse complex
+    (:func:`topology._cubical.cubical_morse_pairs`), as diagram parts.
+    Collective on ``grid.comm``."""
+    from ._cubical import cubical_morse_pairs
+    pairs, minima, _ = cubical_morse_pairs(grid, order, progress=report)
+    lay = grid.vertex_layout
+    if gids is None:
+        gids = np.arange(lay.start, lay.stop, dtype=np.int64)
+    table = np.column_stack((gids, vec.local.view(np.int64)))
+    want = np.concatenate([pairs[d].ravel() for d in range(3)] + [minima])
+    rows = fetch_rows(lay, table, want)
+    g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
+    parts, a = [], 0
+    for d in range(3):
+        k = pairs[d].size
+        pg, pv, pi = g[a:a + k].reshape(-1, 2), v[a:a + k].reshape(-1, 2), pairs[d]
+        parts.append((d, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]))
+        report("D%d: %d pairs", d, _total(grid.comm, pairs[d].shape[0]))
+        a += k
+    parts.append(_essential(0, g[a:], minima, v[a:]))
+    return parts
 
 
 def _check_manifold(cx) -> None:
