@@ -116,7 +116,8 @@ def ours(comm, n: int, kind: str, repeats: int) -> dict:
     from topology import Grid, global_order, persistence_diagram
     from topology._mergetree import sweep
     _warm_up(comm)
-    grid = Grid((n, n, n), comm)
+    persistence_diagram(Grid((8, 8, 8), comm, complex=complex), make_field(8, kind))
+    grid = Grid((n, n, n), comm, complex=complex)
     lay = grid.vertex_layout
     vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
 
@@ -341,14 +342,17 @@ def _nonzero_counts(pairs_by_dim) -> list[int]:
             for p in pairs_by_dim]
 
 
-def ours_ref_worker(n: int, kind: str, repeats: int) -> dict | None:
-    """Our full diagram (D0, D1, D2) at the ranks of COMM_WORLD; the dict on rank 0."""
+def ours_ref_worker(n: int, kind: str, repeats: int, complex: str = "freudenthal"
+                    ) -> dict | None:
+    """Our full diagram (D0, D1, D2) at the ranks of COMM_WORLD, on the
+    Freudenthal triangulation or the cubical complex; the dict on rank 0."""
     from mpi4py import MPI
     from dmsolve import DistVector
     from topology import Grid, persistence_diagram
     comm = MPI.COMM_WORLD
     _warm_up(comm)
-    grid = Grid((n, n, n), comm)
+    persistence_diagram(Grid((8, 8, 8), comm, complex=complex), make_field(8, kind))
+    grid = Grid((n, n, n), comm, complex=complex)
     lay = grid.vertex_layout
     vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
     best, peak, dg = np.inf, 0.0, None
@@ -426,7 +430,7 @@ def mpi_run(ranks: int, args: list[str], timeout: float):
                       os.path.abspath(__file__)] + args, timeout)
 
 
-REF_CODES = ("ours-1", "ours-2", "cripser-1", "cripser-2", "oineus")
+REF_CODES = ("ours-1", "ours-2", "cubical-1", "cubical-2", "cripser-1", "cripser-2", "oineus")
 
 
 def references(comm, args) -> dict:
@@ -446,6 +450,9 @@ def _references(args) -> dict:
             case = {"n": n, "kind": kind}
             case["ours-1"] = subprocess_run(["--worker", "ours-ref"] + base, 3600, None)
             case["ours-2"] = mpi_run(2, ["--worker", "ours-ref"] + base, 3600)
+            cub = ["--worker", "ours-ref", "--complex", "cubical"] + base
+            case["cubical-1"] = subprocess_run(cub, 3600, None)
+            case["cubical-2"] = mpi_run(2, cub, 3600)
             for t in (1, 2):
                 case["cripser-%d" % t] = subprocess_run(
                     ["--worker", "cripser", "--threads", str(t)] + base, 1800, None)
@@ -468,7 +475,8 @@ def references_markdown(res, args) -> str:
     v = res["versions"]
     lines = [
         "At commit %s. Persistence diagrams (D0, D1, D2) of the smooth and noisy n^3 fields "
-        "of bench_persistence.py: ours (lower star on TTK's Freudenthal triangulation) at 1 and 2 "
+        "of bench_persistence.py: ours (lower star on TTK's Freudenthal triangulation, and on "
+        "the cubical complex with `Grid(..., complex=\"cubical\")`) at 1 and 2 "
         "ranks, CubicalRipser (cripser %s, `computePH(arr, maxdim=2)`: the cubical complex "
         "with vertex values, the V-construction, gudhi's `CubicalComplex(vertices=...)`) at "
         "1 and 2 threads (`n_threads`), and Oineus %s (`compute_diagrams_ls`, lower star on "
@@ -481,7 +489,8 @@ def references_markdown(res, args) -> str:
         "Ratios are against cripser at 1 thread. Oineus is "
         "measured up to %d^3 under a %.0f GiB address-space limit and a %.0f s time-out "
         "(a dash: skipped or stopped). 'pairs' are the nonzero finite pairs D0/D1/D2; ours and "
-        "Oineus's must agree (the same filtration); cripser's are of another complex." % (
+        "Oineus's must agree (the same filtration), and so must our cubical ones and "
+        "cripser's." % (
             res["code"], v["cripser"], v["oineus"], args.repeats, args.oineus_max_n,
             args.oineus_mem_gb, args.oineus_timeout),
         "",
@@ -491,6 +500,8 @@ def references_markdown(res, args) -> str:
     ]
     names = {"ours-1": "dmsolve, 1 rank (Freudenthal)",
              "ours-2": "dmsolve, 2 ranks (Freudenthal; peak per rank)",
+             "cubical-1": "dmsolve, 1 rank (cubical)",
+             "cubical-2": "dmsolve, 2 ranks (cubical; peak per rank)",
              "cripser-1": "cripser, 1 thread (cubical)", "cripser-2": "cripser, 2 threads (cubical)",
              "oineus": "Oineus, 1 thread (Freudenthal)"}
     for c in res["cases"]:
@@ -508,6 +519,8 @@ def references_markdown(res, args) -> str:
             pairs = "/".join(str(k) for k in r["nonzero"])
             if code == "oineus" and "error" not in c["ours-1"]:
                 pairs += " (%s ours)" % ("=" if r["nonzero"] == c["ours-1"]["nonzero"] else "!=")
+            if code.startswith("cubical") and "error" not in ref:
+                pairs += " (%s cripser)" % ("=" if r["nonzero"] == ref["nonzero"] else "!=")
             start = r["base_mib"] if "base_mib" in r else max(r["base_mib_per_rank"])
             lines.append("| %s | %s | %.3g | %.0f (%.0f) | %s | %s | %s |" % (
                 field, names[code], r["seconds"], r["peak_mib"], r["peak_mib"] - start, tr, mr,
@@ -519,10 +532,20 @@ def references_markdown(res, args) -> str:
 def references_verdict(cases) -> str:
     """Issue 20's targets against the largest size measured."""
     top = max(c["n"] for c in cases)
-    out = ["Issue 20's targets at %d^3:" % top,
-           "Cubical mode (time <= 1.0x cripser's at 1 rank and <= 0.6x at 2 ranks, peak <= 1.0x): "
-           "not measurable yet, dmsolve has no cubical complex (`Grid(..., complex=\"cubical\")` "
-           "does not exist)."]
+    out = ["Issue 20's targets at %d^3:" % top]
+    for c in cases:
+        if c["n"] != top:
+            continue
+        o, r, o2 = c["cubical-1"], c["cripser-1"], c["cubical-2"]
+        if "error" in o or "error" in r or "error" in o2:
+            out.append("cubical %s: not measured." % c["kind"])
+        else:
+            t1, t2 = o["seconds"] / r["seconds"], o2["seconds"] / r["seconds"]
+            m1 = o["peak_mib"] / r["peak_mib"]
+            ok = t1 <= 1.0 and t2 <= 0.6 and m1 <= 1.0
+            out.append("Cubical mode, %s %d^3: %.2fx cripser's time at 1 rank (target 1.0x), "
+                       "%.2fx at 2 ranks (0.6x), peak %.2fx (1.0x) -> %s."
+                       % (c["kind"], top, t1, t2, m1, "met" if ok else "missed"))
     for c in cases:
         if c["n"] != top:
             continue
@@ -556,7 +579,8 @@ def profile(n: int, kind: str, top: int = 25) -> str:
     from topology import Grid, persistence_diagram
     comm = MPI.COMM_SELF
     _warm_up(comm)
-    grid = Grid((n, n, n), comm)
+    persistence_diagram(Grid((8, 8, 8), comm, complex=complex), make_field(8, kind))
+    grid = Grid((n, n, n), comm, complex=complex)
     lay = grid.vertex_layout
     vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
     out = ["## %s %d^3 at 1 rank, commit %s" % (kind, n, _code_version()), ""]
@@ -657,6 +681,7 @@ if __name__ == "__main__":
     p.add_argument("--worker", choices=["ours", "gudhi", "ours-ref", "cripser", "oineus"],
                    help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--complex", default="freudenthal", help=argparse.SUPPRESS)
     p.add_argument("--kind", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.n is not None and args.worker is None:
@@ -664,7 +689,7 @@ if __name__ == "__main__":
     if args.profile:
         print(profile(args.n or 128, args.kind or "noisy"))
     elif args.worker == "ours-ref":
-        res = ours_ref_worker(args.n, args.kind, args.repeats)
+        res = ours_ref_worker(args.n, args.kind, args.repeats, args.complex)
         if res is not None:
             print(json.dumps(res))
     elif args.worker == "cripser":

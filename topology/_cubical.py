@@ -638,14 +638,21 @@ class CubicalGradient:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or not 0 <= d <= top:
             raise ValueError("d must be an integer in [0, %d], got %r" % (top, d))
 
+    def _critical(self):
+        """``(positions, codes, dimensions, keys)`` of every critical cell of
+        this rank, found once. Not collective."""
+        if getattr(self, "_crit", None) is None:
+            pos = np.flatnonzero(self.V == CRITICAL)
+            code, dim, key = _cells_of(self.O, self.slab.geom, self.T, pos)
+            self._crit = (pos, code, dim, key)
+        return self._crit
+
     def local_critical(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(local positions, global codes, filtration keys)`` of this rank's
         critical d-cells. Not collective; ``ValueError`` unless ``0 <= d <=
         dimension``."""
         self._check_d(d, self.dimension)
-        pos = np.flatnonzero(self.V == CRITICAL)
-        code, dim, key = _cells_of(self.O, self.slab.geom, self.T, pos) if pos.size else \
-            (pos, pos, pos)
+        pos, code, dim, key = self._critical()
         m = dim == d
         return pos[m], code[m], key[m]
 
@@ -670,9 +677,7 @@ class CubicalGradient:
     def critical_counts(self) -> list[int]:
         """Number of critical cells of each dimension 0..d, the same on every
         rank. Collective on ``comm``."""
-        pos = np.flatnonzero(self.V == CRITICAL)
-        _, dim, _ = _cells_of(self.O, self.slab.geom, self.T, pos) if pos.size else \
-            (pos, pos, pos)
+        dim = self._critical()[2]
         cnt = np.bincount(dim, minlength=4)[:self.dimension + 1].astype(np.int64)
         self.comm.Allreduce(MPI.IN_PLACE, cnt, op=MPI.SUM)
         return [int(c) for c in cnt]

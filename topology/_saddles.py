@@ -445,15 +445,26 @@ def _place(comm, keys, tops, sup) -> list[_Placed]:
     keys over all ranks, and the top vertices of the block of positions this
     rank owns. One :func:`dmsolve.bsp.rank_of` for all dimensions (keys
     prefixed by their dimension and padded to one width, so each
-    dimension's positions are consecutive) and one superstep. Collective
-    on ``comm``."""
+    dimension's positions are consecutive; one-column keys are packed with
+    their dimension into one int64) and one superstep, after two
+    ``allreduce`` of the keys' range. Collective on ``comm``."""
     width = 1 + max(k.shape[1] for k in keys)
-    rows = []
-    for d, k in enumerate(keys):
-        r = np.zeros((k.shape[0], width), np.int64)
-        r[:, 0] = d
-        r[:, 1:1 + k.shape[1]] = k
-        rows.append(r)
+    lo = min((int(k.min()) for k in keys if k.size), default=0)
+    hi = max((int(k.max()) for k in keys if k.size), default=0)
+    lo, hi = comm.allreduce(lo, op=MPI.MIN), comm.allreduce(hi, op=MPI.MAX)
+    span = hi - lo + 1
+    if width == 2 and span * len(keys) < 2 ** 62:
+        # one key column each: (dimension, key) as one int64, which psort
+        # orders by one stable argsort instead of a lexsort of three columns
+        rows = [(d * span + k[:, 0].astype(np.int64) - lo).reshape(-1, 1)
+                for d, k in enumerate(keys)]
+    else:
+        rows = []
+        for d, k in enumerate(keys):
+            r = np.zeros((k.shape[0], width), np.int64)
+            r[:, 0] = d
+            r[:, 1:1 + k.shape[1]] = k
+            rows.append(r)
     pos = rank_of(np.concatenate(rows), comm)
     counts = np.array([k.shape[0] for k in keys], np.int64)
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
