@@ -31,6 +31,7 @@ from dmsolve.bsp import BSP
 from . import _heap as heap
 from ._dist_reduction import reduce_z2
 from ._keytable import KeyTable
+from ._sweep import APEX, elder
 from ._vpaths import follow_paths
 
 __all__ = ["CubicalGradient", "cubical_gradient", "cubical_morse_pairs",
@@ -38,7 +39,6 @@ __all__ = ["CubicalGradient", "cubical_gradient", "cubical_morse_pairs",
 
 UNKNOWN = -1        #: pairing code of a cell outside this rank's lower stars
 CRITICAL = 0        #: pairing code of a critical cell; 1 + 2*axis + (sign > 0): the partner
-APEX = -1           #: the outside of the grid, a cube older than all in reverse order
 _CENTRE = 13
 _TAG_UP, _TAG_DOWN, _TAG_R1, _TAG_R2, _TAG_R3 = 81, 82, 83, 84, 85
 
@@ -903,7 +903,7 @@ def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx
     wherever they were found); each entry goes to the cell's owner, which
     knows the cell's key among its ``codes`` / ``keys``. ``own_labels`` are
     the keys of this rank's labels (critical cells that start a class).
-    Returns ``(deaths, survivors)`` in key space, as :func:`_elder`.
+    Returns ``(deaths, survivors)`` in key space, as :func:`topology._sweep.elder`.
     Collective on ``comm``.
     """
     from ._saddles import _agreed
@@ -912,59 +912,7 @@ def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx
     ctx.send_rows(layout.owner(q // 32), np.column_stack((q, lab)), tag=_TAG_R1)
     got = ctx.sync("cubical:entries").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     hi = keys[_agreed(comm, place.local_index, codes, got[:, 0])]
-    return _elder(comm, n, got[:, 1].copy(), hi, own_labels)
-
-
-def _elder(comm, n, lo, hi, own_labels):
-    """Elder-rule pairs of label-time entries ``(lo, hi)`` (keys below ``n``;
-    the apex -1 older than all): ``(deaths, survivors)``, deaths as rows
-    ``(born, dies_at)``. One rank: a union-find (:func:`_union_find`); more:
-    the distributed elder rule of :func:`topology._sweep.sweep`, whose
-    entries of one time must be on one rank (they are: on the cell's owner).
-    Collective on ``comm``."""
-    labels = np.unique(np.concatenate((lo, own_labels)))
-    if comm.Get_size() == 1:
-        o = np.argsort(hi, kind="stable")
-        born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)
-        return np.column_stack((labels[born], at)), labels[root]
-    from ._sweep import _distributed_elder
-    sw = _distributed_elder(comm, n, lo, hi, labels, None, None, False, None)
-    return sw.deaths.reshape(-1, 2), sw.survivors[sw.survivors != APEX]
-
-
-@njit(cache=True)
-def _union_find(lab, hi, nlab):  # pragma: no cover
-    """The elder rule over entries ``(label index, time)`` sorted by time
-    (label indices ordered by age): at each time the components of its
-    labels merge, the oldest root survives. Returns ``(born, at, roots)``
-    (label indices of the deaths, their times, the final roots)."""
-    parent = np.arange(nlab)
-    born = np.empty(lab.size, np.int64)
-    at = np.empty(lab.size, np.int64)
-    nd = 0
-    i = 0
-    while i < lab.size:
-        j = i
-        old = nlab
-        while j < lab.size and hi[j] == hi[i]:
-            r = lab[j]
-            while parent[r] != r:
-                parent[r] = parent[parent[r]]
-                r = parent[r]
-            lab[j] = r
-            old = min(old, r)
-            j += 1
-        for t in range(i, j):
-            r = lab[t]
-            while parent[r] != r:
-                r = parent[r]
-            if r != old:
-                born[nd], at[nd] = r, hi[i]
-                nd += 1
-                parent[r] = old
-        i = j
-    roots = np.flatnonzero(parent == np.arange(nlab))
-    return born[:nd], at[:nd], roots
+    return elder(comm, n, got[:, 1].copy(), hi, own_labels)
 
 
 def _alive(comm, layout, ctx, keys, dead_keys, dead_vertex) -> np.ndarray:

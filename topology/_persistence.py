@@ -379,9 +379,11 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     progress : None, True or callable
         Report each phase with its time since the start (see
         :class:`dmsolve.Progress`; task ``"persistence"``): ``"global
-        order"``, ``"D0"``, ``"D<d-1>"`` (the reversed sweep), in 3D
-        ``"discrete gradient"`` and ``"D1"`` (saddle-saddle pairs), on a
-        complex ``"essential classes"``, each message saying what it found.
+        order"``, ``"D0"``, ``"D<d-1>"`` (the reversed sweep), on a 3D
+        complex ``"discrete gradient"`` and ``"D1"`` (saddle-saddle pairs)
+        and ``"essential classes"``; on a 3D grid ``"global order"``,
+        ``"discrete gradient"``, ``"D0"``, ``"D1"``, ``"D2"`` (all from the
+        Morse complex), each message saying what it found.
         ``True`` prints them on rank 0; a callable
         ``progress(task, message, seconds)`` gets them on every rank.
 
@@ -434,6 +436,18 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     - D1 of 3D data (saddle-saddle) comes from
       ``_saddles.persistence_pairs_all`` (the discrete gradient's critical
       cells).
+    - On a 3D grid the whole diagram comes from the Morse complex of the
+      discrete gradient instead (Discrete Morse Sandwich): D0 and D2 by the
+      elder rule over the ends of the V-paths from the critical edges and
+      triangles (squares on a cubical grid), which is the sweeps' answer
+      without their passes over every vertex, and D1 as above.
+    - On a cubical grid (``Grid(..., complex="cubical")``) the filtration
+      is the V-construction: a cell enters at the largest value of its
+      vertices. In 2D, D0 follows the grid's edges and D1 the dual graph
+      (Alexander duality: ``{f > t}`` connected through shared squares); in
+      3D everything comes from the cubical Morse complex
+      (``_cubical.cubical_morse_pairs``). Equal to gudhi's
+      ``CubicalComplex(vertices=...)`` and CubicalRipser.
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
       characteristic of every vertex's lower star, ``chi(v) = sum_k
@@ -470,8 +484,9 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     order = global_order(vec, ids=gids)
     n = vec.global_size
     report("global order of %d vertices", n)
-    if d == 3 and getattr(domain, "cubical", False):
-        return PersistenceDiagram(comm, d, _sorted_block(comm, _cubical_parts(
+    if d == 3 and domain.is_ball and domain.stencil is not None:
+        # a 3D grid: the whole diagram from the Morse complex (no sweeps)
+        return PersistenceDiagram(comm, d, _sorted_block(comm, _morse_parts(
             domain, vec, gids, order, report)), min_persistence, [])
     s0 = sweep(domain, order.local)
     report("D0: %d pairs, %d essential", _total(comm, len(s0.deaths)),
@@ -596,12 +611,18 @@ def _saddle_pairs(domain, vec, gids, order, report):
             _essential(1, g[k:], essential, v[k:])]
 
 
-def _cubical_parts(grid, vec, gids, order, report):
-    """D0, D1, D2 of a 3D cubical grid from its Morse complex
-    (:func:`topology._cubical.cubical_morse_pairs`), as diagram parts.
+def _morse_parts(grid, vec, gids, order, report):
+    """D0, D1, D2 of a 3D grid from the Morse complex of its discrete
+    gradient (:func:`topology._saddles.persistence_pairs_all`, or
+    :func:`topology._cubical.cubical_morse_pairs` on a cubical grid), as
+    diagram parts. A grid is a ball: its only essential class is D0's.
     Collective on ``grid.comm``."""
-    from ._cubical import cubical_morse_pairs
-    pairs, minima, _ = cubical_morse_pairs(grid, order, progress=report)
+    if grid.cubical:
+        from ._cubical import cubical_morse_pairs
+        pairs, minima, _ = cubical_morse_pairs(grid, order, progress=report)
+    else:
+        res = persistence_pairs_all(grid, order, progress=report, gather=False)
+        pairs, minima = res.pairs, res.essential[0]
     lay = grid.vertex_layout
     if gids is None:
         gids = np.arange(lay.start, lay.stop, dtype=np.int64)
@@ -614,7 +635,13 @@ def _cubical_parts(grid, vec, gids, order, report):
         k = pairs[d].size
         pg, pv, pi = g[a:a + k].reshape(-1, 2), v[a:a + k].reshape(-1, 2), pairs[d]
         parts.append((d, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]))
-        report("D%d: %d pairs", d, _total(grid.comm, pairs[d].shape[0]))
+        found = _total(grid.comm, pairs[d].shape[0])
+        if d == 0:
+            report("D0: %d pairs, %d essential", found, _total(grid.comm, minima.size))
+        elif d == 1:
+            report("D1: %d pairs, 0 essential", found)
+        else:
+            report("D2: %d pairs", found)
         a += k
     parts.append(_essential(0, g[a:], minima, v[a:]))
     return parts

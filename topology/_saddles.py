@@ -20,6 +20,8 @@ from dmsolve import DistVector, agree, block_ranges
 from dmsolve.bsp import BSP, rank_of
 
 from ._dist_reduction import reduce_z2
+from ._keytable import fetch_rows
+from ._sweep import APEX, elder
 from ._gradient import DiscreteGradient, gradient_from_order
 from ._star_tables import locate_edges, locate_tets
 from ._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths,
@@ -275,9 +277,11 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
         [crit[d]["top"] for d in range(4)], sup)
     critical = [int(pl.global_size) for pl in (vplace, eplace, tplace, qplace)]
 
-    # -- D0: critical edges (columns, filtration order) against minima (rows):
-    # the elder rule of a union-find is this reduction of the graph's matrix
+    # -- D0: the elder rule over (minimum, edge) entries at each edge's owner
+    # (a union-find: what reducing the graph's matrix would give); keys are
+    # filtration positions, the edges' shifted past the minima's
     ctx = BSP(comm)
+    nv = vplace.global_size
     eq, ev = d0
     ctx.send_rows(layout.owner(ev), np.column_stack((eq // 2, ev)), tag=_TAG_R1)
     got = ctx.sync("morse:d0-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
@@ -286,39 +290,41 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
                   tag=_TAG_R2)
     got = ctx.sync("morse:d0-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
     sup[0] += 2
-    ptr, rows = _columns(_agreed(comm, eplace.local_index, crit[1]["code"], got[:, 0]), got[:, 1],
-                         crit[1]["code"].size)
-    red0 = reduce_z2(ptr, rows, eplace.pos, vplace.global_size, comm,
-                     labels=crit[1]["top"], row_ranges=vplace.ranges, lows=True)
-    positive = red0.low < 0
-    p0 = np.column_stack((vplace.top_of(red0.pair_rows), red0.pair_labels))
-    alive = np.ones(vplace.local_tops.size, bool)
-    alive[red0.pair_rows - vplace.ranges[comm.rank]] = False
-    ess0 = vplace.local_tops[alive]
-    del d0, eq, ev, got, row, ptr, rows
+    epos = eplace.pos[_agreed(comm, eplace.local_index, crit[1]["code"], got[:, 0])]
+    deaths, survivors = elder(comm, nv + eplace.global_size, got[:, 1].copy(), nv + epos,
+                              vplace.pos)
+    sup[0] += 0 if comm.Get_size() == 1 else 2 + int(np.ceil(np.log2(comm.Get_size())))
+    dead_e = deaths[:, 1] - nv
+    tops = _tops_at(comm, (vplace, deaths[:, 0]), (eplace, dead_e), (vplace, survivors))
+    p0 = np.column_stack((tops[0], tops[1]))
+    ess0 = tops[2]
+    positive = _alive(comm, layout, eplace.pos, dead_e, tops[1])
+    del d0, eq, ev, got, row, epos, deaths, survivors, dead_e, tops
 
-    # -- D2: critical triangles (columns, reverse order) against the critical
-    # tets in reverse order (rows 1..) and the outside (row 0, born last)
+    # -- D2: the elder rule over (tet, triangle) entries at each triangle's
+    # owner, in reverse filtration order (positions in it), the outside the
+    # apex, older than every tet
+    nq = qplace.global_size
     tq, tc = d2
     inside = tc >= 0
     ctx.send_rows(layout.owner(tc[inside] // mult[3]),
                   np.column_stack((tq[inside], tc[inside])), tag=_TAG_R1)
     got = ctx.sync("morse:d2-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
-    row = 1 + _agreed(comm, qplace.position_of, crit[3]["code"], got[:, 1])
+    row = _agreed(comm, qplace.position_of, crit[3]["code"], got[:, 1])
     out = np.concatenate((np.column_stack((got[:, 0], row)),
-                          np.column_stack((tq[~inside], np.zeros(int((~inside).sum()),
-                                                                 np.int64)))))
+                          np.column_stack((tq[~inside], np.full(int((~inside).sum()), APEX,
+                                                               np.int64)))))
     ctx.send_rows(layout.owner(out[:, 0] // mult[2]), out, tag=_TAG_R2)
     got = ctx.sync("morse:d2-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
     sup[0] += 2
-    ptr, rows = _columns(_agreed(comm, tplace.local_index, c2["code"], got[:, 0]), got[:, 1],
-                         c2["code"].size)
-    qranges = np.concatenate(([0], qplace.ranges[1:] + 1))
-    red2 = reduce_z2(ptr, rows, tplace.pos, qplace.global_size + 1, comm,
-                     labels=crit[2]["top"], row_ranges=qranges, lows=True)
-    wall = red2.low < 0
-    p2 = np.column_stack((red2.pair_labels, qplace.top_of(red2.pair_rows - 1)))
-    del d2, tq, tc, got, row, out, ptr, rows, crit[0], crit[3]
+    tpos = tplace.pos[_agreed(comm, tplace.local_index, c2["code"], got[:, 0])]
+    deaths, _ = elder(comm, nq + tplace.global_size, got[:, 1].copy(), nq + tpos, qplace.pos)
+    sup[0] += 0 if comm.Get_size() == 1 else 2 + int(np.ceil(np.log2(comm.Get_size())))
+    dead_t = deaths[:, 1] - nq
+    tops = _tops_at(comm, (tplace, dead_t), (qplace, deaths[:, 0]))
+    p2 = np.column_stack((tops[0], tops[1]))
+    wall = _alive(comm, layout, tplace.pos, dead_t, tops[0])
+    del d2, tq, tc, got, row, out, tpos, deaths, dead_t, tops, crit[0], crit[3]
     stats["union_find_s"] = time.perf_counter() - t1
 
     # -- Morse boundaries of the critical triangles D2 left unpaired
@@ -385,7 +391,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     ess2 = red1.zero_labels
     counts = np.array([entries, nonzeros, widx.size, int(positive.sum())], np.int64)
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
-    stats["supersteps_reduce"] = sup[0] + red0.supersteps + red2.supersteps + red1.supersteps
+    stats["supersteps_reduce"] = sup[0] + red1.supersteps
     pairs, essential = {}, {}
     for d, pr, es in ((0, p0, ess0), (1, p1, ess1), (2, p2, ess2)):
         pr = pr.reshape(-1, 2).astype(np.int64)
@@ -488,6 +494,35 @@ def _place(comm, keys, tops, sup) -> list[_Placed]:
         t[got[:, 0] - ranges[r]] = got[:, 1]
         placed.append(_Placed(dpos, total, ranges, t, r))
     return placed
+
+
+def _tops_at(comm, *asked) -> list:
+    """The top vertex at each of several arrays of filtration positions,
+    given as ``(place, positions)`` pairs, asked of the ranks holding their
+    blocks. Collective on ``comm``: two supersteps per pair
+    (:func:`topology._keytable.fetch_rows`)."""
+    from dmsolve import Layout
+    out = []
+    for pl, pos in asked:
+        pos = np.asarray(pos, np.int64)
+        if comm.Get_size() == 1:
+            out.append(pl.local_tops[pos])
+        else:
+            out.append(fetch_rows(Layout(pl.ranges, comm), pl.local_tops.reshape(-1, 1),
+                                  pos)[:, 0])
+    return out
+
+
+def _alive(comm, layout, pos, dead, tops) -> np.ndarray:
+    """Whether each of this rank's cells (filtration positions ``pos``) is at
+    no death: each death's position goes to the owner of its top vertex
+    ``tops``. Collective on ``comm`` (one superstep)."""
+    if comm.Get_size() == 1:
+        return ~np.isin(pos, dead)
+    ctx = BSP(comm)
+    ctx.send_rows(layout.owner(tops), np.asarray(dead, np.int64), tag=_TAG_R3)
+    got = ctx.sync("morse:deaths").concat(_TAG_R3, dtype=np.int64)
+    return ~np.isin(pos, got)
 
 
 def _agreed(comm, f, *args):

@@ -21,7 +21,7 @@ from dmsolve.bsp import BSP, rank_tree, tree_leader
 
 from ._grid import Grid, component_table
 
-__all__ = ["Sweep", "sweep", "APEX"]
+__all__ = ["Sweep", "sweep", "elder", "APEX"]
 
 #: key of the virtual outer vertex (older than every vertex)
 APEX = -1
@@ -554,6 +554,58 @@ def _local_tops(lab_owned, key_owned):
     top = np.full(lab.size, -1, np.int64)
     np.maximum.at(top, inv.ravel(), key_owned)
     return lab, top
+
+
+def elder(comm, n, lo, hi, own_labels):
+    """Elder-rule pairs of label-time entries ``(lo, hi)`` (keys below ``n``;
+    the apex -1 older than all): ``(deaths, survivors)``, deaths as rows
+    ``(born, dies_at)``; ``own_labels`` are labels this rank must know even
+    without an entry (its own births). One rank: a union-find
+    (:func:`_union_find`); more: the distributed elder rule of :func:`sweep`
+    (steps 2-3), whose entries of one time must all be on one rank. Label
+    and time keys must not collide. Collective on ``comm``."""
+    labels = np.unique(np.concatenate((lo, own_labels)))
+    if comm.Get_size() == 1:
+        o = np.argsort(hi, kind="stable")
+        born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)
+        return np.column_stack((labels[born], at)), labels[root][labels[root] != APEX]
+    sw = _distributed_elder(comm, n, lo, hi, labels, None, None, False, None)
+    return sw.deaths.reshape(-1, 2), sw.survivors[sw.survivors != APEX]
+
+
+@njit(cache=True)
+def _union_find(lab, hi, nlab):  # pragma: no cover
+    """The elder rule over entries ``(label index, time)`` sorted by time
+    (label indices ordered by age): at each time the components of its
+    labels merge, the oldest root survives. Returns ``(born, at, roots)``
+    (label indices of the deaths, their times, the final roots)."""
+    parent = np.arange(nlab)
+    born = np.empty(lab.size, np.int64)
+    at = np.empty(lab.size, np.int64)
+    nd = 0
+    i = 0
+    while i < lab.size:
+        j = i
+        old = nlab
+        while j < lab.size and hi[j] == hi[i]:
+            r = lab[j]
+            while parent[r] != r:
+                parent[r] = parent[parent[r]]
+                r = parent[r]
+            lab[j] = r
+            old = min(old, r)
+            j += 1
+        for t in range(i, j):
+            r = lab[t]
+            while parent[r] != r:
+                r = parent[r]
+            if r != old:
+                born[nd], at[nd] = r, hi[i]
+                nd += 1
+                parent[r] = old
+        i = j
+    roots = np.flatnonzero(parent == np.arange(nlab))
+    return born[:nd], at[:nd], roots
 
 
 def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledger) -> Sweep:
