@@ -228,17 +228,17 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                 for t in range(nc):
                     k = cells[t]
                     if dim[k] == 1 and k != best:
-                        n0 = _hpush(H0, n0, ckey[k])
+                        n0 = heap.push1(H0, n0, ckey[k])
                 n1 = _assigned(best, H1, n1, inls, pd, nunp, ckey, cof)
                 step = 1
                 while True:
                     while n1 > 0:
-                        e, n1 = _hpop(H1, n1)
+                        e, n1 = heap.pop1(H1, n1)
                         c = e & 31
                         if pd[c]:
                             continue
                         if nunp[c] == 0:
-                            n0 = _hpush(H0, n0, e)
+                            n0 = heap.push1(H0, n0, e)
                             continue
                         f = -1
                         for t in range(3):
@@ -256,7 +256,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         n1 = _assigned(f, H1, n1, inls, pd, nunp, ckey, cof)
                     found = False
                     while n0 > 0:
-                        e, n0 = _hpop(H0, n0)
+                        e, n0 = heap.pop1(H0, n0)
                         c = e & 31
                         if pd[c]:
                             continue
@@ -274,42 +274,6 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         V[p + sd[k]] = CRITICAL
                         T[p + sd[k]] = step
                     inls[k] = False
-
-
-@njit(cache=True, inline="always")
-def _hpush(H, n, v):  # pragma: no cover
-    """Push ``v`` on the min-heap ``H[:n]``; returns the new size."""
-    c = n
-    H[c] = v
-    while c > 0:
-        q = (c - 1) >> 1
-        if H[q] <= v:
-            break
-        H[c] = H[q]
-        c = q
-    H[c] = v
-    return n + 1
-
-
-@njit(cache=True, inline="always")
-def _hpop(H, n):  # pragma: no cover
-    """Pop the minimum of ``H[:n]``; returns ``(value, new size)``."""
-    top = H[0]
-    n -= 1
-    v = H[n]
-    c = 0
-    while True:
-        m = 2 * c + 1
-        if m >= n:
-            break
-        if m + 1 < n and H[m + 1] < H[m]:
-            m += 1
-        if H[m] >= v:
-            break
-        H[c] = H[m]
-        c = m
-    H[c] = v
-    return top, n
 
 
 @njit(cache=True, inline="always")
@@ -357,7 +321,7 @@ def _assigned(c, H, n, inls, pd, nunp, ckey, cof):  # pragma: no cover
         if inls[g] and not pd[g]:
             nunp[g] -= 1
             if nunp[g] == 1:
-                n = _hpush(H, n, ckey[g])
+                n = heap.push1(H, n, ckey[g])
     return n
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["sift_up", "pop"]
+__all__ = ["sift_up", "pop", "push1", "pop1"]
 
 
 @njit(cache=True, inline="always")
@@ -53,3 +53,40 @@ def pop(H, n):  # pragma: no cover
         _swap(H, c, m)
         c = m
     return n
+
+
+@njit(cache=True, inline="always")
+def push1(H, n, v):  # pragma: no cover
+    """Push ``v`` on the flat min-heap ``H[:n]`` of int64 (capacity is the
+    caller's); returns the new size. Not collective."""
+    c = n
+    while c > 0:
+        q = (c - 1) >> 1
+        if H[q] <= v:
+            break
+        H[c] = H[q]
+        c = q
+    H[c] = v
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def pop1(H, n):  # pragma: no cover
+    """Pop the minimum of the flat heap ``H[:n]``; returns ``(value, new size)``.
+    Not collective."""
+    top = H[0]
+    n -= 1
+    v = H[n]
+    c = 0
+    while True:
+        m = 2 * c + 1
+        if m >= n:
+            break
+        if m + 1 < n and H[m + 1] < H[m]:
+            m += 1
+        if H[m] >= v:
+            break
+        H[c] = H[m]
+        c = m
+    H[c] = v
+    return top, n

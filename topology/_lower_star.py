@@ -21,21 +21,6 @@ TO_VERTEX = -3      #: edge paired with its maximum vertex
 DOWN = 16384        #: code DOWN + j: paired with facet slot j (else up: coface slot)
 
 
-@njit(cache=True, inline="always")
-def _hpush(H, n, v):  # pragma: no cover
-    """Push ``v`` on the heap ``H[:n]`` of one-column rows (capacity is the caller's)."""
-    H[n, 0] = v
-    heap.sift_up(H, n)
-    return n + 1
-
-
-@njit(cache=True, inline="always")
-def _hpop(H, n):  # pragma: no cover
-    """Pop the minimum of ``H[:n]``; returns ``(value, new size)``."""
-    n = heap.pop(H, n)
-    return H[n, 0], n
-
-
 @njit(cache=True)
 def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     """The lower-star discrete gradient of every owned vertex, in place.
@@ -68,6 +53,7 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     le_o = np.empty(me, np.int64)
     le_r = np.empty(me, np.int64)
     le_pd = np.empty(me, np.int64)
+    srt = np.empty(me, np.int64)
     lt_t = np.empty(mt, np.int64)
     lt_k = np.empty(mt, np.int64)
     lt_f = np.empty((mt, 2), np.int64)
@@ -81,8 +67,8 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     tcof = np.empty((mt, max(mq, 1)), np.int64)  # lower tets on each lower triangle
     ntcof = np.empty(mt, np.int64)
     cap = 2 * me + 4 * mt + 6 * mq + 16
-    H0 = np.empty((cap, 1), np.int64)
-    H1 = np.empty((cap, 1), np.int64)
+    H0 = np.empty(cap, np.int64)
+    H1 = np.empty(cap, np.int64)
     for i in range(n):
         ox = O[P[i]]
         e0, t0, q0 = eptr[i], tptr[i], qptr[i]
@@ -99,13 +85,16 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
             else:
                 emap[j] = -1
                 ep[e0 + j] = NOT_LOWER
-        # rank of each lower neighbour among the lower neighbours, plus one
+        # rank of each lower neighbour among the lower neighbours, plus one:
+        # an insertion sort of their indices by order
         for a in range(nl):
-            r = 1
-            for b in range(nl):
-                if le_o[b] < le_o[a]:
-                    r += 1
-            le_r[a] = r
+            b = a
+            while b > 0 and le_o[srt[b - 1]] > le_o[a]:
+                srt[b] = srt[b - 1]
+                b -= 1
+            srt[b] = a
+        for a in range(nl):
+            le_r[srt[a]] = a + 1
         M = nl + 1
         nt = 0
         for t in range(nt_all):
@@ -164,7 +153,7 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
         n1 = 0
         for k in range(nl):
             if k != d:
-                n0 = _hpush(H0, n0, (le_r[k] * M * M) * 4096 + 1024 + k)
+                n0 = heap.push1(H0, n0, (le_r[k] * M * M) * 4096 + 1024 + k)
         # the cells whose unpaired facets drop to one when a cell is paired
         # (insertCofacets) are pushed on pqOne: start with delta's
         dim_c, a_c = 1, d
@@ -176,17 +165,17 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
                     for kk in range(necof[ca]):
                         b = ecof[ca, kk]
                         if (le_pd[lt_f[b, 0]] == 0) + (le_pd[lt_f[b, 1]] == 0) == 1:
-                            n1 = _hpush(H1, n1, lt_k[b] * 4096 + 2048 + b)
+                            n1 = heap.push1(H1, n1, lt_k[b] * 4096 + 2048 + b)
                 elif cd == 2:
                     for kk in range(ntcof[ca]):
                         b = tcof[ca, kk]
                         f0, f1, f2 = lq_f[b, 0], lq_f[b, 1], lq_f[b, 2]
                         if (lt_pd[f0] == 0) + (lt_pd[f1] == 0) + (lt_pd[f2] == 0) == 1:
-                            n1 = _hpush(H1, n1, lq_k[b] * 4096 + 3072 + b)
+                            n1 = heap.push1(H1, n1, lq_k[b] * 4096 + 3072 + b)
             # next event: pop pqOne, else a critical cell from pqZero
             dim_c = 0
             while n1 > 0:
-                v, n1 = _hpop(H1, n1)
+                v, n1 = heap.pop1(H1, n1)
                 code = v & 4095
                 dm, a = code >> 10, code & 1023
                 if (dm == 2 and lt_pd[a]) or (dm == 3 and lq_pd[a]):
@@ -204,7 +193,7 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
                             cnt += 1
                             f = lq_f[a, k]
                 if cnt == 0:
-                    n0 = _hpush(H0, n0, v)
+                    n0 = heap.push1(H0, n0, v)
                     continue
                 if dm == 2:
                     le_pd[f] = 1
@@ -224,7 +213,7 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
                 continue
             extra_dim = 0
             while n0 > 0:
-                v, n0 = _hpop(H0, n0)
+                v, n0 = heap.pop1(H0, n0)
                 code = v & 4095
                 dm, a = code >> 10, code & 1023
                 if (dm == 1 and le_pd[a]) or (dm == 2 and lt_pd[a]) or (dm == 3 and lq_pd[a]):
