@@ -127,6 +127,10 @@ def test_demo_runs_and_checks_itself(comm, capsys):
                    and re.search(r"memory_budget='8MiB': ([2-9]|\d\d+) virtual slabs", out),
                    "out of core: several slabs per rank, the in-memory answers",
                    [line for line in out.splitlines() if "in-memory run" in line])
+        m14 = re.search(r"CubicalComplex\(vertices=\.\.\.\): (\w+)\n.*Euler characteristic "
+                        r"(-?\d+)", out)
+        checks.add(m14 and m14.group(1) == "True" and m14.group(2) == "1",
+                   "cubical: gudhi's diagram, Euler characteristic 1", m14 and m14.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
