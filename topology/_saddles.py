@@ -454,6 +454,17 @@ def _place(comm, keys, tops, sup) -> list[_Placed]:
     dimension's positions are consecutive; one-column keys are packed with
     their dimension into one int64) and one superstep, after two
     ``allreduce`` of the keys' range. Collective on ``comm``."""
+    if comm.Get_size() == 1:
+        # one rank: each dimension's positions by its own lexsort (the keys
+        # of one dimension are distinct), no sort of every cell together
+        placed = []
+        for k, top in zip(keys, tops):
+            pos = np.empty(k.shape[0], np.int64)
+            pos[np.lexsort(k.T[::-1])] = np.arange(k.shape[0])
+            t = np.empty(k.shape[0], np.int64)
+            t[pos] = top
+            placed.append(_Placed(pos, k.shape[0], np.array([0, k.shape[0]], np.int64), t, 0))
+        return placed
     width = 1 + max(k.shape[1] for k in keys)
     lo = min((int(k.min()) for k in keys if k.size), default=0)
     hi = max((int(k.max()) for k in keys if k.size), default=0)

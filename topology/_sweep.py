@@ -564,7 +564,9 @@ def elder(comm, n, lo, hi, own_labels):
     (:func:`_union_find`); more: the distributed elder rule of :func:`sweep`
     (steps 2-3), whose entries of one time must all be on one rank. Label
     and time keys must not collide. Collective on ``comm``."""
-    labels = np.unique(np.concatenate((lo, own_labels)))
+    labels = np.sort(np.concatenate((lo, own_labels)))
+    if labels.size:                     # sorted unique: one sort, no hash table
+        labels = labels[np.concatenate(([True], labels[1:] != labels[:-1]))]
     if comm.Get_size() == 1:
         o = np.argsort(hi, kind="stable")
         born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)
