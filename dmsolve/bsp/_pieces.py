@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
+from .._unique import unique
 from ._ledger import Ledger
 from ._pieces_tree import tree_components
 from ._superstep import BSP
@@ -452,7 +453,7 @@ class _Run:
     def _watch(self, parents) -> None:
         """Queue subscriptions to the remote parents not watched yet and
         cancellations for those no piece here points at any more."""
-        want = np.unique(parents)
+        want = unique(parents)
         new = np.setdiff1d(want, self.watched, assume_unique=True)
         gone = np.setdiff1d(self.watched, want, assume_unique=True)
         keep = np.isin(self.watched, want, assume_unique=True)

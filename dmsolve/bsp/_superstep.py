@@ -36,6 +36,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from .._registry import Registry
+from .._unique import unique
 from ._comm import inner_comm
 from ._ledger import Ledger
 
@@ -908,10 +909,10 @@ def estimate_distinct_fraction(keys: np.ndarray, sample: int = 1024, seed: int =
     """
     n = keys.size
     if n <= sample:
-        return np.unique(keys).size / max(n, 1)
+        return unique(keys).size / max(n, 1)
     rng = np.random.default_rng(seed)
     picked = keys[rng.integers(0, n, size=sample)]
-    uniq = np.unique(picked)
+    uniq = unique(picked)
     pos = np.searchsorted(uniq, keys)
     pos[pos == uniq.size] = 0
     hit = uniq[pos] == keys
