@@ -149,7 +149,8 @@ def warm_preconditioners(comm) -> None:
 
 
 def warm_topology(comm) -> None:
-    """Every analysis on a small grid and a small simplicial complex."""
+    """Every analysis on small grids (Freudenthal, out of core, cubical) and
+    small simplicial complexes."""
     import topology
 
     rng = np.random.default_rng(0)
@@ -163,6 +164,8 @@ def warm_topology(comm) -> None:
         topology.persistence_diagram(ooc, field)
         topology.merge_tree(ooc, field)
         topology.connected_components(ooc, field, float(np.median(field)))
+        # the cubical complex of the same grid (its own gradient and Morse kernels)
+        _analyses(topology, topology.Grid(shape, comm, complex="cubical"), field)
     # a tetrahedral complex: a cube cut into the 6 tetrahedra of its Freudenthal
     # triangulation, and a triangulated square with its edge flow for Hodge
     cube = np.array([[0, 1, 3, 7], [0, 1, 5, 7], [0, 2, 3, 7], [0, 2, 6, 7],

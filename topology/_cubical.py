@@ -744,6 +744,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
         progress("discrete gradient: critical cells %s", G.critical_counts())
     O, V, T, geom = G.O, G.V, G.T, G.slab.geom
     crit = {d: G.local_critical(d) for d in range(4)}
+    G._crit = None                      # the split copies are all that is read on
     stats = {"gradient_s": time.perf_counter() - t0}
     empty3 = np.zeros((0, 3), np.int64)
 
@@ -783,8 +784,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     # -- D2: the critical cubes (or the outside, the apex) above each critical
     # square, then the elder rule in reverse order (keys 32 n - 1 - key)
     spos, scode, skey = crit[2]
-    cubes, edges = _square_sides(geom, spos)
-    start = cubes.ravel()
+    start = _square_sides(geom, spos)[0].ravel()
     sq = np.repeat(scode, 2)
     out = start < 0
     done = [(sq[out], np.full(int(out.sum()), -1, np.int64))]
@@ -802,7 +802,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     at = names((top - deaths.ravel()) // 32)
     pairs[2] = at.reshape(-1, 2)[:, ::-1]
     wall = _alive(comm, layout, ctx, top - skey, deaths[:, 1], pairs[2][:, 0])
-    del d2, done, deaths, at, cubes
+    del d2, done, deaths, at, start, sq, out
     stats["d2_s"] = time.perf_counter() - t0
 
     # -- D1: the walls' Morse boundaries, reduced against the positive edges
@@ -814,10 +814,15 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d1, _ = follow_paths(comm, layout, down_e, arrive,
-                         (np.repeat(scode[widx], 4), edges[widx].ravel()), empty3,
+                         (np.repeat(scode[widx], 4), _square_sides(geom, spos[widx])[1].ravel()),
+                         empty3,
                          tag=_TAG_DOWN, label="cubical:walls")
     bq, be = (np.concatenate(c) for c in zip(*d1))
-    ctx.send_rows(layout.owner(be // 32), np.column_stack((bq, be)), tag=_TAG_R1)
+    del d1
+    entries = _odd(np.column_stack((bq, be)))    # what cancels here need not travel
+    del bq, be
+    ctx.send_rows(layout.owner(entries[:, 1] // 32), entries, tag=_TAG_R1)
+    del entries
     got = ctx.sync("cubical:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     got = _odd(got)                     # every entry of an edge is here: mod 2 is exact
     eidx = _agreed(comm, eplace.local_index, ecode, got[:, 1])

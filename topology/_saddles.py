@@ -554,16 +554,33 @@ def _odd(pairs):
     sorts a structured view, 3.5 s of 21.7 s on noisy 128^3)."""
     if pairs.shape[0] == 0:
         return pairs.reshape(0, 2)
-    a, b = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    a, b = pairs[:, 0], pairs[:, 1]
     a0, b0 = int(a.min()), int(b.min())
     ra, rb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
     if ra * rb < 2 ** 62:
-        key = np.sort((a - a0) * rb + (b - b0))
-        start = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        # one key per row, built and sorted in place (the boundaries of
+        # noisy fields give millions of rows: no temporaries of their size)
+        key = a.astype(np.int64)
+        key -= a0
+        key *= rb
+        key += b
+        key -= b0
+        key.sort()
+        new = np.empty(key.size, bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        start = np.flatnonzero(new)
+        del new
         cnt = np.diff(np.append(start, key.size))
         k = key[start[cnt % 2 == 1]]
-        return np.column_stack((k // rb + a0, k % rb + b0))
-    s = pairs[np.lexsort((b, a))].astype(np.int64)
+        del key, start, cnt
+        out = np.empty((k.size, 2), np.int64)
+        np.floor_divide(k, rb, out=out[:, 0])
+        out[:, 0] += a0
+        np.remainder(k, rb, out=out[:, 1])
+        out[:, 1] += b0
+        return out
+    s = pairs[np.lexsort((b.astype(np.int64), a.astype(np.int64)))].astype(np.int64)
     start = np.flatnonzero(np.concatenate(([True], np.any(s[1:] != s[:-1], axis=1))))
     cnt = np.diff(np.append(start, s.shape[0]))
     return s[start[cnt % 2 == 1]]
@@ -571,9 +588,7 @@ def _odd(pairs):
 
 def _columns(col, row, ncols):
     """CSR columns (rows ascending) of the entries ``(col, row)`` mod 2."""
-    e = _odd(np.column_stack((col, row)).astype(np.int64))
-    o = np.lexsort((e[:, 1], e[:, 0]))
-    e = e[o]
+    e = _odd(np.column_stack((col, row)).astype(np.int64))     # sorted by (col, row)
     ptr = np.concatenate(([0], np.cumsum(np.bincount(e[:, 0], minlength=ncols))))
     return ptr.astype(np.int64), e[:, 1].copy()
 

@@ -13,7 +13,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from .._unique import unique
 from ._ranktree import rank_tree, tree_leader as leader
 from ._superstep import BSP
 
@@ -137,7 +136,7 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
         ctx._fail(ValueError("piece_components: a link names piece %d of rank %d, which has %d"
                              % (got[~ok, 0][0], me, m)))
         got, src = got[ok], src[ok]
-    edges = unique(np.concatenate((
+    edges = np.unique(np.concatenate((
         np.stack((addr[lu], (lr << _SHIFT) | lv, ls), axis=1),
         np.stack((addr[got[:, 0]], (src << _SHIFT) | got[:, 1], got[:, 2]), axis=1))), axis=0)
     nodes = {"leaf": _Node(addr, keys, addr, np.arange(m), ones, edges, me, me + 1)}
