@@ -19,8 +19,8 @@ from mpi4py import MPI
 from ._layout import Layout
 from ._matrix import DistCSR
 from ._registry import Registry
-from ._unique import unique
 from ._vector import DistVector
+from .bsp import sorted_unique
 from .validate import agreed, check_int, check_real
 
 __all__ = [
@@ -510,7 +510,7 @@ def random_spd(n: int, comm: MPI.Comm, density: float = 0.01, seed: int = 0,
     rows, k, span = rows[keep], k[keep], span[keep]
     cols = rows + 1 + (_hash(sd, rows, k) % span.astype(np.uint64)).astype(np.int64)
     # one value per distinct (i, j), independent of which draw produced it
-    key = unique(rows * nn + cols)
+    key = sorted_unique(rows * nn + cols)
     rows, cols = key // nn, key % nn
     vals = 2.0 * _uniform(sd + 1, rows, cols) - 1.0
     nz = vals != 0.0

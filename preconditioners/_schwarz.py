@@ -7,8 +7,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, Preconditioner
-from dmsolve._unique import unique
-from dmsolve.bsp import NeighborExchange
+from dmsolve.bsp import NeighborExchange, sorted_unique
 from dmsolve.validate import agreed, check_bool, check_int
 
 from ._dist import fetch_rows, rows_with_global_columns
@@ -192,7 +191,7 @@ class AdditiveSchwarz(Preconditioner):
         new = A.ghosts                  # the first layer: the owned rows' off-process columns
         for level in range(self.overlap):
             if level:
-                cols = unique(frontier_rows.indices.astype(np.int64))
+                cols = sorted_unique(frontier_rows.indices.astype(np.int64))
                 new = cols[((cols < start) | (cols >= stop))]
                 new = np.setdiff1d(new, ext, assume_unique=True)
                 # every rank's overlap covers what the graph reaches: more

@@ -16,8 +16,7 @@ from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, agree
-from dmsolve._unique import unique
-from dmsolve.bsp import BSP, NeighborExchange, rank_of
+from dmsolve.bsp import BSP, NeighborExchange, rank_of, sorted_unique
 from dmsolve.partition import exchange, hilbert, metis_partition, multilevel_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
@@ -218,7 +217,7 @@ class SimplicialComplex:
             self._layouts[k] = Layout.from_local_size(i1 - i0, comm)
         # 3. vertex ghosts: every vertex of a local simplex that is not owned
         used = [self._local[k].ravel() for k in self._local]
-        allv = unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+        allv = sorted_unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
         ghosts = allv[~vl.is_local(allv)]
         self._ids = np.union1d(np.arange(vl.start, vl.stop, dtype=np.int64), ghosts)
         self._own_pos = np.searchsorted(self._ids, np.arange(vl.start, vl.stop))
@@ -302,7 +301,7 @@ class SimplicialComplex:
         # the layout indices of the vertices of the local top simplices, asked
         # of the block owners of their global ids
         used = [a.ravel() for a in tops.values()]
-        u = unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
+        u = sorted_unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
         ctx.send_rows(blk.owner(u) if u.size else np.zeros(0, np.int64), u, tag=_TAG_VASK)
         # and the global id of every layout index, to its owner
         gid = np.arange(blk.start, blk.stop, dtype=np.int64)

@@ -14,8 +14,7 @@ from numba import njit, types
 from numba.typed import List
 
 from dmsolve import agree, block_ranges
-from dmsolve._unique import unique
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, sorted_unique
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
@@ -192,7 +191,7 @@ def _check_columns(ptr, rows, ids, labels, nrows):
     inner[ptr[:-1][ptr[:-1] < rows.size]] = False       # first entry of each column
     if rows.size > 1 and np.any(np.diff(rows)[inner[1:]] <= 0):
         raise ValueError("the rows of each column must be strictly increasing")
-    if ids.size > 1 and unique(ids).size != ids.size:
+    if ids.size > 1 and sorted_unique(ids).size != ids.size:
         raise ValueError("column ids must be distinct")
     if labels is None:
         labels = ids

@@ -26,7 +26,7 @@ from numba import njit
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
-from dmsolve._unique import unique
+from dmsolve.bsp import sorted_unique
 from dmsolve.validate import agreed
 
 from ._grid import link_structure
@@ -100,7 +100,7 @@ def _glue(lower, upper, ps, lo, hi, mid, nz):
     (if below ``nz``). Returns ``(summary, lower_map, upper_map)``, the maps
     as ``(old names, new names)``; a new name is the smallest old name of
     the pieces it joins (the smallest vertex id of the joined pieces)."""
-    names = unique(np.concatenate((lower[:, 1], upper[:, 1])))
+    names = sorted_unique(np.concatenate((lower[:, 1], upper[:, 1])))
     n = names.size
     # the two sides' rows of plane mid, matched by vertex id
     lm = lower[lower[:, 0] // ps == mid]
@@ -127,7 +127,7 @@ def _glue(lower, upper, ps, lo, hi, mid, nz):
     summary = np.concatenate(keep) if keep else np.zeros((0, 2), np.int64)
 
     def side(rows):
-        old = unique(rows[:, 1])
+        old = sorted_unique(rows[:, 1])
         return np.column_stack((old, new[np.searchsorted(names, old)]))
 
     return summary, side(lower), side(upper)

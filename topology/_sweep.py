@@ -17,8 +17,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import Layout
-from dmsolve._unique import unique
-from dmsolve.bsp import BSP, rank_tree, tree_leader
+from dmsolve.bsp import BSP, rank_tree, sorted_unique, tree_leader
 
 from ._grid import Grid, component_table
 
@@ -135,7 +134,7 @@ def sweep(domain, key_owned: np.ndarray, *, apex: bool = False, tree: bool = Fal
     lab_owned = st.labels()
     lo, hi = st.entries()
     n = int(domain.vertex_layout.global_size)
-    labels = unique(np.concatenate((lab_owned, lo, st.minima()))).astype(np.int64)
+    labels = sorted_unique(np.concatenate((lab_owned, lo, st.minima()))).astype(np.int64)
     res = _distributed_elder(comm, n, lo, hi, labels, st.key_owned, lab_owned, tree, ledger)
     res.minima = np.asarray(st.minima_, np.int64)
     return res
@@ -385,7 +384,7 @@ class _Range:
         if missing.size:
             raise RuntimeError("sweep: queried labels %s are in no edge or record of ranks "
                                "[%d, %d)" % (missing[:4], lo_rank, hi_rank))
-        verts = unique(edges[:, 1])
+        verts = sorted_unique(edges[:, 1])
         key = np.concatenate((lab, verts))
         o = np.argsort(key, kind="stable")
         self.key = key = key[o]
@@ -565,7 +564,7 @@ def elder(comm, n, lo, hi, own_labels):
     (:func:`_union_find`); more: the distributed elder rule of :func:`sweep`
     (steps 2-3), whose entries of one time must all be on one rank. Label
     and time keys must not collide. Collective on ``comm``."""
-    labels = unique(np.concatenate((lo, own_labels)))
+    labels = sorted_unique(np.concatenate((lo, own_labels)))
     if comm.Get_size() == 1:
         o = np.argsort(hi, kind="stable")
         born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)

@@ -22,10 +22,10 @@ from typing import NamedTuple
 import numpy as np
 from mpi4py import MPI
 
-from .._unique import unique
 from ._ledger import Ledger
 from ._pieces_tree import tree_components
 from ._superstep import BSP
+from ._unique import sorted_unique
 
 __all__ = ["piece_components", "PieceComponents"]
 
@@ -453,7 +453,7 @@ class _Run:
     def _watch(self, parents) -> None:
         """Queue subscriptions to the remote parents not watched yet and
         cancellations for those no piece here points at any more."""
-        want = unique(parents)
+        want = sorted_unique(parents)
         new = np.setdiff1d(want, self.watched, assume_unique=True)
         gone = np.setdiff1d(self.watched, want, assume_unique=True)
         keep = np.isin(self.watched, want, assume_unique=True)

@@ -36,9 +36,9 @@ from mpi4py import MPI
 
 from .._errors import agree
 from .._registry import Registry
-from .._unique import unique
 from ._comm import inner_comm
 from ._ledger import Ledger
+from ._unique import sorted_unique
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS"]
 
@@ -909,10 +909,10 @@ def estimate_distinct_fraction(keys: np.ndarray, sample: int = 1024, seed: int =
     """
     n = keys.size
     if n <= sample:
-        return unique(keys).size / max(n, 1)
+        return sorted_unique(keys).size / max(n, 1)
     rng = np.random.default_rng(seed)
     picked = keys[rng.integers(0, n, size=sample)]
-    uniq = unique(picked)
+    uniq = sorted_unique(picked)
     pos = np.searchsorted(uniq, keys)
     pos[pos == uniq.size] = 0
     hit = uniq[pos] == keys

@@ -1,4 +1,4 @@
-"""Sorted unique values of an integer array by one sort.
+"""Sorted unique values of an integer array by one sort (:func:`sorted_unique`).
 
 numpy 2.3 and later answer a plain ``np.unique(a)`` (no ``return_*``) from a
 hash table, which on many distinct int64 values is two orders of magnitude
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["unique"]
+__all__ = ["sorted_unique"]
 
 
-def unique(a) -> np.ndarray:
+def sorted_unique(a) -> np.ndarray:
     """``np.unique(a)`` (sorted distinct values, flattened) by one sort for
     integer and boolean arrays; other dtypes go to ``np.unique``. Not collective."""
     a = np.asarray(a)
