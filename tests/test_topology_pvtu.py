@@ -14,7 +14,7 @@ from scipy.spatial import Delaunay
 from dmsolve import DistVector
 from mpitest import assert_collective, assert_raises_collective, on_rank0
 from topology import Grid, SimplicialComplex, persistence_diagram
-from topology._grid import _grid_cells
+from topology._grid import _cube_cells, _grid_cells
 from topology.io import write_pvtu, write_vtu
 
 COMM = MPI.COMM_WORLD
@@ -149,26 +149,28 @@ def _check(path, ref_path, point_names, cell_names, point_owner, cell_owner, ext
 
 
 # -- grids -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("complex", ["freudenthal", "cubical"])
 @pytest.mark.parametrize("shape", [(5, 7), (4, 3, 5), (3, 2), (4, 3, 3)],
                          ids=["2d-5x7", "3d-4x3x5", "2d-3x2-idle-ranks", "3d-3-planes"])
-def test_grid_pieces_cut_the_single_file(shared_tmp_path, shape):
+def test_grid_pieces_cut_the_single_file(shared_tmp_path, shape, complex):
     d = str(shared_tmp_path)
-    g = Grid(shape, COMM)
+    g = Grid(shape, COMM, complex=complex)
     n = int(np.prod(shape))
     rng = np.random.default_rng(len(shape) * 10 + n)
     f = rng.random(n)
     labels = rng.integers(-5, 5, n).astype(np.int32)
     vec = np.column_stack((f, 2 * f, 3 * f))
-    ncells = len(_grid_cells(shape))
+    all_cells = _cube_cells(shape) if complex == "cubical" else _grid_cells(shape)
+    ncells = len(all_cells)
     cells = rng.random(ncells)
     point_data = {"f": g.vertex_values(f), "labels": labels, "vec": vec}
     write_pvtu(os.path.join(d, "g.pvtu"), g, point_data=point_data, cell_data={"c": cells})
     write_vtu(os.path.join(d, "g.vtu"), g, point_data={"f": f, "labels": labels, "vec": vec},
               cell_data={"c": cells})
     point_owner = g.vertex_layout.owner(np.arange(n))
-    # a Freudenthal cell belongs to the rank owning its origin plane, which
-    # holds the cell's smallest vertex
-    cell_owner = g.vertex_layout.owner(_grid_cells(shape).min(axis=1))
+    # a cell belongs to the rank owning its origin plane, which holds the
+    # cell's smallest vertex
+    cell_owner = g.vertex_layout.owner(all_cells.min(axis=1))
     _check(os.path.join(d, "g.pvtu"), os.path.join(d, "g.vtu"), point_data, ["c"],
            point_owner, cell_owner)
 

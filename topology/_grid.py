@@ -546,11 +546,16 @@ class Grid:
         if self.comm.Get_rank() != root:
             return None
         points = self.vertex_coordinates(np.arange(self.global_num_vertices))
+        cells = _cube_cells(self.shape) if self.cubical else _grid_cells(self.shape)
+        return points, self.mesh_cell_type, cells
+
+    @property
+    def mesh_cell_type(self) -> str:
+        """meshio's name of the top cells :meth:`mesh` lists: ``"triangle"``
+        or ``"tetra"``, ``"quad"`` or ``"hexahedron"`` on a cubical grid."""
         if self.cubical:
-            kind = "quad" if self.dimension == 2 else "hexahedron"
-            return points, kind, _cube_cells(self.shape)
-        kind = "triangle" if self.dimension == 2 else "tetra"
-        return points, kind, _grid_cells(self.shape)
+            return "quad" if self.dimension == 2 else "hexahedron"
+        return "triangle" if self.dimension == 2 else "tetra"
 
 
 #: Peak bytes per vertex of one out-of-core slab's turn (its values, their
@@ -703,16 +708,19 @@ def _grid_cells(shape, planes=None) -> np.ndarray:
     return ids.reshape(-1, cells.shape[1]).astype(np.int64)
 
 
-def _cube_cells(shape) -> np.ndarray:
-    """Vertex ids of every square (2D) or cube (3D) of a grid of ``shape``,
-    in VTK's quad / hexahedron corner order."""
+def _cube_cells(shape, planes=None) -> np.ndarray:
+    """Vertex ids of every square (2D) or cube (3D) of a grid of ``shape``
+    (of those whose origin's last coordinate lies in ``range(*planes)``), in
+    VTK's quad / hexahedron corner order, origins in x-major order."""
     dim = len(shape)
     corners = [(0, 0), (1, 0), (1, 1), (0, 1)]
     if dim == 3:
         corners = [c + (0,) for c in corners] + [c + (1,) for c in corners]
     strides = np.cumprod((1,) + tuple(shape[:-1]))
-    origins = np.stack(np.meshgrid(*[np.arange(n - 1) for n in shape], indexing="ij"),
-                       -1).reshape(-1, dim)
+    ranges = [np.arange(n - 1) for n in shape]
+    if planes is not None:
+        ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
+    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, dim)
     return ((origins[:, None, :] + np.array(corners)[None]) @ strides).astype(np.int64)
 
 

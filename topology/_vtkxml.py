@@ -23,7 +23,7 @@ __all__ = ["VTK_CELL_TYPES", "vtk_type", "check_pvtu_path", "piece_paths", "writ
            "write_parallel", "GLOBAL_POINT_IDS", "GLOBAL_CELL_IDS", "GHOST_TYPE", "RESERVED"]
 
 #: VTK cell type codes of the cells dmsolve writes
-VTK_CELL_TYPES = {"vertex": 1, "line": 3, "triangle": 5, "tetra": 10}
+VTK_CELL_TYPES = {"vertex": 1, "line": 3, "triangle": 5, "quad": 9, "tetra": 10, "hexahedron": 12}
 
 #: VTK's names (vtkGenerateGlobalIds, TTK-MPI) for the arrays that match pieces
 GLOBAL_POINT_IDS = "GlobalPointIds"

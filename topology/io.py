@@ -17,7 +17,7 @@ from dmsolve.validate import agreed, check_choice
 
 from ._complex import PARTITIONS, SimplicialComplex
 from ._domain import check_domain
-from ._grid import Grid, _grid_cells, freudenthal_cells
+from ._grid import Grid, _cube_cells, _grid_cells, freudenthal_cells
 from ._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
 
 __all__ = ["read_mesh", "read_image", "write_vtu", "write_pvtu", "CRITICAL_TYPE"]
@@ -179,7 +179,7 @@ def _check_fields(domain, point_data, cell_data) -> int:
         if data is not None and not isinstance(data, dict):
             raise TypeError("%s must be a dict of name -> values, got %s"
                             % (name, type(data).__name__))
-    ncells = (int(np.prod([n - 1 for n in domain.shape])) * len(freudenthal_cells(top))
+    ncells = (int(np.prod([n - 1 for n in domain.shape])) * _cells_per_grid_cell(domain)
               if isinstance(domain, Grid) else domain.simplex_layout(top).global_size)
     for name, v in (point_data or {}).items():
         _field(domain, name, v, 0, domain.global_num_vertices, "point_data")
@@ -198,8 +198,9 @@ def write_vtu(path, domain, point_data: dict | None = None,
 
     Values may be DistVectors (gathered to rank 0, in global-id order) or
     global arrays with one row per point (cell). For a :class:`Grid` the
-    Freudenthal cells are generated on rank 0 for the file only, and cell
-    data must be global arrays (one row per triangle or tetrahedron).
+    Freudenthal cells (squares or cubes on a cubical grid) are generated on
+    rank 0 for the file only, and cell data must be global arrays (one row
+    per triangle or tetrahedron, square or cube).
     Collective on ``domain.comm``; rank 0 checks that the path can be
     written before anything is gathered.
 
@@ -244,11 +245,17 @@ def write_vtu(path, domain, point_data: dict | None = None,
     agree(comm, exc)
 
 
-def _grid_cell_ids(shape, planes) -> np.ndarray:
-    """Global ids of the cells :func:`_grid_cells` ``(shape, planes)`` lists,
-    in its order: their rows in ``_grid_cells(shape)`` (origins in x-major
-    order, then the cells of one grid cell). Not collective."""
-    per = len(freudenthal_cells(len(shape)))
+def _cells_per_grid_cell(grid) -> int:
+    """Top cells of one grid cell: 2 triangles or 6 tetrahedra, or the
+    square or cube itself on a cubical grid."""
+    return 1 if grid.cubical else len(freudenthal_cells(grid.dimension))
+
+
+def _grid_cell_ids(shape, planes, per) -> np.ndarray:
+    """Global ids of the cells :func:`_grid_cells` ``(shape, planes)`` (or
+    ``_cube_cells``) lists, in its order: their rows in the whole grid's
+    list (origins in x-major order, then the ``per`` cells of one grid
+    cell). Not collective."""
     ranges = [np.arange(n - 1) for n in shape]
     ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
     origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
@@ -271,9 +278,10 @@ def _local_piece(domain):
         # plane), generated here: a Grid stores no cell
         p0, p1 = domain.owned_planes
         planes = (p0, min(p1, domain.shape[-1] - 1))
-        cellpos = _grid_cells(domain.shape, planes) - domain.ghosted_planes[0] * domain.plane_size
-        cell_ids = _grid_cell_ids(domain.shape, planes)
-        kind = "triangle" if domain.dimension == 2 else "tetra"
+        cells = _cube_cells if domain.cubical else _grid_cells
+        cellpos = cells(domain.shape, planes) - domain.ghosted_planes[0] * domain.plane_size
+        cell_ids = _grid_cell_ids(domain.shape, planes, _cells_per_grid_cell(domain))
+        kind = domain.mesh_cell_type
     else:
         d = domain.dimension
         if d == 0:
@@ -326,8 +334,8 @@ def write_pvtu(path, domain, point_data: dict | None = None,
     uncompressed.
 
     Piece ``r`` holds rank ``r``'s top cells (a complex's owned top
-    simplices; a Grid's Freudenthal cells whose origin corner lies in one
-    of its owned planes, generated locally) and the points it needs: the
+    simplices; a Grid's Freudenthal cells, or squares or cubes, whose
+    origin corner lies in one of its owned planes, generated locally) and the points it needs: the
     owned vertices and the ghost vertices of those cells, whose values come
     from the domain's ghost exchange. Every top cell is in exactly one
     piece; a ghost vertex is in several, marked ``vtkGhostType`` = 1
@@ -335,7 +343,7 @@ def write_pvtu(path, domain, point_data: dict | None = None,
     matching arrays ``GlobalPointIds`` (global vertex ids) and
     ``GlobalCellIds`` (the row of the cell in :func:`write_vtu`'s file:
     the global simplex id on a complex, the cell's index in the Freudenthal
-    triangulation on a Grid). A rank without cells or vertices writes an
+    triangulation or the cubical complex on a Grid). A rank without cells or vertices writes an
     empty piece. Cells and values are those :func:`write_vtu` writes, cut
     into pieces.
 
