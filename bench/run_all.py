@@ -33,7 +33,7 @@ BENCHMARKS = {
     "persistence": ("bench_persistence.py", 2, [], "Topology II: persistence (issue 7)"),
     # 1 rank: the script launches every case (ours at 2 ranks included) in its own process
     "persistence_refs": ("bench_persistence.py", 1, ["--references"],
-                         "Persistence against CubicalRipser and Oineus (issue 20 baseline)"),
+                         "Persistence against CubicalRipser and Oineus (issue 20)"),
     "petsc": ("bench_petsc.py", 2, [], "Head to head: dmsolve vs PETSc (issues 8 and 16)"),
     "precision": ("bench_precision.py", 2, [],
                   "Mixed precision: preconditioners in float32 (issue 16)"),
