@@ -72,6 +72,7 @@ test-mpi: setup
 	done
 
 # The numba kernels (preconditioners/_kernels.py, topology/_*kernels.py, topology/_outofcore*.py,
+# topology/_cubical.py,
 # dmsolve/_sell_kernels.py, dmsolve/krylov/_fused_kernels.py) index without
 # bounds checks; this recompiles them with checks (own cache) and runs their tests.
 test-boundscheck: setup
@@ -80,7 +81,7 @@ test-boundscheck: setup
 	  tests/test_precond.py tests/test_amg.py tests/test_topology_gradient.py \
 	  tests/test_topology_persistence.py tests/test_dist_reduction.py tests/test_examples.py \
 	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py \
-	  tests/test_reproducible.py tests/test_topology_outofcore.py
+	  tests/test_reproducible.py tests/test_topology_outofcore.py tests/test_topology_cubical.py
 
 bench: setup
 	$(PY) bench/run_all.py

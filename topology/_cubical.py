@@ -25,12 +25,12 @@ import numpy as np
 from mpi4py import MPI
 from numba import njit
 
-from dmsolve import DistVector
+from dmsolve import DistVector, Layout
 from dmsolve.bsp import BSP
 
 from . import _heap as heap
 from ._dist_reduction import reduce_z2
-from ._keytable import KeyTable
+from ._keytable import fetch_rows
 from ._sweep import APEX, elder
 from ._vpaths import follow_paths
 
@@ -844,25 +844,33 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
 
 
 class _VertexAt:
-    """The vertex layout index at positions of the global order: an inverse
-    permutation on one rank, else a :class:`topology._keytable.KeyTable`.
+    """The vertex layout index at positions of the global order: the inverse
+    permutation, spread over the ranks by blocks of positions (on one rank,
+    whole). Building it is one superstep (each rank sends its vertices'
+    ``(position, index)``; a :class:`topology._keytable.KeyTable` with the
+    index alone); a call is two (:func:`topology._keytable.fetch_rows`).
     Collective on ``layout.comm`` to build and to call."""
 
     def __init__(self, order: DistVector, layout):
         self.comm = layout.comm
         index = np.arange(layout.start, layout.stop, dtype=np.int64)
+        self.blocks = Layout.block(order.global_size, self.comm)
         if self.comm.Get_size() == 1:
             self.inverse = np.empty(index.size, np.int64)
             self.inverse[order.local] = index
-        else:
-            self.table = KeyTable(order.local, index, index, np.zeros(index.size),
-                                  order.global_size, self.comm)
+            return
+        ctx = BSP(self.comm)
+        ctx.send_rows(self.blocks.owner(order.local) if index.size else index,
+                      np.column_stack((order.local, index)), tag=_TAG_R3)
+        got = ctx.sync("cubical:inverse-order").concat(_TAG_R3, dtype=np.int64, shape=(2,))
+        self.inverse = np.empty(self.blocks.local_size, np.int64)
+        self.inverse[got[:, 0] - self.blocks.start] = got[:, 1]
 
     def __call__(self, keys) -> np.ndarray:
         keys = np.asarray(keys, np.int64)
         if self.comm.Get_size() == 1:
             return self.inverse[keys]
-        return self.table.lookup(keys)[1]
+        return fetch_rows(self.blocks, self.inverse.reshape(-1, 1), keys)[:, 0]
 
 
 def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx):
