@@ -14,7 +14,7 @@ import pytest
 from mpi4py import MPI
 
 from dmsolve import Layout
-from dmsolve.bsp import Ledger, psort, rank_of
+from dmsolve.bsp import Ledger, psort, rank_of, sorted_unique
 from dmsolve.bsp import _psort
 from dmsolve.bsp._psort import SAMPLES, _key_gid_order
 from mpitest import Checks, assert_raises_collective
@@ -300,3 +300,21 @@ def test_keys_near_their_place_keep_the_search_among_neighbours(overlap):
         if overlap == 0:
             c.add(out.rounds == 0 and len(ledger.steps) == 1, "no search when nothing "
                   "overlaps", (out.rounds, len(ledger.steps)))
+
+
+@pytest.mark.parametrize("kind", ["int64", "int32", "uint8", "bool", "float", "empty", "one",
+                                  "2-D"])
+def test_sorted_unique_is_np_unique(kind):
+    """sorted_unique gives np.unique's answer (sorted distinct values, flat,
+    same dtype) by one sort for integers and booleans, and hands other dtypes
+    to np.unique."""
+    rng = np.random.default_rng(5)
+    a = {"int64": rng.integers(-10**12, 10**12, 5000).repeat(2),
+         "int32": rng.integers(-50, 50, 3000).astype(np.int32),
+         "uint8": rng.integers(0, 255, 3000).astype(np.uint8),
+         "bool": rng.random(100) < 0.5, "float": rng.random(300).round(2),
+         "empty": np.zeros(0, np.int64), "one": np.array([7]),
+         "2-D": rng.integers(0, 30, (40, 3))}[kind]
+    got, want = sorted_unique(a), np.unique(a)
+    with Checks(COMM) as checks:
+        checks.add(got.dtype == want.dtype and np.array_equal(got, want), kind, got[:5])
