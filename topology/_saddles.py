@@ -428,10 +428,14 @@ class _Placed:
     def __init__(self, pos, global_size, ranges, local_tops, rank):
         self.pos, self.global_size, self.ranges = pos, global_size, ranges
         self.local_tops, self.rank = local_tops, rank
+        self._order = (None, None)
 
     def local_index(self, names, query):
-        """Index in this rank's cells of each ``query`` among ``names``."""
-        o = np.argsort(names, kind="stable")
+        """Index in this rank's cells of each ``query`` among ``names`` (the
+        sort of ``names`` is kept for the next call with the same array)."""
+        if self._order[0] is not names:
+            self._order = (names, np.argsort(names, kind="stable"))
+        o = self._order[1]
         idx = o[np.minimum(np.searchsorted(names[o], query), max(names.size - 1, 0))] \
             if names.size else np.zeros(np.size(query), np.int64)
         if np.size(query) and (names.size == 0 or np.any(names[idx] != query)):
