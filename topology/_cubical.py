@@ -127,6 +127,10 @@ def _stride(a, DX, DY):  # pragma: no cover
     return 1 if a == 0 else (DX if a == 1 else DX * DY)
 
 
+#: star offsets of the six axis neighbours (the edges through the centre)
+AXES = np.array([4, 10, 12, 14, 16, 22], np.int64)
+
+
 @njit(cache=True)
 def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
     """ProcessLowerStars on the cubical complex, for every owned vertex.
@@ -149,6 +153,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
         sv[k] = (dz * Y + dy) * X + dx
         sd[k] = (dz * DY + dy) * DX + dx
     low = np.zeros(27, np.bool_)
+    no = np.zeros(27, np.int64)      # the neighbours' orders
     inls = np.zeros(27, np.bool_)
     pd = np.zeros(27, np.bool_)
     nunp = np.zeros(27, np.int64)    # unpaired lower facets through the centre
@@ -169,7 +174,6 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                 ov = O[vi]
                 p = ((2 * zl) * DY + 2 * y) * DX + 2 * x
                 inside = yin and 0 < x < X - 1
-                nl = 0
                 for k in range(27):
                     low[k] = False
                     if k == 13:
@@ -179,8 +183,50 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         if zz < 0 or zz >= Z or yy < 0 or yy >= Y or xx < 0 or xx >= X:
                             continue
                     o = O[vi + sv[k]]
-                    if o < ov:
-                        low[k] = True
+                    no[k] = o
+                    low[k] = o < ov
+                # the lower edges: with two or fewer the star needs no queue
+                e1 = e2 = -1
+                ne = 0
+                for t in range(6):
+                    k = AXES[t]
+                    if low[k]:
+                        ne += 1
+                        if e1 < 0:
+                            e1 = k
+                        else:
+                            e2 = k
+                if ne == 0:
+                    V[p] = CRITICAL          # no lower edge: a minimum, nothing below
+                    T[p] = 0
+                    continue
+                if ne <= 2:
+                    # the steepest edge pairs with the vertex; the other edge
+                    # pairs with the square of the two, if it is lower, else
+                    # it is critical (what the queues below would do)
+                    if ne == 2 and no[e2] < no[e1]:
+                        e1, e2 = e2, e1
+                    a, sg = _axis_sign(e1)
+                    V[p] = 1 + 2 * a + (sg > 0)
+                    V[p + sd[e1]] = 1 + 2 * a + (sg < 0)
+                    T[p] = 0
+                    T[p + sd[e1]] = 0
+                    if ne == 2:
+                        sq = e1 + e2 - 13
+                        if dim[sq] == 2 and low[sq]:
+                            a, sg = _axis_sign(sq - e2 + 13)
+                            V[p + sd[sq]] = 1 + 2 * a + (sg < 0)
+                            V[p + sd[e2]] = 1 + 2 * a + (sg > 0)
+                            T[p + sd[sq]] = 1
+                            T[p + sd[e2]] = 1
+                        else:
+                            V[p + sd[e2]] = CRITICAL
+                            T[p + sd[e2]] = 1
+                    continue
+                nl = 0
+                for k in range(27):
+                    if low[k]:
+                        o = no[k]
                         j = nl              # lk/lo sorted by order, ascending
                         while j > 0 and lo[j - 1] > o:
                             lo[j] = lo[j - 1]
@@ -189,10 +235,6 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         lo[j] = o
                         lk[j] = k
                         nl += 1
-                if not (low[4] or low[10] or low[12] or low[14] or low[16] or low[22]):
-                    V[p] = CRITICAL          # no lower edge: a minimum, nothing below
-                    T[p] = 0
-                    continue
                 for j in range(nl):
                     rank[lk[j]] = j + 1
                 # the lower star: cells all of whose other vertices are lower
