@@ -18,7 +18,8 @@ from ._flows import (TrendFilterInfo, denoise_flow, fill_triangles, infer_triang
                      interpolate_flow, trend_filter_flow)
 from ._gradient import DiscreteGradient, discrete_gradient
 from ._spectrum import Eigenpairs, hodge_eigenpairs
-from ._grid import Grid, component_table, freudenthal_cells, link_structure
+from ._grid import (COMPLEXES, Grid, component_table, cubical_structure, freudenthal_cells,
+                    link_structure)
 from ._order import global_order
 from ._mergetree import MergeTree, merge_tree
 from ._persistence import PersistenceDiagram, persistence_diagram
@@ -27,6 +28,7 @@ from ._rawfield import RawField
 __all__ = [
     "Domain", "Grid", "RawField", "SimplicialComplex", "PARTITIONS",
     "connected_components", "freudenthal_cells", "link_structure", "component_table",
+    "cubical_structure", "COMPLEXES",
     "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
     "discrete_gradient", "DiscreteGradient",
