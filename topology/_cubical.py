@@ -31,8 +31,9 @@ from dmsolve.bsp import BSP
 from . import _heap as heap
 from ._dist_reduction import reduce_z2
 from ._keytable import fetch_rows
+from ._outofcore import _find
 from ._sweep import APEX, elder
-from ._vpaths import follow_paths
+from ._vpaths import _grow, follow_paths
 
 __all__ = ["CubicalGradient", "cubical_gradient", "cubical_morse_pairs",
            "cubical_link_components", "link_graph", "link_counts"]
@@ -483,13 +484,6 @@ def _ascend(O, geom, V, T, qry, pos):  # pragma: no cover
                 break
             q = nq
     return rq[:nr], rc[:nr], xq[:nx], xv[:nx], xg[:nx]
-
-
-@njit(cache=True)
-def _grow(a, n):  # pragma: no cover
-    b = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
-    b[:n] = a[:n]
-    return b
 
 
 @njit(cache=True)
@@ -1151,14 +1145,6 @@ def _compatible(a, b):  # pragma: no cover
         if u * w < 0:
             return False
     return True
-
-
-@njit(cache=True)
-def _find(parent, x):  # pragma: no cover
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
 
 
 @njit(cache=True, inline="always")
