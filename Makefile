@@ -5,6 +5,7 @@ PY      := $(VENV)/bin/python
 MPIEXEC := $(VENV)/bin/mpiexec
 STAMP   := $(VENV)/.dmsolve-installed
 PETSC_STAMP := $(VENV)/.dmsolve-petsc
+DOCS_STAMP := $(VENV)/.dmsolve-docs
 # numba caches the compiled kernels next to their modules, in this checkout:
 # the stamp of the warm-up lives here too, and goes stale when any module of
 # preconditioners/ or topology/ changes (numba then recompiles that module's
@@ -32,7 +33,7 @@ SCALE_OUT ?= docs/scaling.md
 SCALE_TIMEOUT ?= 1800
 SCALE_PYTHONPATH ?= $(CURDIR)
 
-.PHONY: setup petsc demo test test-serial test-mpi test-boundscheck bench scale scale-n20 scale-ci clean
+.PHONY: setup petsc demo test test-serial test-mpi test-boundscheck docs docs-clean bench scale scale-n20 scale-ci clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,6 +84,21 @@ test-boundscheck: setup
 	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py \
 	  tests/test_reproducible.py tests/test_topology_outofcore.py tests/test_topology_cubical.py
 
+# The HTML site (docs/_build/html/index.html): Sphinx with the [docs] extra,
+# warnings as errors. docs/conf.py writes the API reference from the modules'
+# __all__ and runs the examples at 2 ranks for their pages (examples/_run keeps
+# the last run of each script; `make docs-clean` forgets them).
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: setup $(DOCS_STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
+
+docs-clean:
+	rm -rf docs/_build docs/api docs/examples
+
 bench: setup
 	$(PY) bench/run_all.py
 
@@ -105,4 +121,4 @@ scale-ci: setup
 	PYTHONPATH=$(SCALE_PYTHONPATH) timeout $(RUN_TIMEOUT) $(PY) bench/scale_ci.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck $(WARM_STAMP)
+	rm -rf $(VENV) build *.egg-info .pytest_cache .numba-boundscheck $(WARM_STAMP) docs/_build docs/api docs/examples

@@ -3,6 +3,7 @@
 Run it with
 
     mpiexec -n 4 python -m mpi4py examples/convdiff_solve.py
+    mpiexec -n 2 python -m mpi4py examples/convdiff_solve.py --plot convdiff.png
 
 The matrix is the gallery's upwind discretisation of
 ``-nu lap(u) + w . grad(u)`` on the unit square (or cube); with a small
@@ -53,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "'none' (default: the method's default, none for bicgstab)")
     p.add_argument("--monitor", action="store_true", help="print every residual norm")
     p.add_argument("--quiet", action="store_true", help="print nothing")
+    p.add_argument("--plot", metavar="PNG", default="",
+                   help="plot the methods' residual histories to PNG (rank 0)")
     return p.parse_args(argv)
 
 
@@ -100,7 +103,31 @@ def main(comm: MPI.Comm, argv=None) -> dict:
                      info.reductions, info.extra["true_relative_residual"]))
     if rank == 0 and not args.quiet:
         print("\n".join(note for note in notes if note))
+    if args.plot and rank == 0:
+        _plot(results, args.plot, "%dD convection-diffusion, nu=%g, pc=%s"
+              % (args.dim, args.diffusion, args.pc))
+        if not args.quiet:
+            print("wrote %s" % args.plot)
     return results
+
+
+def _plot(results: dict, path: str, title: str) -> None:
+    """The residual norm each method monitored, relative to its first, per iteration."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method, info in results.items():
+        norms = info.residual_norms
+        ax.semilogy([r / norms[0] for r in norms], label="%s (%s)" % (method, info.reason.name))
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("monitored residual norm / initial")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _divergence_note(method: str, info, divtol, default) -> str:
