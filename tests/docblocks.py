@@ -6,7 +6,7 @@ The rules a page's fenced blocks follow (tests/test_docs.py runs them):
   order, as one script (names carry over from block to block), under
   ``mpiexec -n 2`` (``<!-- ranks: N -->`` anywhere in the page says N), in
   a fresh directory. Only rank 0 prints.
-- A line ``print(...)  # TEXT`` checks that the line prints ``TEXT``.
+- A line ``print(...)  # TEXT`` checks that the line prints ``TEXT`` on rank 0.
 - A ``text`` block right after a ``python`` block (blank lines between
   them at most) is what that block prints on rank 0; a ``text`` block right
   after a ``sh`` block is what its last command prints. The lines must come
@@ -94,7 +94,7 @@ _doc_mismatches = []
 def _doc_print(_expected, *args, **kwargs):
     _got = " ".join(str(a) for a in args)
     print(*args, **kwargs)
-    if _got != _expected:
+    if _MPI.COMM_WORLD.rank == 0 and _got != _expected:      # what the page shows: rank 0
         _doc_mismatches.append("printed %r where the page says %r" % (_got, _expected))
 
 '''
