@@ -1,6 +1,7 @@
 """The path a newcomer walks (issue 14): scipy/numpy input to ``dmsolve.solve``,
-the README's quoted outputs, the convection-diffusion example, and the numba
-warm-up of ``make setup``.
+the convection-diffusion example, the numba warm-up of ``make setup``, and a
+hostfile launch (docs/guide/install.md). The README's quoted outputs are checked
+by tests/test_docs.py.
 
 README, examples, tools and Makefile are read from the checkout under test:
 the one whose ``dmsolve`` this run imports (``CHECKOUT``), and child jobs
@@ -121,100 +122,9 @@ def test_ranks_passing_different_kinds_of_input_are_refused_everywhere(comm):
                              match="different kinds of input")
 
 
-# -- the README's quoted outputs -------------------------------------------------------
-
-def _readme_blocks():
-    """``(language, first line number, text)`` of every fenced block of the README."""
-    text = (CHECKOUT / "README.md").read_text()
-    blocks = []
-    for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):
-        blocks.append((m.group(1), text.count("\n", 0, m.start(2)) + 1, m.group(2)))
-    return blocks
-
-
-# a print whose trailing comment is what it prints: `print(x)   # expected output`
-_QUOTED_PRINT = re.compile(r"^\s*print\(.*\)\s+#\s*(\S.*?)\s*$")
-
-
-def test_readme_python_snippets_print_what_they_quote(comm):
-    # the "Use" blocks run in order, in one namespace, up to the last one that
-    # quotes a printed line; each quoted line is compared with what it printed
-    blocks = [b for b in _readme_blocks() if b[0] == "python"]
-    quoting = [i for i, (_, _, code) in enumerate(blocks)
-               if any(_QUOTED_PRINT.match(line) for line in code.splitlines())]
-    with Checks(comm) as checks:
-        checks.add(quoting, "README has python snippets that quote their output")
-    printed = {}
-
-    def record(*args, **kwargs):
-        import sys
-        line = sys._getframe(1).f_lineno
-        printed.setdefault(line, []).append(" ".join(map(str, args)))
-
-    namespace = {"__name__": "readme", "print": record}
-    with Checks(comm) as checks:
-        for lang, start, code in blocks[:quoting[-1] + 1]:
-            # README line numbers in tracebacks and in `printed`
-            exec(compile("\n" * (start - 1) + code, str(CHECKOUT / "README.md"), "exec"),
-                 namespace)
-            for k, line in enumerate(code.splitlines()):
-                m = _QUOTED_PRINT.match(line)
-                if m:
-                    got = printed.get(start + k, ["(nothing)"])
-                    checks.add(got[-1] == m.group(1), "README line %d prints %r"
-                               % (start + k, m.group(1)), "it prints %r" % got[-1])
-
-
-_NUMBER = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
-
-
-def _same_line(quoted: str, printed: str) -> bool:
-    """Whether ``printed`` is the ``quoted`` line: the same words and integers,
-    floats to 6 digits, timings (a number before `` s``) ignored."""
-    q, p = quoted.strip(), printed.strip()
-    if _NUMBER.sub("#", q) != _NUMBER.sub("#", p):
-        return False
-    for a, b in zip(_NUMBER.finditer(q), _NUMBER.finditer(p)):
-        if q[a.end():].startswith(" s"):
-            continue                        # a time
-        x, y = a.group(0), b.group(0)
-        if re.fullmatch(r"[-+]?\d+", x):
-            if x != y:
-                return False
-        elif not np.isclose(float(x), float(y), rtol=1e-6, atol=0.0):
-            return False
-    return True
-
-
-def _readme_cli_examples():
-    """``(line number, ranks, argv, quoted lines)`` of each README command line
-    ``mpiexec -n N python -m dmsolve ...`` whose output the next block quotes."""
-    blocks = _readme_blocks()
-    cases = []
-    for (lang, start, code), nxt in zip(blocks, blocks[1:]):
-        lines = code.strip().splitlines()
-        m = re.fullmatch(r"mpiexec -n (\d+) python -m dmsolve (.*)", lines[-1].strip()) \
-            if lang == "sh" and lines else None
-        if m and nxt[0] == "text":
-            quoted = [q for q in nxt[2].splitlines() if q.strip() and q.strip() != "..."]
-            cases.append((start + len(lines) - 1, int(m.group(1)), m.group(2).split(), quoted))
-    return cases
-
-
-def test_readme_command_lines_print_what_the_readme_quotes(comm):
-    cases = _readme_cli_examples()
-    with Checks(comm) as checks:
-        checks.add(cases, "README quotes the output of a command line")
-        for line, ranks, argv, quoted in cases:
-            code, out, seconds = _python_job(
-                comm, ranks, "import runpy; runpy.run_module('dmsolve', run_name='__main__')",
-                argv)
-            checks.add(code == 0, "README line %d exits with 0" % line,
-                       "exit %r after %.0f s: %s" % (code, seconds, out[-2000:]))
-            printed = out.splitlines()
-            for q in quoted:
-                checks.add(any(_same_line(q, p) for p in printed),
-                           "README line %d prints %r" % (line, q.strip()), out[-3000:])
+# The README's quoted outputs (its python snippets' `print(...)  # output` lines and
+# the command line's output block) are checked by tests/test_docs.py, which runs
+# every block of the README and the guides in a child job, in a directory of its own.
 
 
 # -- examples/convdiff_solve.py ---------------------------------------------------------
@@ -272,7 +182,7 @@ def test_make_setup_warms_every_numba_kernel(comm):
                    "every kernel is in the cache", out[-2000:])
 
 
-# -- README "Running on a cluster", as far as this machine allows --------------------------
+# -- docs/guide/install.md "Running on a cluster", as far as this machine allows --------------------------
 
 def test_readme_hostfile_launch_and_mpi_library(comm, shared_tmp_path):
     # the wheel's mpiexec with a hostfile of host:slots lines (here localhost:2)
