@@ -192,6 +192,24 @@ def test_send_rows_routes_rows_in_order():
     checks.assert_all()
 
 
+def test_send_rows_to_one_rank_is_one_message_taken_at_the_call():
+    """Rows all for one rank (every send at one rank) skip the sort by
+    destination: one message, rows in order, copied when queued, so a change
+    to the array before the sync does not travel."""
+    rank, size = COMM.rank, COMM.size
+    dest = (rank + 1) % size
+    rows = np.column_stack((np.full(9, rank), np.arange(9))).astype(np.int64)
+    ctx = BSP(COMM)
+    ctx.send_rows(np.full(9, dest), rows, tag=5)
+    rows[:] = -1
+    inbox = ctx.sync()
+    src = (rank - 1) % size
+    got = inbox.from_source(src, 5)
+    want = np.column_stack((np.full(9, src), np.arange(9)))
+    with Checks(COMM) as checks:
+        checks.add(len(got) == 1 and np.array_equal(got[0], want), "one message, as sent", got)
+
+
 def test_empty_superstep_costs_one_collective(exchange):
     comm = counting_comm()
     ctx = BSP(comm)

@@ -318,3 +318,20 @@ def test_sorted_unique_is_np_unique(kind):
     got, want = sorted_unique(a), np.unique(a)
     with Checks(COMM) as checks:
         checks.add(got.dtype == want.dtype and np.array_equal(got, want), kind, got[:5])
+
+
+@pytest.mark.parametrize("case", ["int-ties", "int-wide", "float", "all-equal", "empty", "2-col",
+                                  "3-col", "gids"])
+def test_rank_of_at_one_rank_is_the_general_path(case):
+    """At one rank rank_of takes the inverse of the local order, with no
+    exchange; the general path (psort's steps and the positions' superstep)
+    gives the same positions, ties included."""
+    rng = np.random.default_rng(11)
+    keys = _keys("int-ties" if case == "gids" else case, rng)
+    gids = rng.integers(0, 4, keys.shape[0]) if case == "gids" else None
+    fast = rank_of(keys, MPI.COMM_SELF, gids=gids)
+    general = _psort._sort(_psort._prepare(keys, MPI.COMM_SELF, gids, None), MPI.COMM_SELF,
+                           None, positions=True)
+    with Checks(COMM) as c:
+        c.add(fast.dtype == np.int64 and np.array_equal(fast, general), case,
+              (fast[:5], general[:5]))

@@ -170,9 +170,18 @@ def rank_of(keys, comm: MPI.Comm, *, gids=None, ledger: Ledger | None = None) ->
     the positions of that source's items, in the order they came (so
     neither an item's origin nor its index travels, and a position is a
     4-byte offset in its block while blocks hold fewer than 2**31 items).
-    O(n + N/p + p) memory and traffic per rank.
+    O(n + N/p + p) memory and traffic per rank. At one rank, no superstep:
+    the positions are the inverse of the local stable order.
     """
     work = _prepare(keys, comm, gids, None)
+    if comm.Get_size() == 1:
+        # one rank: the positions are the inverse of the local order, with
+        # no exchange (a message to itself) and no merge of one sorted run
+        k2 = work["keys"]
+        order = _key_gid_order(k2.reshape(-1, 1) if k2.ndim == 1 else k2, work["gids"])
+        out = np.empty(order.size, dtype=np.int64)
+        out[order] = np.arange(order.size, dtype=np.int64)
+        return out
     return _sort(work, comm, ledger, positions=True)
 
 

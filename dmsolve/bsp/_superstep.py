@@ -227,6 +227,7 @@ class BSP:
 
     def _reset(self) -> None:
         self._out = defaultdict(list)   # dest -> list of (tag, array)
+        self._private: set = set()      # ids of queued arrays only the queue holds
         self._aggs: list[tuple[str, str, np.ndarray]] = []
         self._active = False
         self._error: BaseException | None = None
@@ -289,12 +290,22 @@ class BSP:
             return
         if dests.size == 0:
             return
-        order = np.argsort(dests, kind="stable")
+        if dests[0] == dests.min() == dests.max():
+            # one destination (every message at one rank): no sort of the rows
+            mine = rows.copy()
+            self._private.add(id(mine))
+            self._out[int(dests[0])].append((int(tag), mine))
+            return
+        # a stable sort of 16-bit destinations is numpy's radix sort, O(n)
+        small = dests.astype(np.int16) if self.size <= 2 ** 15 else dests
+        order = np.argsort(small, kind="stable")
         counts = np.bincount(dests, minlength=self.size)
         sorted_rows = rows[order]
         offsets = np.concatenate(([0], np.cumsum(counts)))
         for d in np.flatnonzero(counts):
-            self._out[int(d)].append((int(tag), sorted_rows[offsets[d]:offsets[d + 1]]))
+            part = sorted_rows[offsets[d]:offsets[d + 1]]
+            self._private.add(id(part))
+            self._out[int(d)].append((int(tag), part))
 
     def send_keyed(self, tag: int, keys, values, owner, op: str = "sum",
                    combine: str | bool = "auto") -> None:
@@ -404,18 +415,21 @@ class BSP:
         work = t_start - self._t_last
         if self.debug:
             self._check_sequence(label)
-        sendbufs, sendcounts, nmsgs = self._pack()
+        sendbufs, sendcounts, nmsgs, own, own_bytes = self._pack()
         if self.exchange == "dense":
             by_tag, aggregates, active, messages, ctrl = self._sync_dense(
                 label, sendbufs, sendcounts, nmsgs)
         else:
             by_tag, aggregates, active, messages, ctrl = self._sync_sparse(
                 label, sendbufs, sendcounts, nmsgs)
-        nbytes_recv = sum(segment.size for _, segment in ctrl["segments"])
+        by_tag = self._deliver_own(by_tag, own)
+        # the ledger counts a message to itself as if it had travelled
+        nbytes_recv = sum(segment.size for _, segment in ctrl["segments"]) + own_bytes
         t_end = time.perf_counter()
         others = np.arange(self.size) != self.rank
         self.ledger.record_superstep(
-            label or "step %d" % self.step, work, t_end - t_start, int(sendcounts.sum()),
+            label or "step %d" % self.step, work, t_end - t_start,
+            int(sendcounts.sum()) + own_bytes,
             nbytes_recv, nmsgs, sum(len(pairs) for pairs in by_tag.values()),
             ctrl_sent=ctrl["sent"], ctrl_recv=ctrl["recv"],
             peers_sent=int(np.count_nonzero(sendcounts[others])),
@@ -629,6 +643,9 @@ class BSP:
 
     # -- internals -----------------------------------------------------------------
     def _pack(self):
+        """The messages to other ranks packed in one byte buffer, by
+        destination; the messages to this rank apart (``own``, with their
+        would-be packed size), delivered without packing."""
         size = self.size
         counts = np.zeros(size, dtype=np.int64)
         plans = {}
@@ -640,6 +657,9 @@ class BSP:
             counts[dest] = nbytes
             plans[dest] = msgs
             nmsgs += len(msgs)
+        own = plans.pop(self.rank, [])
+        own_bytes = int(counts[self.rank])
+        counts[self.rank] = 0
         buf = np.empty(int(counts.sum()), dtype=np.uint8)
         offsets = _displs(counts)
         for dest, msgs in plans.items():
@@ -657,7 +677,28 @@ class BSP:
                 if arr.nbytes:
                     buf[pos:pos + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
                 pos += _pad8(arr.nbytes)
-        return buf, counts, nmsgs
+        return buf, counts, nmsgs, own, own_bytes
+
+    def _deliver_own(self, by_tag: dict, own: list) -> dict:
+        """Add the messages this rank sent itself to ``by_tag``, in source
+        order (after lower ranks', before higher ranks'), in send order. Each
+        is handed over as an array of its own, as if unpacked: rows queued by
+        :meth:`send_rows` already are (a private copy), others are copied
+        here (once, where the packed exchange copied three times)."""
+        if not own:
+            return by_tag
+        mine: dict = {}
+        for tag, arr in own:
+            if id(arr) not in self._private:
+                arr = arr.astype(arr.dtype.newbyteorder("="), order="C", copy=True)
+            elif not arr.dtype.isnative:
+                arr = arr.astype(arr.dtype.newbyteorder("="))
+            mine.setdefault(tag, []).append((self.rank, arr))
+        for tag, pairs in mine.items():
+            got = by_tag.get(tag, [])
+            at = sum(1 for src, _ in got if src < self.rank)
+            by_tag[tag] = got[:at] + pairs + got[at:]
+        return by_tag
 
     def _reduce_aggregates(self, blocks: np.ndarray) -> dict:
         out = {}
