@@ -582,8 +582,45 @@ def _sorted_block(comm, parts) -> dict:
         dd.append(np.asarray(death, np.float64))
         bv.append(np.asarray(bvert, np.int64))
         dv.append(np.asarray(dvert, np.int64))
-    keys = np.column_stack((np.concatenate(dims), np.concatenate(bv), np.concatenate(dv)))
+    cols = [np.concatenate(dims), np.concatenate(bv), np.concatenate(dv)]
     vals = np.column_stack((np.concatenate(b), np.concatenate(dd)))
+    # the three key columns packed into one int64 in the same order when their
+    # ranges over all ranks allow: one stable argsort (or a one-column psort)
+    # instead of a lexsort of three (half the time at 10^6 pairs), packed and
+    # unpacked in place (no more memory than the lexsort's)
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    lo = np.array([c.min() if c.size else big for c in cols], np.int64)
+    hi = np.array([c.max() if c.size else small for c in cols], np.int64)
+    if comm.Get_size() > 1:
+        comm.Allreduce(MPI.IN_PLACE, lo, op=MPI.MIN)
+        comm.Allreduce(MPI.IN_PLACE, hi, op=MPI.MAX)
+    span = [int(h) - int(l) + 1 for l, h in zip(lo, hi)]
+    if min(span) >= 1 and span[0] * span[1] * span[2] < 2 ** 62:
+        packed = cols[0] - lo[0]
+        for c in (1, 2):
+            packed *= span[c]
+            packed += cols[c]
+            packed -= lo[c]
+        del cols
+        if comm.Get_size() > 1:
+            out = psort(packed, comm, payload=vals)
+            packed, vals = out.keys, out.payload
+            del out
+        else:
+            o = np.argsort(packed, kind="stable")
+            packed, vals = packed[o], vals[o]
+            del o
+        dvert = np.remainder(packed, span[2])
+        dvert += lo[2]
+        packed //= span[2]
+        bvert = np.remainder(packed, span[1])
+        bvert += lo[1]
+        packed //= span[1]
+        packed += lo[0]
+        return {"dim": packed, "birth": vals[:, 0].copy(), "death": vals[:, 1].copy(),
+                "birth_vertex": bvert, "death_vertex": dvert}
+    keys = np.column_stack(cols)
+    del cols
     if comm.Get_size() > 1:
         out = psort(keys, comm, payload=vals)
         keys, vals = out.keys, out.payload

@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree, block_ranges
-from dmsolve.bsp import BSP, rank_of
+from dmsolve.bsp import BSP, rank_of, sorted_unique
 
 from ._dist_reduction import reduce_z2
 from ._keytable import fetch_rows
@@ -386,7 +386,9 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
                      labels=c2["top"][widx],
                      row_ranges=eplace.ranges)
     p1 = np.column_stack((eplace.top_of(red1.pair_rows), red1.pair_labels))
-    unpaired = np.setdiff1d(prow, red1.pair_rows)
+    # np.setdiff1d by sorts: its np.unique is a hash table (numpy >= 2.3), 0.25-1 s here
+    prow = sorted_unique(prow)
+    unpaired = prow[~np.isin(prow, sorted_unique(red1.pair_rows), assume_unique=True)]
     ess1 = eplace.top_of(unpaired)
     ess2 = red1.zero_labels
     counts = np.array([entries, nonzeros, widx.size, int(positive.sum())], np.int64)
@@ -455,30 +457,40 @@ def _place(comm, keys, tops, sup) -> list[_Placed]:
     keys over all ranks, and the top vertices of the block of positions this
     rank owns. One :func:`dmsolve.bsp.rank_of` for all dimensions (keys
     prefixed by their dimension and padded to one width, so each
-    dimension's positions are consecutive; one-column keys are packed with
-    their dimension into one int64) and one superstep, after two
+    dimension's positions are consecutive; the columns are packed into as few
+    int64 as keep their order) and one superstep, after two
     ``allreduce`` of the keys' range. Collective on ``comm``."""
-    if comm.Get_size() == 1:
-        # one rank: each dimension's positions by its own lexsort (the keys
-        # of one dimension are distinct), no sort of every cell together
-        placed = []
-        for k, top in zip(keys, tops):
-            pos = np.empty(k.shape[0], np.int64)
-            pos[np.lexsort(k.T[::-1])] = np.arange(k.shape[0])
-            t = np.empty(k.shape[0], np.int64)
-            t[pos] = top
-            placed.append(_Placed(pos, k.shape[0], np.array([0, k.shape[0]], np.int64), t, 0))
-        return placed
     width = 1 + max(k.shape[1] for k in keys)
     lo = min((int(k.min()) for k in keys if k.size), default=0)
     hi = max((int(k.max()) for k in keys if k.size), default=0)
     lo, hi = comm.allreduce(lo, op=MPI.MIN), comm.allreduce(hi, op=MPI.MAX)
     span = hi - lo + 1
-    if width == 2 and span * len(keys) < 2 ** 62:
-        # one key column each: (dimension, key) as one int64, which psort
-        # orders by one stable argsort instead of a lexsort of three columns
-        rows = [(d * span + k[:, 0].astype(np.int64) - lo).reshape(-1, 1)
-                for d, k in enumerate(keys)]
+    if span < 2 ** 62:
+        # (dimension, key columns shifted to [0, span)) packed greedily into as
+        # few int64 columns as keep the order: consecutive columns whose spans
+        # multiply below 2**62. One-column keys give one int64 (one stable
+        # argsort in psort, not a lexsort of three columns); a Freudenthal
+        # grid's four-column keys give two.
+        spans = [len(keys)] + [span] * (width - 1)
+        groups, cur, prod = [], [], 1
+        for c, sc in enumerate(spans):
+            if cur and prod * sc >= 2 ** 62:
+                groups.append(cur)
+                cur, prod = [], 1
+            cur.append(c)
+            prod *= sc
+        groups.append(cur)
+        rows = []
+        for d, k in enumerate(keys):
+            r = np.zeros((k.shape[0], len(groups)), np.int64)
+            for g, cols in enumerate(groups):
+                for c in cols:
+                    r[:, g] *= spans[c]
+                    if c == 0:
+                        r[:, g] += d
+                    elif c - 1 < k.shape[1]:        # else padding: 0
+                        r[:, g] += k[:, c - 1].astype(np.int64) - lo
+            rows.append(r)
     else:
         rows = []
         for d, k in enumerate(keys):

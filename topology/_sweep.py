@@ -375,27 +375,57 @@ class _Range:
     answer the queries once the range's own questions are answered.
     Not collective."""
 
-    def __init__(self, edges, records, queries, lo_rank, hi_rank):
-        # edges (rep, at, smin, smax); records (label, smin, smax); queries (x, t0, t1)
-        labels = np.concatenate((edges[:, [0, 2, 3]], records))
-        lab, first = np.unique(labels[:, 0], return_index=True)
-        self._lab, self._span = lab, labels[first, 1:]
-        missing = np.setdiff1d(queries[:, 0], lab)
-        if missing.size:
+    def __init__(self, edges, records, queries, lo_rank, hi_rank, label_index=None):
+        # edges (rep, at, smin, smax); records (label, smin, smax); queries (x, t0, t1).
+        # With ``label_index``, ``records`` are the distinct labels ascending and
+        # every edge's label is among them, at this index (the leaf knows it).
+        m = edges.shape[0]
+        if label_index is None:
+            # the distinct labels and each edge's among them, by one stable sort
+            # (a label's span is that of its first row, edges first)
+            every = np.concatenate((edges[:, 0], records[:, 0]))
+            o = np.argsort(every, kind="stable")
+            s = every[o]
+            new = np.empty(s.size, bool)
+            new[:1] = True
+            np.not_equal(s[1:], s[:-1], out=new[1:])
+            lab = s[new]
+            first = o[new]
+            inv = np.empty(s.size, np.int64)
+            inv[o] = np.cumsum(new) - 1
+            label_index = inv[:m]
+            span = np.concatenate((edges[:, 2:4], records[:, 1:3]))[first]
+            del every, o, s, new, inv
+        else:
+            lab, span = records[:, 0], records[:, 1:3]
+        self._lab, self._span = lab, span
+        x = queries[:, 0]
+        bad = np.ones(x.size, bool)
+        if lab.size:
+            bad = lab[np.minimum(np.searchsorted(lab, x), lab.size - 1)] != x
+        if bad.any():
             raise RuntimeError("sweep: queried labels %s are in no edge or record of ranks "
-                               "[%d, %d)" % (missing[:4], lo_rank, hi_rank))
-        verts = sorted_unique(edges[:, 1])
-        key = np.concatenate((lab, verts))
-        o = np.argsort(key, kind="stable")
-        self.key = key = key[o]
-        islabel = np.concatenate((np.ones(lab.size, bool), np.zeros(verts.size, bool)))[o]
-        isopen = np.zeros(key.size, bool)
-        isopen[np.flatnonzero(islabel)] = (self._span[:, 0] < lo_rank) | \
-            (self._span[:, 1] >= hi_rank)
+                               "[%d, %d)" % (sorted_unique(x[bad])[:4], lo_rank, hi_rank))
+        # the times (vertices) and each edge's, by one stable sort of the edges
         eo = np.argsort(edges[:, 1], kind="stable")
+        t = edges[eo, 1]
+        new = np.empty(m, bool)
+        new[:1] = True
+        np.not_equal(t[1:], t[:-1], out=new[1:])
+        verts = t[new]
+        # nodes: labels and times merged in key order (a label before an equal time)
+        lpos = np.arange(lab.size) + np.searchsorted(verts, lab, side="left")
+        vpos = np.arange(verts.size) + np.searchsorted(lab, verts, side="right")
+        key = np.empty(lab.size + verts.size, np.int64)
+        key[lpos], key[vpos] = lab, verts
+        self.key = key
+        islabel = np.zeros(key.size, bool)
+        islabel[lpos] = True
+        isopen = np.zeros(key.size, bool)
+        isopen[lpos] = (span[:, 0] < lo_rank) | (span[:, 1] >= hi_rank)
         deaths, up, parent, link, hist, init, final = _elder_range(
-            np.searchsorted(key, edges[eo, 0]), np.searchsorted(key, edges[eo, 1]),
-            key, islabel, isopen)
+            lpos[label_index[eo]], vpos[np.cumsum(new) - 1], key, islabel, isopen)
+        del eo, t, new
         self.parent, self.link, self.init, self.final = parent, link, init, final
         ho = np.argsort(hist[0], kind="stable")          # each node's rows stay in time order
         self.hist = tuple(h[ho] for h in hist[1:])
@@ -560,15 +590,11 @@ def elder(comm, n, lo, hi, own_labels):
     """Elder-rule pairs of label-time entries ``(lo, hi)`` (keys below ``n``;
     the apex -1 older than all): ``(deaths, survivors)``, deaths as rows
     ``(born, dies_at)``; ``own_labels`` are labels this rank must know even
-    without an entry (its own births). One rank: a union-find
-    (:func:`_union_find`); more: the distributed elder rule of :func:`sweep`
-    (steps 2-3), whose entries of one time must all be on one rank. Label
-    and time keys must not collide. Collective on ``comm``."""
+    without an entry (its own births). The distributed elder rule of
+    :func:`sweep` (steps 2-3; at one rank a union-find), whose entries of one
+    time must all be on one rank. Label and time keys must not collide.
+    Collective on ``comm``."""
     labels = sorted_unique(np.concatenate((lo, own_labels)))
-    if comm.Get_size() == 1:
-        o = np.argsort(hi, kind="stable")
-        born, at, root = _union_find(np.searchsorted(labels, lo[o]), hi[o], labels.size)
-        return np.column_stack((labels[born], at)), labels[root][labels[root] != APEX]
     sw = _distributed_elder(comm, n, lo, hi, labels, None, None, False, None)
     return sw.deaths.reshape(-1, 2), sw.survivors[sw.survivors != APEX]
 
@@ -608,19 +634,31 @@ def _union_find(lab, hi, nlab):  # pragma: no cover
     return born[:nd], at[:nd], roots
 
 
-def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledger) -> Sweep:
-    """Steps 2-4 of :func:`sweep`. Collective on ``comm``."""
+def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledger,
+                       serial: bool = True) -> Sweep:
+    """Steps 2-4 of :func:`sweep`. At one rank without ``tree`` (and with
+    ``serial``, which tests turn off to compare), a union-find over the
+    entries in time order (:func:`_union_find`) instead of the rank tree's
+    one range: the same deaths in the same order, and the same survivors.
+    Collective on ``comm``."""
     p, me = comm.Get_size(), comm.Get_rank()
+    if p == 1 and not tree and serial:
+        o = np.argsort(hi, kind="stable")
+        born, at, root = _union_find(np.searchsorted(labels, lo[o]),
+                                     np.ascontiguousarray(hi[o], np.int64), labels.size)
+        return Sweep(np.column_stack((labels[born], at)).astype(np.int64).reshape(-1, 2),
+                     None, labels[root].astype(np.int64), None, 0, 0, 0)
     steps = 0
     if p > 1:
         span = _label_spans(comm, n, labels, ledger)
         steps += 2
     else:
         span = np.zeros((labels.size, 2), np.int64)
-    edges = np.column_stack((lo, hi, span[np.searchsorted(labels, lo)])).reshape(-1, 4)
+    at = np.searchsorted(labels, lo)                 # every entry's label is in labels
+    edges = np.column_stack((lo, hi, span[at])).reshape(-1, 4)
     records = np.column_stack((labels, span)).reshape(-1, 3)
     leaf = _Range(edges.astype(np.int64), records.astype(np.int64),
-                  np.zeros((0, 3), np.int64), me, me + 1)
+                  np.zeros((0, 3), np.int64), me, me + 1, label_index=at)
     if tree:
         # the final root of each of this rank's labels: for the highest vertex
         # of every final component
