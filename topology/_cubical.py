@@ -142,28 +142,34 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
     lower neighbours), sorted descending and padded with zeros, are
     smallest. ``V`` gets each cell's pairing code, ``T`` the step of the
     lower star at which it was paired or made critical (the vertex and its
-    edge: 0). Each lower cell's key is made once, and each keeps a count
-    of its unpaired facets. Not collective.
+    edge: 0). Each lower cell's key is made once (a bit mask of its
+    vertices' ranks, see :func:`_entry`), and each keeps a count of its
+    unpaired facets; a cell is in the lower star when the mask of its other
+    vertices lies inside that of the lower neighbours. Not collective.
     """
     X, Y, Z, oz0, oz1 = geom[0], geom[1], geom[2], geom[3], geom[4]
     DX, DY = 2 * X - 1, 2 * Y - 1
     sv = np.empty(27, np.int64)      # vertex-array shift of each offset
     sd = np.empty(27, np.int64)      # doubled-array shift
+    smask = np.zeros(27, np.int64)   # bit mask of each cell's other vertices
     for k in range(27):
         dz, dy, dx = k // 9 - 1, (k // 3) % 3 - 1, k % 3 - 1
         sv[k] = (dz * Y + dy) * X + dx
         sd[k] = (dz * DY + dy) * DX + dx
+        for t in range(7):
+            if sub[k, t] < 0:
+                break
+            smask[k] |= np.int64(1) << sub[k, t]
     low = np.zeros(27, np.bool_)
     no = np.zeros(27, np.int64)      # the neighbours' orders
     inls = np.zeros(27, np.bool_)
     pd = np.zeros(27, np.bool_)
     nunp = np.zeros(27, np.int64)    # unpaired lower facets through the centre
     ckey = np.zeros(27, np.int64)    # heap entry of each lower cell
-    rank = np.zeros(27, np.int64)
+    rbit = np.zeros(27, np.int64)    # 1 << the rank of each vertex the star uses
     lk = np.empty(27, np.int64)
     lo = np.empty(27, np.int64)
     cells = np.empty(27, np.int64)
-    r7 = np.empty(7, np.int64)
     H0 = np.empty(1024, np.int64)
     H1 = np.empty(1024, np.int64)
     for zl in range(oz0, oz1):
@@ -175,6 +181,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                 ov = O[vi]
                 p = ((2 * zl) * DY + 2 * y) * DX + 2 * x
                 inside = yin and 0 < x < X - 1
+                lm = np.int64(0)             # bit mask of the lower neighbours
                 for k in range(27):
                     low[k] = False
                     if k == 13:
@@ -185,7 +192,9 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                             continue
                     o = O[vi + sv[k]]
                     no[k] = o
-                    low[k] = o < ov
+                    if o < ov:
+                        low[k] = True
+                        lm |= np.int64(1) << k
                 # the lower edges: with two or fewer the star needs no queue
                 e1 = e2 = -1
                 ne = 0
@@ -224,9 +233,20 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                             V[p + sd[e2]] = CRITICAL
                             T[p + sd[e2]] = 1
                     continue
+                # the lower star: cells all of whose other vertices are lower,
+                # and the vertices they use (only their ranks matter)
+                nc = 0
+                used = np.int64(0)
+                for k in range(27):
+                    if low[k] and (smask[k] & ~lm) == 0:
+                        cells[nc] = k
+                        nc += 1
+                        used |= smask[k]
+                # ranks of the used vertices among themselves: the same order
+                # as among all lower neighbours, so the same keys' comparisons
                 nl = 0
                 for k in range(27):
-                    if low[k]:
+                    if (used >> k) & 1:
                         o = no[k]
                         j = nl              # lk/lo sorted by order, ascending
                         while j > 0 and lo[j - 1] > o:
@@ -236,30 +256,18 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         lo[j] = o
                         lk[j] = k
                         nl += 1
-                for j in range(nl):
-                    rank[lk[j]] = j + 1
-                # the lower star: cells all of whose other vertices are lower
-                nc = 0
                 best = -1
                 for j in range(nl):
                     k = lk[j]
-                    ok = True
-                    for t in range(7):
-                        u = sub[k, t]
-                        if u < 0:
-                            break
-                        if not low[u]:
-                            ok = False
-                            break
-                    inls[k] = ok
+                    rbit[k] = np.int64(1) << (j + 1)
+                    if best < 0 and dim[k] == 1:
+                        best = k                   # lowest neighbour: steepest edge
+                for t in range(nc):
+                    k = cells[t]
+                    inls[k] = True
                     pd[k] = False
-                    if ok:
-                        cells[nc] = k
-                        nc += 1
-                        nunp[k] = dim[k] if dim[k] >= 2 else 0
-                        ckey[k] = _entry(k, dim, sub, rank, r7)
-                        if dim[k] == 1 and best < 0:
-                            best = k               # lowest neighbour: steepest edge
+                    nunp[k] = dim[k] if dim[k] >= 2 else 0
+                    ckey[k] = _entry(k, dim, sub, rbit)
                 # the steepest edge pairs with the vertex
                 a, sg = _axis_sign(best)
                 V[p] = 1 + 2 * a + (sg > 0)
@@ -331,24 +339,19 @@ def _axis_sign(k):  # pragma: no cover
 
 
 @njit(cache=True, inline="always")
-def _entry(k, dim, sub, rank, r7):  # pragma: no cover
-    """Heap entry of star cell ``k``: its vertices' ranks sorted descending,
-    padded with zeros, base 27 (7 digits), then dimension and ``k``."""
-    m = 0
+def _entry(k, dim, sub, rbit):  # pragma: no cover
+    """Heap entry of star cell ``k``: the bit mask of its vertices' ranks
+    (``rbit``: 1 << rank, ranks from 1), then dimension and ``k``. The ranks
+    are distinct, so comparing masks compares the ranks sorted descending
+    and padded with zeros, lexicographically (the highest bit that differs
+    is the first rank that differs, or one that the shorter list lacks):
+    TTK's order, with no sort."""
+    key = np.int64(0)
     for j in range(7):
         s = sub[k, j]
         if s < 0:
             break
-        r = rank[s]
-        i = m
-        while i > 0 and r7[i - 1] < r:
-            r7[i] = r7[i - 1]
-            i -= 1
-        r7[i] = r
-        m += 1
-    key = 0
-    for j in range(7):
-        key = key * 27 + (r7[j] if j < m else 0)
+        key |= rbit[s]
     return (key * 4 + dim[k]) * 32 + k
 
 
