@@ -564,7 +564,7 @@ def references_verdict(cases) -> str:
 
 
 # -- where the time goes (bench/persistence_profile.md) ------------------------------------------
-def profile(n: int, kind: str, top: int = 25) -> str:
+def profile(n: int, kind: str, cells: str = "freudenthal", top: int = 25) -> str:
     """Our diagram at 1 rank (this process), three times: phases with the
     peak resident set of each (VmHWM reset at every progress report), the
     compiled kernels called from Python (timing wrappers on the numba
@@ -579,8 +579,8 @@ def profile(n: int, kind: str, top: int = 25) -> str:
     from topology import Grid, persistence_diagram
     comm = MPI.COMM_SELF
     _warm_up(comm)
-    persistence_diagram(Grid((8, 8, 8), comm, complex=complex), make_field(8, kind))
-    grid = Grid((n, n, n), comm, complex=complex)
+    persistence_diagram(Grid((8, 8, 8), comm, complex=cells), make_field(8, kind))
+    grid = Grid((n, n, n), comm, complex=cells)
     lay = grid.vertex_layout
     vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
     out = ["## %s %d^3 at 1 rank, commit %s" % (kind, n, _code_version()), ""]
@@ -677,17 +677,17 @@ if __name__ == "__main__":
     p.add_argument("--oineus-timeout", type=float, default=600.0)
     p.add_argument("--oineus-mem-gb", type=float, default=6.0)
     p.add_argument("--profile", action="store_true",
-                   help="profile ours at 1 rank on --n, --kind (markdown on stdout)")
+                   help="profile ours at 1 rank on --n, --kind, --complex (markdown on stdout)")
     p.add_argument("--worker", choices=["ours", "gudhi", "ours-ref", "cripser", "oineus"],
                    help=argparse.SUPPRESS)
     p.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
-    p.add_argument("--complex", default="freudenthal", help=argparse.SUPPRESS)
-    p.add_argument("--kind", help=argparse.SUPPRESS)
+    p.add_argument("--complex", default="freudenthal", help="freudenthal or cubical (--profile)")
+    p.add_argument("--kind", help="smooth or noisy (--profile)")
     args = p.parse_args()
     if args.n is not None and args.worker is None:
         args.sizes = [args.n]
     if args.profile:
-        print(profile(args.n or 128, args.kind or "noisy"))
+        print(profile(args.n or 128, args.kind or "noisy", args.complex))
     elif args.worker == "ours-ref":
         res = ours_ref_worker(args.n, args.kind, args.repeats, args.complex)
         if res is not None:
