@@ -88,6 +88,7 @@ def test_page_runs_and_prints_what_it_says(comm, shared_tmp_path, path):
     for block in runs:
         if block.lang != "sh":
             continue
+        out = ""                                    # what the block's last command printed
         for nprocs, argv in docblocks.commands(block):
             code, out, _ = run_mpi_job(comm, nprocs, _examples_absolute(argv),
                                        cwd=shared_tmp_path, timeout=300)

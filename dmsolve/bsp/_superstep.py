@@ -226,8 +226,9 @@ class BSP:
         self._vp_inbox = Inbox({}, {}, True, 0)
 
     def _reset(self) -> None:
-        self._out = defaultdict(list)   # dest -> list of (tag, array)
-        self._private: set = set()      # ids of queued arrays only the queue holds
+        # dest -> list of (tag, array, private): private arrays are copies only
+        # the queue holds (send_rows'), the others the caller's (send's)
+        self._out = defaultdict(list)
         self._aggs: list[tuple[str, str, np.ndarray]] = []
         self._active = False
         self._error: BaseException | None = None
@@ -266,7 +267,7 @@ class BSP:
                                   % (dest, self.size)))
             return
         if self._check_tag(tag) and self._check_payload(payload) is not None:
-            self._out[int(dest)].append((int(tag), payload))
+            self._out[int(dest)].append((int(tag), payload, False))
 
     def send_rows(self, dests, rows: np.ndarray, tag: int = 0) -> None:
         """Send row ``i`` of ``rows`` to rank ``dests[i]``: one message per
@@ -292,9 +293,7 @@ class BSP:
             return
         if dests[0] == dests.min() == dests.max():
             # one destination (every message at one rank): no sort of the rows
-            mine = rows.copy()
-            self._private.add(id(mine))
-            self._out[int(dests[0])].append((int(tag), mine))
+            self._out[int(dests[0])].append((int(tag), rows.copy(), True))
             return
         # a stable sort of 16-bit destinations is numpy's radix sort, O(n)
         small = dests.astype(np.int16) if self.size <= 2 ** 15 else dests
@@ -303,9 +302,7 @@ class BSP:
         sorted_rows = rows[order]
         offsets = np.concatenate(([0], np.cumsum(counts)))
         for d in np.flatnonzero(counts):
-            part = sorted_rows[offsets[d]:offsets[d + 1]]
-            self._private.add(id(part))
-            self._out[int(d)].append((int(tag), part))
+            self._out[int(d)].append((int(tag), sorted_rows[offsets[d]:offsets[d + 1]], True))
 
     def send_keyed(self, tag: int, keys, values, owner, op: str = "sum",
                    combine: str | bool = "auto") -> None:
@@ -652,7 +649,7 @@ class BSP:
         nmsgs = 0
         for dest, msgs in self._out.items():
             nbytes = 0
-            for tag, arr in msgs:
+            for tag, arr, _ in msgs:
                 nbytes += 8 * (4 + arr.ndim) + _pad8(arr.nbytes)
             counts[dest] = nbytes
             plans[dest] = msgs
@@ -664,7 +661,7 @@ class BSP:
         offsets = _displs(counts)
         for dest, msgs in plans.items():
             pos = int(offsets[dest])
-            for tag, arr in msgs:
+            for tag, arr, _ in msgs:
                 if not arr.dtype.isnative:
                     # the receiver rebuilds the dtype from its char code, which
                     # carries no byte order: ship native bytes
@@ -688,8 +685,8 @@ class BSP:
         if not own:
             return by_tag
         mine: dict = {}
-        for tag, arr in own:
-            if id(arr) not in self._private:
+        for tag, arr, private in own:
+            if not private:
                 arr = arr.astype(arr.dtype.newbyteorder("="), order="C", copy=True)
             elif not arr.dtype.isnative:
                 arr = arr.astype(arr.dtype.newbyteorder("="))
