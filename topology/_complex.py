@@ -16,7 +16,7 @@ from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistCSR, DistVector, Layout, Registry, agree
-from dmsolve.bsp import BSP, NeighborExchange, rank_of, sorted_unique
+from dmsolve.bsp import BSP, NeighborExchange, rank_of, sorted_unique, stable_argsort
 from dmsolve.partition import exchange, hilbert, metis_partition, multilevel_partition, rcb
 from dmsolve.validate import agreed, check_choice
 
@@ -229,7 +229,7 @@ class SimplicialComplex:
         if self._renumbered:
             # global ids of the ghost vertices from their owners (one halo exchange)
             self._global[0] = self.ghosted(self._own_gid)
-            self._gid_order = np.argsort(self._global[0], kind="stable")
+            self._gid_order = stable_argsort(self._global[0])
         # operators assembled from the complex, which never changes: the
         # Laplacian parts and their spectral bounds (topology._filters)
         self._operators = {}
@@ -258,7 +258,7 @@ class SimplicialComplex:
             i0, i1 = self._owned[k]
             ghost = np.concatenate((np.arange(i0), np.arange(i1, rows.shape[0])))
             dests = vl.owner(rows[ghost, 0]) if ghost.size else np.zeros(0, np.int64)
-            order = np.argsort(dests, kind="stable")
+            order = stable_argsort(dests)
             asks[k] = ghost[order]
             ctx.send_rows(dests, rows[ghost], tag=_TAG_ASK + k)
         inbox = ctx.sync("complex:ask-ids")

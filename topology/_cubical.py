@@ -26,7 +26,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import DistVector, Layout
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, isin_sorted, sorted_unique, stable_argsort
 
 from . import _heap as heap
 from ._dist_reduction import reduce_z2
@@ -848,7 +848,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     widx = np.flatnonzero(wall)
 
     def down_e(q, pos):
-        o = np.argsort(q, kind="stable")
+        o = stable_argsort(q)
         rq, rc, xq, xv, xg = _descend(O, geom, V, T, q[o], pos[o])
         return (rq, rc), np.column_stack((xq, xv, xg))
 
@@ -936,7 +936,7 @@ def _alive(comm, layout, ctx, keys, dead_keys, dead_vertex) -> np.ndarray:
     goes to the owner of its cell's top vertex. Collective on ``comm``."""
     ctx.send_rows(layout.owner(dead_vertex), np.asarray(dead_keys, np.int64), tag=_TAG_R2)
     dead = ctx.sync("cubical:deaths").concat(_TAG_R2, dtype=np.int64)
-    return ~np.isin(keys, dead)
+    return ~isin_sorted(keys, sorted_unique(dead))
 
 
 @njit(cache=True)

@@ -14,7 +14,7 @@ from numba import njit, types
 from numba.typed import List
 
 from dmsolve import agree, block_ranges
-from dmsolve.bsp import BSP, sorted_unique
+from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
@@ -289,7 +289,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     store = List.empty_list(types.int64[:])
     store_id, store_label, store_origin = (List.empty_list(types.int64) for _ in range(3))
     ctx = BSP(comm, ledger=ledger)
-    order = np.argsort(ids, kind="stable")
+    order = stable_argsort(ids)
     counts = np.diff(ptr)[order]
     cptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     starts = ptr[:-1][order]
@@ -306,7 +306,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
             dest = np.searchsorted(ranges, orows[optr[1:] - 1], side="right") - 1
             # heads (id, label, origin, length) and the rows, both in dest order
             ctx.send_rows(dest, np.column_stack((ometa, np.diff(optr))), tag=_T_HEAD)
-            o = np.argsort(dest, kind="stable")
+            o = stable_argsort(dest)
             for d in np.unique(dest):
                 sel = o[dest[o] == d]
                 ctx.send(int(d), np.concatenate([orows[optr[i]:optr[i + 1]] for i in sel]),
@@ -320,7 +320,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         flat = inbox.concat(_T_ROWS, dtype=np.int64)
         received += head.shape[0]
         hptr = np.concatenate(([0], np.cumsum(head[:, 3]))).astype(np.int64)
-        o = np.argsort(head[:, 0], kind="stable")
+        o = stable_argsort(head[:, 0])
         cnt = head[o, 3]
         nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
         src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
@@ -332,7 +332,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     pcol = _list_array(store_id)[k] if npiv else np.zeros(0, np.int64)
     plab = _list_array(store_label)[k] if npiv else np.zeros(0, np.int64)
     zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
-    zo = np.argsort(zm[:, 0], kind="stable")
+    zo = stable_argsort(zm[:, 0])
     zm = zm[zo]
     low = None
     if lows:
@@ -344,7 +344,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         steps += 1
         srt = np.argsort(ids)
         low = np.empty(ids.size, np.int64)
-        low[srt[np.searchsorted(ids[srt], got[:, 0])]] = got[:, 1]
+        low[srt[search_sorted(ids[srt], got[:, 0])]] = got[:, 1]
     return Reduction(prow + lo, pcol, plab, zm[:, 0].copy(), zm[:, 1].copy(), low, (lo, hi),
                      steps, received, additions)
 

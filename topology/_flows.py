@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 import preconditioners
 from dmsolve import DistCSR, DistVector, Layout
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
@@ -427,7 +427,7 @@ def infer_triangles(cx, flow, k: int, *, return_scores: bool = False):
     vl = cx.vertex_layout
     ctx = BSP(comm)
     dest = vl.owner(wb) if wb.size else np.zeros(0, np.int64)
-    order = np.argsort(dest, kind="stable")
+    order = stable_argsort(dest)
     ctx.send_rows(dest[order], np.stack((wb, wc), 1)[order].astype(np.int64), tag=1)
     inbox = ctx.sync("infer-triangles:wedges")
     for src, q in inbox.messages(1):
@@ -553,7 +553,7 @@ def _route_samples(cx, ids, vals):
     ctx = BSP(comm)
     if not cx.renumbered:
         dest = lay.owner(ids) if ids.size else np.zeros(0, np.int64)
-        o = np.argsort(dest, kind="stable")
+        o = stable_argsort(dest)
         ctx.send_rows(dest[o], ids[o], tag=1)
         ctx.send_rows(dest[o], vals[o], tag=2)
         inbox = ctx.sync("interpolate:samples")
@@ -565,10 +565,10 @@ def _route_samples(cx, ids, vals):
         g = cx.owned_global_ids(1)
         li = np.arange(lay.start, lay.stop, dtype=np.int64)
         dg = blk.owner(g) if g.size else np.zeros(0, np.int64)
-        o = np.argsort(dg, kind="stable")
+        o = stable_argsort(dg)
         ctx.send_rows(dg[o], np.stack((g[o], li[o]), 1), tag=1)
         ds = blk.owner(ids) if ids.size else np.zeros(0, np.int64)
-        o = np.argsort(ds, kind="stable")
+        o = stable_argsort(ds)
         ctx.send_rows(ds[o], ids[o], tag=2)
         ctx.send_rows(ds[o], vals[o], tag=3)
         inbox = ctx.sync("interpolate:samples-to-block")
@@ -579,7 +579,7 @@ def _route_samples(cx, ids, vals):
         v = inbox.concat(3, dtype=np.float64)
         target = where[got - blk.start]
         dest = lay.owner(target) if target.size else np.zeros(0, np.int64)
-        o = np.argsort(dest, kind="stable")
+        o = stable_argsort(dest)
         ctx.send_rows(dest[o], target[o], tag=4)
         ctx.send_rows(dest[o], v[o], tag=5)
         inbox = ctx.sync("interpolate:samples-to-owner")

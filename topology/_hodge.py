@@ -16,7 +16,7 @@ from scipy.sparse.csgraph import connected_components as _cc
 
 import preconditioners
 from dmsolve import DistCSR, DistVector
-from dmsolve.bsp import BSP, piece_components
+from dmsolve.bsp import BSP, piece_components, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
@@ -399,7 +399,7 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     rows, gids = cx.local_simplices(2)
     nt = rows.shape[0]
     fpos, tpos, sign = _incidence(cx, 2, cache) if nt else (np.zeros(0, np.int64),) * 3
-    o = np.argsort(fpos, kind="stable")
+    o = stable_argsort(fpos)
     fpos, tpos, sign = fpos[o], tpos[o], sign[o]
     cnt = np.bincount(fpos, minlength=1)
     first = np.concatenate(([0], np.cumsum(cnt)))[np.flatnonzero(cnt == 2)]
@@ -428,7 +428,7 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     i0, i1 = cx.owned_slice(2).start, cx.owned_slice(2).stop
     ghost = np.concatenate((np.arange(i0), np.arange(i1, nt))).astype(np.int64)
     dest = cx.vertex_layout.owner(rows[ghost, 0]) if ghost.size else np.zeros(0, np.int64)
-    asked = ghost[np.argsort(dest, kind="stable")]      # answers come back in this order
+    asked = ghost[stable_argsort(dest)]      # answers come back in this order
     empty = np.zeros(0, np.int64)
     link_local, link_rank, link_remote, parity, pos, src = (empty,) * 6
     ctx = BSP(comm)

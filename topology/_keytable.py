@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import Layout
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, stable_argsort
 
 __all__ = ["KeyTable", "fetch_rows"]
 
@@ -30,7 +30,7 @@ def fetch_rows(layout: Layout, table: np.ndarray, indices, *, ledger=None) -> np
     idx = np.asarray(indices, np.int64).ravel()
     ctx = BSP(comm, ledger=ledger)
     own = layout.owner(idx) if idx.size else np.zeros(0, np.int64)
-    order = np.argsort(own, kind="stable")
+    order = stable_argsort(own)
     ctx.send_rows(own[order], idx[order], tag=_TAG_ASK)
     inbox = ctx.sync("fetch:ask")
     asked, src = inbox.concat_with_sources(_TAG_ASK, dtype=np.int64)

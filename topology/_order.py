@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import DistVector
-from dmsolve.bsp import BSP, rank_of
+from dmsolve.bsp import BSP, rank_of, stable_argsort
 from dmsolve.validate import agreed, check_int
 
 __all__ = ["global_order"]
@@ -100,7 +100,7 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     n = v.size
     if ids is None:
         # a stable sort keeps ids ascending among equal values: (value, id) order
-        perm = np.argsort(v, kind="stable")
+        perm = stable_argsort(v)
         gid = None
     else:
         gid = ids.astype(np.int64, copy=False)
@@ -151,7 +151,7 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
         # the buckets arrive in source order, each sorted by (value, id), and
         # sources own ascending id ranges: a stable sort by value alone is the
         # (value, id) order, and merges the sorted runs in linear time
-        o = np.argsort(bv, kind="stable")
+        o = stable_argsort(bv)
         bg = bg[o]
     else:
         o = np.lexsort((bg, bv))

@@ -42,7 +42,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import DistVector
-from dmsolve.bsp import BSP
+from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.validate import agreed
 
 from ._critical import REGULAR, CriticalPoints, classify
@@ -269,7 +269,7 @@ def tree_graph(trees, downward):
     a = rank[np.searchsorted(ugid, edges[:, 0])]
     b = rank[np.searchsorted(ugid, edges[:, 1])]
     rows, cols = np.concatenate((a, b)), np.concatenate((b, a))
-    o = np.argsort(rows, kind="stable")
+    o = stable_argsort(rows)
     indptr = np.zeros(gid.size + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=gid.size), out=indptr[1:])
     return gid, val, indptr, np.ascontiguousarray(cols[o])
@@ -337,7 +337,7 @@ def _read_slab(grid, source, a, b):
     nz = grid.shape[-1]
     g0, g1 = max(a - 1, 0), min(b + 1, nz)
     vals = source.read(g0, g1)
-    seq = np.argsort(vals, kind="stable")
+    seq = stable_argsort(vals)
     return vals, (g0, g1), seq
 
 

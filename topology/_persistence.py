@@ -18,7 +18,7 @@ from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import Progress, agree
-from dmsolve.bsp import BSP, psort
+from dmsolve.bsp import BSP, psort, search_sorted, stable_argsort
 from dmsolve.io import check_writable
 from dmsolve.validate import agreed, check_int, check_real
 
@@ -607,7 +607,7 @@ def _sorted_block(comm, parts) -> dict:
             packed, vals = out.keys, out.payload
             del out
         else:
-            o = np.argsort(packed, kind="stable")
+            o = stable_argsort(packed)
             packed, vals = packed[o], vals[o]
             del o
         dvert = np.remainder(packed, span[2])
@@ -790,8 +790,8 @@ def _pinched(cx):
     for i in range(3):
         v, u, w = T[:, i], T[:, (i + 1) % 3], T[:, (i + 2) % 3]
         m = is_own[v]
-        a.append(np.searchsorted(key, v[m] * n_loc + u[m]))
-        b.append(np.searchsorted(key, v[m] * n_loc + w[m]))
+        a.append(search_sorted(key, v[m] * n_loc + u[m]))
+        b.append(search_sorted(key, v[m] * n_loc + w[m]))
     comps = _components_per(src, np.concatenate(a), np.concatenate(b), n_loc)[opos]
     link = gid[opos][comps > 1]
     wrong_chi = np.zeros(0, np.int64)
@@ -829,8 +829,8 @@ def _pinched_edges(cx) -> np.ndarray:
         e = _search_rows(erows, qrows[:, [i, j]], nv)
         t1 = _search_rows(trows, np.sort(qrows[:, [i, j, k]], axis=1), nv)
         t2 = _search_rows(trows, np.sort(qrows[:, [i, j, l]], axis=1), nv)
-        a.append(np.searchsorted(key, e * nt + t1))
-        b.append(np.searchsorted(key, e * nt + t2))
+        a.append(search_sorted(key, e * nt + t1))
+        b.append(search_sorted(key, e * nt + t2))
     owner = key // nt
     comps = _components_per(owner, np.concatenate(a), np.concatenate(b), erows.shape[0])
     bad = np.flatnonzero(comps > 1)

@@ -17,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree, block_ranges
-from dmsolve.bsp import BSP, rank_of, sorted_unique
+from dmsolve.bsp import BSP, isin_sorted, rank_of, search_sorted, sorted_unique, stable_argsort
 
 from ._dist_reduction import reduce_z2
 from ._keytable import fetch_rows
@@ -339,7 +339,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     mine = S.own[top] >= 0
 
     def down_edges(q, pos, slot):
-        o = np.argsort(q, kind="stable")
+        o = stable_argsort(q)
         rq, rc, xq, x2 = descend_edges(st, G.ep, G.tt, S.emax, q[o], pos[o], slot[o])
         return (rq, rc), np.column_stack((xq, x2))
 
@@ -436,9 +436,9 @@ class _Placed:
         """Index in this rank's cells of each ``query`` among ``names`` (the
         sort of ``names`` is kept for the next call with the same array)."""
         if self._order[0] is not names:
-            self._order = (names, np.argsort(names, kind="stable"))
+            self._order = (names, stable_argsort(names))
         o = self._order[1]
-        idx = o[np.minimum(np.searchsorted(names[o], query), max(names.size - 1, 0))] \
+        idx = o[np.minimum(search_sorted(names[o], query), max(names.size - 1, 0))] \
             if names.size else np.zeros(np.size(query), np.int64)
         if np.size(query) and (names.size == 0 or np.any(names[idx] != query)):
             raise RuntimeError("Morse complex: a cell reached by a V-path is not critical "
@@ -545,11 +545,11 @@ def _alive(comm, layout, pos, dead, tops) -> np.ndarray:
     no death: each death's position goes to the owner of its top vertex
     ``tops``. Collective on ``comm`` (one superstep)."""
     if comm.Get_size() == 1:
-        return ~np.isin(pos, dead)
+        return ~isin_sorted(pos, sorted_unique(dead))
     ctx = BSP(comm)
     ctx.send_rows(layout.owner(tops), np.asarray(dead, np.int64), tag=_TAG_R3)
     got = ctx.sync("morse:deaths").concat(_TAG_R3, dtype=np.int64)
-    return ~np.isin(pos, got)
+    return ~isin_sorted(pos, sorted_unique(got))
 
 
 def _agreed(comm, f, *args):

@@ -17,7 +17,7 @@ from mpi4py import MPI
 from numba import njit
 
 from dmsolve import Layout
-from dmsolve.bsp import BSP, rank_tree, sorted_unique, tree_leader
+from dmsolve.bsp import BSP, rank_tree, search_sorted, sorted_unique, stable_argsort, tree_leader
 
 from ._grid import Grid, component_table
 
@@ -384,7 +384,7 @@ class _Range:
             # the distinct labels and each edge's among them, by one stable sort
             # (a label's span is that of its first row, edges first)
             every = np.concatenate((edges[:, 0], records[:, 0]))
-            o = np.argsort(every, kind="stable")
+            o = stable_argsort(every)
             s = every[o]
             new = np.empty(s.size, bool)
             new[:1] = True
@@ -407,7 +407,7 @@ class _Range:
             raise RuntimeError("sweep: queried labels %s are in no edge or record of ranks "
                                "[%d, %d)" % (sorted_unique(x[bad])[:4], lo_rank, hi_rank))
         # the times (vertices) and each edge's, by one stable sort of the edges
-        eo = np.argsort(edges[:, 1], kind="stable")
+        eo = stable_argsort(edges[:, 1])
         t = edges[eo, 1]
         new = np.empty(m, bool)
         new[:1] = True
@@ -427,7 +427,7 @@ class _Range:
             lpos[label_index[eo]], vpos[np.cumsum(new) - 1], key, islabel, isopen)
         del eo, t, new
         self.parent, self.link, self.init, self.final = parent, link, init, final
-        ho = np.argsort(hist[0], kind="stable")          # each node's rows stay in time order
+        ho = stable_argsort(hist[0])          # each node's rows stay in time order
         self.hist = tuple(h[ho] for h in hist[1:])
         self.hptr = np.searchsorted(hist[0][ho], np.arange(key.size + 1))
         self.deaths = deaths
@@ -446,12 +446,12 @@ class _Range:
         self.point_t = deaths[asked, 1]
 
     def _spans(self, labels):
-        return self._span[np.searchsorted(self._lab, labels)].reshape(-1, 2)
+        return self._span[search_sorted(self._lab, labels)].reshape(-1, 2)
 
     def final_roots(self, keys):
         """``(minkey, open, orep)`` of the final components of the given
         label keys (all present here). Not collective."""
-        idx = np.searchsorted(self.key, keys)
+        idx = search_sorted(self.key, keys)
         r = _roots_of(self.parent, idx)
         minkey, opn, orep, _ = self.final
         return minkey[r], opn[r], orep[r]
@@ -470,7 +470,7 @@ class _Range:
             i_min, i_open, i_orep = self.init
             pieces = _walk(self.parent, self.link, i_min, i_open, i_orep, self.hptr,
                            self.hist[0], self.hist[1], self.hist[2], self.hist[3],
-                           np.searchsorted(self.key, q[:, 0]), q[:, 1].copy(), q[:, 2].copy())
+                           search_sorted(self.key, q[:, 0]), q[:, 1].copy(), q[:, 2].copy())
         else:
             pieces = np.zeros((0, 5), np.int64)
         # sealed pieces answer themselves; the first open piece starts a
@@ -561,10 +561,10 @@ def _label_spans(comm, n, labels, ledger):
         np.maximum.at(hi, inv, src)
         ctx.send_rows(src, np.column_stack((got, lo[inv], hi[inv])), tag=_TAG_SPAN_ANSWER)
     ans = ctx.sync("sweep:spans").concat(_TAG_SPAN_ANSWER, dtype=np.int64, shape=(3,))
-    ans = ans[np.argsort(ans[:, 0], kind="stable")]
+    ans = ans[stable_argsort(ans[:, 0])]
     span = np.empty((labels.size, 2), np.int64)
     span[labels < 0] = (0, comm.Get_size() - 1)                 # the apex: everywhere
-    span[labels >= 0] = ans[np.searchsorted(ans[:, 0], real), 1:]
+    span[labels >= 0] = ans[search_sorted(ans[:, 0], real), 1:]
     return span
 
 
@@ -643,8 +643,8 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
     Collective on ``comm``."""
     p, me = comm.Get_size(), comm.Get_rank()
     if p == 1 and not tree and serial:
-        o = np.argsort(hi, kind="stable")
-        born, at, root = _union_find(np.searchsorted(labels, lo[o]),
+        o = stable_argsort(hi)
+        born, at, root = _union_find(search_sorted(labels, lo[o]),
                                      np.ascontiguousarray(hi[o], np.int64), labels.size)
         return Sweep(np.column_stack((labels[born], at)).astype(np.int64).reshape(-1, 2),
                      None, labels[root].astype(np.int64), None, 0, 0, 0)
@@ -654,7 +654,7 @@ def _distributed_elder(comm, n, lo, hi, labels, key_owned, lab_owned, tree, ledg
         steps += 2
     else:
         span = np.zeros((labels.size, 2), np.int64)
-    at = np.searchsorted(labels, lo)                 # every entry's label is in labels
+    at = search_sorted(labels, lo)                 # every entry's label is in labels
     edges = np.column_stack((lo, hi, span[at])).reshape(-1, 4)
     records = np.column_stack((labels, span)).reshape(-1, 3)
     leaf = _Range(edges.astype(np.int64), records.astype(np.int64),
@@ -833,7 +833,7 @@ class _GridSweep:
         else:
             L = component_table(self.domain.dimension)[self.lower]
         cand = opos[(L >= 2) | self.bnd]
-        cand = cand[np.argsort(PK[cand], kind="stable")]
+        cand = cand[stable_argsort(PK[cand])]
         return _grid_entries(PK, PL, cand, self.delta)
 
 

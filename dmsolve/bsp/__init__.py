@@ -9,7 +9,9 @@ See docs/bsp.md for the model. Public pieces:
   exchanges, zero allocations per exchange.
 - :func:`psort` and :func:`rank_of`: a distributed sample sort with exact
   splitters, and the global position of every local item;
-  :func:`sorted_unique`, the local sorted distinct values by one sort.
+  :func:`sorted_unique`, the local sorted distinct values by one sort;
+  :func:`stable_argsort`, :func:`search_sorted` and :func:`isin_sorted`,
+  numpy's answers faster on large integer arrays.
 - :func:`piece_components`: connected components (and relative signs) of
   pieces linked across ranks, by hooking and pointer jumping in O(log)
   rounds, or up and down the binary tree of ranks.
@@ -33,11 +35,12 @@ from ._psort import SortedBlock, psort, rank_of
 from ._ranktree import rank_tree, tree_leader
 from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
                          estimate_distinct_fraction, reduce_by_key)
-from ._unique import sorted_unique
+from ._unique import isin_sorted, search_sorted, sorted_unique, stable_argsort
 from ._virtual import VirtualBSP, check_spill_dir, parse_bytes
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
-           "psort", "rank_of", "SortedBlock", "sorted_unique", "piece_components", "PieceComponents",
+           "psort", "rank_of", "SortedBlock", "sorted_unique", "stable_argsort",
+           "search_sorted", "isin_sorted", "piece_components", "PieceComponents",
            "free_inner_comm", "rank_tree", "tree_leader", "VirtualBSP", "parse_bytes",
            "check_spill_dir"]

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ._ranktree import rank_tree, tree_leader as leader
+from ._unique import stable_argsort
 from ._superstep import BSP
 
 # tags: links announced to their remote ends; rows going up; answers coming down
@@ -77,7 +78,7 @@ class _Node:
         rep = self.item_addr[self.root]
         fa, fk, fs = rep.copy(), self.item_key[self.root].copy(), self.sign.copy()
         if answers.shape[0]:
-            answers = answers[np.argsort(answers[:, 0], kind="stable")]
+            answers = answers[stable_argsort(answers[:, 0])]
             at = np.minimum(np.searchsorted(answers[:, 0], rep), answers.shape[0] - 1)
             hit = answers[at, 0] == rep
             fa[hit] = answers[at[hit], 1]

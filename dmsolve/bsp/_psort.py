@@ -25,6 +25,7 @@ from mpi4py import MPI
 from .._errors import agree
 from .._layout import block_ranges
 from ._ledger import Ledger
+from ._unique import stable_argsort
 from ._superstep import BSP
 
 __all__ = ["psort", "rank_of", "SortedBlock"]
@@ -336,7 +337,7 @@ def _key_gid_order(K: np.ndarray, G: np.ndarray) -> np.ndarray:
     stable argsort of the key alone, about twice as fast; the tie check
     costs one pass. Not collective."""
     if K.shape[1] == 1:
-        order = np.argsort(K[:, 0], kind="stable")
+        order = stable_argsort(K[:, 0])
         k, g = K[order, 0], G[order]
         if not np.any((k[1:] == k[:-1]) & (g[1:] < g[:-1])):
             return order
@@ -537,7 +538,7 @@ def _histogram(local: _Local, bounds, counts, table, last_pos, first_pos, search
     # a sample's global position is the count below it, so their order is
     # the samples' order (an item sampled twice, as first item and as a
     # sample, is there twice with the same counts, which does no harm)
-    order = np.argsort(position, kind="stable")
+    order = stable_argsort(position)
     position, below_here = position[order], below_here[order]
     target = bounds[searched]
     i = np.searchsorted(position, target, "right") - 1       # the last sample at or below
@@ -649,7 +650,7 @@ def _members(bounds, counts, last_pos, first_pos):
     np.add.at(diff, a, 1)
     np.add.at(diff, b, -1)
     nmembers = np.cumsum(diff)[:size + 1]
-    by_last = np.argsort(last_pos, kind="stable")
+    by_last = stable_argsort(last_pos)
     cum = np.concatenate(([0], np.cumsum(counts[by_last])))
     settled_below = cum[np.searchsorted(last_pos[by_last], bounds, "left")]
     return nmembers, settled_below

@@ -38,7 +38,7 @@ from .._errors import agree
 from .._registry import Registry
 from ._comm import inner_comm
 from ._ledger import Ledger
-from ._unique import sorted_unique
+from ._unique import sorted_unique, stable_argsort
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS"]
 
@@ -297,7 +297,7 @@ class BSP:
             return
         # a stable sort of 16-bit destinations is numpy's radix sort, O(n)
         small = dests.astype(np.int16) if self.size <= 2 ** 15 else dests
-        order = np.argsort(small, kind="stable")
+        order = stable_argsort(small)
         counts = np.bincount(dests, minlength=self.size)
         sorted_rows = rows[order]
         offsets = np.concatenate(([0], np.cumsum(counts)))
@@ -968,7 +968,7 @@ def reduce_by_key(keys: np.ndarray, values: np.ndarray, op: str = "sum"):
     keys = np.asarray(keys, dtype=np.int64)
     if keys.size == 0:
         return keys, values
-    order = np.argsort(keys, kind="stable")
+    order = stable_argsort(keys)
     sk = keys[order]
     sv = values[order]
     starts = np.flatnonzero(np.concatenate(([True], sk[1:] != sk[:-1])))

@@ -1,17 +1,31 @@
-"""Sorted unique values of an integer array by one sort (:func:`sorted_unique`).
+"""Local sorting primitives faster than their numpy spellings on large arrays.
 
-numpy 2.3 and later answer a plain ``np.unique(a)`` (no ``return_*``) from a
-hash table, which on many distinct int64 values is two orders of magnitude
-slower than sorting: 1.5 s against 17 ms for 1.4 million random int64 here
-(numpy 2.4.6), and the sweeps, the BSP layer and matrix assembly call it on
-arrays of that size.
+- :func:`sorted_unique`: numpy 2.3 and later answer a plain ``np.unique(a)``
+  (no ``return_*``) from a hash table, which on many distinct int64 values is
+  two orders of magnitude slower than sorting: 1.5 s against 17 ms for 1.4
+  million random int64 here (numpy 2.4.6), and the sweeps, the BSP layer and
+  matrix assembly call it on arrays of that size.
+- :func:`stable_argsort`: ``np.argsort(a, kind="stable")`` is a timsort (a
+  radix sort only for 8- and 16-bit keys); ``np.sort`` of int64 is a SIMD
+  quicksort, ten times faster. Integer keys are packed with their index into
+  one int64, whose values are distinct, so any sort of them is stable.
+- :func:`search_sorted`: ``np.searchsorted`` of many unsorted queries misses
+  the cache at every step of every binary search; sorted queries walk the
+  haystack in order (0.32 s against 0.05 s with the sort, for a million
+  queries into 700,000 keys).
+
+:func:`isin_sorted` is ``np.isin`` against a sorted set, by :func:`search_sorted`.
+All give exactly numpy's answer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["sorted_unique"]
+__all__ = ["sorted_unique", "stable_argsort", "search_sorted", "isin_sorted"]
+
+#: Below this many entries the numpy spellings are used as they are.
+_SMALL = 4096
 
 
 def sorted_unique(a) -> np.ndarray:
@@ -27,3 +41,94 @@ def sorted_unique(a) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def _packed_order(key: np.ndarray, bits: int) -> np.ndarray:
+    """The stable order of nonnegative int64 ``key`` below ``2**(63 - bits)``,
+    ``bits`` enough for the largest index: keys and indices packed into one
+    int64 and sorted. Not collective."""
+    packed = key << bits
+    packed |= np.arange(key.size, dtype=np.int64)
+    packed.sort()
+    packed &= (np.int64(1) << bits) - 1
+    return packed
+
+
+def stable_argsort(a) -> np.ndarray:
+    """``np.argsort(a, kind="stable")`` of a 1-D integer, boolean or float
+    array, faster on large arrays; the same int64 indices. Not collective.
+
+    Integer keys whose span times the size fits in 63 bits are packed with
+    their index and sorted by ``np.sort``. Other integer keys and floats
+    (mapped to int64 in the same order, ``-0.0`` equal to ``0.0``; NaNs last
+    as in numpy, in index order) take an unstable argsort, kept as it is
+    when no two keys are equal; otherwise the keys' dense ranks are packed
+    with the indices.
+    """
+    a = np.asarray(a)
+    if a.ndim != 1 or a.size < _SMALL or a.dtype.kind not in "iubf" \
+            or (a.dtype.kind != "f" and a.dtype.itemsize <= 2):
+        return np.argsort(a, kind="stable")        # small, or numpy's radix sort
+    bits = max(int(a.size - 1).bit_length(), 1)
+    if a.dtype.kind == "f":
+        nan = np.isnan(a)
+        if nan.any():
+            # numpy sorts NaNs last, in index order
+            finite = np.flatnonzero(~nan)
+            return np.concatenate((finite[stable_argsort(a[finite])], np.flatnonzero(nan)))
+        x = (a.astype(np.float64) + 0.0).view(np.int64)     # -0.0 + 0.0 is 0.0
+        key = x ^ ((x >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+    elif a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 2 ** 63:
+        return np.argsort(a, kind="stable")
+    else:
+        lo, hi = int(a.min()), int(a.max())
+        if (hi - lo).bit_length() + bits <= 63:
+            return _packed_order(a.astype(np.int64) - lo, bits)
+        key = a.astype(np.int64)
+    order = np.argsort(key)
+    s = key[order]
+    tie = s[1:] == s[:-1]
+    if not tie.any():
+        return order
+    rank = np.empty(a.size, np.int64)
+    rank[order[0]] = 0
+    rank[order[1:]] = np.cumsum(~tie)
+    return _packed_order(rank, bits)
+
+
+def search_sorted(haystack, queries, side: str = "left") -> np.ndarray:
+    """``np.searchsorted(haystack, queries, side)`` of a sorted 1-D array,
+    faster for many integer queries: they are sorted first (packed with
+    their index, as in :func:`stable_argsort`), searched in order and the
+    answers put back. Not collective."""
+    haystack, queries = np.asarray(haystack), np.asarray(queries)
+    if queries.ndim != 1 or queries.size < _SMALL or haystack.size < _SMALL \
+            or queries.dtype.kind not in "iu" or haystack.dtype.kind not in "iu":
+        return np.searchsorted(haystack, queries, side=side)
+    bits = max(int(queries.size - 1).bit_length(), 1)
+    lo, hi = int(queries.min()), int(queries.max())
+    if (hi - lo).bit_length() + bits > 63:
+        return np.searchsorted(haystack, queries, side=side)
+    packed = queries.astype(np.int64) - lo
+    packed <<= bits
+    packed |= np.arange(queries.size, dtype=np.int64)
+    packed.sort()
+    at = packed & ((np.int64(1) << bits) - 1)
+    packed >>= bits
+    packed += lo
+    out = np.empty(queries.size, np.int64)
+    out[at] = np.searchsorted(haystack, packed.astype(queries.dtype, copy=False), side=side)
+    return out
+
+
+def isin_sorted(a, sorted_set) -> np.ndarray:
+    """``np.isin(a, sorted_set)`` for a sorted 1-D ``sorted_set`` (e.g. from
+    :func:`sorted_unique`), by :func:`search_sorted`: no sort of the set and
+    none of numpy's hash tables. Not collective."""
+    a, sorted_set = np.asarray(a), np.asarray(sorted_set)
+    if sorted_set.size == 0:
+        return np.zeros(a.shape, bool)
+    flat = a.reshape(-1)
+    i = search_sorted(sorted_set, flat)
+    np.minimum(i, sorted_set.size - 1, out=i)
+    return (sorted_set[i] == flat).reshape(a.shape)

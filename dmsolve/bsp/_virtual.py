@@ -39,6 +39,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from ._ledger import Ledger
+from ._unique import stable_argsort
 from ._superstep import (_DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key,
                          until_halt)
 
@@ -342,7 +343,7 @@ class VirtualBSP:
             self._inner._fail(ValueError("send_rows to a virtual processor outside [0, %d)"
                                          % self.nprocs))
             return
-        order = np.argsort(dests, kind="stable")
+        order = stable_argsort(dests)
         ds, rs = dests[order], rows[order]
         cuts = np.flatnonzero(np.diff(ds)) + 1
         for lo, hi in zip(np.concatenate(([0], cuts)), np.concatenate((cuts, [ds.size]))):
