@@ -1,12 +1,17 @@
 """A binary min-heap of int64 rows, for the compiled kernels: the lower-star
 gradient's queues and the V-path chains' expansion order.
+
+Three forms: rows compared lexicographically (:func:`sift_up`, :func:`pop`),
+flat int64 values (:func:`push1`, :func:`pop1`), and int64 keys carrying a
+row of three int64 that is moved with its key but never compared
+(:func:`push3`, :func:`pop3`).
 """
 
 from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["sift_up", "pop", "push1", "pop1"]
+__all__ = ["sift_up", "pop", "push1", "pop1", "push3", "pop3"]
 
 
 @njit(cache=True, inline="always")
@@ -90,3 +95,48 @@ def pop1(H, n):  # pragma: no cover
         c = m
     H[c] = v
     return top, n
+
+
+@njit(cache=True, inline="always")
+def push3(HK, HE, n, key, r0, r1, r2):  # pragma: no cover
+    """Push ``key`` with the row ``(r0, r1, r2)`` on the min-heap ``HK[:n]``
+    (rows in ``HE``; capacity is the caller's); returns the new size. Not
+    collective."""
+    c = n
+    while c > 0:
+        q = (c - 1) >> 1
+        if HK[q] <= key:
+            break
+        HK[c] = HK[q]
+        HE[c, 0], HE[c, 1], HE[c, 2] = HE[q, 0], HE[q, 1], HE[q, 2]
+        c = q
+    HK[c] = key
+    HE[c, 0], HE[c, 1], HE[c, 2] = r0, r1, r2
+    return n + 1
+
+
+@njit(cache=True, inline="always")
+def pop3(HK, HE, n):  # pragma: no cover
+    """Remove the smallest key of the heap ``HK[:n]`` of :func:`push3`: it
+    and its row move to position ``n - 1``. Returns the new size. Not
+    collective."""
+    n -= 1
+    k0, a0, b0, c0 = HK[0], HE[0, 0], HE[0, 1], HE[0, 2]
+    key, r0, r1, r2 = HK[n], HE[n, 0], HE[n, 1], HE[n, 2]
+    c = 0
+    while True:
+        m = 2 * c + 1
+        if m >= n:
+            break
+        if m + 1 < n and HK[m + 1] < HK[m]:
+            m += 1
+        if HK[m] >= key:
+            break
+        HK[c] = HK[m]
+        HE[c, 0], HE[c, 1], HE[c, 2] = HE[m, 0], HE[m, 1], HE[m, 2]
+        c = m
+    HK[c] = key
+    HE[c, 0], HE[c, 1], HE[c, 2] = r0, r1, r2
+    HK[n] = k0
+    HE[n, 0], HE[n, 1], HE[n, 2] = a0, b0, c0
+    return n
