@@ -43,12 +43,15 @@ def sorted_unique(a) -> np.ndarray:
     return s[keep]
 
 
-def _packed_order(key: np.ndarray, bits: int) -> np.ndarray:
-    """The stable order of nonnegative int64 ``key`` below ``2**(63 - bits)``,
-    ``bits`` enough for the largest index: keys and indices packed into one
-    int64 and sorted. Not collective."""
-    packed = key << bits
-    packed |= np.arange(key.size, dtype=np.int64)
+def _packed_order(a: np.ndarray, lo: int, bits: int) -> np.ndarray:
+    """The stable order of integer ``a`` whose values minus ``lo`` are below
+    ``2**(63 - bits)``, ``bits`` enough for the largest index: values and
+    indices packed into one int64 and sorted, in place (two arrays of
+    ``a.size`` int64 at most). Not collective."""
+    packed = a.astype(np.int64)                 # a copy
+    packed -= lo
+    packed <<= bits
+    packed |= np.arange(a.size, dtype=np.int64)
     packed.sort()
     packed &= (np.int64(1) << bits) - 1
     return packed
@@ -60,10 +63,11 @@ def stable_argsort(a) -> np.ndarray:
 
     Integer keys whose span times the size fits in 63 bits are packed with
     their index and sorted by ``np.sort``. Other integer keys and floats
-    (mapped to int64 in the same order, ``-0.0`` equal to ``0.0``; NaNs last
-    as in numpy, in index order) take an unstable argsort, kept as it is
-    when no two keys are equal; otherwise the keys' dense ranks are packed
-    with the indices.
+    (mapped to int64 in the same order, ``-0.0`` equal to ``0.0``) take an
+    unstable argsort, which is the stable order when no two keys are equal;
+    with ties (or NaNs) they go to numpy's stable sort. At most three
+    arrays of ``a.size`` int64 are alive at once, as with numpy's timsort
+    and its buffer.
     """
     a = np.asarray(a)
     if a.ndim != 1 or a.size < _SMALL or a.dtype.kind not in "iubf" \
@@ -71,29 +75,27 @@ def stable_argsort(a) -> np.ndarray:
         return np.argsort(a, kind="stable")        # small, or numpy's radix sort
     bits = max(int(a.size - 1).bit_length(), 1)
     if a.dtype.kind == "f":
-        nan = np.isnan(a)
-        if nan.any():
-            # numpy sorts NaNs last, in index order
-            finite = np.flatnonzero(~nan)
-            return np.concatenate((finite[stable_argsort(a[finite])], np.flatnonzero(nan)))
-        x = (a.astype(np.float64) + 0.0).view(np.int64)     # -0.0 + 0.0 is 0.0
-        key = x ^ ((x >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+        if np.isnan(a).any():
+            return np.argsort(a, kind="stable")
+        key = np.add(a, 0.0, dtype=np.float64).view(np.int64)    # -0.0 + 0.0 is 0.0
+        flip = key >> 63                        # negative floats: reverse their bits' order
+        flip &= np.int64(0x7FFFFFFFFFFFFFFF)
+        key ^= flip
+        del flip
     elif a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 2 ** 63:
         return np.argsort(a, kind="stable")
     else:
         lo, hi = int(a.min()), int(a.max())
         if (hi - lo).bit_length() + bits <= 63:
-            return _packed_order(a.astype(np.int64) - lo, bits)
+            return _packed_order(a, lo, bits)
         key = a.astype(np.int64)
     order = np.argsort(key)
-    s = key[order]
-    tie = s[1:] == s[:-1]
+    key.sort()
+    tie = np.equal(key[1:], key[:-1])
     if not tie.any():
         return order
-    rank = np.empty(a.size, np.int64)
-    rank[order[0]] = 0
-    rank[order[1:]] = np.cumsum(~tie)
-    return _packed_order(rank, bits)
+    del key, order, tie
+    return np.argsort(a, kind="stable")
 
 
 def search_sorted(haystack, queries, side: str = "left") -> np.ndarray:
@@ -109,7 +111,8 @@ def search_sorted(haystack, queries, side: str = "left") -> np.ndarray:
     lo, hi = int(queries.min()), int(queries.max())
     if (hi - lo).bit_length() + bits > 63:
         return np.searchsorted(haystack, queries, side=side)
-    packed = queries.astype(np.int64) - lo
+    packed = queries.astype(np.int64)           # a copy
+    packed -= lo
     packed <<= bits
     packed |= np.arange(queries.size, dtype=np.int64)
     packed.sort()
