@@ -218,17 +218,6 @@ def triangle_cofacets(st, qry, ii, slot):  # pragma: no cover
 
 
 @njit(cache=True)
-def _heap_push(H, n, k1, k2, k3, v):  # pragma: no cover
-    """Push a row on the heap ``H[:n]``, growing ``H`` when full; returns
-    ``(H, new size)``."""
-    if n == H.shape[0]:
-        H = _grow(H, n)
-    H[n, 0], H[n, 1], H[n, 2], H[n, 3] = k1, k2, k3, v
-    heap.sift_up(H, n)
-    return H, n + 1
-
-
-@njit(cache=True)
 def _grow(a, n):  # pragma: no cover
     """``a`` with twice the rows, its first ``n`` rows kept."""
     b = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
@@ -263,7 +252,11 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
     xr = np.empty((max(m, 16), 2), np.int64)
     nr = 0
     nx = 0
-    H = np.empty((64, 4), np.int64)      # rows (-vertex order, -pairing step, pos, slot)
+    # the heap: one key per edge, -(vertex order * 2**16 + pairing step) (an
+    # edge's step is unique in its vertex's lower star, and below 2**15), with
+    # the row (pos, slot, 0) moved along, never compared
+    HK = np.empty(64, np.int64)
+    HE = np.empty((64, 3), np.int64)
     add_p = np.empty(2, np.int64)       # the edges (position, slot) added to the chain next
     add_j = np.empty(2, np.int64)
     k = 0
@@ -278,11 +271,11 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
                 k += 1
             elif n > 0:
                 # expand its latest edge, unless its copies cancel
-                n = heap.pop(H, n)
-                k1, k2, p, j = H[n, 0], H[n, 1], H[n, 2], H[n, 3]
+                n = heap.pop3(HK, HE, n)
+                key, p, j = HK[n], HE[n, 0], HE[n, 1]
                 par = 1
-                while n > 0 and H[0, 0] == k1 and H[0, 1] == k2:
-                    n = heap.pop(H, n)
+                while n > 0 and HK[0] == key:
+                    n = heap.pop3(HK, HE, n)
                     par ^= 1
                 if par == 0:
                     continue
@@ -317,5 +310,7 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
                     rq[nr], rc[nr] = q, lix[p] * emax + j
                     nr += 1
                 elif c >= 0:
-                    H, n = _heap_push(H, n, -O[p], -tt[tptr[i] + c], p, j)
+                    if n == HK.shape[0]:
+                        HK, HE = _grow(HK, n), _grow(HE, n)
+                    n = heap.push3(HK, HE, n, -(O[p] * 65536 + tt[tptr[i] + c]), p, j, 0)
     return rq[:nr], rc[:nr], xq[:nx], xr[:nx]
