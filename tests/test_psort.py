@@ -170,16 +170,21 @@ def test_gids_break_ties_then_rank_then_input_order():
         c.add(np.array_equal(pos, want[off:off + n]), "rank_of with gids")
 
 
-@pytest.mark.parametrize("gids", ["ascending", "random", "descending"])
-@pytest.mark.parametrize("ncols", [1, 2])
-def test_local_order_is_lexsorts_with_and_without_the_single_column_fast_path(gids, ncols):
+@pytest.mark.parametrize("gids", ["ascending", "nondecreasing", "random", "descending"])
+@pytest.mark.parametrize("ncols", [1, 2, 3])
+@pytest.mark.parametrize("n", [500, 20000])
+def test_local_order_is_lexsorts_with_and_without_the_fast_paths(gids, ncols, n):
     """The stable argsort taken for one key column whose ties have ascending
-    gids, and the lexsort fallback otherwise, give lexsort's order."""
+    gids, the column-by-column stable sorts for several columns with gids
+    ascending in input order, and the lexsort fallback otherwise, give
+    lexsort's order (n = 20000: stable_argsort's packed and float paths)."""
     rng = np.random.default_rng(7)
-    n = 500
     K = np.where(rng.random((n, ncols)) < 0.1, -0.0, rng.integers(-3, 3, (n, ncols)) * 1.0)
-    G = {"ascending": np.arange(n), "random": rng.integers(0, 20, n),
-         "descending": np.arange(n)[::-1]}[gids].astype(np.int64)
+    if n > 500 and ncols > 1:
+        K[:, 0] = rng.integers(0, 10 ** 6, n)            # a wide integer column too
+    G = {"ascending": np.arange(n), "nondecreasing": np.sort(rng.integers(0, n // 4, n)),
+         "random": rng.integers(0, 20, n), "descending": np.arange(n)[::-1]}[gids]
+    G = G.astype(np.int64)
     ref = np.lexsort((G,) + tuple(K[:, c] for c in range(ncols - 1, -1, -1)))
     assert np.array_equal(_key_gid_order(K, G), ref)
 
