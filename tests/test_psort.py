@@ -381,6 +381,21 @@ def test_search_sorted_and_isin_sorted_are_numpys(case, side):
         checks.add(np.array_equal(member, np.isin(q, hay)), "isin_sorted " + case)
 
 
+@pytest.mark.parametrize("hay_size", [1000, 30000, 200000])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_sorted_merge_and_binary_paths(hay_size, side):
+    """search_sorted answers like np.searchsorted whether it merges the sorted
+    queries with the haystack (a haystack up to 8x the queries) or searches
+    them one by one (a larger one), for queries below, inside and above it."""
+    rng = np.random.default_rng(29)
+    hay = np.sort(rng.integers(0, 10 ** 6, hay_size))
+    hay[hay_size // 2:hay_size // 2 + 50] = hay[hay_size // 2]          # a run of equal keys
+    q = np.concatenate((rng.integers(-100, 10 ** 6 + 100, 6000), hay[::97][:500]))
+    got, want = search_sorted(hay, q, side), np.searchsorted(hay, q, side)
+    with Checks(COMM) as checks:
+        checks.add(np.array_equal(got, want), "search_sorted", np.flatnonzero(got != want)[:5])
+
+
 @pytest.mark.parametrize("case", ["int-ties", "int-wide", "float", "all-equal", "empty", "2-col",
                                   "3-col", "gids"])
 def test_rank_of_at_one_rank_is_the_general_path(case):

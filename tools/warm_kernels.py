@@ -52,7 +52,7 @@ def kernels() -> dict[str, object]:
     modules = [info.name for pkg in (preconditioners, topology)
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
-                              "dmsolve._reprosum"]:
+                              "dmsolve._reprosum", "dmsolve.bsp._merge_kernel"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
@@ -152,7 +152,12 @@ def warm_topology(comm) -> None:
     """Every analysis on small grids (Freudenthal, out of core, cubical) and
     small simplicial complexes."""
     import topology
+    from dmsolve.bsp import search_sorted
 
+    # the merge search_sorted takes for many sorted queries (grids of 16^3 and more)
+    keys = np.arange(8192, dtype=np.int64)
+    for side in ("left", "right"):
+        search_sorted(keys, keys[::-1].copy(), side)
     rng = np.random.default_rng(0)
     for shape in [(5, 4, 3), (6, 5)]:
         grid = topology.Grid(shape, comm)
