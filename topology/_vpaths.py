@@ -117,7 +117,7 @@ def _grid_tables(st):  # pragma: no cover
     if st.mode != GRID:
         return np.zeros((0, 0, 4), np.int64), np.zeros((0, 0, 0), np.int64)
     ns = st.doff.shape[0]
-    nq = st.qptr[1] - st.qptr[0]
+    nq = st.qtab.shape[0]                   # the stencil's tets (every star lists all)
     cof = np.full((ns, ns, 4), -1, np.int64)
     tet = np.full((ns, ns, ns), -1, np.int64)
     for t in range(nq):
