@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+# LLVM's cttz: numba exposes it only here (its own bit helpers use it)
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from . import _heap as heap
 from ._star_tables import GRID, nbr_pos, tet_nb, tri_nb
@@ -20,6 +22,12 @@ CRITICAL = -1       #: critical cell
 TO_VERTEX = -3      #: edge paired with its maximum vertex
 DOWN = 16384        #: code DOWN + j: paired with facet slot j (else up: coface slot)
 
+# The grid kernel's cache of whole lower stars: 2**14 entries, tried on
+# windows of 4096 vertices (see _grid_lower_stars)
+_CACHE_BITS = 14
+_WINDOW = 4096
+_HASH = np.int64(-7046029254386353131)      # 0x9E3779B97F4A7C15, Fibonacci hashing
+
 
 @njit(cache=True)
 def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
@@ -29,8 +37,302 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     steepest edge pairs with the vertex, ``pqOne`` and ``pqZero`` pop the
     cell whose lower vertices' orders, sorted descending, are smallest
     (lexicographically, a facet before its cofacets). ``tt`` receives the
-    step at which each triangle is paired with an edge (V-paths go back in
-    (vertex order, step)).
+    step at which each triangle is paired with an edge or made critical
+    (V-paths go back in (vertex order, step)); a triangle paired with a
+    tetrahedron keeps its ``tt`` entry. A grid goes through
+    ``_grid_lower_stars``, a complex through ``_general_lower_stars``: the
+    same pairs and steps. Not collective.
+    """
+    if st.mode == GRID and st.doff.shape[0] < 16:
+        _grid_lower_stars(st.O, st.P, st.doff, st.ttab, st.qtab, st.qface, vp, ep, tp, tt, qp)
+    else:
+        _general_lower_stars(st, vp, ep, tp, tt, qp)
+
+
+@njit(cache=True, inline="always")
+def _push(W, s, key):  # pragma: no cover
+    """Add ``key`` (< 4096) to the bit set of words ``W`` whose non-empty
+    words are the bits of ``s``; returns the new ``s``. Not collective."""
+    W[key >> 6] |= np.int64(1) << (key & 63)
+    return s | (np.int64(1) << (key >> 6))
+
+
+@njit(cache=True, inline="always")
+def _pop(W, s):  # pragma: no cover
+    """Remove the smallest key of the bit set ``(W, s)`` (``s`` not 0);
+    returns ``(key, new s)``. Not collective."""
+    w = trailing_zeros(s)
+    x = W[w]
+    b = trailing_zeros(x)
+    x &= x - 1
+    W[w] = x
+    if x == 0:
+        s &= s - 1
+    return (w << 6) | b, s
+
+
+@njit(cache=True)
+def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pragma: no cover
+    """:func:`lower_star_gradient` on a grid, whose stencil (14 neighbours,
+    36 triangles, 24 tetrahedra in 3D) fits in 64-bit masks and whose ranks
+    fit in 4 bits. Not collective.
+
+    The same algorithm as ``_general_lower_stars`` with the star held in
+    bit masks over its slots, since the cost there was mispredicted branches
+    and per-cell bookkeeping, not memory:
+
+    - the lower neighbours get ranks 1..14 among themselves, and a cell's
+      key is its ranks sorted descending, 4 bits each (``hi << 8 | mid << 4
+      | lo``, 0 for none): the same order as the general kernel's keys;
+    - each cell enters ``pqOne`` once (when its unpaired facets drop to one)
+      and ``pqZero`` once, so both queues are sets: a bit set of the 4096
+      keys, two levels of 64-bit words, popped with count-trailing-zeros;
+    - the pairing of a lower star depends only on which neighbours are lower
+      and their ranks, 4 bits per slot in one int64 signature, and on
+      smooth fields most stars repeat one of a few thousand signatures: a
+      direct-mapped cache of finished stars replays them. It is tried in
+      windows of vertices and skipped while it hits less than a quarter of
+      the time (noisy fields), where its stores cost more than it saves.
+    """
+    ne, ntr, nqt = doff.shape[0], ttab.shape[0], qtab.shape[0]
+    one = np.int64(1)
+    # the stencil as masks: triangles' and tets' neighbours, tets' faces,
+    # the tets on each triangle, the triangle of each pair of neighbours
+    tri_of = np.full((ne, ne), -1, np.int64)
+    enbm = np.zeros(ne, np.int64)     # neighbours sharing a triangle with slot j
+    temk = np.zeros(ntr, np.int64)
+    qvm = np.zeros(max(nqt, 1), np.int64)
+    qfm = np.zeros(max(nqt, 1), np.int64)
+    tqm = np.zeros(ntr, np.int64)
+    for t in range(ntr):
+        a, b = ttab[t, 0], ttab[t, 1]
+        tri_of[a, b] = t
+        tri_of[b, a] = t
+        enbm[a] |= one << b
+        enbm[b] |= one << a
+        temk[t] = (one << a) | (one << b)
+    for q in range(nqt):
+        for k in range(3):
+            qvm[q] |= one << qtab[q, k]
+            qfm[q] |= one << qface[q, k]
+            tqm[qface[q, k]] |= one << q
+    ls = np.empty(ne + 1, np.int64)       # lower neighbours' slots and orders
+    ol = np.empty(ne + 1, np.int64)
+    rk = np.zeros(ne, np.int64)
+    H0 = np.zeros(64, np.int64)           # pqZero, pqOne: empty after every star
+    H1 = np.zeros(64, np.int64)
+    cell_at = np.zeros(4096, np.int64)    # key -> cell (dim * 64 + slot) in this star
+    nc = 1 << _CACHE_BITS
+    c_sig = np.full(nc, -1, np.int64)
+    c_ttw = np.zeros(nc, np.int64)        # triangles whose tt the star writes
+    c_row = np.zeros((nc, 1 + ne + 2 * ntr + nqt), np.int16)
+    skip = 0
+    hits = 0
+    tried = 0
+    for i in range(P.shape[0]):
+        p = P[i]
+        ox = O[p]
+        e0, t0, q0 = i * ne, i * ntr, i * nqt
+        L = np.int64(0)
+        nl = 0
+        for j in range(ne):
+            o = O[p + doff[j]]
+            low = (o >= 0) & (o < ox)
+            ls[nl] = j
+            ol[nl] = o
+            nl += low
+            L |= np.int64(low) << j
+        LT = np.int64(0)
+        for t in range(ntr):
+            LT |= np.int64((L & temk[t]) == temk[t]) << t
+        LQ = np.int64(0)
+        for q in range(nqt):
+            LQ |= np.int64((L & qvm[q]) == qvm[q]) << q
+        # write every slot as not lower and overwrite the lower ones below:
+        # cheaper than a loop over the slots that are not (it mispredicts)
+        for j in range(ne):
+            ep[e0 + j] = NOT_LOWER
+        for t in range(ntr):
+            tp[t0 + t] = NOT_LOWER
+            tt[t0 + t] = tt[t0 + t] if (LT >> t) & 1 else -1
+        for q in range(nqt):
+            qp[q0 + q] = NOT_LOWER
+        if L == 0:
+            vp[i] = CRITICAL
+            continue
+        d = 0
+        sig = np.int64(0)
+        for a in range(nl):
+            oa = ol[a]
+            r = 1
+            for b in range(nl):
+                r += ol[b] < oa
+            rk[ls[a]] = r
+            sig |= r << (4 * ls[a])
+            d = ls[a] if r == 1 else d
+        if i % _WINDOW == 0:
+            if skip > 0:
+                skip -= 1
+            elif 4 * hits < tried:
+                skip = 15
+            hits = 0
+            tried = 0
+        h = ((sig * _HASH) >> (64 - _CACHE_BITS)) & (nc - 1)
+        if skip == 0:
+            tried += 1
+            if c_sig[h] == sig:
+                hits += 1
+                row = c_row[h]
+                w = c_ttw[h]
+                vp[i] = row[0]
+                for j in range(ne):
+                    ep[e0 + j] = row[1 + j]
+                for t in range(ntr):
+                    tp[t0 + t] = row[1 + ne + t]
+                    tt[t0 + t] = row[1 + ne + ntr + t] if (w >> t) & 1 else tt[t0 + t]
+                for q in range(nqt):
+                    qp[q0 + q] = row[1 + ne + 2 * ntr + q]
+                continue
+        vp[i] = d
+        ep[e0 + d] = TO_VERTEX
+        PE = one << d          # paired edges, triangles, tets; tt written
+        PT = np.int64(0)
+        PQ = np.int64(0)
+        TTW = np.int64(0)
+        step = 1
+        s0 = np.int64(0)
+        s1 = np.int64(0)
+        x = L & ~PE
+        while x:
+            j = trailing_zeros(x)
+            key = rk[j] << 8
+            cell_at[key] = 64 + j
+            s0 = _push(H0, s0, key)
+            x &= x - 1
+        ce, ct = d, -1       # the edge and the triangle whose cofacets go on pqOne next
+        while True:
+            if ce >= 0:
+                # triangles on edge ce whose other edge is lower and unpaired
+                x = enbm[ce] & L & ~PE
+                while x:
+                    o = trailing_zeros(x)
+                    ra, rb = rk[ce], rk[o]
+                    key = (max(ra, rb) << 8) | (min(ra, rb) << 4)
+                    cell_at[key] = 128 + tri_of[ce, o]
+                    s1 = _push(H1, s1, key)
+                    x &= x - 1
+            if ct >= 0:
+                # lower tets on triangle ct with one unpaired face
+                x = tqm[ct] & LQ
+                while x:
+                    q = trailing_zeros(x)
+                    um = qfm[q] & ~PT
+                    if um != 0 and (um & (um - 1)) == 0:
+                        ra, rb, rc = rk[qtab[q, 0]], rk[qtab[q, 1]], rk[qtab[q, 2]]
+                        hi = max(ra, max(rb, rc))
+                        lo = min(ra, min(rb, rc))
+                        key = (hi << 8) | ((ra + rb + rc - hi - lo) << 4) | lo
+                        cell_at[key] = 192 + q
+                        s1 = _push(H1, s1, key)
+                    x &= x - 1
+            # next event: pop pqOne, else a critical cell from pqZero
+            ce, ct = -1, -1
+            while s1:
+                key, s1 = _pop(H1, s1)
+                c = cell_at[key]
+                a = c & 63
+                if c >> 6 == 2:
+                    if (PT >> a) & 1:
+                        continue  # already the partner of a cofacet: keep V a matching
+                    um = temk[a] & ~PE
+                    if um == 0:
+                        s0 = _push(H0, s0, key)
+                        continue
+                    f = trailing_zeros(um)
+                    PE |= one << f
+                    PT |= one << a
+                    ep[e0 + f] = a
+                    tp[t0 + a] = DOWN + f
+                    tt[t0 + a] = step
+                    TTW |= one << a
+                    ce, ct = f, a
+                else:
+                    if (PQ >> a) & 1:
+                        continue
+                    um = qfm[a] & ~PT
+                    if um == 0:
+                        s0 = _push(H0, s0, key)
+                        continue
+                    f = trailing_zeros(um)
+                    PT |= one << f
+                    PQ |= one << a
+                    tp[t0 + f] = a
+                    qp[q0 + a] = DOWN + f
+                    ct = f
+                step += 1
+                break
+            if ce >= 0 or ct >= 0:
+                continue
+            popped = False
+            while s0:
+                key, s0 = _pop(H0, s0)
+                c = cell_at[key]
+                a = c & 63
+                dm = c >> 6
+                if dm == 1:
+                    if (PE >> a) & 1:
+                        continue
+                    PE |= one << a
+                    ep[e0 + a] = CRITICAL
+                    ce = a
+                elif dm == 2:
+                    if (PT >> a) & 1:
+                        continue
+                    PT |= one << a
+                    tp[t0 + a] = CRITICAL
+                    tt[t0 + a] = step
+                    TTW |= one << a
+                    ct = a
+                else:
+                    if (PQ >> a) & 1:
+                        continue
+                    PQ |= one << a
+                    qp[q0 + a] = CRITICAL
+                step += 1
+                popped = True
+                break
+            if not popped:
+                break
+        # nothing is left unpaired (Robins et al., Lemma); stay safe anyway
+        x = L & ~PE
+        while x:
+            ep[e0 + trailing_zeros(x)] = CRITICAL
+            x &= x - 1
+        x = LT & ~PT
+        while x:
+            tp[t0 + trailing_zeros(x)] = CRITICAL
+            x &= x - 1
+        x = LQ & ~PQ
+        while x:
+            qp[q0 + trailing_zeros(x)] = CRITICAL
+            x &= x - 1
+        if skip == 0:
+            row = c_row[h]
+            row[0] = vp[i]
+            for j in range(ne):
+                row[1 + j] = ep[e0 + j]
+            for t in range(ntr):
+                row[1 + ne + t] = tp[t0 + t]
+                row[1 + ne + ntr + t] = tt[t0 + t]
+            for q in range(nqt):
+                row[1 + ne + 2 * ntr + q] = qp[q0 + q]
+            c_ttw[h] = TTW
+            c_sig[h] = sig
+
+
+@njit(cache=True)
+def _general_lower_stars(st, vp, ep, tp, tt, qp):  # pragma: no cover
+    """:func:`lower_star_gradient` on any star tables, with binary heaps.
 
     Keys are built from the ranks of the lower neighbours among themselves
     (the same comparisons as the orders), packed with the cell into one
