@@ -10,8 +10,9 @@ star of its maximum vertex in the global ``(value, id)`` order. Cell ``2v +
 delta`` (``delta`` in ``{-1, 0, 1}^3``) is named globally by the code
 ``v * 32 + k``, ``k = (dz+1)*9 + (dy+1)*3 + (dx+1)`` (``k = 13``: the vertex).
 
-Each rank works on the doubled grid of its ghosted planes, with one int8
-pairing code and one int8 pairing step per cell: 16 bytes per vertex in 3D.
+Each rank works on the doubled grid of its ghosted planes, with one byte per
+cell for its pairing code and pairing step (:func:`_put`): 8 bytes per vertex
+in 3D.
 A 2D grid ``(nx, ny)`` is handled as the 3D grid ``(1, nx, ny)``.
 """
 
@@ -145,6 +146,27 @@ def _axis_sign(k):  # pragma: no cover
     return 2, dz
 
 
+# One byte per cell of the doubled grid: the pairing code + 1 in the low three
+# bits (0: not in this rank's lower stars, 1: critical, 2..7: the partner's
+# direction), the step of its lower star above them (below 27 in a 3D star).
+@njit(cache=True, inline="always")
+def _put(C, q, code, step):  # pragma: no cover
+    """Record pairing code ``code`` and step ``step`` for the cell at ``q``."""
+    C[q] = (step << 3) | (code + 1)
+
+
+@njit(cache=True, inline="always")
+def _code(C, q):  # pragma: no cover
+    """The pairing code of the cell at ``q`` (UNKNOWN, CRITICAL or 1 + 2*axis + (sign > 0))."""
+    return np.int64(C[q] & 7) - 1
+
+
+@njit(cache=True, inline="always")
+def _step(C, q):  # pragma: no cover
+    """The step of its lower star at which the cell at ``q`` was assigned."""
+    return np.int64(C[q] >> 3)
+
+
 @njit(cache=True, inline="always")
 def _ctz(x):  # pragma: no cover
     """Index of the lowest set bit of ``x > 0`` (LLVM's cttz)."""
@@ -152,16 +174,16 @@ def _ctz(x):  # pragma: no cover
 
 
 @njit(cache=True)
-def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
+def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
     """ProcessLowerStars on the cubical complex, for every owned vertex.
 
     Robins, Wood and Sheppard's algorithm with TTK's choices, as
     ``_lower_star.lower_star_gradient``: the steepest edge pairs with the
     vertex; the queues pop the cell whose other vertices' ranks (among the
     vertices the lower star uses), sorted descending and padded with zeros,
-    are smallest. ``V`` gets each cell's pairing code, ``T`` the step of the
+    are smallest. ``C`` gets each cell's pairing code and the step of the
     lower star at which it was paired or made critical (the vertex and its
-    edge: 0). Not collective.
+    edge: 0), as :func:`_put` packs them. Not collective.
 
     Everything about one star is a bit mask over the 27 offsets ``k``: the
     lower neighbours, the star's cells (those whose other vertices are all
@@ -174,7 +196,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
     joins pqOne when its last-but-one facet is assigned, and pqZero from
     pqOne or as an edge), so the masks pop what the heaps popped, in the
     same order: 5x faster on smooth fields, 3x on noisy ones, the same
-    ``V`` and ``T``.
+    codes and steps.
     """
     X, Y, Z, oz0, oz1 = geom[0], geom[1], geom[2], geom[3], geom[4]
     DX, DY = 2 * X - 1, 2 * Y - 1
@@ -234,8 +256,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                     lm |= np.int64(o < ov) << k
                 le = lm & axmask             # the lower edges
                 if le == 0:
-                    V[p] = CRITICAL          # no lower edge: a minimum, nothing below
-                    T[p] = 0
+                    _put(C, p, CRITICAL, 0)          # no lower edge: a minimum, nothing below
                     continue
                 rest = le & (le - 1)
                 if rest & (rest - 1) == 0:
@@ -246,21 +267,16 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                     e2 = _ctz(rest) if rest != 0 else -1
                     if e2 >= 0 and no[e2] < no[e1]:
                         e1, e2 = e2, e1
-                    V[p] = cdn[e1]
-                    V[p + sd[e1]] = cup[e1]
-                    T[p] = 0
-                    T[p + sd[e1]] = 0
+                    _put(C, p, cdn[e1], 0)
+                    _put(C, p + sd[e1], cup[e1], 0)
                     if e2 >= 0:
                         sq = e1 + e2 - 13
                         if dim[sq] == 2 and (lm >> sq) & 1:
                             d = sq - e2 + 13
-                            V[p + sd[sq]] = cup[d]
-                            V[p + sd[e2]] = cdn[d]
-                            T[p + sd[sq]] = 1
-                            T[p + sd[e2]] = 1
+                            _put(C, p + sd[sq], cup[d], 1)
+                            _put(C, p + sd[e2], cdn[d], 1)
                         else:
-                            V[p + sd[e2]] = CRITICAL
-                            T[p + sd[e2]] = 1
+                            _put(C, p + sd[e2], CRITICAL, 1)
                     continue
                 # the lower star and the vertices it uses
                 S = np.int64(0)
@@ -322,10 +338,8 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                     if dim[k] == 1 and k != best:
                         zq |= np.int64(1) << j
                 # the steepest edge pairs with the vertex
-                V[p] = cdn[best]
-                V[p + sd[best]] = cup[best]
-                T[p] = 0
-                T[p + sd[best]] = 0
+                _put(C, p, cdn[best], 0)
+                _put(C, p + sd[best], cup[best], 0)
                 PD = np.int64(1) << best      # assigned cells
                 oq = np.int64(0)              # pqOne, zq pqZero: sorted positions
                 m = cofm[best] & S & ~PD
@@ -348,10 +362,8 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                             continue
                         f = _ctz(facm[c] & ~PD)      # its one unpaired facet
                         d = c - f + 13
-                        V[p + sd[c]] = cup[d]
-                        V[p + sd[f]] = cdn[d]
-                        T[p + sd[c]] = step
-                        T[p + sd[f]] = step
+                        _put(C, p + sd[c], cup[d], step)
+                        _put(C, p + sd[f], cdn[d], step)
                         step += 1
                         PD |= (np.int64(1) << c) | (np.int64(1) << f)
                         m = (cofm[c] | cofm[f]) & S & ~PD
@@ -369,8 +381,7 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                         c = cellat[i]
                         if (PD >> c) & 1:
                             continue
-                        V[p + sd[c]] = CRITICAL
-                        T[p + sd[c]] = step
+                        _put(C, p + sd[c], CRITICAL, step)
                         step += 1
                         PD |= np.int64(1) << c
                         m = cofm[c] & S & ~PD
@@ -388,12 +399,11 @@ def _lower_stars(O, geom, V, T, dim, sub, fac, cof):  # pragma: no cover
                 while m:
                     k = _ctz(m)
                     m &= m - 1
-                    V[p + sd[k]] = CRITICAL
-                    T[p + sd[k]] = step
+                    _put(C, p + sd[k], CRITICAL, step)
 
 
 @njit(cache=True)
-def _cells_of(O, geom, T, pos):  # pragma: no cover
+def _cells_of(O, geom, C, pos):  # pragma: no cover
     """(global code, dimension, filtration key) of the cells at local positions
     ``pos`` (cells of owned lower stars): code ``top * 32 + k``, key
     ``order(top) * 32 + step``. Not collective."""
@@ -408,7 +418,7 @@ def _cells_of(O, geom, T, pos):  # pragma: no cover
         v, k, dm = _top(O, pos[i], X, Y, DX, DY)
         code[i] = (base + v) * 32 + k
         d[i] = dm
-        key[i] = O[v] * 32 + T[pos[i]]
+        key[i] = O[v] * 32 + _step(C, pos[i])
     return code, d, key
 
 
@@ -452,7 +462,7 @@ def _coords_signed(q, DX, DY):  # pragma: no cover
 
 
 @njit(cache=True)
-def _ascend(O, geom, V, T, qry, pos):  # pragma: no cover
+def _ascend(O, geom, C, qry, pos):  # pragma: no cover
     """Follow the V-paths up from cubes: each item ``(query, cube position)``
     ends at a critical cube (``done``: its filtration key), the outside of
     the grid (-1), or another rank.
@@ -507,9 +517,9 @@ def _ascend(O, geom, V, T, qry, pos):  # pragma: no cover
                 xv[nx], xg[nx] = base + v, q + 2 * g0 * DY * DX
                 nx += 1
                 break
-            c = V[q]
+            c = _code(C, q)
             if c == CRITICAL:
-                rq[nr], rc[nr] = qry[i], best * 32 + T[q]
+                rq[nr], rc[nr] = qry[i], best * 32 + _step(C, q)
                 nr += 1
                 break
             a = (c - 1) >> 1
@@ -531,7 +541,7 @@ def _ascend(O, geom, V, T, qry, pos):  # pragma: no cover
 
 
 @njit(cache=True)
-def _descend(O, geom, V, T, qry, pos):  # pragma: no cover
+def _descend(O, geom, C, qry, pos):  # pragma: no cover
     """Morse boundaries (mod 2) of chains of edges, one chain per query.
 
     Items ``(qry, edge position)`` grouped by query (``qry`` sorted). An
@@ -558,9 +568,11 @@ def _descend(O, geom, V, T, qry, pos):  # pragma: no cover
     cap = max(m, 16)
     rq = np.empty(cap, np.int64)
     rc = np.empty(cap, np.int64)
-    xq = np.empty(cap, np.int64)
-    xv = np.empty(cap, np.int64)
-    xg = np.empty(cap, np.int64)
+    # exits start small (they grow as needed): only paths that reach another
+    # rank's planes need them, and at size m they were a third of D1's peak
+    xq = np.empty(16, np.int64)
+    xv = np.empty(16, np.int64)
+    xg = np.empty(16, np.int64)
     nr = 0
     nx = 0
     HK = np.empty(64, np.int64)             # -(top order * 32 + step)
@@ -589,7 +601,7 @@ def _descend(O, geom, V, T, qry, pos):  # pragma: no cover
                     par ^= 1
                 if par == 0:
                     continue
-                c = V[e]
+                c = _code(C, e)
                 a = (c - 1) >> 1
                 s = 1 if (c - 1) & 1 else -1
                 sa, sb = sdb[a], sdb[b]
@@ -623,7 +635,7 @@ def _descend(O, geom, V, T, qry, pos):  # pragma: no cover
                     xq[nx], xv[nx], xg[nx] = qq, base + v, e + 2 * g0 * DY * DX
                     nx += 1
                     continue
-                c = V[e]
+                c = _code(C, e)
                 if c == CRITICAL:
                     if nr == rq.shape[0]:
                         rq, rc = _grow(rq, nr), _grow(rc, nr)
@@ -634,7 +646,7 @@ def _descend(O, geom, V, T, qry, pos):  # pragma: no cover
                     continue                          # paired with its vertex
                 if n == HK.shape[0]:
                     HK, HE = _grow(HK, n), _grow(HE, n)
-                n = heap.push3(HK, HE, n, -(O[v] * 32 + T[e]), e, u, b)
+                n = heap.push3(HK, HE, n, -(O[v] * 32 + _step(C, e)), e, u, b)
     return rq[:nr], rc[:nr], xq[:nx], xv[:nx], xg[:nx]
 
 
@@ -672,7 +684,7 @@ class CubicalGradient:
     """The lower-star discrete gradient of a vertex field on a cubical grid.
 
     Each rank holds the pairs of the lower stars of its owned vertices, one
-    int8 code and one int8 step per cell of its doubled grid. The same
+    byte per cell of its doubled grid for the pairing code and step. The same
     methods as :class:`topology.DiscreteGradient`; cells are reported as
     rows of global vertex ids (2, 4 and 8 vertices for edges, squares and
     cubes), sorted ascending. Not collective to construct (use the
@@ -680,11 +692,11 @@ class CubicalGradient:
     are not collective, the others are, as each says.
     """
 
-    def __init__(self, grid, order: DistVector, O: np.ndarray, V: np.ndarray, T: np.ndarray):
+    def __init__(self, grid, order: DistVector, O: np.ndarray, C: np.ndarray):
         self.domain = grid
         self.order = order
         self.slab = _Slab(grid)
-        self.O, self.V, self.T = O, V, T
+        self.O, self.C = O, C
 
     @property
     def comm(self):
@@ -702,8 +714,13 @@ class CubicalGradient:
         """``(positions, codes, dimensions, keys)`` of every critical cell of
         this rank, found once. Not collective."""
         if getattr(self, "_crit", None) is None:
-            pos = np.flatnonzero(self.V == CRITICAL)
-            code, dim, key = _cells_of(self.O, self.slab.geom, self.T, pos)
+            # by blocks of cells: a mask of the whole doubled grid (8 bytes per
+            # vertex) was the gradient phase's largest temporary
+            step = 1 << 20
+            C = self.C
+            pos = np.concatenate([np.flatnonzero(C[a:a + step] & 7 == CRITICAL + 1) + a
+                                  for a in range(0, C.size, step)] or [np.zeros(0, np.int64)])
+            code, dim, key = _cells_of(self.O, self.slab.geom, C, pos)
             self._crit = (pos, code, dim, key)
         return self._crit
 
@@ -762,18 +779,18 @@ class CubicalGradient:
         with agreed(self.comm):
             self._check_d(d, self.dimension - 1)
         s = self.slab
-        V = self.V
+        V = (self.C & 7).astype(np.int64) - 1           # the pairing codes
         pos = np.flatnonzero(V > 0)
-        code, dim, _ = _cells_of(self.O, s.geom, self.T, pos) if pos.size else (pos,) * 3
+        code, dim, _ = _cells_of(self.O, s.geom, self.C, pos) if pos.size else (pos,) * 3
         m = dim == d + 1
         hi_pos, hi_code = pos[m], code[m]
-        c = V[hi_pos].astype(np.int64)
+        c = V[hi_pos]
         axis, sign = (c - 1) >> 1, np.where((c - 1) & 1, 1, -1)
         stride = np.array([1, s.DX, s.DX * s.DY])[axis]
         lo_pos = hi_pos + sign * stride
         # keep the pairs whose partner is a facet (the higher cell points down)
         if lo_pos.size:
-            lo_code, lo_dim, _ = _cells_of(self.O, s.geom, self.T, lo_pos)
+            lo_code, lo_dim, _ = _cells_of(self.O, s.geom, self.C, lo_pos)
             keep = lo_dim == d
         else:
             lo_code, keep = lo_pos, np.zeros(0, bool)
@@ -789,13 +806,14 @@ def cubical_gradient(grid, order: DistVector) -> CubicalGradient:
     """The discrete gradient of a cubical grid from the global order.
     Collective on ``grid.comm`` (one ghost exchange)."""
     s = _Slab(grid)
-    O = np.ascontiguousarray(grid.ghosted(np.ascontiguousarray(order.local, np.int64)))
-    V = np.full(s.DZ * s.DY * s.DX, UNKNOWN, np.int8)
-    T = np.zeros(V.size, np.int8)
+    local = np.ascontiguousarray(order.local, np.int64)
+    # one rank has no ghost planes, and the kernels only read the order: no copy
+    O = local if grid.comm.Get_size() == 1 else np.ascontiguousarray(grid.ghosted(local))
+    C = np.zeros(s.DZ * s.DY * s.DX, np.uint8)      # every cell UNKNOWN (see _put)
     dim, sub, fac, cof, _ = _tables()
     if s.oz1 > s.oz0:
-        _lower_stars(O, s.geom, V, T, dim, sub, fac, cof)
-    return CubicalGradient(grid, order, O, V, T)
+        _lower_stars(O, s.geom, C, dim, sub, fac, cof)
+    return CubicalGradient(grid, order, O, C)
 
 
 # -- the diagram from the Morse complex -------------------------------------------------------------
@@ -831,14 +849,14 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     Collective on ``grid.comm``; V-paths cross rank boundaries in BSP
     supersteps (:func:`topology._vpaths.follow_paths`).
     """
-    from ._saddles import _agreed, _columns, _odd, _place
+    from ._saddles import _agreed, _columns, _odd, _odd_columns, _place
     comm = grid.comm
     layout = grid.vertex_layout
     t0 = time.perf_counter()
     G = cubical_gradient(grid, order)
     if progress:
         progress("discrete gradient: critical cells %s", G.critical_counts())
-    O, V, T, geom = G.O, G.V, G.T, G.slab.geom
+    O, C, geom = G.O, G.C, G.slab.geom
     crit = {d: G.local_critical(d) for d in range(4)}
     G._crit = None                      # the split copies are all that is read on
     stats = {"gradient_s": time.perf_counter() - t0}
@@ -857,11 +875,10 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     # rule over (minimum, edge) entries at each edge's owner, every edge a
     # time of its own (keys order * 32 + step: minima at step 0)
     n = order.global_size
-    names = _VertexAt(order, layout)
     epos, ecode, ekey = crit[1]
 
     def down_v(q, pos):
-        rq, rc, xq, xv, xg = _descend_vertices(O, geom, V, q, pos)
+        rq, rc, xq, xv, xg = _descend_vertices(O, geom, C, q, pos)
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d0, _ = follow_paths(comm, layout, down_v, arrive,
@@ -869,12 +886,15 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
                          empty3, tag=_TAG_UP, label="cubical:minima")
     deaths, survivors = _elder_at_owners(comm, layout, d0, ecode, ekey, crit[0][2], 32 * n,
                                          eplace, ctx)
+    names = _VertexAt(order, layout)            # built after the elder rule's peak
     at = names(np.concatenate((deaths.ravel() // 32, survivors // 32)))
     k = deaths.size
     pairs = {0: at[:k].reshape(-1, 2)}
     minima = at[k:]
     positive = _alive(comm, layout, ctx, ekey, deaths[:, 1], pairs[0][:, 1])
-    del d0, deaths, survivors, at
+    # what D0 alone needed goes now, before D2 and D1 allocate theirs
+    del d0, deaths, survivors, at, epos, ekey
+    crit[0] = crit[1] = None
     stats["d0_s"] = time.perf_counter() - t0
 
     # -- D2: the critical cubes (or the outside, the apex) above each critical
@@ -886,7 +906,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     done = [(sq[out], np.full(int(out.sum()), -1, np.int64))]
 
     def up(q, pos):
-        rq, rc, xq, xv, xg = _ascend(O, geom, V, T, q, pos)
+        rq, rc, xq, xv, xg = _ascend(O, geom, C, q, pos)
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d2, _ = follow_paths(comm, layout, up, arrive, (sq[~out], start[~out]), empty3,
@@ -898,7 +918,8 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     at = names((top - deaths.ravel()) // 32)
     pairs[2] = at.reshape(-1, 2)[:, ::-1]
     wall = _alive(comm, layout, ctx, top - skey, deaths[:, 1], pairs[2][:, 0])
-    del d2, done, deaths, at, start, sq, out
+    del d2, done, deaths, at, start, sq, out, names, skey
+    crit[2] = crit[3] = None
     stats["d2_s"] = time.perf_counter() - t0
 
     # -- D1: the walls' Morse boundaries, reduced against the positive edges
@@ -906,22 +927,24 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
 
     def down_e(q, pos):
         o = stable_argsort(q)
-        rq, rc, xq, xv, xg = _descend(O, geom, V, T, q[o], pos[o])
+        rq, rc, xq, xv, xg = _descend(O, geom, C, q[o], pos[o])
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d1, _ = follow_paths(comm, layout, down_e, arrive,
                          (np.repeat(scode[widx], 4), _square_sides(geom, spos[widx])[1].ravel()),
                          empty3,
                          tag=_TAG_DOWN, label="cubical:walls")
+    del G, O, C, spos           # the gradient's arrays (16 bytes per vertex) are done with
     bq, be = (np.concatenate(c) for c in zip(*d1))
     del d1
-    entries = _odd(np.column_stack((bq, be)))    # what cancels here need not travel
+    entries = _odd_columns(bq, be)               # what cancels here need not travel
     del bq, be
     ctx.send_rows(layout.owner(entries[:, 1] // 32), entries, tag=_TAG_R1)
     del entries
     got = ctx.sync("cubical:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     got = _odd(got)                     # every entry of an edge is here: mod 2 is exact
     eidx = _agreed(comm, eplace.local_index, ecode, got[:, 1])
+    eplace.forget()
     keep = positive[eidx]
     ctx.send_rows(layout.owner(got[keep, 0] // 32),
                   np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=_TAG_R2)
@@ -930,6 +953,8 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     col[widx] = np.arange(widx.size)
     ptr, rows = _columns(col[_agreed(comm, tplace.local_index, scode, got[:, 0])], got[:, 1],
                          widx.size)
+    tplace.forget()
+    del got, col
     nt = tplace.global_size
     red1 = reduce_z2(ptr, rows, nt - 1 - tplace.pos[widx], eplace.global_size, comm,
                      labels=scode[widx] // 32, row_ranges=eplace.ranges)
@@ -942,19 +967,21 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
 class _VertexAt:
     """The vertex layout index at positions of the global order: the inverse
     permutation, spread over the ranks by blocks of positions (on one rank,
-    whole). Building it is one superstep (each rank sends its vertices'
+    none: each call finds its positions' vertices in one pass over the
+    order). Building it is one superstep (each rank sends its vertices'
     ``(position, index)``; a :class:`topology._keytable.KeyTable` with the
     index alone); a call is two (:func:`topology._keytable.fetch_rows`).
     Collective on ``layout.comm`` to build and to call."""
 
     def __init__(self, order: DistVector, layout):
         self.comm = layout.comm
-        index = np.arange(layout.start, layout.stop, dtype=np.int64)
         self.blocks = Layout.block(order.global_size, self.comm)
         if self.comm.Get_size() == 1:
-            self.inverse = np.empty(index.size, np.int64)
-            self.inverse[order.local] = index
+            # no inverse permutation of the whole grid: a call finds the
+            # vertices at its positions in one pass over the order
+            self.order, self.start = order.local, layout.start
             return
+        index = np.arange(layout.start, layout.stop, dtype=np.int64)
         ctx = BSP(self.comm)
         ctx.send_rows(self.blocks.owner(order.local) if index.size else index,
                       np.column_stack((order.local, index)), tag=_TAG_R3)
@@ -965,7 +992,12 @@ class _VertexAt:
     def __call__(self, keys) -> np.ndarray:
         keys = np.asarray(keys, np.int64)
         if self.comm.Get_size() == 1:
-            return self.inverse[keys]
+            want = np.zeros(self.order.size, bool)
+            want[keys] = True
+            hit = np.flatnonzero(want[self.order])      # the vertices at asked positions
+            pos = self.order[hit]
+            o = np.argsort(pos)                         # positions are distinct
+            return hit[o][np.searchsorted(pos[o], keys)] + self.start
         return fetch_rows(self.blocks, self.inverse.reshape(-1, 1), keys)[:, 0]
 
 
@@ -977,12 +1009,16 @@ def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx
     knows the cell's key among its ``codes`` / ``keys``. ``own_labels`` are
     the keys of this rank's labels (critical cells that start a class).
     Returns ``(deaths, survivors)`` in key space, as :func:`topology._sweep.elder`.
-    Collective on ``comm``.
+    Empties ``found`` once its entries are queued (they are the largest
+    arrays of the call). Collective on ``comm``.
     """
     from ._saddles import _agreed
-    q, lab = (np.concatenate(c) for c in zip(*found)) if found else \
-        (np.zeros(0, np.int64),) * 2
-    ctx.send_rows(layout.owner(q // 32), np.column_stack((q, lab)), tag=_TAG_R1)
+    cols = [np.concatenate(c) for c in zip(*found)] if found else [np.zeros(0, np.int64)] * 2
+    found.clear()
+    rows = np.column_stack(cols)
+    del cols
+    ctx.send_rows(layout.owner(rows[:, 0] // 32), rows, tag=_TAG_R1)
+    del rows
     got = ctx.sync("cubical:entries").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     hi = keys[_agreed(comm, place.local_index, codes, got[:, 0])]
     return elder(comm, n, got[:, 1].copy(), hi, own_labels)
@@ -1011,7 +1047,7 @@ def _edge_ends(geom, pos):  # pragma: no cover
 
 
 @njit(cache=True)
-def _descend_vertices(O, geom, V, qry, pos):  # pragma: no cover
+def _descend_vertices(O, geom, C, qry, pos):  # pragma: no cover
     """Follow vertex-edge pairs down from vertex positions ``pos`` to a
     minimum (``done``: its key, order * 32) or a vertex of another rank (exit).
     Returns ``(done_q, done_min, exit_q, exit_route, exit_cell)``. Not collective."""
@@ -1036,7 +1072,7 @@ def _descend_vertices(O, geom, V, qry, pos):  # pragma: no cover
                 xq[nx], xv[nx], xg[nx] = qry[i], base + v, q + 2 * g0 * DY * DX
                 nx += 1
                 break
-            c = V[q]
+            c = _code(C, q)
             if c == CRITICAL:
                 rq[nr], rc[nr] = qry[i], O[v] * 32
                 nr += 1

@@ -22,12 +22,16 @@ def fetch_rows(layout: Layout, table: np.ndarray, indices, *, ledger=None) -> np
 
     Collective on ``layout.comm``: two supersteps (requests to the owners,
     rows back). Each rank asks for its own indices (any number, repeats
-    allowed); O(asked + answered) words per rank.
+    allowed); O(asked + answered) words per rank. At one rank, no superstep:
+    the rows are taken from the table directly (the general path's requests,
+    answers and their copies held five arrays of the size asked).
     """
     comm = layout.comm
     table = np.asarray(table, np.int64)
     w = table.shape[1]
     idx = np.asarray(indices, np.int64).ravel()
+    if comm.Get_size() == 1:
+        return table[idx - layout.start].reshape(-1, w)
     ctx = BSP(comm, ledger=ledger)
     own = layout.owner(idx) if idx.size else np.zeros(0, np.int64)
     order = stable_argsort(own)

@@ -110,7 +110,11 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
         keyed = np.arange(start, start + n, dtype=np.int64) if gid is None else gid
         return DistVector(layout, rank_of(v, comm, gids=keyed).astype(np.int64, copy=False))
     if size == 1:
-        out[perm] = np.arange(n, dtype=np.int64)
+        # the inverse permutation, in chunks: an arange of the whole size was
+        # the largest temporary of the order
+        step = 1 << 18
+        for a in range(0, n, step):
+            out[perm[a:a + step]] = np.arange(a, min(a + step, n), dtype=np.int64)
         return DistVector(layout, out)
     sv = v[perm]
     sg = perm.astype(np.int64) + start if gid is None else gid[perm]

@@ -661,12 +661,15 @@ def _morse_parts(grid, vec, gids, order, report):
         res = persistence_pairs_all(grid, order, progress=report, gather=False)
         pairs, minima = res.pairs, res.essential[0]
     lay = grid.vertex_layout
-    if gids is None:
-        gids = np.arange(lay.start, lay.stop, dtype=np.int64)
-    table = np.column_stack((gids, vec.local.view(np.int64)))
     want = np.concatenate([pairs[d].ravel() for d in range(3)] + [minima])
-    rows = fetch_rows(lay, table, want)
-    g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
+    if gids is None:
+        # the global ids are the layout indices: only the values travel (a
+        # table of ids and values was two words per vertex of the grid)
+        g = want
+        v = fetch_rows(lay, vec.local.view(np.int64).reshape(-1, 1), want)[:, 0].view(np.float64)
+    else:
+        rows = fetch_rows(lay, np.column_stack((gids, vec.local.view(np.int64))), want)
+        g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
     parts, a = [], 0
     for d in range(3):
         k = pairs[d].size

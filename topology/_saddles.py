@@ -445,6 +445,11 @@ class _Placed:
                                "on its owner (internal error)")
         return idx
 
+    def forget(self) -> None:
+        """Drop the sort of ``names`` kept by :meth:`local_index` (as large as
+        the cells), once no more look-ups come."""
+        self._order = (None, None)
+
     def position_of(self, names, query):
         return self.pos[self.local_index(names, query)]
 
@@ -568,9 +573,14 @@ def _odd(pairs):
     times, in lexicographic order. Where the two columns' ranges allow, each
     row is one int64 key and one plain sort finds the runs (np.unique(axis=0)
     sorts a structured view, 3.5 s of 21.7 s on noisy 128^3)."""
-    if pairs.shape[0] == 0:
-        return pairs.reshape(0, 2)
-    a, b = pairs[:, 0], pairs[:, 1]
+    return _odd_columns(pairs[:, 0], pairs[:, 1])
+
+
+def _odd_columns(a, b):
+    """:func:`_odd` of the rows ``(a[i], b[i])``, from the two columns (no
+    array of the rows needed)."""
+    if a.size == 0:
+        return np.zeros((0, 2), np.int64)
     a0, b0 = int(a.min()), int(b.min())
     ra, rb = int(a.max()) - a0 + 1, int(b.max()) - b0 + 1
     if ra * rb < 2 ** 62:
@@ -589,7 +599,8 @@ def _odd(pairs):
         np.remainder(k, rb, out=out[:, 1])
         out[:, 1] += b0
         return out
-    s = pairs[np.lexsort((b.astype(np.int64), a.astype(np.int64)))].astype(np.int64)
+    s = np.column_stack((a, b))[np.lexsort((b.astype(np.int64), a.astype(np.int64)))]
+    s = s.astype(np.int64)
     start = np.flatnonzero(np.concatenate(([True], np.any(s[1:] != s[:-1], axis=1))))
     cnt = np.diff(np.append(start, s.shape[0]))
     return s[start[cnt % 2 == 1]]

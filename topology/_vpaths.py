@@ -302,8 +302,8 @@ def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
     m = qry.shape[0]
     rq = np.empty(max(m, 16), np.int64)
     rc = np.empty(max(m, 16), np.int64)
-    xq = np.empty(max(m, 16), np.int64)
-    xr = np.empty((max(m, 16), 2), np.int64)
+    xq = np.empty(16, np.int64)            # exits grow as needed (few: rank boundaries)
+    xr = np.empty((16, 2), np.int64)
     nr = 0
     nx = 0
     # the heap: one key per edge, -(vertex order * 2**16 + pairing step) (an
