@@ -1021,7 +1021,10 @@ def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx
     del rows
     got = ctx.sync("cubical:entries").concat(_TAG_R1, dtype=np.int64, shape=(2,))
     hi = keys[_agreed(comm, place.local_index, codes, got[:, 0])]
-    return elder(comm, n, got[:, 1].copy(), hi, own_labels)
+    place.forget()
+    lo = got[:, 1].copy()
+    del got
+    return elder(comm, n, lo, hi, own_labels)
 
 
 def _alive(comm, layout, ctx, keys, dead_keys, dead_vertex) -> np.ndarray:
