@@ -168,6 +168,20 @@ def _step(C, q):  # pragma: no cover
 
 
 @njit(cache=True, inline="always")
+def _insert(keys, vals, n, key, val):  # pragma: no cover
+    """Insert ``(key, val)`` into the first ``n`` entries of ``keys`` /
+    ``vals``, kept sorted by key (an insertion sort's step); returns ``n + 1``."""
+    j = n
+    while j > 0 and keys[j - 1] > key:
+        keys[j] = keys[j - 1]
+        vals[j] = vals[j - 1]
+        j -= 1
+    keys[j] = key
+    vals[j] = val
+    return n + 1
+
+
+@njit(cache=True, inline="always")
 def _ctz(x):  # pragma: no cover
     """Index of the lowest set bit of ``x > 0`` (LLVM's cttz)."""
     return trailing_zeros(x)
@@ -295,15 +309,7 @@ def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
                 while m:
                     k = _ctz(m)
                     m &= m - 1
-                    o = no[k]
-                    j = nl
-                    while j > 0 and lo[j - 1] > o:
-                        lo[j] = lo[j - 1]
-                        lk[j] = lk[j - 1]
-                        j -= 1
-                    lo[j] = o
-                    lk[j] = k
-                    nl += 1
+                    nl = _insert(lo, lk, nl, no[k], k)
                 best = -1
                 for j in range(nl):
                     k = lk[j]
@@ -323,14 +329,7 @@ def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
                         key |= rbit[_ctz(mm)]
                         mm &= mm - 1
                     nunp[k] = dim[k] if dim[k] >= 2 else 0
-                    j = nc
-                    while j > 0 and ckey[j - 1] > key:
-                        ckey[j] = ckey[j - 1]
-                        cellat[j] = cellat[j - 1]
-                        j -= 1
-                    ckey[j] = key
-                    cellat[j] = k
-                    nc += 1
+                    nc = _insert(ckey, cellat, nc, key, k)
                 zq = np.int64(0)
                 for j in range(nc):
                     k = cellat[j]
