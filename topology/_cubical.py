@@ -187,6 +187,20 @@ def _ctz(x):  # pragma: no cover
     return trailing_zeros(x)
 
 
+@njit(cache=True, inline="always")
+def _lose_facet(m, nunp, pos, oq):  # pragma: no cover
+    """The star cells in mask ``m`` have each lost an unpaired facet; those
+    left with one join pqOne ``oq`` (bits of their sorted positions ``pos``).
+    Returns the new ``oq``."""
+    while m:
+        g = _ctz(m)
+        m &= m - 1
+        nunp[g] -= 1
+        if nunp[g] == 1:
+            oq |= np.int64(1) << pos[g]
+    return oq
+
+
 @njit(cache=True)
 def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
     """ProcessLowerStars on the cubical complex, for every owned vertex.
@@ -340,14 +354,8 @@ def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
                 _put(C, p, cdn[best], 0)
                 _put(C, p + sd[best], cup[best], 0)
                 PD = np.int64(1) << best      # assigned cells
-                oq = np.int64(0)              # pqOne, zq pqZero: sorted positions
-                m = cofm[best] & S & ~PD
-                while m:
-                    g = _ctz(m)
-                    m &= m - 1
-                    nunp[g] -= 1
-                    if nunp[g] == 1:
-                        oq |= np.int64(1) << pos[g]
+                # pqOne (oq) and pqZero (zq): bits of sorted positions
+                oq = _lose_facet(cofm[best] & S & ~PD, nunp, pos, np.int64(0))
                 step = 1
                 while True:
                     while oq:
@@ -365,14 +373,8 @@ def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
                         _put(C, p + sd[f], cdn[d], step)
                         step += 1
                         PD |= (np.int64(1) << c) | (np.int64(1) << f)
-                        m = (cofm[c] | cofm[f]) & S & ~PD
-                        while m:
-                            g = _ctz(m)
-                            m &= m - 1
-                            # g is a cofacet of c or of f, never of both (dimensions)
-                            nunp[g] -= 1
-                            if nunp[g] == 1:
-                                oq |= np.int64(1) << pos[g]
+                        # each is a cofacet of c or of f, never of both (dimensions)
+                        oq = _lose_facet((cofm[c] | cofm[f]) & S & ~PD, nunp, pos, oq)
                     found = False
                     while zq:
                         i = _ctz(zq)
@@ -383,13 +385,7 @@ def _lower_stars(O, geom, C, dim, sub, fac, cof):  # pragma: no cover
                         _put(C, p + sd[c], CRITICAL, step)
                         step += 1
                         PD |= np.int64(1) << c
-                        m = cofm[c] & S & ~PD
-                        while m:
-                            g = _ctz(m)
-                            m &= m - 1
-                            nunp[g] -= 1
-                            if nunp[g] == 1:
-                                oq |= np.int64(1) << pos[g]
+                        oq = _lose_facet(cofm[c] & S & ~PD, nunp, pos, oq)
                         found = True
                         break
                     if not found and oq == 0:
