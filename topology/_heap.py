@@ -1,9 +1,8 @@
-"""A binary min-heap of int64 rows, for the compiled kernels: the lower-star
+"""Binary min-heaps of int64 for the compiled kernels: the lower-star
 gradient's queues and the V-path chains' expansion order.
 
-Three forms: rows compared lexicographically (:func:`sift_up`, :func:`pop`),
-flat int64 values (:func:`push1`, :func:`pop1`), and int64 keys carrying a
-row of three int64 that is moved with its key but never compared
+Two forms: flat int64 values (:func:`push1`, :func:`pop1`), and int64 keys
+carrying a row of three int64 that is moved with its key but never compared
 (:func:`push3`, :func:`pop3`).
 """
 
@@ -11,53 +10,7 @@ from __future__ import annotations
 
 from numba import njit
 
-__all__ = ["sift_up", "pop", "push1", "pop1", "push3", "pop3"]
-
-
-@njit(cache=True, inline="always")
-def _less(H, a, b):  # pragma: no cover
-    """Row ``a`` before row ``b``, lexicographically."""
-    for c in range(H.shape[1]):
-        if H[a, c] != H[b, c]:
-            return H[a, c] < H[b, c]
-    return False
-
-
-@njit(cache=True, inline="always")
-def _swap(H, a, b):  # pragma: no cover
-    for c in range(H.shape[1]):
-        H[a, c], H[b, c] = H[b, c], H[a, c]
-
-
-@njit(cache=True, inline="always")
-def sift_up(H, c):  # pragma: no cover
-    """Restore the heap ``H[:c + 1]`` after row ``c`` was written. Not collective."""
-    while c > 0:
-        p = (c - 1) >> 1
-        if not _less(H, c, p):
-            break
-        _swap(H, c, p)
-        c = p
-
-
-@njit(cache=True, inline="always")
-def pop(H, n):  # pragma: no cover
-    """Remove the smallest row of the heap ``H[:n]``: it moves to row
-    ``n - 1``. Returns the new size. Not collective."""
-    n -= 1
-    _swap(H, 0, n)
-    c = 0
-    while True:
-        m = 2 * c + 1
-        if m >= n:
-            break
-        if m + 1 < n and _less(H, m + 1, m):
-            m += 1
-        if not _less(H, m, c):
-            break
-        _swap(H, c, m)
-        c = m
-    return n
+__all__ = ["push1", "pop1", "push3", "pop3"]
 
 
 @njit(cache=True, inline="always")
