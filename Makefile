@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.dmsolve-docs
 # preconditioners/ or topology/ changes (numba then recompiles that module's
 # kernels, and the warm-up compiles them again before a demo times them)
 WARM_STAMP := .numba-warm
-KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py dmsolve/_sell_kernels.py \
+KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py topology/*/*.py dmsolve/_sell_kernels.py \
   dmsolve/krylov/_fused_kernels.py dmsolve/_reprosum.py dmsolve/bsp/_merge_kernel.py)
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1
@@ -73,7 +73,7 @@ test-mpi: setup
 	done
 
 # The numba kernels (preconditioners/_kernels.py, topology/_*kernels.py, topology/_outofcore*.py,
-# topology/_cubical.py,
+# topology/morse/_cubical.py,
 # dmsolve/_sell_kernels.py, dmsolve/krylov/_fused_kernels.py) index without
 # bounds checks; this recompiles them with checks (own cache) and runs their tests.
 test-boundscheck: setup

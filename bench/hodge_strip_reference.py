@@ -41,7 +41,7 @@ class _Rank:
 def main(sizes) -> None:
     import pyamg
 
-    import topology._hodge as hodge
+    import topology.signals._hodge as hodge
 
     comm = MPI.COMM_SELF
     tri_grid = scale._tri_grid

@@ -18,7 +18,7 @@ import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from test_topology_persistence import tet_cavity, torus, tri_holes
 from topology import SimplicialComplex, betti_numbers
-from topology._dist_reduction import _symdiff, gf2_rank, reduce_z2
+from topology.persistence._reduction import _symdiff, gf2_rank, reduce_z2
 
 COMM = MPI.COMM_WORLD
 P, ME = COMM.size, COMM.rank
@@ -307,7 +307,7 @@ def test_morse_persistence_reduced_without_rank0(shape):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     from _counting import TALLY, CountingComm
     from topology import Grid, global_order
-    from topology._saddles import persistence_pairs_all
+    from topology.persistence._saddles import persistence_pairs_all
     values = np.random.default_rng(11).random(int(np.prod(shape)))
     serial = persistence_pairs_all(Grid(shape, MPI.COMM_SELF),
                                    global_order(Grid(shape, MPI.COMM_SELF).vertex_values(values)),

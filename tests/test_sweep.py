@@ -11,8 +11,8 @@ from mpitest import (Checks, assert_collective, assert_equal_collective,
                      assert_raises_collective)
 from topology import Grid, SimplicialComplex, freudenthal_cells, global_order, merge_tree
 from topology import persistence_diagram
-from topology._complex import owned_global_ids
-from topology._sweep import APEX, sweep
+from topology.domains._complex import owned_global_ids
+from topology.persistence._sweep import APEX, sweep
 
 COMM = MPI.COMM_WORLD
 
@@ -263,7 +263,7 @@ def test_elder_at_one_rank_is_the_rank_tree(ntimes):
     """At one rank (without ``tree``) the elder rule is a union-find; the
     rank tree's one range gives the same deaths in the same order and the
     same survivors, the apex included."""
-    from topology._sweep import _distributed_elder
+    from topology.persistence._sweep import _distributed_elder
     rng = np.random.default_rng(5)
     labels = np.concatenate(([APEX], 2 * np.sort(rng.choice(500, 60, replace=False))))
     m = 400

@@ -15,9 +15,9 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
                      on_rank0)
 from test_topology_ref import faces, grid_cells
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
-from topology._complex import owned_global_ids
-from topology._saddles import persistence_pairs_all, saddle_saddle_pairs
-from topology._vpaths import follow_paths
+from topology.domains._complex import owned_global_ids
+from topology.persistence._saddles import persistence_pairs_all, saddle_saddle_pairs
+from topology.morse._vpaths import follow_paths
 
 COMM = MPI.COMM_WORLD
 
@@ -185,8 +185,8 @@ def test_grid_lower_star_kernel_equals_the_general_kernel(shape, kind):
     the same star tables gives the same codes and steps in every slot (the
     arrays start from the same random values, twice, so that a slot one
     kernel leaves unwritten and the other writes or replays is caught)."""
-    from topology._gradient import Stars
-    from topology._lower_star import _general_lower_stars, lower_star_gradient
+    from topology.morse._gradient import Stars
+    from topology.morse._lower_star import _general_lower_stars, lower_star_gradient
 
     rng = np.random.default_rng(3)
     n = int(np.prod(shape))

@@ -82,7 +82,7 @@ def test_global_order_matches_lexsort(shape):
 def test_global_order_both_sorts_with_ids_match_lexsort(monkeypatch, max_ranks):
     # PSRS_MAX_RANKS = 0 sends every communicator through rank_of (the path of
     # more than 8 ranks); permuted ids break the ties, as a METIS complex's do
-    import topology._order as order_mod
+    import topology.morse._order as order_mod
     monkeypatch.setattr(order_mod, "PSRS_MAX_RANKS", max_ranks)
     g = Grid((6, 5, 4), COMM)
     n = 120

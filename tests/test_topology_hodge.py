@@ -10,7 +10,7 @@ from mpitest import assert_allclose_collective, assert_collective, assert_equal_
 from test_topology_ref import faces, grid_cells
 from topology import (SimplicialComplex, betti_numbers, boundary_matrix, hodge_decomposition,
                       hodge_laplacian)
-from topology._hodge import coherent_orientation_signs
+from topology.signals._hodge import coherent_orientation_signs
 
 COMM = MPI.COMM_WORLD
 
@@ -269,7 +269,7 @@ def test_component_nullspace_sums_component_sizes_across_ranks(limit):
     serial component's vertices; none when more than ``limit``."""
     from scipy.sparse.csgraph import connected_components as cc
     from topology import connected_components
-    from topology._hodge import _component_nullspace
+    from topology.signals._hodge import _component_nullspace
     cells = []
     for b in range(3):
         cells.append(grid_cells((4, 3)) + 12 * b)

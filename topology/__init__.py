@@ -6,24 +6,24 @@ Both domains, :class:`Grid` and :class:`SimplicialComplex`, satisfy the
 :class:`Domain` protocol, through which every analysis asks them questions.
 """
 
-from ._complex import PARTITIONS, SimplicialComplex
-from ._components import connected_components
-from ._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
-from ._domain import Domain
-from ._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix, hodge_decomposition,
-                     hodge_laplacian)
-from ._filters import (SimplicialFilter, chebyshev_filter, component_filter, design_filter,
-                       laplacian_parts, spectral_bounds)
-from ._flows import (TrendFilterInfo, denoise_flow, fill_triangles, infer_triangles,
-                     interpolate_flow, trend_filter_flow)
-from ._gradient import DiscreteGradient, discrete_gradient
-from ._spectrum import Eigenpairs, hodge_eigenpairs
-from ._grid import (COMPLEXES, Grid, component_table, cubical_structure, freudenthal_cells,
-                    link_structure)
-from ._order import global_order
-from ._mergetree import MergeTree, merge_tree
-from ._persistence import PersistenceDiagram, persistence_diagram
-from ._rawfield import RawField
+from .domains._complex import PARTITIONS, SimplicialComplex
+from .persistence._components import connected_components
+from .morse._critical import TYPE_NAMES, CriticalPoints, classify, critical_points
+from .core._protocol import Domain
+from .signals._hodge import (HodgeDecomposition, betti_numbers, boundary_matrix,
+                             hodge_decomposition, hodge_laplacian)
+from .signals._filters import (SimplicialFilter, chebyshev_filter, component_filter, design_filter,
+                               laplacian_parts, spectral_bounds)
+from .signals._flows import (TrendFilterInfo, denoise_flow, fill_triangles, infer_triangles,
+                             interpolate_flow, trend_filter_flow)
+from .morse._gradient import DiscreteGradient, discrete_gradient
+from .signals._spectrum import Eigenpairs, hodge_eigenpairs
+from .domains._grid import (COMPLEXES, Grid, component_table, cubical_structure, freudenthal_cells,
+                            link_structure)
+from .morse._order import global_order
+from .persistence._mergetree import MergeTree, merge_tree
+from .persistence._diagram import PersistenceDiagram, persistence_diagram
+from .core._rawfield import RawField
 
 __all__ = [
     "Domain", "Grid", "RawField", "SimplicialComplex", "PARTITIONS",

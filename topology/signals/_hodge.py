@@ -20,10 +20,10 @@ from dmsolve.bsp import BSP, piece_components, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
-from ._complex import SimplicialComplex, _search_rows
-from ._grid import Grid
-from ._components import connected_components
-from ._dist_reduction import gf2_rank
+from ..domains._complex import SimplicialComplex, _search_rows
+from ..domains._grid import Grid
+from ..persistence._components import connected_components
+from ..persistence._reduction import gf2_rank
 
 __all__ = ["boundary_matrix", "hodge_laplacian", "hodge_decomposition",
            "HodgeDecomposition", "betti_numbers", "coherent_orientation_signs"]

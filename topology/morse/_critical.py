@@ -14,7 +14,7 @@ from mpi4py import MPI
 
 from dmsolve import DistVector
 
-from ._domain import check_domain, owned_global_ids
+from ..core._protocol import check_domain, owned_global_ids
 from ._order import global_order
 
 __all__ = ["critical_points", "CriticalPoints", "classify", "MINIMUM", "SADDLE1",
@@ -188,7 +188,7 @@ def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoint
     """
     check_domain(domain)
     if getattr(domain, "out_of_core", False):
-        from ._outofcore import ooc_critical_points
+        from ..outofcore._slabs import ooc_critical_points
         return ooc_critical_points(domain, values, axes)
     vec = domain.vertex_values(values, axes=axes)
     ids = owned_global_ids(domain)

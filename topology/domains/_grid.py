@@ -19,8 +19,8 @@ from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange, check_spill_dir, parse_bytes
 from dmsolve.validate import agreed, check_choice
 
-from ._domain import check_fits
-from ._rawfield import RawField
+from ..core._protocol import check_fits
+from ..core._rawfield import RawField
 
 __all__ = ["Grid", "COMPLEXES", "freudenthal_cells", "link_structure", "cubical_structure",
            "component_table", "check_axes"]
@@ -528,7 +528,7 @@ class Grid:
         neighbours (lower) and the dual ones (upper).
         """
         if self.cubical:
-            from ._cubical import cubical_link_components
+            from ..morse._cubical import cubical_link_components
             return cubical_link_components(self, ghosted_order)
         return slab_link_components(self.shape, self.ghosted_planes, self.owned_planes,
                                     ghosted_order)

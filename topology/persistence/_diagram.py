@@ -22,14 +22,14 @@ from dmsolve.bsp import BSP, psort, search_sorted, stable_argsort
 from dmsolve.io import check_writable
 from dmsolve.validate import agreed, check_int, check_real
 
-from ._complex import _search_rows, owned_global_ids
-from ._domain import check_domain
-from ._keytable import KeyTable, fetch_rows
-from ._order import global_order
+from ..domains._complex import _search_rows, owned_global_ids
+from ..core._protocol import check_domain
+from ..core._keytable import KeyTable, fetch_rows
+from ..morse._order import global_order
 from ._saddles import persistence_pairs_all
 from ._sweep import APEX, sweep
-from ._vtkxml import check_pvtu_path as _check_pvtu_path
-from ._vtkxml import vtk_type, write_parallel
+from ..core._vtkxml import check_pvtu_path as _check_pvtu_path
+from ..core._vtkxml import vtk_type, write_parallel
 
 __all__ = ["persistence_diagram", "PersistenceDiagram"]
 
@@ -538,7 +538,7 @@ def _out_of_core_diagram(grid, values, axes, min_persistence, report):
     """:func:`persistence_diagram` on a grid in out-of-core mode: D0 and
     D(d-1) by the slab sweeps of ``_outofcore``, D1 of 3D data in memory
     when the rank's slab fits the budget. Collective on ``grid.comm``."""
-    from ._outofcore import local_values, ooc_diagram_parts
+    from ..outofcore._slabs import local_values, ooc_diagram_parts
     comm, d = grid.comm, grid.dimension
     parts, source = ooc_diagram_parts(grid, values, axes, report)
     report("D0 and D%d: %d pairs", d - 1, _total(comm, sum(p[1].size for p in parts)))
@@ -655,7 +655,7 @@ def _morse_parts(grid, vec, gids, order, report):
     diagram parts. A grid is a ball: its only essential class is D0's.
     Collective on ``grid.comm``."""
     if grid.cubical:
-        from ._cubical import cubical_morse_pairs
+        from ..morse._cubical import cubical_morse_pairs
         pairs, minima, _ = cubical_morse_pairs(grid, order, progress=report)
     else:
         res = persistence_pairs_all(grid, order, progress=report, gather=False)

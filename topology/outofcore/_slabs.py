@@ -45,9 +45,9 @@ from dmsolve import DistVector
 from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.validate import agreed
 
-from ._critical import REGULAR, CriticalPoints, classify
-from ._grid import link_structure, slab_link_components
-from ._rawfield import RawField
+from ..morse._critical import REGULAR, CriticalPoints, classify
+from ..domains._grid import link_structure, slab_link_components
+from ..core._rawfield import RawField
 
 __all__ = ["ooc_critical_points", "ooc_pairs", "PlaneSource"]
 

@@ -21,7 +21,7 @@ from dmsolve.partition import exchange, hilbert, metis_partition, multilevel_par
 from dmsolve.validate import agreed, check_choice
 
 # owned_global_ids and ghosted_global_ids are imported from here by the analyses
-from ._domain import check_fits, ghosted_global_ids, owned_global_ids  # noqa: F401
+from ..core._protocol import check_fits, ghosted_global_ids, owned_global_ids  # noqa: F401
 from ._grid import _points3, as_vertex_vector
 
 __all__ = ["SimplicialComplex", "PARTITIONS"]

@@ -17,10 +17,10 @@ from dmsolve import Progress
 from dmsolve.bsp import BSP, psort
 from dmsolve.validate import agreed, check_choice, check_int
 
-from ._complex import owned_global_ids
-from ._domain import check_domain
-from ._keytable import KeyTable
-from ._order import global_order
+from ..domains._complex import owned_global_ids
+from ..core._protocol import check_domain
+from ..core._keytable import KeyTable
+from ..morse._order import global_order
 from ._sweep import sweep
 
 __all__ = ["merge_tree", "MergeTree"]
@@ -129,7 +129,7 @@ class MergeTree:
                 root = check_int("root", root, low=0, high=self.comm.Get_size() - 1)
         if self.complete:
             return self
-        from ._persistence import _gatherv
+        from ._diagram import _gatherv
         parts = [_gatherv(self.comm, np.ascontiguousarray(x), root) for x in
                  (self.local_node_ids, self.local_node_values, self.local_node_types,
                   self.local_arcs.ravel(), self._rank)]
@@ -243,7 +243,7 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
         kind = check_choice("kind", kind, ("join", "split"))
         report = Progress(progress, comm, "merge_tree")
     if getattr(domain, "out_of_core", False):
-        from ._outofcore_mergetree import ooc_merge_tree
+        from ..outofcore._mergetree import ooc_merge_tree
         return ooc_merge_tree(domain, values, kind, axes, report)
     vec = domain.vertex_values(values, axes=axes)
     order = global_order(vec, ids=owned_global_ids(domain))

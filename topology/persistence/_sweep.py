@@ -19,7 +19,7 @@ from numba import njit
 from dmsolve import Layout
 from dmsolve.bsp import BSP, rank_tree, search_sorted, sorted_unique, stable_argsort, tree_leader
 
-from ._grid import Grid, component_table
+from ..domains._grid import Grid, component_table
 
 __all__ = ["Sweep", "sweep", "elder", "APEX"]
 
@@ -827,7 +827,7 @@ class _GridSweep:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         if self.domain.cubical:
             # components of the lower link in the graph the sweep follows
-            from ._cubical import link_counts, link_graph
+            from ..morse._cubical import link_counts, link_graph
             full, nodes, edges = link_graph(self.domain.dimension, self.apex)
             L = link_counts(PK, opos, full @ self.strides, nodes, edges)
         else:

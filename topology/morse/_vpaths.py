@@ -13,7 +13,7 @@ from numba import njit
 
 from dmsolve.bsp import BSP
 
-from . import _heap as heap
+from ..kernels import _heap as heap
 from ._lower_star import CRITICAL, DOWN
 from ._star_tables import GRID, edge_slot, nbr_pos, tet_cofacets, tet_slot, tri_nb
 

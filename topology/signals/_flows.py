@@ -18,7 +18,7 @@ from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
-from ._complex import SimplicialComplex, _search_rows
+from ..domains._complex import SimplicialComplex, _search_rows
 from ._filters import IterationError, _parts, check_complex
 
 __all__ = ["denoise_flow", "interpolate_flow", "trend_filter_flow", "TrendFilterInfo",

@@ -30,11 +30,11 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from dmsolve import DistVector, Layout
 from dmsolve.bsp import BSP, isin_sorted, sorted_unique, stable_argsort
 
-from . import _heap as heap
-from ._dist_reduction import reduce_z2
-from ._keytable import fetch_rows
-from ._outofcore import _find
-from ._sweep import APEX, elder
+from ..kernels import _heap as heap
+from ..persistence._reduction import reduce_z2
+from ..core._keytable import fetch_rows
+from ..outofcore._slabs import _find
+from ..persistence._sweep import APEX, elder
 from ._vpaths import _grow, follow_paths
 
 __all__ = ["CubicalGradient", "cubical_gradient", "cubical_morse_pairs",
@@ -844,7 +844,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     Collective on ``grid.comm``; V-paths cross rank boundaries in BSP
     supersteps (:func:`topology._vpaths.follow_paths`).
     """
-    from ._saddles import _agreed, _columns, _odd, _odd_columns, _place
+    from ..persistence._saddles import _agreed, _columns, _odd, _odd_columns, _place
     comm = grid.comm
     layout = grid.vertex_layout
     t0 = time.perf_counter()
@@ -1007,7 +1007,7 @@ def _elder_at_owners(comm, layout, found, codes, keys, own_labels, n, place, ctx
     Empties ``found`` once its entries are queued (they are the largest
     arrays of the call). Collective on ``comm``.
     """
-    from ._saddles import _agreed
+    from ..persistence._saddles import _agreed
     cols = [np.concatenate(c) for c in zip(*found)] if found else [np.zeros(0, np.int64)] * 2
     found.clear()
     rows = np.column_stack(cols)
@@ -1091,7 +1091,7 @@ def link_graph(dimension: int, dual: bool):
     j, w)`` join nodes ``i`` and ``j`` when both are lower and, for ``w >=
     0``, so is neighbour ``w`` (the far corner of the square that joins two
     axis neighbours). Not collective."""
-    from ._grid import cubical_structure
+    from ..domains._grid import cubical_structure
     full, _ = cubical_structure(dimension, dual=True)
     index = {tuple(v): i for i, v in enumerate(full.tolist())}
     graph, link = cubical_structure(dimension, dual)

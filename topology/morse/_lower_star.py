@@ -12,7 +12,7 @@ from numba import njit
 # LLVM's cttz: numba exposes it only here (its own bit helpers use it)
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from . import _heap as heap
+from ..kernels import _heap as heap
 from ._star_tables import GRID, nbr_pos, tet_nb, tri_nb
 
 __all__ = ["lower_star_gradient", "NOT_LOWER", "CRITICAL", "TO_VERTEX", "DOWN"]

@@ -19,13 +19,13 @@ from numba import njit
 from dmsolve import DistVector, agree, block_ranges
 from dmsolve.bsp import BSP, isin_sorted, rank_of, search_sorted, sorted_unique, stable_argsort
 
-from ._dist_reduction import reduce_z2
-from ._keytable import fetch_rows
+from ._reduction import reduce_z2
+from ..core._keytable import fetch_rows
 from ._sweep import APEX, elder
-from ._gradient import DiscreteGradient, gradient_from_order
-from ._star_tables import locate_edges, locate_tets
-from ._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths,
-                      triangle_cofacets)
+from ..morse._gradient import DiscreteGradient, gradient_from_order
+from ..morse._star_tables import locate_edges, locate_tets
+from ..morse._vpaths import (ascend_tets, descend_edges, descend_vertices, follow_paths,
+                             triangle_cofacets)
 
 __all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
 

@@ -15,10 +15,10 @@ from dmsolve import DistVector, agree
 from dmsolve.io import check_writable
 from dmsolve.validate import agreed, check_choice
 
-from ._complex import PARTITIONS, SimplicialComplex
-from ._domain import check_domain
-from ._grid import Grid, _cube_cells, _grid_cells, freudenthal_cells
-from ._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
+from ..domains._complex import PARTITIONS, SimplicialComplex
+from ..core._protocol import check_domain
+from ..domains._grid import Grid, _cube_cells, _grid_cells, freudenthal_cells
+from ..core._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
 
 __all__ = ["read_mesh", "read_image", "write_vtu", "write_pvtu", "CRITICAL_TYPE"]
 

@@ -22,8 +22,8 @@ from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import ConvergenceError
 from dmsolve.validate import agreed, check_choice, check_int, check_real
 
-from ._complex import SimplicialComplex
-from ._grid import Grid
+from ..domains._complex import SimplicialComplex
+from ..domains._grid import Grid
 
 __all__ = ["SimplicialFilter", "design_filter", "chebyshev_filter", "component_filter",
            "spectral_bounds", "laplacian_parts"]

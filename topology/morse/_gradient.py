@@ -19,9 +19,9 @@ from mpi4py import MPI
 from dmsolve import DistVector, agree
 from dmsolve.validate import agreed
 
-from ._complex import ghosted_global_ids, owned_global_ids
-from ._domain import check_domain
-from ._grid import Grid, freudenthal_cells, link_structure
+from ..domains._complex import ghosted_global_ids, owned_global_ids
+from ..core._protocol import check_domain
+from ..domains._grid import Grid, freudenthal_cells, link_structure
 from ._lower_star import CRITICAL, DOWN, TO_VERTEX, lower_star_gradient
 from ._order import global_order
 from ._star_tables import COMPLEX, GRID, StarTable

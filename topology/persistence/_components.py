@@ -17,7 +17,7 @@ from dmsolve import DistVector
 from dmsolve.bsp import BSP, piece_components
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
-from ._domain import check_domain, ghosted_global_ids
+from ..core._protocol import check_domain, ghosted_global_ids
 
 __all__ = ["connected_components"]
 
@@ -110,7 +110,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
             raise ValueError("out= is for a Grid in out-of-core mode (Grid(..., virtual=v)); "
                              "in memory the labels are returned as a DistVector")
     if ooc:
-        from ._outofcore_components import ooc_components
+        from ..outofcore._components import ooc_components
         return ooc_components(domain, values, threshold, sublevel, axes, out)
     layout = domain.vertex_layout
     ids = domain.ghosted_ids()          # layout indices: where messages go

@@ -29,10 +29,10 @@ from numba import njit
 
 from dmsolve.bsp import BSP, psort
 
-from ._mergetree import MergeTree, _LEAF, _ROOT, _SADDLE
-from ._outofcore import (PlaneSource, _add_root, _context, _find, _glue, _read_slab,
-                         _slab_bounds, chunk_step, chunk_xyz, tree_graph)
-from ._outofcore_components import _offsets
+from ..persistence._mergetree import MergeTree, _LEAF, _ROOT, _SADDLE
+from ._slabs import (PlaneSource, _add_root, _context, _find, _glue, _read_slab, _slab_bounds,
+                     chunk_step, chunk_xyz, tree_graph)
+from ._components import _offsets
 
 __all__ = ["ooc_merge_tree"]
 
