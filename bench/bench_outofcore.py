@@ -167,8 +167,8 @@ class Probe:
         self._timed(oc, "_slab_critical", "classify")
         self._timed(oc, "_slab_sweeps", "sweeps")
         self._timed(oc, "_glue", "glue")
-        self._timed(pe, "_saddle_pairs", "D1 (in memory)")
-        self._timed(pe, "_sorted_block", "diagram sort")
+        self._timed(oc, "saddle_parts", "D1 (in memory)")
+        self._timed(pe, "sorted_block", "diagram sort")
         self._timed(vb.VirtualBSP, "_spill_state", "spill write")
         self._timed(vb, "_append_messages", "spill write")
         self._timed(vb.VirtualBSP, "_load_state", "spill read")
@@ -309,8 +309,8 @@ def launch(size: int, argv: list[str], timeout: float) -> dict:
 
 def min_budget(n: int, size: int, v: int) -> int:
     """The smallest memory budget a Grid of n^3 at ``size`` ranks takes with
-    ``virtual=v`` (topology.domains._grid._out_of_core_mode), rounded up to MiB."""
-    from topology.domains._grid import OUT_OF_CORE_BYTES_PER_VERTEX
+    ``virtual=v`` (topology.domains.OutOfCoreGrid), rounded up to MiB."""
+    from topology.domains import OUT_OF_CORE_BYTES_PER_VERTEX
     most = -(-n // size)
     need = 2 * (-(-most // v) + 2) * n * n * OUT_OF_CORE_BYTES_PER_VERTEX
     return int(math.ceil(need / MIB) * MIB)
@@ -539,7 +539,7 @@ def markdown(res, args) -> str:
                   "vertices per turn (a slab and its ghost planes); critical points %s; pairs "
                   "%s; missing: %s. Peak RSS above the phase's start per vertex of a turn "
                   "(bytes; the diagram's includes the staged states and messages up to the "
-                  "budget): %s (topology.domains._grid.OUT_OF_CORE_BYTES_PER_VERTEX sizes the turns "
+                  "budget): %s (topology.domains.OUT_OF_CORE_BYTES_PER_VERTEX sizes the turns "
                   "for 160)." % (
                       c["n"], c["n"] ** 3, c["virtual"], c["turn_vertices"],
                       c["critical_counts"],

@@ -114,7 +114,7 @@ def ours(comm, n: int, kind: str, repeats: int) -> dict:
     from mpi4py import MPI
     from dmsolve import DistVector
     from topology import Grid, global_order, persistence_diagram
-    from topology.persistence._mergetree import sweep
+    from topology.persistence import sweep
     _warm_up(comm)
     persistence_diagram(Grid((8, 8, 8), comm, complex=complex), make_field(8, kind))
     grid = Grid((n, n, n), comm, complex=complex)

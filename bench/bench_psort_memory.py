@@ -43,7 +43,7 @@ def worker(partition: str) -> None:
     from mpi4py import MPI
 
     from topology import SimplicialComplex
-    from topology.domains._grid import _grid_cells
+    from topology.core import grid_cells as _grid_cells
 
     comm = MPI.COMM_WORLD
     p, r = comm.size, comm.rank

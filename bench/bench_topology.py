@@ -100,7 +100,7 @@ def _warm_up(comm, pc: str) -> None:
 def bench_hodge(comm, m: int, pc: str, rtol: float, compare: bool) -> dict:
     from dmsolve.krylov import cg
     from topology.signals import _hodge as H
-    from topology.persistence._components import connected_components as components
+    from topology.persistence import connected_components as components
 
     # each rank builds its share of the triangles of an m x m grid
     tris = grid_triangles(comm, m)

@@ -307,7 +307,7 @@ def test_morse_persistence_reduced_without_rank0(shape):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     from _counting import TALLY, CountingComm
     from topology import Grid, global_order
-    from topology.persistence._saddles import persistence_pairs_all
+    from topology.persistence import persistence_pairs_all
     values = np.random.default_rng(11).random(int(np.prod(shape)))
     serial = persistence_pairs_all(Grid(shape, MPI.COMM_SELF),
                                    global_order(Grid(shape, MPI.COMM_SELF).vertex_values(values)),

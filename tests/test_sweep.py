@@ -11,8 +11,8 @@ from mpitest import (Checks, assert_collective, assert_equal_collective,
                      assert_raises_collective)
 from topology import Grid, SimplicialComplex, freudenthal_cells, global_order, merge_tree
 from topology import persistence_diagram
-from topology.domains._complex import owned_global_ids
-from topology.persistence._sweep import APEX, sweep
+from topology.core import owned_global_ids
+from topology.persistence import APEX, sweep
 
 COMM = MPI.COMM_WORLD
 
@@ -263,14 +263,14 @@ def test_elder_at_one_rank_is_the_rank_tree(ntimes):
     """At one rank (without ``tree``) the elder rule is a union-find; the
     rank tree's one range gives the same deaths in the same order and the
     same survivors, the apex included."""
-    from topology.persistence._sweep import _distributed_elder
+    from topology.persistence import distributed_elder
     rng = np.random.default_rng(5)
     labels = np.concatenate(([APEX], 2 * np.sort(rng.choice(500, 60, replace=False))))
     m = 400
     lo = labels[rng.integers(0, labels.size, m)]
     hi = 2 * rng.integers(0, ntimes, m) + 1          # times: odd keys, labels even
-    got = [_distributed_elder(MPI.COMM_SELF, 2000, lo, hi, labels, None, None, False, None,
-                              serial=s) for s in (True, False)]
+    got = [distributed_elder(MPI.COMM_SELF, 2000, lo, hi, labels, serial=s)
+           for s in (True, False)]
     with Checks(COMM) as c:
         c.add(got[0].deaths.shape[0] > 10, "deaths happen", got[0].deaths.shape)
         c.add(np.array_equal(got[0].deaths, got[1].deaths), "deaths, in order")

@@ -15,9 +15,9 @@ from mpitest import (assert_collective, assert_equal_collective, assert_raises_c
                      on_rank0)
 from test_topology_ref import faces, grid_cells
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient, global_order
-from topology.domains._complex import owned_global_ids
-from topology.persistence._saddles import persistence_pairs_all, saddle_saddle_pairs
-from topology.morse._vpaths import follow_paths
+from topology.core import owned_global_ids
+from topology.persistence import persistence_pairs_all, saddle_saddle_pairs
+from topology.morse import follow_paths
 
 COMM = MPI.COMM_WORLD
 
@@ -185,7 +185,7 @@ def test_grid_lower_star_kernel_equals_the_general_kernel(shape, kind):
     the same star tables gives the same codes and steps in every slot (the
     arrays start from the same random values, twice, so that a slot one
     kernel leaves unwritten and the other writes or replays is caught)."""
-    from topology.morse._gradient import Stars
+    from topology.morse import GridStars
     from topology.morse._lower_star import _general_lower_stars, lower_star_gradient
 
     rng = np.random.default_rng(3)
@@ -196,7 +196,7 @@ def test_grid_lower_star_kernel_equals_the_general_kernel(shape, kind):
     g = Grid(shape, COMM)
     lay = g.vertex_layout
     order = global_order(DistVector(lay, f[lay.start:lay.stop]))
-    S = Stars(g, g.ghosted(np.ascontiguousarray(order.local, np.int64)))
+    S = GridStars(g, g.ghosted(np.ascontiguousarray(order.local, np.int64)))
     sizes = [S.n_owned, int(S.eptr[-1]), int(S.tptr[-1]), int(S.tptr[-1]), int(S.qptr[-1])]
     types = [np.int16, np.int16, np.int16, np.int8, np.int16]
     out = {}

@@ -10,7 +10,7 @@ from mpitest import assert_allclose_collective, assert_collective, assert_equal_
 from test_topology_ref import faces, grid_cells
 from topology import (SimplicialComplex, betti_numbers, boundary_matrix, hodge_decomposition,
                       hodge_laplacian)
-from topology.signals._hodge import coherent_orientation_signs
+from topology.signals import coherent_orientation_signs
 
 COMM = MPI.COMM_WORLD
 

@@ -383,7 +383,7 @@ def test_sorted_block_is_the_lexsort_of_all_pairs(case):
     their ranges allow, else psort/lexsort of three columns) gives every
     rank its block of the lexsort of all ranks' pairs, ties in rank order."""
     from dmsolve import Layout
-    from topology.persistence._diagram import _sorted_block
+    from topology.persistence import sorted_block as _sorted_block
     rng = np.random.default_rng(3 + COMM.rank)
     n = 0 if case == "one-rank-empty" and COMM.rank == COMM.size - 1 else 50 + 7 * COMM.rank
     big = 2 ** 40 if case == "wide" else 20

@@ -14,7 +14,7 @@ from scipy.spatial import Delaunay
 from dmsolve import DistVector
 from mpitest import assert_collective, assert_raises_collective, on_rank0
 from topology import Grid, SimplicialComplex, persistence_diagram
-from topology.domains._grid import _cube_cells, _grid_cells
+from topology.core import cube_cells as _cube_cells, grid_cells as _grid_cells
 from topology.io import write_pvtu, write_vtu
 
 COMM = MPI.COMM_WORLD

@@ -1,6 +1,8 @@
-"""The questions every topology domain answers: :class:`Grid` and
-:class:`SimplicialComplex` both satisfy :class:`Domain`, and the analyses ask
-them only through it, never by testing which class they hold."""
+"""The questions every topology domain answers. Each kind of domain (the
+Freudenthal grid, the cubical grid, the out-of-core grid, the simplicial
+complex) satisfies :class:`Domain`, and the analyses ask them only through
+it, never by testing which kind they hold: what differs between kinds is
+in the domain's :attr:`Domain.kernels`."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ class Domain(Protocol):
     -----
     Properties never communicate. Each method's docstring in :class:`Grid`
     and :class:`SimplicialComplex` says whether it is collective; the
-    protocol's own summary lines say the same.
+    protocol's own summary lines say the same. A new kind of domain answers
+    these questions and brings its :attr:`kernels`; no analysis changes.
     """
 
     comm: MPI.Comm
@@ -64,10 +67,11 @@ class Domain(Protocol):
         vertices each neighbouring rank ghosts (positions in the owned block)."""
 
     @property
-    def stencil(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(offsets, link_edges)`` when every vertex star is the same fixed
-        stencil of an implicit triangulation (see :func:`link_structure`), or
-        None when the simplices are stored explicitly."""
+    def kernels(self):
+        """The steps of the analyses that depend on the domain's kind (see
+        :class:`topology.domains.Kernels`): the lower-star gradient, the
+        sweep graph, the Morse pairs, and the analyses an out-of-core grid
+        runs slab by slab."""
 
     @property
     def is_ball(self) -> bool:

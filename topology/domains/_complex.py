@@ -15,18 +15,16 @@ import scipy.sparse as sp
 from mpi4py import MPI
 from scipy.sparse.csgraph import connected_components as _cc
 
-from dmsolve import DistCSR, DistVector, Layout, Registry, agree
+from dmsolve import DistVector, Layout
+from dmsolve.validate import agreed
 from dmsolve.bsp import BSP, NeighborExchange, rank_of, sorted_unique, stable_argsort
-from dmsolve.partition import exchange, hilbert, metis_partition, multilevel_partition, rcb
-from dmsolve.validate import agreed, check_choice
 
-# owned_global_ids and ghosted_global_ids are imported from here by the analyses
-from ..core._protocol import check_fits, ghosted_global_ids, owned_global_ids  # noqa: F401
-from ._grid import _points3, as_vertex_vector
+from ..core import as_vertex_vector, lookup, points3, search_rows, unique_rows
+from ._complex_input import PARTITIONS, read_input, to_block
+from ._kernels import ComplexKernels
 
 __all__ = ["SimplicialComplex", "PARTITIONS"]
 
-MAX_DIMENSION = 3
 _TAG_TOP, _TAG_ASK, _TAG_ANSWER, _TAG_GLOBAL = 0, 10, 20, 30
 _TAG_VASK, _TAG_VOWN, _TAG_VANSWER, _TAG_VPOINTS = 40, 41, 42, 43
 
@@ -123,38 +121,10 @@ class SimplicialComplex:
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         self.comm = comm
-        tops: dict[int, np.ndarray] = {}
-        pts = lpts = None
-        with agreed(comm):
-            partition = check_choice("partition", partition, PARTITIONS)
-            if points is not None and local_points is not None:
-                raise ValueError("give points (the global array) or local_points (this "
-                                 "rank's rows), not both")
-            pts = _check_points(points)
-            lpts = _check_points(local_points, "local_points")
-        n_points = None if pts is None else pts.shape[0]
-        if comm.allreduce(lpts is not None, op=MPI.LOR):    # every rank asks
-            n_points = _points_total(lpts, comm)
-        with agreed(comm):
-            if partition in GEOMETRIC_PARTITIONS and n_points is None:
-                raise ValueError("partition=%r cuts coordinates: give points" % partition)
-            tops = _check_simplices(simplices, n_points)
-        # the vertices are 0 .. max id: a stray huge id would make every rank
-        # allocate its share of them (refused here, before anybody does)
-        top_id = max((int(a.max()) for a in tops.values() if a.size), default=-1)
-        top_id = comm.allreduce(top_id, op=MPI.MAX)
-        with agreed(comm):
-            if pts is None:
-                check_fits("a complex with vertex ids up to %d" % top_id,
-                           (top_id + 1) // comm.Get_size() + 1, 16)
+        partition, tops, pts, lpts, n_points = read_input(simplices, comm, points, partition,
+                                                          local_points)
         #: the canonical name of the vertex partitioner
         self.partition = partition
-        shapes = comm.allgather(None if pts is None else pts.shape)
-        exc = None
-        if lpts is None and any(s != shapes[0] for s in shapes):
-            exc = ValueError("points must be the same global array on every rank; got "
-                             "shapes %s" % sorted(set(map(str, shapes))))
-        agree(comm, exc)
         local_max = max((int(a.max()) for a in tops.values() if a.size), default=-1)
         local_dim = max((k for k, a in tops.items() if a.size), default=0)
         both = np.array([local_max, local_dim], dtype=np.int64)
@@ -176,14 +146,22 @@ class SimplicialComplex:
         if pts is not None:
             block_pts = pts[self.vertex_layout.start:self.vertex_layout.stop]
         elif lpts is not None:
-            block_pts = _to_block(lpts, self.vertex_layout)
+            block_pts = to_block(lpts, self.vertex_layout)
         part = PARTITIONS[partition](tops, block_pts, self.num_vertices, comm)
         own_pts = block_pts
         if part is not None:
             self._renumbered = True
             tops, own_pts = self._renumber_tops(tops, part, block_pts)
-        vl = self.vertex_layout
-        # 1. stars: every top simplex goes to the owner of each of its vertices
+        self.kernels = ComplexKernels(self)
+        self._faces(self._stars(tops))
+        self._vertex_ghosts(lpts, own_pts)
+        self._simplex_ids()
+
+    def _stars(self, tops: dict) -> dict:
+        """Step 1: every top simplex goes to the owner of each of its
+        vertices; returns the top simplices of the stars of the owned
+        vertices. Collective on ``comm`` (one superstep)."""
+        comm, vl = self.comm, self.vertex_layout
         ctx = BSP(comm)
         for k, rows in tops.items():
             own = vl.owner(rows) if rows.size else np.zeros(rows.shape, np.int64)
@@ -193,11 +171,15 @@ class SimplicialComplex:
                     fresh &= own[:, i] != own[:, j]
                 ctx.send_rows(own[fresh, j], rows[fresh], tag=_TAG_TOP + k)
         inbox = ctx.sync("complex:stars")
-        star_tops = {k: _unique_rows(inbox.concat(_TAG_TOP + k, dtype=np.int64, shape=(k + 1,)),
-                                     self.num_vertices)
-                     for k in range(1, self.dimension + 1)}
-        # 2. all faces of the local top simplices, sorted; owned ones are the
-        #    contiguous block whose first vertex this rank owns
+        return {k: unique_rows(inbox.concat(_TAG_TOP + k, dtype=np.int64, shape=(k + 1,)),
+                               self.num_vertices)
+                for k in range(1, self.dimension + 1)}
+
+    def _faces(self, star_tops: dict) -> None:
+        """Step 2: all faces of the local top simplices, sorted; owned ones are
+        the contiguous block whose first vertex this rank owns. Collective
+        on ``comm`` (the simplex layouts)."""
+        comm, vl = self.comm, self.vertex_layout
         self._local: dict[int, np.ndarray] = {}
         self._owned: dict[int, tuple[int, int]] = {}
         self._layouts: dict[int, Layout] = {0: vl}
@@ -208,14 +190,19 @@ class SimplicialComplex:
                 rows = star_tops[d]
                 for cols in itertools.combinations(range(d + 1), k + 1):
                     parts.append(rows[:, cols])
-            rows = _unique_rows(np.concatenate(parts) if parts else
+            rows = unique_rows(np.concatenate(parts) if parts else
                                 np.zeros((0, k + 1), np.int64), self.num_vertices)
             self._local[k] = rows
             i0 = int(np.searchsorted(rows[:, 0], vl.start, side="left"))
             i1 = int(np.searchsorted(rows[:, 0], vl.stop, side="left"))
             self._owned[k] = (i0, i1)
             self._layouts[k] = Layout.from_local_size(i1 - i0, comm)
-        # 3. vertex ghosts: every vertex of a local simplex that is not owned
+
+    def _vertex_ghosts(self, lpts, own_pts) -> None:
+        """Step 3: every vertex of a local simplex that is not owned is a
+        ghost; their exchange plan, and their global ids and points.
+        Collective on ``comm``."""
+        vl = self.vertex_layout
         used = [self._local[k].ravel() for k in self._local]
         allv = sorted_unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
         ghosts = allv[~vl.is_local(allv)]
@@ -240,6 +227,13 @@ class SimplicialComplex:
             self._held_points = np.column_stack(
                 [self.ghosted(np.ascontiguousarray(own_pts[:, c]))
                  for c in range(own_pts.shape[1])]).reshape(-1, own_pts.shape[1])
+
+    def _simplex_ids(self) -> None:
+        """Steps 4 and 5: the global ids of the owned simplices, and the layout
+        indices and global ids of the ghost simplices from their owners.
+        Collective on ``comm`` (two supersteps, and a distributed sort per
+        dimension when renumbered)."""
+        comm, vl = self.comm, self.vertex_layout
         # 4. rank-independent global ids of the owned simplices, when the
         #    numbering is not the input's: their ranks in the global
         #    lexicographic order of the simplices written with global vertex
@@ -267,7 +261,7 @@ class SimplicialComplex:
             mine = self._local[k][i0:i1]
             start = self._layouts[k].start
             for src, q in inbox.messages(_TAG_ASK + k):
-                pos = _search_rows(mine, q, self.num_vertices)
+                pos = search_rows(mine, q, self.num_vertices)
                 ctx.send(src, pos + start, tag=_TAG_ANSWER + k)
                 if self._renumbered:
                     ctx.send(src, owned_global[k][pos], tag=_TAG_GLOBAL + k)
@@ -371,7 +365,7 @@ class SimplicialComplex:
         index = np.asarray(index)
         if not self._renumbered or index.size == 0:
             return index
-        out = _lookup(self._ids, None, self._global[0], index)
+        out = lookup(self._ids, None, self._global[0], index)
         if np.any(out < 0):
             raise ValueError("vertex layout index %d is not held by rank %d"
                              % (index.ravel()[np.argmax(out.ravel() < 0)], self.comm.Get_rank()))
@@ -397,7 +391,7 @@ class SimplicialComplex:
         gids = np.asarray(gids, dtype=np.int64)
         if not self._renumbered:
             return gids
-        return _lookup(self._global[0], self._gid_order, self._ids, gids)
+        return lookup(self._global[0], self._gid_order, self._ids, gids)
 
     # -- numbering (collective) ---------------------------------------------------------
     def global_ids_of(self, index) -> np.ndarray:
@@ -579,7 +573,7 @@ class SimplicialComplex:
         tops = self._local[d]
         count = np.zeros(facets.shape[0], dtype=np.int64)
         for cols in itertools.combinations(range(d + 1), d):
-            pos = _search_rows(facets, tops[:, cols], self.num_vertices)
+            pos = search_rows(facets, tops[:, cols], self.num_vertices)
             np.add.at(count, pos, 1)
         ends = facets[count == 1].ravel()
         ends = ends[self.vertex_layout.is_local(ends)]
@@ -656,7 +650,7 @@ class SimplicialComplex:
         this rank."""
         gids = np.asarray(gids, dtype=np.int64).ravel()
         if self.points is not None:
-            return _points3(self.points[gids])
+            return points3(self.points[gids])
         if self._held_points is not None:
             idx = self.global_to_layout(gids)     # raises for one not held, renumbered
             at = np.searchsorted(self._ids, idx)
@@ -665,8 +659,8 @@ class SimplicialComplex:
             if not held.all():
                 raise ValueError("global vertex id %d is not held by rank %d"
                                  % (gids[np.argmin(held)], self.comm.Get_rank()))
-            return _points3(self._held_points[at])
-        return _points3(gids.astype(np.float64).reshape(-1, 1))
+            return points3(self._held_points[at])
+        return points3(gids.astype(np.float64).reshape(-1, 1))
 
     def mesh(self, root: int = 0):
         """``(points, cell type, cells)`` of the top simplices on ``root``,
@@ -686,205 +680,39 @@ class SimplicialComplex:
                     points[g] = x
         if self.comm.Get_rank() != root:
             return None
-        kind = {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[d]
+        kind = self.mesh_cell_type
         if points is None:
             points = np.zeros((self.num_vertices, 3))
         elif points.shape[1] == 2:
             points = np.column_stack((points, np.zeros(len(points))))
         return points, kind, cells
 
+    # -- top cells, for output (not collective) ---------------------------------------------
+    @property
+    def mesh_cell_type(self) -> str:
+        """meshio's name of the top simplices: ``"vertex"``, ``"line"``,
+        ``"triangle"`` or ``"tetra"``."""
+        return {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[self.dimension]
 
-#: Vertex partitioners by name, ``partitioner(tops, points, n, comm)`` with
-#: ``points`` this rank's rows of the block vertex layout
-#: (``Layout.block(n)``; None without points): each
-#: returns a ``dmsolve.partition.Partition`` of the block vertex layout, or
-#: None to keep the blocks. Its own registry, not ``dmsolve.partition``'s
-#: (those partition matrices; these take the top simplices and points).
-PARTITIONS = Registry("partition")
+    @property
+    def global_num_cells(self) -> int:
+        """Number of top simplices."""
+        return self.simplex_layout(self.dimension).global_size
 
+    def top_cell_layout(self) -> Layout:
+        """The layout of the top simplices (cell fields are DistVectors on it).
+        Not collective."""
+        return self.simplex_layout(self.dimension)
 
-@PARTITIONS.register("block")
-def _block_partition(tops, pts, n, comm):
-    return None
-
-
-def _vertex_graph(tops, n, comm) -> DistCSR:
-    """The vertex adjacency (edges of the given simplices) on the block layout."""
-    heads, tails = [], []
-    for k, rows in tops.items():
-        for i, j in itertools.combinations(range(k + 1), 2):
-            heads += [rows[:, i], rows[:, j]]
-            tails += [rows[:, j], rows[:, i]]
-    h = np.concatenate(heads) if heads else np.zeros(0, np.int64)
-    t = np.concatenate(tails) if tails else np.zeros(0, np.int64)
-    return DistCSR.from_coo(h, t, np.ones(h.size), (n, n), comm, mode="insert")
-
-
-@PARTITIONS.register("metis")
-def _metis_partition(tops, pts, n, comm):
-    return metis_partition(_vertex_graph(tops, n, comm))
-
-
-@PARTITIONS.register("multilevel")
-def _multilevel_partition(tops, pts, n, comm):
-    return multilevel_partition(_vertex_graph(tops, n, comm))
-
-
-@PARTITIONS.register("rcb")
-def _rcb_partition(tops, pts, n, comm):
-    return rcb(pts, comm)
-
-
-@PARTITIONS.register("hilbert")
-def _hilbert_partition(tops, pts, n, comm):
-    return hilbert(pts, comm)
-
-
-#: The partitions that cut the vertices' coordinates (they need ``points``).
-GEOMETRIC_PARTITIONS = ("rcb", "hilbert")
-
-
-# -- helpers ------------------------------------------------------------------------------------
-def _check_points(points, name="points"):
-    if points is None:
-        return None
-    pts = np.asarray(points)
-    if pts.dtype.kind not in "fiu":
-        raise TypeError("%s must be real numbers, got dtype %s" % (name, pts.dtype))
-    pts = pts.astype(np.float64)
-    if pts.ndim != 2:
-        raise ValueError("%s must be a 2-D array (n, d), got shape %s" % (name, pts.shape))
-    if not np.all(np.isfinite(pts)):
-        raise ValueError("%s must be finite (found NaN or inf)" % name)
-    return pts
-
-
-def _points_total(lpts, comm) -> int:
-    """The number of vertices given as ``local_points`` over all ranks;
-    ``ValueError`` on every rank if some rank gave none or the ranks' ``d``
-    differ. Collective (one ``allgather`` of two words)."""
-    shapes = comm.allgather(None if lpts is None else lpts.shape)
-    exc = None
-    if any(s is None for s in shapes):
-        exc = ValueError("local_points must be given on every rank (an empty (0, d) array "
-                         "for none); ranks %s gave none"
-                         % [r for r, s in enumerate(shapes) if s is None])
-    elif len({s[1] for s in shapes}) > 1:
-        exc = ValueError("local_points must have the same number of columns on every "
-                         "rank; got %s" % sorted({s[1] for s in shapes}))
-    agree(comm, exc)
-    return int(sum(s[0] for s in shapes))
-
-
-def _to_block(lpts, block: Layout) -> np.ndarray:
-    """The rows of ``local_points`` (this rank's rows of a points array
-    numbered in rank order) that the block layout gives this rank. Collective
-    (one superstep; none when the two layouts coincide)."""
-    comm = block.comm
-    given = Layout.from_local_size(lpts.shape[0], comm)
-    if np.array_equal(given.ranges, block.ranges):
-        return lpts
-    ids = np.arange(given.start, given.stop, dtype=np.int64)
-    dest = block.owner(ids) if ids.size else np.zeros(0, np.int64)
-    # rows arrive in source-rank order: ascending ids
-    return exchange(comm, dest, lpts)[0].reshape(-1, lpts.shape[1])
-
-
-def _check_simplices(simplices, n) -> dict[int, np.ndarray]:
-    if isinstance(simplices, np.ndarray):
-        simplices = [simplices]
-    if not isinstance(simplices, (list, tuple)):
-        raise TypeError("simplices must be a list of integer arrays, got %s"
-                        % type(simplices).__name__)
-    out: dict[int, list] = {}
-    for a in simplices:
-        a = np.asarray(a)
-        if a.size == 0 and a.ndim <= 2:
-            continue
-        if a.dtype.kind not in "iu":
-            raise TypeError("simplices must be integer vertex ids, got dtype %s" % a.dtype)
-        if a.ndim != 2:
-            raise ValueError("each simplex array must be 2-D (m, k+1), got shape %s"
-                             % (a.shape,))
-        k = a.shape[1] - 1
-        if k > MAX_DIMENSION:
-            raise ValueError("simplices of dimension %d given; at most %d supported"
-                             % (k, MAX_DIMENSION))
-        a = np.sort(a.astype(np.int64), axis=1)
-        if a.min() < 0:
-            raise ValueError("vertex id %d out of range: ids must be >= 0" % a.min())
-        if n is not None and a.max() >= n:
-            raise ValueError("vertex id %d out of range [0, %d) of the points" % (a.max(), n))
-        if k and np.any(a[:, 1:] == a[:, :-1]):
-            bad = a[np.any(a[:, 1:] == a[:, :-1], axis=1)][0]
-            raise ValueError("degenerate simplex %s: a vertex is repeated" % bad.tolist())
-        out.setdefault(k, []).append(a)
-    tops = {}
-    for k, parts in out.items():
-        a = np.concatenate(parts)
-        u = _unique_rows(a, None)
-        if u.shape[0] != a.shape[0]:
-            srt = a[np.lexsort(a.T[::-1])]
-            dup = srt[np.flatnonzero(np.all(srt[1:] == srt[:-1], axis=1))[0]]
-            raise ValueError("simplex %s is listed more than once" % dup.tolist())
-        tops[k] = a
-    return tops
-
-
-def _row_keys(rows: np.ndarray, n: int | None):
-    """Single int64 keys preserving lexicographic order, or None if too wide."""
-    k1 = rows.shape[1]
-    if n is None:
-        n = int(rows.max()) + 1 if rows.size else 1
-    n = max(n, 1)
-    if float(n) ** k1 >= 2.0 ** 62:
-        return None
-    key = np.zeros(rows.shape[0], dtype=np.int64)
-    for j in range(k1):
-        key = key * n + rows[:, j]
-    return key
-
-
-def _unique_rows(rows: np.ndarray, n: int | None) -> np.ndarray:
-    """Sorted unique rows (lexicographic). Not collective."""
-    rows = np.asarray(rows, dtype=np.int64)
-    if rows.shape[0] == 0:
-        return rows.reshape(0, rows.shape[1] if rows.ndim == 2 else 0)
-    key = _row_keys(rows, n)
-    if key is None:
-        return np.unique(rows, axis=0)
-    _, first = np.unique(key, return_index=True)
-    return rows[first]
-
-
-def _search_rows(sorted_rows: np.ndarray, query: np.ndarray, n: int) -> np.ndarray:
-    """Positions of ``query`` rows in ``sorted_rows`` (all must be present)."""
-    query = np.asarray(query, dtype=np.int64).reshape(-1, sorted_rows.shape[1])
-    if query.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64)
-    ks = _row_keys(sorted_rows, n)
-    if ks is not None:
-        return np.searchsorted(ks, _row_keys(query, n)).astype(np.int64)
-    both = np.concatenate((sorted_rows, query))
-    _, inv = np.unique(both, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    where = np.full(int(inv.max()) + 1, -1, dtype=np.int64)
-    where[inv[:sorted_rows.shape[0]]] = np.arange(sorted_rows.shape[0])
-    return where[inv[sorted_rows.shape[0]:]]
-
-
-def _lookup(keys: np.ndarray, order: np.ndarray | None, values: np.ndarray,
-            query: np.ndarray) -> np.ndarray:
-    """``values[i]`` where ``keys[i] == q`` for each query ``q`` (any shape),
-    -1 where ``q`` is not among the keys; ``order`` sorts ``keys`` (None:
-    they are sorted). Not collective."""
-    q = np.asarray(query, dtype=np.int64)
-    sk = keys if order is None else keys[order]
-    out = np.full(q.shape, -1, dtype=np.int64)
-    if sk.size == 0 or q.size == 0:
-        return out
-    pos = np.minimum(np.searchsorted(sk, q), sk.size - 1)
-    hit = sk[pos] == q
-    at = pos[hit] if order is None else order[pos[hit]]
-    out[hit] = values[at]
-    return out
+    def local_top_cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, global ids)`` of the owned top simplices: rows of
+        positions in :meth:`ghosted_ids`, their vertices sorted by global id
+        as :meth:`simplices` has them. Not collective."""
+        d = self.dimension
+        if d == 0:
+            return self.owned_positions().reshape(-1, 1), self.owned_global_ids(0)
+        mine = self.owned_slice(d)
+        cellpos = self.local_simplex_positions(d)[mine]
+        gids = self.global_ids(0)
+        cellpos = np.take_along_axis(cellpos, np.argsort(gids[cellpos], axis=1), axis=1)
+        return cellpos, self.global_ids(d)[mine]

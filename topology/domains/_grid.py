@@ -1,15 +1,18 @@
 """Regular grids, cut into slabs: TTK's implicit Freudenthal triangulation,
-or the cubical complex of the grid (vertices, edges, squares, cubes).
+or the cubical complex of the grid (vertices, edges, squares, cubes), in
+memory or out of core.
 
 No cell is ever stored: the neighbours and link of a vertex are fixed
 offsets, and each rank holds its slab of vertex planes plus one ghost plane
-on each side, so the star of every owned vertex is complete.
+on each side, so the star of every owned vertex is complete. :class:`Grid`
+holds that geometry; its kinds (:class:`FreudenthalGrid`,
+:class:`CubicalGrid`, :class:`OutOfCoreGrid`) say which cells the grid
+carries and bring their kernels. ``Grid(shape, comm, ...)`` builds the kind
+its arguments name.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import numbers
 
 import numpy as np
@@ -19,125 +22,17 @@ from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange, check_spill_dir, parse_bytes
 from dmsolve.validate import agreed, check_choice
 
-from ..core._protocol import check_fits
-from ..core._rawfield import RawField
+from ..core import (RawField, as_vertex_vector, check_fits, cube_cells, cubical_structure,
+                    grid_cells, grid_coordinates, link_structure, points3)
+from ..morse import cubical_link_components, slab_link_components
+from ._complex import SimplicialComplex
+from ._kernels import CubicalKernels, FreudenthalKernels, OutOfCoreKernels
 
-__all__ = ["Grid", "COMPLEXES", "freudenthal_cells", "link_structure", "cubical_structure",
-           "component_table", "check_axes"]
+__all__ = ["Grid", "FreudenthalGrid", "CubicalGrid", "OutOfCoreGrid", "COMPLEXES",
+           "OUT_OF_CORE_BYTES_PER_VERTEX"]
 
 #: The cell complexes a :class:`Grid` can carry (``complex=``)
 COMPLEXES = ("freudenthal", "cubical")
-
-# Cube corners in TTK's naming, as (x, y, z) offsets from a = (x, y, z).
-_CORNERS3 = {"a": (0, 0, 0), "b": (1, 0, 0), "c": (0, 1, 0), "d": (1, 1, 0),
-             "e": (0, 0, 1), "f": (1, 0, 1), "g": (0, 1, 1), "h": (1, 1, 1)}
-_TETS3 = ("abcg", "bcdg", "abeg", "befg", "bfgh", "bdgh")   # around diagonal b-g
-_CORNERS2 = {"a": (0, 0), "b": (1, 0), "c": (0, 1), "d": (1, 1)}
-_TRIS2 = ("abc", "bcd")                                      # diagonal b-c
-
-
-def freudenthal_cells(dimension: int) -> np.ndarray:
-    """Corner offsets of the top cells of one grid cell, shape (cells, dim+1, dim).
-
-    TTK's triangulation: the quad abcd splits into abc and bcd; the cube into
-    abcg, bcdg, abeg, befg, bfgh, bdgh. Not collective.
-    """
-    if dimension == 2:
-        corners, cells = _CORNERS2, _TRIS2
-    elif dimension == 3:
-        corners, cells = _CORNERS3, _TETS3
-    else:
-        raise ValueError("dimension must be 2 or 3, got %r" % (dimension,))
-    return np.array([[corners[c] for c in cell] for cell in cells], dtype=np.int64)
-
-
-@functools.lru_cache(maxsize=None)
-def link_structure(dimension: int) -> tuple[np.ndarray, np.ndarray]:
-    """Neighbour offsets of a vertex and the edges of its link.
-
-    Returns ``(offsets, link_edges)``: ``offsets`` of shape (m, dim) in
-    (x, y[, z]) order (m = 6 in 2D, 14 in 3D), and pairs of indices into
-    ``offsets`` joined by an edge of the vertex's link in the infinite
-    lattice. On the grid boundary the link is the subcomplex spanned by the
-    neighbours that exist (the triangulation restricts to every cell), so
-    the same structure serves every vertex. Not collective.
-    """
-    cells = freudenthal_cells(dimension)
-    nbrs, edges = set(), set()
-    for origin in itertools.product((-1, 0), repeat=dimension):
-        for cell in cells + np.array(origin):
-            rows = [tuple(v) for v in cell]
-            zero = (0,) * dimension
-            if zero not in rows:
-                continue
-            others = [v for v in rows if v != zero]
-            nbrs.update(others)
-            edges.update(tuple(sorted(p)) for p in itertools.combinations(others, 2))
-    # order by (z, y, x) so that offsets walk memory forwards
-    offsets = sorted(nbrs, key=lambda v: v[::-1])
-    index = {v: i for i, v in enumerate(offsets)}
-    link = sorted((index[a], index[b]) for a, b in edges)
-    return np.array(offsets, dtype=np.int64), np.array(link, dtype=np.int64)
-
-
-@functools.lru_cache(maxsize=None)
-def cubical_structure(dimension: int, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Neighbour offsets of a vertex of the cubical complex of a grid, and
-    the edges of its link.
-
-    ``dual=False``: the ``2 * dimension`` neighbours along the axes (the
-    complex's edges); two of them are joined in the link when they span a
-    square with the vertex (they lie on different axes). ``dual=True``: the
-    ``3**dimension - 1`` neighbours sharing a square or cube with the
-    vertex, joined when one cell holds both and the vertex (no coordinate
-    of opposite signs). By Alexander duality the components of ``{f > t}``
-    in the cubical filtration's complement are those of the dual graph.
-    Offsets are (x, y[, z]), in (z, y, x) order. Not collective.
-    """
-    if dimension not in (2, 3):
-        raise ValueError("dimension must be 2 or 3, got %r" % (dimension,))
-    if dual:
-        offsets = [v for v in itertools.product((-1, 0, 1), repeat=dimension) if any(v)]
-    else:
-        offsets = [tuple(s * (a == k) for k in range(dimension))
-                   for a in range(dimension) for s in (-1, 1)]
-    offsets = sorted(offsets, key=lambda v: v[::-1])
-    link = []
-    for i, j in itertools.combinations(range(len(offsets)), 2):
-        u, w = np.array(offsets[i]), np.array(offsets[j])
-        if dual:
-            ok = not np.any(u * w < 0)
-        else:
-            ok = not np.any((u != 0) & (w != 0))
-        if ok:
-            link.append((i, j))
-    return np.array(offsets, dtype=np.int64), np.array(link, dtype=np.int64).reshape(-1, 2)
-
-
-@functools.lru_cache(maxsize=None)
-def component_table(dimension: int) -> np.ndarray:
-    """Number of connected components of the link subgraph spanned by each
-    subset (bit mask) of a vertex's neighbours; ``uint8`` array of length
-    ``2**m``. Computed once per process (2**14 masks in 3D). Not collective.
-    """
-    offsets, link = link_structure(dimension)
-    m = len(offsets)
-    masks = np.arange(2 ** m, dtype=np.int64)
-    present = (masks[:, None] >> np.arange(m)) & 1 == 1
-    # min-label propagation over the link edges, all masks at once
-    label = np.where(present, np.arange(m), m)
-    while True:
-        old = label.copy()
-        for a, b in link:
-            both = present[:, a] & present[:, b]
-            lo = np.minimum(label[:, a], label[:, b])
-            label[both, a] = lo[both]
-            label[both, b] = lo[both]
-        if np.array_equal(old, label):
-            break
-    table = (present & (label == np.arange(m))).sum(axis=1).astype(np.uint8)
-    table.setflags(write=False)
-    return table
 
 
 class Grid:
@@ -229,35 +124,40 @@ class Grid:
        E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024.
     """
 
-    def __init__(self, shape, comm: MPI.Comm, *, complex: str = "freudenthal",
+    #: the cell complex: ``"freudenthal"`` or ``"cubical"``
+    complex = "freudenthal"
+    #: virtual processors per rank in out-of-core mode, else None
+    virtual = None
+    #: the out-of-core budget in bytes per rank (None: no limit, or in-memory mode)
+    memory_budget = None
+    #: where out-of-core runs spill (None: the system's temporary directory)
+    spill_dir = None
+    #: a grid has the coordinates of its vertices
+    has_points = True
+
+    def __new__(cls, shape=None, comm=None, *, complex: str | None = None, virtual=None,
+                spill_dir=None, memory_budget=None):
+        if cls is Grid:
+            cls = _kind(comm, complex, virtual, memory_budget)
+        return super().__new__(cls)
+
+    def __init__(self, shape, comm: MPI.Comm, *, complex: str | None = None,
                  virtual: int | None = None, spill_dir=None, memory_budget=None):
         if not isinstance(comm, MPI.Comm):
             raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
         with agreed(comm):
-            complex = check_choice("complex", complex, COMPLEXES)
-            if complex == "cubical" and (virtual is not None or memory_budget is not None):
-                raise ValueError("out-of-core mode (virtual=, memory_budget=) runs on the "
-                                 "Freudenthal triangulation only, not complex='cubical'")
-            try:
-                shape = tuple(shape)
-            except TypeError:
-                raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
-            if len(shape) not in (2, 3) or not all(
-                    isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
-                raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
-            if min(shape) < 2:
-                raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
+            if complex is not None and check_choice("complex", complex, COMPLEXES) \
+                    != self.complex:
+                raise ValueError("a %s carries complex=%r, not %r"
+                                 % (type(self).__name__, self.complex, complex))
+            shape = _check_shape(shape)
             # a rank keeps its slab and two ghost planes: at least a field and
             # its vertex order (two 8-byte numbers per vertex) for any analysis
             planes = -(-int(shape[-1]) // comm.Get_size())
             plane = int(np.prod([int(s) for s in shape[:-1]], dtype=object))
-            v, budget, spill_dir = _out_of_core_mode(virtual, spill_dir, memory_budget,
-                                                     int(shape[-1]), plane, comm.Get_size())
-            if v is None:
-                check_fits("Grid%r" % (tuple(int(s) for s in shape),), (planes + 2) * plane, 16)
+            self._reserve(shape, comm.Get_size(), planes, plane,
+                          (virtual, spill_dir, memory_budget))
         self.comm = comm
-        #: the cell complex: ``"freudenthal"`` or ``"cubical"``
-        self.complex = complex
         self.shape = tuple(int(s) for s in shape)
         self.dimension = len(self.shape)
         self.plane_size = int(np.prod(self.shape[:-1]))
@@ -283,18 +183,48 @@ class Grid:
         self._halo = NeighborExchange.from_ghosts(self.vertex_layout, ghosts.astype(np.int64),
                                                   dtype=np.int64, name="grid-ghosts")
         self._nbelow = (p0 - g0) * ps
-        #: virtual processors per rank in out-of-core mode, else None
-        self.virtual = v
-        #: the out-of-core budget in bytes per rank (None: no limit, or in-memory mode)
-        self.memory_budget = budget
-        #: where out-of-core runs spill (None: the system's temporary directory)
-        self.spill_dir = spill_dir
-        if v is not None:
-            cuts = p0 + (np.arange(v + 1) * (p1 - p0)) // v
-            #: (first, stop) owned plane of each of this rank's virtual slabs
-            self.virtual_slabs = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
-        else:
-            self.virtual_slabs = [(p0, p1)]
+        #: (first, stop) owned plane of each of this rank's virtual slabs
+        self.virtual_slabs = self._slabs(p0, p1)
+        #: the steps of the analyses this kind of grid runs its own way
+        self.kernels = self._kernels()
+
+    # -- what a kind says (overridden by the kinds) -----------------------------------------
+    def _reserve(self, shape, size: int, planes: int, plane: int, ooc) -> None:
+        """Check that a rank's slab fits in memory (in ``agreed``; ``ooc``:
+        the out-of-core arguments, refused in memory). Not collective."""
+        virtual, spill_dir, memory_budget = ooc
+        if virtual is not None or memory_budget is not None:
+            raise ValueError("virtual= and memory_budget= make an out-of-core grid: "
+                             "construct it with Grid(..., virtual=v)")
+        if spill_dir is not None:
+            raise ValueError("spill_dir is for out-of-core mode: give virtual= or "
+                             "memory_budget= too")
+        check_fits("Grid%r" % (tuple(int(s) for s in shape),), (planes + 2) * plane, 16)
+
+    def _slabs(self, p0: int, p1: int) -> list:
+        return [(p0, p1)]
+
+    def _kernels(self):
+        raise NotImplementedError
+
+    def graph_offsets(self, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(offsets, link_edges)`` of the vertex graph whose sublevel sets
+        carry D0 (``dual=False``: the edges of the complex) or whose
+        superlevel sets carry D(d-1) by Alexander duality (``dual=True``).
+        The two are the same on a Freudenthal grid; see
+        :func:`cubical_structure`. Not collective."""
+        raise NotImplementedError
+
+    def cells(self, planes=None) -> np.ndarray:
+        """Vertex ids of the top cells of the grid (of those whose origin's
+        last coordinate lies in ``range(*planes)``), as :meth:`mesh` lists
+        them. Not collective."""
+        raise NotImplementedError
+
+    @property
+    def cells_per_grid_cell(self) -> int:
+        """Top cells of one grid cell."""
+        raise NotImplementedError
 
     @property
     def out_of_core(self) -> bool:
@@ -333,16 +263,6 @@ class Grid:
         or :func:`cubical_structure` on a cubical grid."""
         return self.graph_offsets()
 
-    def graph_offsets(self, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """``(offsets, link_edges)`` of the vertex graph whose sublevel sets
-        carry D0 (``dual=False``: the edges of the complex) or whose
-        superlevel sets carry D(d-1) by Alexander duality (``dual=True``).
-        The two are the same on a Freudenthal grid; see
-        :func:`cubical_structure`. Not collective."""
-        if self.cubical:
-            return cubical_structure(self.dimension, dual)
-        return link_structure(self.dimension)
-
     @property
     def is_ball(self) -> bool:
         """True: a grid triangulates a box, a ball with no homology above degree 0."""
@@ -350,7 +270,7 @@ class Grid:
 
     def __repr__(self) -> str:
         ooc = "" if self.virtual is None else ", virtual=%d" % self.virtual
-        cub = ", complex='cubical'" if self.cubical else ""
+        cub = "" if self.complex == "freudenthal" else ", complex=%r" % self.complex
         return "Grid(shape=%s%s, planes %d:%d of %d%s)" % (self.shape, cub, *self.owned_planes,
                                                           self.shape[-1], ooc)
 
@@ -378,40 +298,6 @@ class Grid:
             return DistVector(self.vertex_layout, local)
         return as_vertex_vector(values, self.vertex_layout, name,
                                 grid_shape=self.shape[::-1], axes=axes)
-
-    def to_complex(self, *, partition: str = "block"):
-        """The Freudenthal triangulation as an explicit :class:`SimplicialComplex`.
-
-        For the analyses that need stored simplices (boundary matrices,
-        Hodge Laplacians and decomposition, Betti numbers). Vertex ids are the
-        grid's (``x + y*nx (+ z*nx*ny)``), so vertex fields index alike; the
-        edges, triangles (and tetrahedra) get the complex's global ids
-        (positions in the sorted list of vertex tuples, see
-        ``cx.simplices(k)``). Each rank generates the cells of its own slab,
-        and the complex is partitioned by ``partition`` (``"block"`` or
-        ``"metis"``). It stores every simplex: O(number of cells) memory, as
-        the matrices built on it need anyway.
-
-        Collective on ``comm``.
-
-        Raises
-        ------
-        ValueError, TypeError
-            On every rank, if ``partition`` is not ``"block"`` or ``"metis"``,
-            or the grid is cubical (a simplicial complex of its cubes would
-            be another filtration).
-        """
-        from ._complex import SimplicialComplex
-        with agreed(self.comm):
-            partition = check_choice("partition", partition, ("block", "metis"))
-            if self.cubical:
-                raise ValueError("to_complex() gives the Freudenthal triangulation; this grid "
-                                 "is cubical (complex='cubical'): make a Grid with "
-                                 "complex='freudenthal' for Hodge theory")
-        p0, p1 = self.owned_planes
-        # the cells whose origin corner lies in an owned plane (not the last plane)
-        cells = _grid_cells(self.shape, planes=(p0, min(p1, self.shape[-1] - 1)))
-        return SimplicialComplex([cells], self.comm, partition=partition)
 
     def ghosted(self, owned: np.ndarray) -> np.ndarray:
         """This rank's owned entries plus the ghost planes, in id order.
@@ -444,7 +330,7 @@ class Grid:
 
     def coordinates(self, ids) -> np.ndarray:
         """Grid coordinates ``(x, y[, z])`` of global ids, shape (n, dim). Not collective."""
-        return _coordinates(self.shape, ids)
+        return grid_coordinates(self.shape, ids)
 
     def local_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """Edges of the triangulation among the ghosted vertices, as pairs of
@@ -511,27 +397,7 @@ class Grid:
     def vertex_coordinates(self, gids) -> np.ndarray:
         """Grid coordinates of global ids as float64 points, shape (n, 3)
         (``z = 0`` in 2D). Not collective."""
-        return _points3(self.coordinates(gids).astype(np.float64))
-
-    # -- link components: table look-up over neighbour masks -------------------------------
-    def link_components(self, ghosted_order: np.ndarray):
-        """Lower/upper link component counts of the owned vertices, from
-        :func:`component_table` over the masks of lower and upper neighbours;
-        in 3D also the boundary flags TTK's classification needs (see
-        :class:`Domain`). Not collective: the ghost planes complete every
-        owned star.
-
-        On a cubical grid: the components of the lower link (the lower
-        axis neighbours, joined by the squares of the lower star) and of the
-        upper neighbours in the dual graph (:func:`cubical_structure`); in
-        3D the boundary flags as for the triangulation, over the axis
-        neighbours (lower) and the dual ones (upper).
-        """
-        if self.cubical:
-            from ..morse._cubical import cubical_link_components
-            return cubical_link_components(self, ghosted_order)
-        return slab_link_components(self.shape, self.ghosted_planes, self.owned_planes,
-                                    ghosted_order)
+        return points3(self.coordinates(gids).astype(np.float64))
 
     # -- global views and output ----------------------------------------------------------
     def gather_global(self, vector: DistVector, k: int = 0, root: int | None = None):
@@ -540,22 +406,229 @@ class Grid:
         return vector.gather(root)
 
     def mesh(self, root: int = 0):
-        """``(points, cell type, cells)`` of the Freudenthal triangulation of
-        the whole grid, generated on ``root`` for output only (None
-        elsewhere). Not collective."""
+        """``(points, cell type, cells)`` of the grid's top cells (triangles or
+        tetrahedra, squares or cubes on a cubical grid), generated on
+        ``root`` for output only (None elsewhere). Not collective."""
         if self.comm.Get_rank() != root:
             return None
         points = self.vertex_coordinates(np.arange(self.global_num_vertices))
-        cells = _cube_cells(self.shape) if self.cubical else _grid_cells(self.shape)
-        return points, self.mesh_cell_type, cells
+        return points, self.mesh_cell_type, self.cells()
+
+    @property
+    def global_num_cells(self) -> int:
+        """Number of top cells of the whole grid."""
+        return int(np.prod([n - 1 for n in self.shape])) * self.cells_per_grid_cell
+
+    def top_cell_layout(self):
+        """None: a grid stores no cell, so cell fields are global arrays.
+        Not collective."""
+        return None
+
+    def local_top_cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, global ids)`` of the top cells this rank writes: the
+        cells whose origin corner lies in an owned plane (none in the last
+        plane), as rows of positions in :meth:`ghosted_ids`, and their
+        global ids (rows of the whole grid's :meth:`cells`). Not collective."""
+        p0, p1 = self.owned_planes
+        planes = (p0, min(p1, self.shape[-1] - 1))
+        cellpos = self.cells(planes) - self.ghosted_planes[0] * self.plane_size
+        return cellpos, _grid_cell_ids(self.shape, planes, self.cells_per_grid_cell)
+
+
+class FreudenthalGrid(Grid):
+    """A grid with TTK's Freudenthal triangulation, in memory: each square
+    split along one diagonal, each cube into six tetrahedra, so a vertex has
+    6 (2D) or 14 (3D) neighbours. ``Grid(shape, comm)`` makes one; see
+    :class:`Grid`. Collective on ``comm``."""
+
+    complex = "freudenthal"
+
+    def _kernels(self):
+        return FreudenthalKernels(self)
+
+    def graph_offsets(self, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`link_structure`, for both graphs. Not collective."""
+        return link_structure(self.dimension)
+
+    def cells(self, planes=None) -> np.ndarray:
+        """Vertex ids of the triangles or tetrahedra (:func:`grid_cells`).
+        Not collective."""
+        return grid_cells(self.shape, planes)
+
+    @property
+    def cells_per_grid_cell(self) -> int:
+        """2 triangles or 6 tetrahedra."""
+        return 2 if self.dimension == 2 else 6
 
     @property
     def mesh_cell_type(self) -> str:
         """meshio's name of the top cells :meth:`mesh` lists: ``"triangle"``
-        or ``"tetra"``, ``"quad"`` or ``"hexahedron"`` on a cubical grid."""
-        if self.cubical:
-            return "quad" if self.dimension == 2 else "hexahedron"
+        or ``"tetra"``."""
         return "triangle" if self.dimension == 2 else "tetra"
+
+    def link_components(self, ghosted_order: np.ndarray):
+        """Lower/upper link component counts of the owned vertices, from
+        :func:`component_table` over the masks of lower and upper neighbours;
+        in 3D also the boundary flags TTK's classification needs (see
+        :class:`Domain`). Not collective: the ghost planes complete every
+        owned star."""
+        return slab_link_components(self.shape, self.ghosted_planes, self.owned_planes,
+                                    ghosted_order)
+
+    def to_complex(self, *, partition: str = "block"):
+        """The Freudenthal triangulation as an explicit :class:`SimplicialComplex`.
+
+        For the analyses that need stored simplices (boundary matrices,
+        Hodge Laplacians and decomposition, Betti numbers). Vertex ids are the
+        grid's (``x + y*nx (+ z*nx*ny)``), so vertex fields index alike; the
+        edges, triangles (and tetrahedra) get the complex's global ids
+        (positions in the sorted list of vertex tuples, see
+        ``cx.simplices(k)``). Each rank generates the cells of its own slab,
+        and the complex is partitioned by ``partition`` (``"block"`` or
+        ``"metis"``). It stores every simplex: O(number of cells) memory, as
+        the matrices built on it need anyway.
+
+        Collective on ``comm``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            On every rank, if ``partition`` is not ``"block"`` or ``"metis"``,
+            or the grid is cubical (a simplicial complex of its cubes would
+            be another filtration; :class:`CubicalGrid` refuses it).
+        """
+        with agreed(self.comm):
+            partition = check_choice("partition", partition, ("block", "metis"))
+        p0, p1 = self.owned_planes
+        # the cells whose origin corner lies in an owned plane (not the last plane)
+        cells = grid_cells(self.shape, planes=(p0, min(p1, self.shape[-1] - 1)))
+        return SimplicialComplex([cells], self.comm, partition=partition)
+
+
+class CubicalGrid(Grid):
+    """A grid with its cubical complex: the vertices, edges, squares and cubes
+    of the grid (4 or 6 neighbours along the axes), filtered by the
+    V-construction. ``Grid(shape, comm, complex="cubical")`` makes one; see
+    :class:`Grid`. Collective on ``comm``."""
+
+    complex = "cubical"
+
+    def _kernels(self):
+        return CubicalKernels(self)
+
+    def graph_offsets(self, dual: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`cubical_structure`: the grid's edges, or the dual graph.
+        Not collective."""
+        return cubical_structure(self.dimension, dual)
+
+    def cells(self, planes=None) -> np.ndarray:
+        """Vertex ids of the squares or cubes (:func:`cube_cells`). Not
+        collective."""
+        return cube_cells(self.shape, planes)
+
+    @property
+    def cells_per_grid_cell(self) -> int:
+        """1: the square or cube itself."""
+        return 1
+
+    @property
+    def mesh_cell_type(self) -> str:
+        """meshio's name of the top cells :meth:`mesh` lists: ``"quad"`` or
+        ``"hexahedron"``."""
+        return "quad" if self.dimension == 2 else "hexahedron"
+
+    def link_components(self, ghosted_order: np.ndarray):
+        """The components of the lower link of each owned vertex (the lower
+        axis neighbours, joined by the squares of the lower star) and of the
+        upper neighbours in the dual graph (:func:`cubical_structure`); in 3D
+        the boundary flags as for the triangulation, over the axis neighbours
+        (lower) and the dual ones (upper). Not collective."""
+        return cubical_link_components(self, ghosted_order)
+
+    def to_complex(self, *, partition: str = "block"):
+        """Refused: :meth:`FreudenthalGrid.to_complex` gives the Freudenthal
+        triangulation, and a simplicial complex of the cubes would be another
+        filtration. Collective on ``comm``: raises the same ``ValueError`` on
+        every rank."""
+        with agreed(self.comm):
+            check_choice("partition", partition, ("block", "metis"))
+            raise ValueError("to_complex() gives the Freudenthal triangulation; this grid "
+                             "is cubical (complex='cubical'): make a Grid with "
+                             "complex='freudenthal' for Hodge theory")
+
+
+class OutOfCoreGrid(FreudenthalGrid):
+    """A Freudenthal grid analysed slab by slab: each rank's slab cut into
+    ``virtual`` slabs, the virtual processors of a
+    :class:`dmsolve.bsp.VirtualBSP`, with what they pass each other staged on
+    disk beyond ``memory_budget``. ``Grid(shape, comm, virtual=v)`` or
+    ``Grid(shape, comm, memory_budget="512MiB")`` makes one; see
+    :class:`Grid`. Its kernels wrap the Freudenthal grid's: critical points,
+    persistence diagrams (D0, D(d-1)), merge trees and connected components
+    run out of core; everything else runs in memory. Collective on
+    ``comm``."""
+
+    def _reserve(self, shape, size: int, planes: int, plane: int, ooc) -> None:
+        virtual, spill_dir, memory_budget = ooc
+        self.virtual, self.memory_budget, self.spill_dir = _out_of_core_mode(
+            virtual, spill_dir, memory_budget, int(shape[-1]), plane, size)
+
+    def _slabs(self, p0: int, p1: int) -> list:
+        cuts = p0 + (np.arange(self.virtual + 1) * (p1 - p0)) // self.virtual
+        return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def _kernels(self):
+        return OutOfCoreKernels(FreudenthalKernels(self))
+
+
+def _kind(comm, complex, virtual, memory_budget) -> type:
+    """The class of ``Grid(shape, comm, complex=..., virtual=...,
+    memory_budget=...)``. Collective on ``comm`` (the same error on every
+    rank)."""
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
+    out_of_core = virtual is not None or memory_budget is not None
+    with agreed(comm):
+        complex = check_choice("complex", "freudenthal" if complex is None else complex,
+                               COMPLEXES)
+        if complex == "cubical" and out_of_core:
+            raise ValueError("out-of-core mode (virtual=, memory_budget=) runs on the "
+                             "Freudenthal triangulation only, not complex='cubical'")
+    if complex == "cubical":
+        return CubicalGrid
+    return OutOfCoreGrid if out_of_core else FreudenthalGrid
+
+
+def _check_shape(shape) -> tuple:
+    """``shape`` as a tuple of 2 or 3 integers of at least 2. Not collective."""
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
+    if len(shape) not in (2, 3) or not all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
+        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
+    if min(shape) < 2:
+        raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
+    return shape
+
+
+def _grid_cell_ids(shape, planes, per) -> np.ndarray:
+    """Global ids of the cells :func:`grid_cells` ``(shape, planes)`` (or
+    :func:`cube_cells`) lists, in its order: their rows in the whole grid's
+    list (origins in x-major order, then the ``per`` cells of one grid
+    cell). Not collective."""
+    ranges = [np.arange(n - 1) for n in shape]
+    ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
+    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
+    index = np.ravel_multi_index(tuple(origins.T), [n - 1 for n in shape]) if origins.size \
+        else np.zeros(0, np.int64)
+    return (index[:, None] * per + np.arange(per)).reshape(-1).astype(np.int64)
+
+
+def _vertices_only(k) -> None:
+    if k != 0:
+        raise ValueError("a Grid numbers its vertices only (k = 0), got k=%r" % (k,))
 
 
 #: Peak bytes per vertex of one out-of-core slab's turn (its values, their
@@ -605,234 +678,3 @@ def _out_of_core_mode(virtual, spill_dir, memory_budget, nplanes: int, plane: in
             "most %d)" % (budget, -(-most // virtual), turn_bytes(virtual), least))
     spill_dir = check_spill_dir(spill_dir, budget)
     return virtual, budget, spill_dir
-
-
-def slab_link_components(shape, ghosted, owned, ghosted_order: np.ndarray):
-    """:meth:`Grid.link_components` of the planes ``owned = (p0, p1)`` of a
-    grid of ``shape``, from the order (any numbers ordered as the global
-    ``(value, id)`` order) of the planes ``ghosted = (g0, g1)``, which hold
-    them and one more plane on each side where there is one. Not collective.
-    """
-    dim = len(shape)
-    g0, g1 = ghosted
-    p0, p1 = owned
-    plane_size = int(np.prod(shape[:-1]))
-    n_own = (p1 - p0) * plane_size
-    if n_own == 0:
-        none = np.zeros(0, dtype=np.int64)
-        return none, none, None, None, None
-    dims = (g1 - g0,) + tuple(shape[:-1][::-1])       # numpy (z, y, x) order
-    # pad by one with -1 ("no vertex") so that every offset is a plain slice
-    P = np.full(tuple(d + 2 for d in dims), -1, dtype=np.int64)
-    P[tuple(slice(1, d + 1) for d in dims)] = ghosted_order.reshape(dims)
-    region = [(1 + p0 - g0, 1 + p1 - g0)] + [(1, d + 1) for d in dims[1:]]
-    C = P[tuple(slice(a, b) for a, b in region)]
-    offsets, _ = link_structure(dim)
-    lower = np.zeros(C.shape, dtype=np.uint16)
-    upper = np.zeros(C.shape, dtype=np.uint16)
-    tmp = np.empty(C.shape, dtype=bool)
-    for j, off in enumerate(offsets):
-        S = P[tuple(slice(a + o, b + o) for (a, b), o in zip(region, off[::-1]))]
-        bit = np.uint16(1 << j)
-        np.greater(S, C, out=tmp)
-        upper[tmp] |= bit
-        np.less(S, C, out=tmp)
-        tmp &= S >= 0
-        lower[tmp] |= bit
-    table = component_table(dim)
-    L = table[lower.ravel()]
-    U = table[upper.ravel()]
-    if dim < 3:
-        return L, U, None, None, None
-    ids = np.arange(p0 * plane_size, p1 * plane_size, dtype=np.int64)
-    # boundary of the owned slab from one mask per axis (no coordinates)
-    z = np.arange(p0, p1)
-    onb = np.zeros(C.shape, dtype=bool)
-    onb |= ((z == 0) | (z == shape[2] - 1))[:, None, None]
-    onb[:, [0, -1], :] = True
-    onb[:, :, [0, -1]] = True
-    onb = onb.ravel()
-    cand = np.flatnonzero(onb & (L == 1) & (U == 1))
-    lb = np.zeros(n_own, dtype=bool)
-    ub = np.zeros(n_own, dtype=bool)
-    if cand.size:
-        local = np.unravel_index(cand, C.shape)
-        at = np.ravel_multi_index(tuple(c + a for c, (a, _) in zip(local, region)), P.shape)
-        centre = P.ravel()[at]
-        coords = _coordinates(shape, ids[cand])
-        n = np.array(shape)
-        for off in offsets:
-            shift = int(np.ravel_multi_index(tuple(np.array(off[::-1]) + 1), P.shape)) - \
-                int(np.ravel_multi_index((1,) * dim, P.shape))
-            nb = P.ravel()[at + shift]
-            nc = coords + off
-            nb_b = np.any((nc == 0) | (nc == n - 1), axis=1)
-            lb[cand] |= (nb >= 0) & (nb < centre) & nb_b
-            ub[cand] |= (nb > centre) & nb_b
-    return L, U, onb, lb, ub
-
-
-def _coordinates(shape, ids) -> np.ndarray:
-    """Grid coordinates ``(x, y[, z])`` of global ids, shape (n, dim). Not collective."""
-    ids = np.asarray(ids, dtype=np.int64)
-    out = np.empty(ids.shape + (len(shape),), dtype=np.int64)
-    rest = ids
-    for axis, n in enumerate(shape):
-        out[..., axis] = rest % n
-        rest = rest // n
-    return out
-
-
-def _vertices_only(k) -> None:
-    if k != 0:
-        raise ValueError("a Grid numbers its vertices only (k = 0), got k=%r" % (k,))
-
-
-def _points3(c: np.ndarray) -> np.ndarray:
-    """Points padded with zero columns (or cut) to three coordinates."""
-    if c.shape[1] < 3:
-        c = np.column_stack((c, np.zeros((c.shape[0], 3 - c.shape[1]))))
-    return np.ascontiguousarray(c[:, :3])
-
-
-def _grid_cells(shape, planes=None) -> np.ndarray:
-    """Vertex ids of every Freudenthal top cell of a grid of ``shape`` (of
-    the cells whose origin's last coordinate lies in ``range(*planes)``)."""
-    cells = freudenthal_cells(len(shape))
-    strides = np.cumprod((1,) + tuple(shape[:-1]))
-    ranges = [np.arange(n - 1) for n in shape]
-    if planes is not None:
-        ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
-    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
-    ids = (origins[:, None, None, :] + cells[None]) @ strides
-    return ids.reshape(-1, cells.shape[1]).astype(np.int64)
-
-
-def _cube_cells(shape, planes=None) -> np.ndarray:
-    """Vertex ids of every square (2D) or cube (3D) of a grid of ``shape``
-    (of those whose origin's last coordinate lies in ``range(*planes)``), in
-    VTK's quad / hexahedron corner order, origins in x-major order."""
-    dim = len(shape)
-    corners = [(0, 0), (1, 0), (1, 1), (0, 1)]
-    if dim == 3:
-        corners = [c + (0,) for c in corners] + [c + (1,) for c in corners]
-    strides = np.cumprod((1,) + tuple(shape[:-1]))
-    ranges = [np.arange(n - 1) for n in shape]
-    if planes is not None:
-        ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
-    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, dim)
-    return ((origins[:, None, :] + np.array(corners)[None]) @ strides).astype(np.int64)
-
-
-def check_axes(axes, dimension: int) -> str | None:
-    """``axes`` as None or a permutation of ``"xy"``/``"xyz"`` naming the
-    axes of a 2-D/3-D field array in order. Not collective.
-
-    Raises
-    ------
-    TypeError
-        If ``axes`` is neither None nor a string.
-    ValueError
-        If it is not such a permutation.
-    """
-    if axes is None:
-        return None
-    if not isinstance(axes, str):
-        raise TypeError("axes must be None or a string such as 'zyx' or 'xyz', got %s"
-                        % type(axes).__name__)
-    names = "xyz"[:dimension]
-    if len(axes) != dimension or sorted(axes) != sorted(names):
-        choices = ("'yx' (values[y, x], numpy image order) or 'xy' (values[x, y])"
-                   if dimension == 2 else
-                   "'zyx' (values[z, y, x], numpy image order), 'xyz' (values[x, y, z]) or "
-                   "another permutation of 'xyz'")
-        raise ValueError("axes must name the %d axes of a field on a %dD grid: %s; got %r"
-                         % (dimension, dimension, choices, axes))
-    return axes
-
-
-def _in_numpy_order(arr: np.ndarray, zyx: tuple, axes: str | None, name: str) -> np.ndarray:
-    """A 2-D/3-D field array as a view in numpy image order ``(z, y, x)``.
-
-    ``zyx`` is the grid's numpy shape (``grid.shape[::-1]``). Without
-    ``axes`` only an array of that shape is taken, and only when the
-    reversed shape differs from it; see :class:`Grid`. Not collective.
-    """
-    dim = len(zyx)
-    names = "xyz"[:dim]
-    xyz = tuple(zyx[::-1])
-    image, ij = names[::-1], names
-    if arr.ndim != dim:
-        raise ValueError("%s has shape %s; a field on a %dD grid of shape %s is flat (%d,) or "
-                         "%d-D" % (name, arr.shape, dim, xyz, int(np.prod(xyz)), dim))
-    if axes is None:
-        if arr.shape == tuple(zyx) and tuple(zyx) == xyz:
-            raise ValueError(
-                "%s has shape %s, which reads the same in %s and %s order on this grid of "
-                "shape %s: say which with axes=%r (values[%s], numpy image order) or "
-                "axes=%r (values[%s]), or pass a flat array in vertex id order"
-                % (name, arr.shape, "(%s)" % ", ".join(image), "(%s)" % ", ".join(ij), xyz,
-                   image, ", ".join(image), ij, ", ".join(ij)))
-        if arr.shape == xyz and arr.shape != tuple(zyx):
-            raise ValueError(
-                "%s has shape %s, the grid's (%s) shape, not its numpy image shape %s: if it "
-                "is indexed values[%s], pass axes=%r" % (name, arr.shape, ", ".join(ij),
-                                                         tuple(zyx), ", ".join(ij), ij))
-        axes = image
-    want = tuple(xyz[names.index(a)] for a in axes)
-    if arr.shape != want:
-        raise ValueError("%s has shape %s; with axes=%r a field on this grid of shape %s has "
-                         "shape %s (or is flat, (%d,))"
-                         % (name, arr.shape, axes, xyz, want, int(np.prod(xyz))))
-    return arr.transpose([axes.index(a) for a in image])
-
-
-def as_vertex_vector(values, layout: Layout, name: str = "values",
-                     grid_shape=None, dtype=np.float64, axes=None) -> DistVector:
-    """Check and convert a vertex (or simplex) field to a DistVector on ``layout``.
-
-    ``grid_shape`` is a grid's numpy shape ``(z, y, x)`` (None for a
-    complex, whose fields are flat); ``axes`` names the axes of a 2-D/3-D
-    array (see :class:`Grid`). Collective on ``layout.comm``; the same
-    error on every rank.
-    """
-    out = None
-    with agreed(layout.comm):
-        if grid_shape is None:
-            if axes is not None:
-                raise ValueError("axes describes the axis order of a field on a Grid; a "
-                                 "complex's fields are flat, indexed by global id")
-        else:
-            axes = check_axes(axes, len(grid_shape))
-        if isinstance(values, DistVector):
-            if values.layout != layout:
-                raise ValueError("%s is a DistVector of global size %d on another layout; "
-                                 "expected global size %d" % (name, values.global_size,
-                                                              layout.global_size))
-            if values.dtype.kind not in "fiub":
-                raise TypeError("%s must be real numbers, got %s" % (name, values.dtype))
-            local = values.local.astype(dtype, copy=False)
-        else:
-            arr = np.asarray(values)
-            if arr.dtype.kind not in "fiub":
-                raise TypeError("%s must be real numbers, got dtype %s" % (name, arr.dtype))
-            if grid_shape is not None and arr.ndim >= 2:
-                img = _in_numpy_order(arr, tuple(grid_shape), axes, name)
-                # this rank's planes, without copying the whole array
-                plane = int(np.prod(grid_shape[1:]))
-                if layout.start % plane == 0 and layout.stop % plane == 0:
-                    local = np.array(img[layout.start // plane:layout.stop // plane],
-                                     dtype=dtype).reshape(-1)
-                else:
-                    local = np.array(img.reshape(-1)[layout.start:layout.stop], dtype=dtype)
-            else:
-                if arr.ndim != 1 or arr.shape[0] != layout.global_size:
-                    raise ValueError("%s has shape %s; expected (%d,)%s"
-                                     % (name, arr.shape, layout.global_size,
-                                        "" if grid_shape is None else
-                                        " or a %d-D array" % len(grid_shape)))
-                local = np.array(arr[layout.start:layout.stop], dtype=dtype)
-        if local.dtype.kind == "f" and not np.all(np.isfinite(local)):
-            raise ValueError("%s must be finite (found NaN or inf)" % name)
-        out = DistVector(layout, local)
-    return out

@@ -7,6 +7,8 @@ Every failure is agreed on: a file that cannot be read or written raises
 
 from __future__ import annotations
 
+import os
+
 import meshio
 import numpy as np
 from mpi4py import MPI
@@ -15,10 +17,8 @@ from dmsolve import DistVector, agree
 from dmsolve.io import check_writable
 from dmsolve.validate import agreed, check_choice
 
-from ..domains._complex import PARTITIONS, SimplicialComplex
-from ..core._protocol import check_domain
-from ..domains._grid import Grid, _cube_cells, _grid_cells, freudenthal_cells
-from ..core._vtkxml import RESERVED, check_pvtu_path, vtk_type, write_parallel
+from ..core import RESERVED, check_domain, check_pvtu_path, vtk_type, write_parallel
+from ..domains import PARTITIONS, Grid, SimplicialComplex
 
 __all__ = ["read_mesh", "read_image", "write_vtu", "write_pvtu", "CRITICAL_TYPE"]
 
@@ -33,7 +33,6 @@ def _check_comm(comm) -> None:
 
 
 def _check_path(path) -> str:
-    import os
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("path must be a path (str or os.PathLike), got %s"
                         % type(path).__name__)
@@ -179,12 +178,11 @@ def _check_fields(domain, point_data, cell_data) -> int:
         if data is not None and not isinstance(data, dict):
             raise TypeError("%s must be a dict of name -> values, got %s"
                             % (name, type(data).__name__))
-    ncells = (int(np.prod([n - 1 for n in domain.shape])) * _cells_per_grid_cell(domain)
-              if isinstance(domain, Grid) else domain.simplex_layout(top).global_size)
+    ncells = domain.global_num_cells
     for name, v in (point_data or {}).items():
         _field(domain, name, v, 0, domain.global_num_vertices, "point_data")
     for name, v in (cell_data or {}).items():
-        if isinstance(domain, Grid) and isinstance(v, DistVector):
+        if domain.top_cell_layout() is None and isinstance(v, DistVector):
             raise ValueError("cell_data[%r]: a Grid has no cell layout; give a global "
                              "array of %d values" % (name, ncells))
         _field(domain, name, v, top, ncells, "cell_data")
@@ -245,25 +243,6 @@ def write_vtu(path, domain, point_data: dict | None = None,
     agree(comm, exc)
 
 
-def _cells_per_grid_cell(grid) -> int:
-    """Top cells of one grid cell: 2 triangles or 6 tetrahedra, or the
-    square or cube itself on a cubical grid."""
-    return 1 if grid.cubical else len(freudenthal_cells(grid.dimension))
-
-
-def _grid_cell_ids(shape, planes, per) -> np.ndarray:
-    """Global ids of the cells :func:`_grid_cells` ``(shape, planes)`` (or
-    ``_cube_cells``) lists, in its order: their rows in the whole grid's
-    list (origins in x-major order, then the ``per`` cells of one grid
-    cell). Not collective."""
-    ranges = [np.arange(n - 1) for n in shape]
-    ranges[-1] = np.arange(planes[0], max(planes[0], planes[1]))
-    origins = np.stack(np.meshgrid(*ranges, indexing="ij"), -1).reshape(-1, len(shape))
-    index = np.ravel_multi_index(tuple(origins.T), [n - 1 for n in shape]) if origins.size \
-        else np.zeros(0, np.int64)
-    return (index[:, None] * per + np.arange(per)).reshape(-1).astype(np.int64)
-
-
 def _local_piece(domain):
     """This rank's piece: ``(sel, cells, cell_ids, kind)``, with ``sel`` the
     positions in ``domain.ghosted_ids()`` of the piece's points (the owned
@@ -271,28 +250,9 @@ def _local_piece(domain):
     owned top cells as rows of piece point numbers (vertices in the order
     :func:`write_vtu` writes them) and ``cell_ids`` their global ids. Not
     collective."""
-    gids = domain.global_ids(0)
     own = domain.owned_positions()
-    if isinstance(domain, Grid):
-        # the cells whose origin corner lies in an owned plane (none in the last
-        # plane), generated here: a Grid stores no cell
-        p0, p1 = domain.owned_planes
-        planes = (p0, min(p1, domain.shape[-1] - 1))
-        cells = _cube_cells if domain.cubical else _grid_cells
-        cellpos = cells(domain.shape, planes) - domain.ghosted_planes[0] * domain.plane_size
-        cell_ids = _grid_cell_ids(domain.shape, planes, _cells_per_grid_cell(domain))
-        kind = domain.mesh_cell_type
-    else:
-        d = domain.dimension
-        if d == 0:
-            cellpos, cell_ids = own.reshape(-1, 1), domain.owned_global_ids(0)
-        else:
-            mine = domain.owned_slice(d)
-            cellpos = domain.local_simplex_positions(d)[mine]
-            cell_ids = domain.global_ids(d)[mine]
-            # sorted global vertex ids, as simplices(d) (and so write_vtu) has them
-            cellpos = np.take_along_axis(cellpos, np.argsort(gids[cellpos], axis=1), axis=1)
-        kind = {0: "vertex", 1: "line", 2: "triangle", 3: "tetra"}[d]
+    cellpos, cell_ids = domain.local_top_cells()
+    kind = domain.mesh_cell_type
     sel = np.union1d(own, cellpos.ravel()).astype(np.int64)
     return sel, np.searchsorted(sel, cellpos), cell_ids, kind
 
@@ -300,7 +260,7 @@ def _local_piece(domain):
 def _piece_points(domain, gids: np.ndarray) -> np.ndarray:
     """Coordinates of vertices by global id as :func:`write_vtu` writes them
     (a complex without points: zeros, as its ``mesh()``). Not collective."""
-    if isinstance(domain, Grid) or domain.has_points:
+    if domain.has_points:
         return domain.vertex_coordinates(gids)
     return np.zeros((gids.size, 3))
 

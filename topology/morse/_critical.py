@@ -14,10 +14,10 @@ from mpi4py import MPI
 
 from dmsolve import DistVector
 
-from ..core._protocol import check_domain, owned_global_ids
+from ..core import check_domain, owned_global_ids
 from ._order import global_order
 
-__all__ = ["critical_points", "CriticalPoints", "classify", "MINIMUM", "SADDLE1",
+__all__ = ["critical_points", "classify_vertices", "CriticalPoints", "classify", "MINIMUM", "SADDLE1",
            "SADDLE2", "MAXIMUM", "DEGENERATE", "REGULAR", "TYPE_NAMES"]
 
 MINIMUM, SADDLE1, SADDLE2, MAXIMUM, DEGENERATE, REGULAR = 0, 1, 2, 3, 4, 5
@@ -187,9 +187,13 @@ def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoint
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018.
     """
     check_domain(domain)
-    if getattr(domain, "out_of_core", False):
-        from ..outofcore._slabs import ooc_critical_points
-        return ooc_critical_points(domain, values, axes)
+    return domain.kernels.critical_points(values, axes)
+
+
+def classify_vertices(domain, values, axes=None) -> CriticalPoints:
+    """:func:`critical_points` of a domain held in memory: the global order,
+    one ghost exchange of it, and each owned vertex's link components
+    (``domain.link_components``). Collective on ``domain.comm``."""
     vec = domain.vertex_values(values, axes=axes)
     ids = owned_global_ids(domain)
     order = global_order(vec, ids=ids)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-# LLVM's cttz: numba exposes it only here (its own bit helpers use it)
-from numba.cpython.unsafe.numbers import trailing_zeros
 
-from ..kernels import _heap as heap
+from ..kernels import heap, lowest_bit, set_add, set_pop
 from ._star_tables import GRID, nbr_pos, tet_nb, tri_nb
 
 __all__ = ["lower_star_gradient", "NOT_LOWER", "CRITICAL", "TO_VERTEX", "DOWN"]
@@ -47,28 +45,6 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
         _grid_lower_stars(st.O, st.P, st.doff, st.ttab, st.qtab, st.qface, vp, ep, tp, tt, qp)
     else:
         _general_lower_stars(st, vp, ep, tp, tt, qp)
-
-
-@njit(cache=True, inline="always")
-def _push(W, s, key):  # pragma: no cover
-    """Add ``key`` (< 4096) to the bit set of words ``W`` whose non-empty
-    words are the bits of ``s``; returns the new ``s``. Not collective."""
-    W[key >> 6] |= np.int64(1) << (key & 63)
-    return s | (np.int64(1) << (key >> 6))
-
-
-@njit(cache=True, inline="always")
-def _pop(W, s):  # pragma: no cover
-    """Remove the smallest key of the bit set ``(W, s)`` (``s`` not 0);
-    returns ``(key, new s)``. Not collective."""
-    w = trailing_zeros(s)
-    x = W[w]
-    b = trailing_zeros(x)
-    x &= x - 1
-    W[w] = x
-    if x == 0:
-        s &= s - 1
-    return (w << 6) | b, s
 
 
 @njit(cache=True)
@@ -204,10 +180,10 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
         s1 = np.int64(0)
         x = L & ~PE
         while x:
-            j = trailing_zeros(x)
+            j = lowest_bit(x)
             key = rk[j] << 8
             cell_at[key] = 64 + j
-            s0 = _push(H0, s0, key)
+            s0 = set_add(H0, s0, key)
             x &= x - 1
         ce, ct = d, -1       # the edge and the triangle whose cofacets go on pqOne next
         while True:
@@ -215,17 +191,17 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
                 # triangles on edge ce whose other edge is lower and unpaired
                 x = enbm[ce] & L & ~PE
                 while x:
-                    o = trailing_zeros(x)
+                    o = lowest_bit(x)
                     ra, rb = rk[ce], rk[o]
                     key = (max(ra, rb) << 8) | (min(ra, rb) << 4)
                     cell_at[key] = 128 + tri_of[ce, o]
-                    s1 = _push(H1, s1, key)
+                    s1 = set_add(H1, s1, key)
                     x &= x - 1
             if ct >= 0:
                 # lower tets on triangle ct with one unpaired face
                 x = tqm[ct] & LQ
                 while x:
-                    q = trailing_zeros(x)
+                    q = lowest_bit(x)
                     um = qfm[q] & ~PT
                     if um != 0 and (um & (um - 1)) == 0:
                         ra, rb, rc = rk[qtab[q, 0]], rk[qtab[q, 1]], rk[qtab[q, 2]]
@@ -233,12 +209,12 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
                         lo = min(ra, min(rb, rc))
                         key = (hi << 8) | ((ra + rb + rc - hi - lo) << 4) | lo
                         cell_at[key] = 192 + q
-                        s1 = _push(H1, s1, key)
+                        s1 = set_add(H1, s1, key)
                     x &= x - 1
             # next event: pop pqOne, else a critical cell from pqZero
             ce, ct = -1, -1
             while s1:
-                key, s1 = _pop(H1, s1)
+                key, s1 = set_pop(H1, s1)
                 c = cell_at[key]
                 a = c & 63
                 if c >> 6 == 2:
@@ -246,9 +222,9 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
                         continue  # already the partner of a cofacet: keep V a matching
                     um = temk[a] & ~PE
                     if um == 0:
-                        s0 = _push(H0, s0, key)
+                        s0 = set_add(H0, s0, key)
                         continue
-                    f = trailing_zeros(um)
+                    f = lowest_bit(um)
                     PE |= one << f
                     PT |= one << a
                     ep[e0 + f] = a
@@ -261,9 +237,9 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
                         continue
                     um = qfm[a] & ~PT
                     if um == 0:
-                        s0 = _push(H0, s0, key)
+                        s0 = set_add(H0, s0, key)
                         continue
-                    f = trailing_zeros(um)
+                    f = lowest_bit(um)
                     PT |= one << f
                     PQ |= one << a
                     tp[t0 + f] = a
@@ -275,7 +251,7 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
                 continue
             popped = False
             while s0:
-                key, s0 = _pop(H0, s0)
+                key, s0 = set_pop(H0, s0)
                 c = cell_at[key]
                 a = c & 63
                 dm = c >> 6
@@ -306,15 +282,15 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
         # nothing is left unpaired (Robins et al., Lemma); stay safe anyway
         x = L & ~PE
         while x:
-            ep[e0 + trailing_zeros(x)] = CRITICAL
+            ep[e0 + lowest_bit(x)] = CRITICAL
             x &= x - 1
         x = LT & ~PT
         while x:
-            tp[t0 + trailing_zeros(x)] = CRITICAL
+            tp[t0 + lowest_bit(x)] = CRITICAL
             x &= x - 1
         x = LQ & ~PQ
         while x:
-            qp[q0 + trailing_zeros(x)] = CRITICAL
+            qp[q0 + lowest_bit(x)] = CRITICAL
             x &= x - 1
         if skip == 0:
             row = c_row[h]

@@ -29,9 +29,8 @@ from dmsolve import DistVector
 from dmsolve.bsp import sorted_unique
 from dmsolve.validate import agreed
 
-from ..domains._grid import link_structure
+from ..core import RawField, link_structure
 from ._slabs import PlaneSource, _context, _slab_bounds, chunk_step, chunk_xyz
-from ..core._rawfield import RawField
 
 __all__ = ["ooc_components"]
 

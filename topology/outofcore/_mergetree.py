@@ -24,14 +24,14 @@ distributed sort, and each arc joins consecutive nodes of a branch.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
 from numba import njit
 
 from dmsolve.bsp import BSP, psort
 
-from ..persistence._mergetree import MergeTree, _LEAF, _ROOT, _SADDLE
-from ._slabs import (PlaneSource, _add_root, _context, _find, _glue, _read_slab, _slab_bounds,
-                     chunk_step, chunk_xyz, tree_graph)
+from ..kernels import add_distinct, find_root
+from ..persistence import LEAF, ROOT, SADDLE, MergeTree
+from ._slabs import (PlaneSource, _context, _glue, _read_slab, _slab_bounds, chunk_step,
+                     chunk_xyz, tree_graph)
 from ._components import _offsets
 
 __all__ = ["ooc_merge_tree"]
@@ -68,7 +68,7 @@ def _local_tree(seq, nx, ny, nz, offs, lo_if, hi_if):  # pragma: no cover
                 continue
             u = node[q]
             if u < v:
-                nr = _add_root(roots, nr, _find(parent, u))
+                nr = add_distinct(roots, nr, find_root(parent, u))
         here = nr != 1 or (lo_if and z == 0) or (hi_if and z == nz - 1)
         if here:
             isnode[v] = True
@@ -118,7 +118,7 @@ def _branch_rows(indptr, indices, own):  # pragma: no cover
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
             if u < v:
-                nr = _add_root(roots, nr, _find(parent, u))
+                nr = add_distinct(roots, nr, find_root(parent, u))
         if nr == 0:
             if own[v]:
                 out[no, 0] = v
@@ -300,9 +300,9 @@ def ooc_merge_tree(grid, values, kind, axes, report) -> MergeTree:
         o = np.lexsort((nkey[:, 1], nkey[:, 0]))
         ids, fl, start = ids[o], fl[o], 0
     up, down = fl[:, 0] == 1, fl[:, 1] == 1
-    types = np.full(ids.size, _LEAF, np.int32)
-    types[down & up] = _SADDLE
-    types[down & ~up] = _ROOT
+    types = np.full(ids.size, LEAF, np.int32)
+    types[down & up] = SADDLE
+    types[down & ~up] = ROOT
     arcs = np.column_stack((ids[up], fl[up, 2])).astype(np.int64).reshape(-1, 2)
     return MergeTree(kind, comm, ids.astype(np.int64), fl[:, 3].copy().view(np.float64),
                      types, arcs, start + np.arange(ids.size, dtype=np.int64))

@@ -38,18 +38,18 @@ parallel algorithms for the external memory model", Theory Comput. Syst.
 from __future__ import annotations
 
 import numpy as np
-from mpi4py import MPI
 from numba import njit
 
 from dmsolve import DistVector
 from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.validate import agreed
 
-from ..morse._critical import REGULAR, CriticalPoints, classify
-from ..domains._grid import link_structure, slab_link_components
-from ..core._rawfield import RawField
+from ..core import RawField, link_structure
+from ..kernels import add_distinct, find_root
+from ..morse import REGULAR, CriticalPoints, classify, global_order, slab_link_components
+from ..persistence import saddle_parts, total
 
-__all__ = ["ooc_critical_points", "ooc_pairs", "PlaneSource"]
+__all__ = ["ooc_critical_points", "ooc_pairs", "ooc_diagram", "PlaneSource", "D1_BYTES_PER_VERTEX"]
 
 #: global id of the cone's apex in the downward sweep
 APEX_ID = -1
@@ -57,24 +57,6 @@ _TAG_NODES0, _TAG_EDGES0, _TAG_NODES1, _TAG_EDGES1 = 1, 2, 3, 4
 
 
 # -- the sweep kernels --------------------------------------------------------------------
-@njit(cache=True)
-def _find(parent, x):  # pragma: no cover
-    """Root of ``x``, halving the path."""
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@njit(cache=True)
-def _add_root(roots, nr, r):  # pragma: no cover
-    for t in range(nr):
-        if roots[t] == r:
-            return nr
-    roots[nr] = r
-    return nr + 1
-
-
 @njit(inline="always")
 def chunk_xyz(p, nx, plane):  # pragma: no cover
     """``(x, y, z)`` of chunk position ``p``."""
@@ -195,12 +177,12 @@ def _sweep_grid(seq, nx, ny, nz, offs, z0, nz_all, lo_if, hi_if, apex, flat):  #
                 continue
             u = node[q]
             if u < v:
-                nr = _add_root(roots, nr, _find(parent, u))
+                nr = add_distinct(roots, nr, find_root(parent, u))
         if apex:
             gz = z + z0
             if x == 0 or x == nx - 1 or gz == 0 or gz == nz_all - 1 or \
                     (not flat and (y == 0 or y == ny - 1)):
-                nr = _add_root(roots, nr, _find(parent, 0))
+                nr = add_distinct(roots, nr, find_root(parent, 0))
         isif_v = (lo_if and z == 0) or (hi_if and z == nz - 1)
         _settle(v, roots, nr, isif_v, parent, cmin, att, iface, death, kept, up)
     return parent, cmin, death, kept, up
@@ -227,7 +209,7 @@ def _sweep_graph(indptr, indices, isif):  # pragma: no cover
         for e in range(indptr[v], indptr[v + 1]):
             u = indices[e]
             if u < v:
-                nr = _add_root(roots, nr, _find(parent, u))
+                nr = add_distinct(roots, nr, find_root(parent, u))
         _settle(v, roots, nr, isif[v], parent, cmin, att, iface, death, kept, up)
     return parent, cmin, death, kept, up
 
@@ -496,12 +478,39 @@ def ooc_diagram_parts(grid, values, axes, report, ledger=None):
     return parts, source
 
 
+#: Bytes per vertex the in-memory D1 of 3D data takes at its peak (the order,
+#: the discrete gradient, the Morse complex: bench/bench_persistence.py's
+#: noisy fields peak at about 470 B per vertex at one rank)
+D1_BYTES_PER_VERTEX = 512
+
+
+def ooc_diagram(grid, values, axes, report):
+    """The parts of :func:`topology.persistence_diagram` on a grid in
+    out-of-core mode, and what is missing: D0 and D(d-1) by the slab sweeps,
+    D1 of 3D data in memory when the rank's slab fits the budget. Collective
+    on ``grid.comm``."""
+    comm, d = grid.comm, grid.dimension
+    parts, source = ooc_diagram_parts(grid, values, axes, report)
+    report("D0 and D%d: %d pairs", d - 1, total(comm, sum(p[1].size for p in parts)))
+    missing = []
+    if d == 3:
+        most = int(np.max(np.diff(grid.plane_ranges))) * grid.plane_size
+        need = most * D1_BYTES_PER_VERTEX
+        if grid.memory_budget is None or need <= grid.memory_budget:
+            vec = local_values(grid, source)
+            order = global_order(vec)
+            gids = np.arange(vec.layout.start, vec.layout.stop, dtype=np.int64)
+            parts.extend(saddle_parts(grid, vec, gids, order, report))
+        else:
+            missing.append("D1: the saddle-saddle pairs need a rank's whole slab in memory, "
+                           "about %d bytes, over the memory budget of %d bytes"
+                           % (need, grid.memory_budget))
+            report("D1: not computed (over the memory budget)")
+    return parts, missing
+
+
 def local_values(grid, source) -> DistVector:
     """This rank's owned values as a DistVector, for the parts that run in
     memory (D1). Not collective."""
     p0, p1 = grid.owned_planes
     return DistVector(grid.vertex_layout, source.read(p0, p1).copy())
-
-
-def total(comm, k) -> int:
-    return int(comm.allreduce(int(k), op=MPI.SUM))

@@ -17,9 +17,9 @@ from dmsolve import DistVector
 from dmsolve.bsp import BSP, piece_components
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
-from ..core._protocol import check_domain, ghosted_global_ids
+from ..core import check_domain, ghosted_global_ids
 
-__all__ = ["connected_components"]
+__all__ = ["connected_components", "label_components"]
 
 _INF = np.iinfo(np.int64).max
 _TAG_LINK = 1
@@ -86,7 +86,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     pieces are labelled by a union-find, summarised by their interface
     vertices, glued up the binary tree of virtual processors and renamed on
     the way down, ``2 ceil(log2(p v)) + 2`` virtual supersteps
-    (topology/_outofcore_components.py). The labels equal the in-memory
+    (:func:`topology.outofcore.ooc_components`). The labels equal the in-memory
     ones; without ``out`` they are returned in memory (8 bytes per owned
     vertex), with it they never are.
 
@@ -105,13 +105,20 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
         threshold = check_real("threshold", threshold, allow_none=True)
         sublevel = check_bool("sublevel", sublevel)
         max_steps = check_int("max_steps", max_steps, low=1, allow_none=True)
-        ooc = getattr(domain, "out_of_core", False)
-        if out is not None and not ooc:
+    return domain.kernels.components(values, threshold, sublevel=sublevel, axes=axes, out=out,
+                                     max_steps=max_steps)
+
+
+def label_components(domain, values, threshold, *, sublevel: bool = True, axes=None, out=None,
+                     max_steps=None) -> DistVector:
+    """:func:`connected_components` of a domain held in memory: a local
+    union-find, then the pieces linked across ranks by
+    :func:`dmsolve.bsp.piece_components`. Collective on ``domain.comm``."""
+    comm = domain.comm
+    with agreed(comm):
+        if out is not None:
             raise ValueError("out= is for a Grid in out-of-core mode (Grid(..., virtual=v)); "
                              "in memory the labels are returned as a DistVector")
-    if ooc:
-        from ..outofcore._components import ooc_components
-        return ooc_components(domain, values, threshold, sublevel, axes, out)
     layout = domain.vertex_layout
     ids = domain.ghosted_ids()          # layout indices: where messages go
     gids = ghosted_global_ids(domain)   # global ids: what labels are made of

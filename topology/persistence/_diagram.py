@@ -1,42 +1,27 @@
-"""Persistence diagrams of the lower-star filtration of a vertex field.
-
-D0 comes from the join-tree sweep of the vertex graph, D(d-1) from the same
-sweep in the reverse order on the vertex graph coned over the boundary
-(Alexander duality), D1 of 3D data from the discrete gradient's saddle pairs
-(``_saddles``), and essential classes from the connected components and a
-per-vertex Euler characteristic balance.
-"""
+"""Persistence diagrams of the lower-star filtration of a vertex field: the
+distributed :class:`PersistenceDiagram` and :func:`persistence_diagram`,
+whose parts the domain's kind computes (``_parts``: the sweeps, the saddle
+pairs, the Morse complex; ``_manifold``: a complex's checks and essential
+classes)."""
 
 from __future__ import annotations
 
-import itertools
-
 import meshio
 import numpy as np
-import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import Progress, agree
-from dmsolve.bsp import BSP, psort, search_sorted, stable_argsort
 from dmsolve.io import check_writable
 from dmsolve.validate import agreed, check_int, check_real
 
-from ..domains._complex import _search_rows, owned_global_ids
-from ..core._protocol import check_domain
-from ..core._keytable import KeyTable, fetch_rows
-from ..morse._order import global_order
-from ._saddles import persistence_pairs_all
-from ._sweep import APEX, sweep
-from ..core._vtkxml import check_pvtu_path as _check_pvtu_path
-from ..core._vtkxml import vtk_type, write_parallel
+from ..core import check_domain, check_pvtu_path, vtk_type, write_parallel
+from ._parts import sorted_block
 
 __all__ = ["persistence_diagram", "PersistenceDiagram"]
 
 #: TTK's critical type codes of the two ends of a pair of dimension k in a
 #: d-dimensional domain: birth k, death k+1 (the top one is "maximum", 3)
 _MAXIMUM = 3
-_TAG_EULER = 65
 
 
 def _ttk_type(k, d):
@@ -148,7 +133,7 @@ class PersistenceDiagram:
                 root = check_int("root", root, low=0, high=self.comm.Get_size() - 1)
         if self.complete:
             return self
-        raw = {k: _gatherv(self.comm, v, root) for k, v in self.local_raw_pairs.items()}
+        raw = {k: gatherv(self.comm, v, root) for k, v in self.local_raw_pairs.items()}
         if root is not None and self.comm.Get_rank() != root:
             return None
         return PersistenceDiagram(self.comm, self.dimension, raw, self.min_persistence,
@@ -270,7 +255,7 @@ class PersistenceDiagram:
         """
         self._check_domain(domain)
         with agreed(self.comm):
-            path = _check_pvtu_path(path)
+            path = check_pvtu_path(path)
         path = check_writable(path, self.comm)
         p = self.local_pairs
         fin = np.isfinite(p["death"])
@@ -338,7 +323,7 @@ def _point_cloud(p, dimension, first_pair, first_death, total) -> tuple[np.ndarr
     return vid.astype(np.int64), data
 
 
-def _gatherv(comm, arr: np.ndarray, root: int | None) -> np.ndarray | None:
+def gatherv(comm, arr: np.ndarray, root: int | None) -> np.ndarray | None:
     """The concatenation over ranks (in rank order) of a 1-D array: on every
     rank (``root=None``, ``Allgatherv``) or on ``root`` (``Gatherv``; None
     elsewhere). Collective on ``comm``."""
@@ -422,7 +407,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
       pointer jumping (with ghost exchanges across slabs) labels it with its
       basin minimum; the basins meeting at each vertex whose lower link is
       disconnected give label-vertex edges, and the elder rule runs over
-      them (:func:`topology._sweep.sweep`): each rank decides the merges its
+      them (:func:`topology.persistence.sweep`): each rank decides the merges its
       own basins settle, and the rest go up a binary tree of ranks, each
       node led by a different rank (``ceil(log2 p)`` supersteps). No rank
       holds the global forest.
@@ -434,7 +419,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
       its component splits off and dies at its maximum. On a closed
       component the oldest maximum is the essential d-class.
     - D1 of 3D data (saddle-saddle) comes from
-      ``_saddles.persistence_pairs_all`` (the discrete gradient's critical
+      :func:`topology.persistence.persistence_pairs_all` (the discrete gradient's critical
       cells).
     - On a 3D grid the whole diagram comes from the Morse complex of the
       discrete gradient instead (Discrete Morse Sandwich): D0 and D2 by the
@@ -446,7 +431,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
       vertices. In 2D, D0 follows the grid's edges and D1 the dual graph
       (Alexander duality: ``{f > t}`` connected through shared squares); in
       3D everything comes from the cubical Morse complex
-      (``_cubical.cubical_morse_pairs``). Equal to gudhi's
+      (:func:`topology.persistence.cubical_morse_pairs`). Equal to gudhi's
       ``CubicalComplex(vertices=...)`` and CubicalRipser.
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
@@ -474,415 +459,6 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
             raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d%s"
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
-    if getattr(domain, "out_of_core", False):
-        return _out_of_core_diagram(domain, values, axes, min_persistence, report)
-    vec = domain.vertex_values(values, axes=axes)
-    d = domain.dimension
-    if not domain.is_ball:
-        _check_manifold(domain)
-    gids = owned_global_ids(domain)
-    order = global_order(vec, ids=gids)
-    n = vec.global_size
-    report("global order of %d vertices", n)
-    if d == 3 and domain.is_ball and domain.stencil is not None:
-        # a 3D grid: the whole diagram from the Morse complex (no sweeps)
-        return PersistenceDiagram(comm, d, _sorted_block(comm, _morse_parts(
-            domain, vec, gids, order, report)), min_persistence, [])
-    s0 = sweep(domain, order.local)
-    report("D0: %d pairs, %d essential", _total(comm, len(s0.deaths)),
-           _total(comm, len(s0.survivors)))
-    sd = sweep(domain, n - 1 - order.local, apex=True)
-    report("D%d: %d pairs", d - 1, _total(comm, len(sd.deaths)))
-    # name every position of the two sweeps: (global id, layout index, value)
-    lay = vec.layout
-    index = np.arange(lay.start, lay.stop, dtype=np.int64)
-    gids = index if gids is None else gids
-    table = KeyTable(order.local, gids, index, vec.local, n, comm)
-    top_ess = sd.survivors[sd.survivors != APEX]
-    want = np.concatenate((s0.deaths.ravel(), s0.survivors,
-                           n - 1 - sd.deaths.ravel(), n - 1 - top_ess))
-    gid, idx, val = table.lookup(want)
-    parts = []
-    a = 0
-
-    def take(k, shape=(-1,)):
-        nonlocal a
-        out = tuple(x[a:a + k].reshape(shape) for x in (gid, idx, val))
-        a += k
-        return out
-
-    g, i, v = take(s0.deaths.size, (-1, 2))
-    parts.append((0, v[:, 0], v[:, 1], g[:, 0], g[:, 1], i[:, 0], i[:, 1]))
-    parts.append(_essential(0, *take(s0.survivors.size)))
-    g, i, v = take(sd.deaths.size, (-1, 2))
-    # (born = maximum, dies_at = saddle) of the reversed sweep: (saddle, maximum)
-    parts.append((d - 1, v[:, 1], v[:, 0], g[:, 1], g[:, 0], i[:, 1], i[:, 0]))
-    parts.append(_essential(d, *take(top_ess.size)))
-    if d == 3:
-        parts.extend(_saddle_pairs(domain, vec, gids, order, report))
-    if not domain.is_ball:
-        ess = _euler_essential(domain, vec, gids, order, parts)
-        parts.append(ess)
-        report("essential classes: %d of D%d", _total(comm, ess[1].size), d - 1)
-    raw = _sorted_block(comm, parts)
-    return PersistenceDiagram(comm, d, raw, min_persistence, [])
-
-
-#: Bytes per vertex the in-memory D1 of 3D data takes at its peak (the order,
-#: the discrete gradient, the Morse complex: bench/bench_persistence.py's
-#: noisy fields peak at about 470 B per vertex at one rank)
-D1_BYTES_PER_VERTEX = 512
-
-
-def _out_of_core_diagram(grid, values, axes, min_persistence, report):
-    """:func:`persistence_diagram` on a grid in out-of-core mode: D0 and
-    D(d-1) by the slab sweeps of ``_outofcore``, D1 of 3D data in memory
-    when the rank's slab fits the budget. Collective on ``grid.comm``."""
-    from ..outofcore._slabs import local_values, ooc_diagram_parts
-    comm, d = grid.comm, grid.dimension
-    parts, source = ooc_diagram_parts(grid, values, axes, report)
-    report("D0 and D%d: %d pairs", d - 1, _total(comm, sum(p[1].size for p in parts)))
-    missing = []
-    if d == 3:
-        most = int(np.max(np.diff(grid.plane_ranges))) * grid.plane_size
-        need = most * D1_BYTES_PER_VERTEX
-        if grid.memory_budget is None or need <= grid.memory_budget:
-            vec = local_values(grid, source)
-            order = global_order(vec)
-            gids = np.arange(vec.layout.start, vec.layout.stop, dtype=np.int64)
-            parts.extend(_saddle_pairs(grid, vec, gids, order, report))
-        else:
-            missing.append("D1: the saddle-saddle pairs need a rank's whole slab in memory, "
-                           "about %d bytes, over the memory budget of %d bytes"
-                           % (need, grid.memory_budget))
-            report("D1: not computed (over the memory budget)")
-    raw = _sorted_block(comm, parts)
-    return PersistenceDiagram(comm, d, raw, min_persistence, missing)
-
-
-def _total(comm, k: int) -> int:
-    return int(comm.allreduce(int(k), op=MPI.SUM)) if comm.Get_size() > 1 else int(k)
-
-
-def _essential(dim, g, i, v):
-    k = v.size
-    return (dim, v, np.full(k, np.inf), g, np.full(k, -1, np.int64), i, np.full(k, -1, np.int64))
-
-
-def _sorted_block(comm, parts) -> dict:
-    """The pairs of all ranks sorted by ``(dim, birth_vertex, death_vertex)``
-    with a distributed sort: this rank's block of the whole diagram. Parts
-    are ``(dim, birth, death, birth_vertex, death_vertex, ...)`` tuples.
-    Collective on ``comm``."""
-    dims, b, dd, bv, dv = [], [], [], [], []
-    for dim, birth, death, bvert, dvert, *_ in parts:
-        birth = np.asarray(birth, np.float64)
-        dims.append(np.full(birth.size, dim, dtype=np.int64))
-        b.append(birth)
-        dd.append(np.asarray(death, np.float64))
-        bv.append(np.asarray(bvert, np.int64))
-        dv.append(np.asarray(dvert, np.int64))
-    cols = [np.concatenate(dims), np.concatenate(bv), np.concatenate(dv)]
-    vals = np.column_stack((np.concatenate(b), np.concatenate(dd)))
-    # the three key columns packed into one int64 in the same order when their
-    # ranges over all ranks allow: one stable argsort (or a one-column psort)
-    # instead of a lexsort of three (half the time at 10^6 pairs), packed and
-    # unpacked in place (no more memory than the lexsort's)
-    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    lo = np.array([c.min() if c.size else big for c in cols], np.int64)
-    hi = np.array([c.max() if c.size else small for c in cols], np.int64)
-    if comm.Get_size() > 1:
-        comm.Allreduce(MPI.IN_PLACE, lo, op=MPI.MIN)
-        comm.Allreduce(MPI.IN_PLACE, hi, op=MPI.MAX)
-    span = [int(h) - int(l) + 1 for l, h in zip(lo, hi)]
-    if min(span) >= 1 and span[0] * span[1] * span[2] < 2 ** 62:
-        packed = cols[0] - lo[0]
-        for c in (1, 2):
-            packed *= span[c]
-            packed += cols[c]
-            packed -= lo[c]
-        del cols
-        if comm.Get_size() > 1:
-            out = psort(packed, comm, payload=vals)
-            packed, vals = out.keys, out.payload
-            del out
-        else:
-            o = stable_argsort(packed)
-            packed, vals = packed[o], vals[o]
-            del o
-        dvert = np.remainder(packed, span[2])
-        dvert += lo[2]
-        packed //= span[2]
-        bvert = np.remainder(packed, span[1])
-        bvert += lo[1]
-        packed //= span[1]
-        packed += lo[0]
-        return {"dim": packed, "birth": vals[:, 0].copy(), "death": vals[:, 1].copy(),
-                "birth_vertex": bvert, "death_vertex": dvert}
-    keys = np.column_stack(cols)
-    del cols
-    if comm.Get_size() > 1:
-        out = psort(keys, comm, payload=vals)
-        keys, vals = out.keys, out.payload
-    else:
-        o = np.lexsort((keys[:, 2], keys[:, 1], keys[:, 0]))
-        keys, vals = keys[o], vals[o]
-    return {"dim": keys[:, 0].copy(), "birth": vals[:, 0].copy(), "death": vals[:, 1].copy(),
-            "birth_vertex": keys[:, 1].copy(), "death_vertex": keys[:, 2].copy()}
-
-
-def _saddle_pairs(domain, vec, gids, order, report):
-    """D1 of 3D data (finite pairs and essential classes) from the Morse
-    complex, left where the reduction found them. Collective on ``domain.comm``."""
-    res = persistence_pairs_all(domain, order, progress=report, gather=False)
-    pairs, essential = res.pairs[1], res.essential[1]
-    lay = domain.vertex_layout
-    table = np.column_stack((gids, vec.local.view(np.int64)))
-    rows = fetch_rows(lay, table, np.concatenate((pairs.ravel(), essential)))
-    g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
-    k = pairs.size
-    pg, pv, pi = g[:k].reshape(-1, 2), v[:k].reshape(-1, 2), pairs
-    report("D1: %d pairs, %d essential", _total(domain.comm, pairs.shape[0]),
-           _total(domain.comm, essential.size))
-    return [(1, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]),
-            _essential(1, g[k:], essential, v[k:])]
-
-
-def _morse_parts(grid, vec, gids, order, report):
-    """D0, D1, D2 of a 3D grid from the Morse complex of its discrete
-    gradient (:func:`topology._saddles.persistence_pairs_all`, or
-    :func:`topology._cubical.cubical_morse_pairs` on a cubical grid), as
-    diagram parts. A grid is a ball: its only essential class is D0's.
-    Collective on ``grid.comm``."""
-    if grid.cubical:
-        from ..morse._cubical import cubical_morse_pairs
-        pairs, minima, _ = cubical_morse_pairs(grid, order, progress=report)
-    else:
-        res = persistence_pairs_all(grid, order, progress=report, gather=False)
-        pairs, minima = res.pairs, res.essential[0]
-    lay = grid.vertex_layout
-    want = np.concatenate([pairs[d].ravel() for d in range(3)] + [minima])
-    if gids is None:
-        # the global ids are the layout indices: only the values travel (a
-        # table of ids and values was two words per vertex of the grid)
-        g = want
-        v = fetch_rows(lay, vec.local.view(np.int64).reshape(-1, 1), want)[:, 0].view(np.float64)
-    else:
-        rows = fetch_rows(lay, np.column_stack((gids, vec.local.view(np.int64))), want)
-        g, v = rows[:, 0], rows[:, 1].copy().view(np.float64)
-    parts, a = [], 0
-    for d in range(3):
-        k = pairs[d].size
-        pg, pv, pi = g[a:a + k].reshape(-1, 2), v[a:a + k].reshape(-1, 2), pairs[d]
-        parts.append((d, pv[:, 0], pv[:, 1], pg[:, 0], pg[:, 1], pi[:, 0], pi[:, 1]))
-        found = _total(grid.comm, pairs[d].shape[0])
-        if d == 0:
-            report("D0: %d pairs, %d essential", found, _total(grid.comm, minima.size))
-        elif d == 1:
-            report("D1: %d pairs, 0 essential", found)
-        else:
-            report("D2: %d pairs", found)
-        a += k
-    parts.append(_essential(0, g[a:], minima, v[a:]))
-    return parts
-
-
-def _check_manifold(cx) -> None:
-    """Refuse, with the same ValueError on every rank, a complex on which
-    the duality behind D(d-1) fails: a (d-1)-simplex with more than two
-    cofaces, a (d-1)-simplex or vertex in no d-simplex, or a pinched vertex
-    or edge (see :func:`_pinched`). The message names the smallest global
-    vertex id of the first kind of defect found, so it does not depend on the
-    partition. Collective on ``cx.comm`` (one small ``Allreduce``)."""
-    d = cx.dimension
-    none = np.iinfo(np.int64).max
-    n = max(cx.num_vertices, 1)
-    # per defect kind: the smallest (encoded) global vertex ids where it occurs
-    worst = np.full(5, none, dtype=np.int64)
-
-    def note(kind, gids):
-        gids = np.asarray(gids, dtype=np.int64)
-        if gids.size:
-            worst[kind] = min(worst[kind], int(gids.min()))
-
-    tops, _ = cx.local_simplices(d)
-    facets, _ = cx.local_simplices(d - 1)
-    count = np.zeros(facets.shape[0], dtype=np.int64)
-    for cols in itertools.combinations(range(d + 1), d):
-        np.add.at(count, _search_rows(facets, tops[:, cols], cx.num_vertices), 1)
-    owned = np.arange(facets.shape[0])[cx.owned_slice(d - 1)] if d - 1 >= 1 \
-        else cx.owned_positions()
-    gfacet = np.sort(cx.layout_to_global(facets[owned]), axis=1)
-    note(0, gfacet[count[owned] > 2, 0])
-    note(1, gfacet[count[owned] < 1, 0])
-    used = np.zeros(cx.ghosted_ids().size, bool)
-    used[cx.local_simplex_positions(d).ravel()] = True
-    note(1, cx.owned_global_ids(0)[~used[cx.owned_positions()]])
-    link, wrong_chi, edges = _pinched(cx)
-    note(2, link)
-    note(3, wrong_chi)
-    if edges.size:
-        note(4, edges[:, 0] * n + edges[:, 1])
-    cx.comm.Allreduce(MPI.IN_PLACE, worst, op=MPI.MIN)
-    kind = int(np.flatnonzero(worst != none)[0]) if np.any(worst != none) else None
-    if kind is None:
-        return
-    v = int(worst[kind])
-    msg = {
-        0: "the complex is not a manifold: a %d-simplex at vertex %d has more than two "
-           "%d-simplex cofaces (persistence needs at most 2)" % (d - 1, v, d),
-        1: "the complex is not pure: vertex %d lies in a simplex that is in no %d-simplex"
-           % (v, d),
-        2: "the complex is not a manifold: vertex %d is pinched (its link is not connected)"
-           % v,
-        3: "the complex is not a manifold: the link of vertex %d is neither a sphere nor a "
-           "disk (Euler characteristic)" % v,
-        4: "the complex is not a manifold: edge (%d, %d) is pinched (its link is not "
-           "connected)" % divmod(v, n),
-    }[kind]
-    raise ValueError(msg + "; persistence_diagram of a complex needs a %d-manifold, "
-                     "possibly with boundary" % d)
-
-
-def _components_per(owner: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
-    """Number of connected components among the nodes of each ``owner``
-    value (nodes ``0 .. len(owner)-1``, edges ``a - b`` within one owner)."""
-    nn = owner.size
-    if nn == 0:
-        return np.zeros(n, dtype=np.int64)
-    g = sp.coo_matrix((np.ones(a.size, np.int8), (a, b)), shape=(nn, nn))
-    ncomp, label = _cc(g, directed=False)
-    first = np.full(ncomp, -1, dtype=np.int64)
-    first[label[::-1]] = np.arange(nn - 1, -1, -1)
-    return np.bincount(owner[first], minlength=n)
-
-
-def _pinched(cx):
-    """Pinched vertices and edges of a pure complex whose (d-1)-simplices have
-    at most two cofaces. Not collective: the closed star of an owned vertex
-    is complete on its rank.
-
-    In such a complex the link of a vertex is a graph of degree <= 2 (2D)
-    or a pseudo-surface (3D), and the complex is a manifold with boundary
-    exactly when every vertex link is connected and, in 3D, every edge
-    link is connected (the vertex links are then surfaces) and every vertex
-    link has the Euler characteristic of a disk (1, on the boundary) or a
-    sphere (2, inside). Returns the global ids of the owned vertices whose
-    link is not connected, of those whose link's Euler characteristic is
-    wrong, and the sorted global vertex pairs of the owned edges whose link
-    is not connected.
-    """
-    d = cx.dimension
-    n_loc = cx.ghosted_ids().size
-    opos = cx.owned_positions()
-    is_own = np.zeros(n_loc, dtype=bool)
-    is_own[opos] = True
-    gid = cx.global_ids(0)
-    E = cx.local_simplex_positions(1)
-    T = cx.local_simplex_positions(2)
-    # vertex links: nodes are the half-edges v -> u out of owned v, joined
-    # through the triangles (v, u, w)
-    src = np.concatenate((E[:, 0], E[:, 1]))
-    dst = np.concatenate((E[:, 1], E[:, 0]))
-    keep = is_own[src]
-    src, dst = src[keep], dst[keep]
-    key = src * n_loc + dst
-    o = np.argsort(key)
-    src, key = src[o], key[o]
-    a, b = [], []
-    for i in range(3):
-        v, u, w = T[:, i], T[:, (i + 1) % 3], T[:, (i + 2) % 3]
-        m = is_own[v]
-        a.append(search_sorted(key, v[m] * n_loc + u[m]))
-        b.append(search_sorted(key, v[m] * n_loc + w[m]))
-    comps = _components_per(src, np.concatenate(a), np.concatenate(b), n_loc)[opos]
-    link = gid[opos][comps > 1]
-    wrong_chi = np.zeros(0, np.int64)
-    edges = np.zeros((0, 2), np.int64)
-    if d == 3:
-        Q = cx.local_simplex_positions(3)
-        chi = np.zeros(n_loc, dtype=np.int64)
-        for rows, sign in ((E, 1), (T, -1), (Q, 1)):
-            chi += sign * np.bincount(rows.ravel(), minlength=n_loc)
-        want = np.where(cx.owned_boundary_vertices(), 1, 2)
-        wrong_chi = gid[opos][(chi[opos] != want) & (comps == 1)]
-        edges = _pinched_edges(cx)
-    return link, wrong_chi, edges
-
-
-def _pinched_edges(cx) -> np.ndarray:
-    """Sorted global vertex pairs of the owned edges of a tetrahedral complex
-    whose link (the triangles around the edge, joined through its
-    tetrahedra) is not connected. Not collective."""
-    nv = cx.num_vertices
-    erows, _ = cx.local_simplices(1)
-    trows, _ = cx.local_simplices(2)
-    qrows, _ = cx.local_simplices(3)
-    nt = max(trows.shape[0], 1)
-    # nodes: (edge, triangle) incidences, keyed edge * nt + triangle
-    inc_e, inc_t = [], []
-    for pair in ((0, 1), (0, 2), (1, 2)):
-        inc_e.append(_search_rows(erows, trows[:, pair], nv))
-        inc_t.append(np.arange(trows.shape[0], dtype=np.int64))
-    ie, it = np.concatenate(inc_e), np.concatenate(inc_t)
-    key = np.sort(ie * nt + it)
-    a, b = [], []
-    for i, j in itertools.combinations(range(4), 2):
-        k, l = [c for c in range(4) if c not in (i, j)]
-        e = _search_rows(erows, qrows[:, [i, j]], nv)
-        t1 = _search_rows(trows, np.sort(qrows[:, [i, j, k]], axis=1), nv)
-        t2 = _search_rows(trows, np.sort(qrows[:, [i, j, l]], axis=1), nv)
-        a.append(search_sorted(key, e * nt + t1))
-        b.append(search_sorted(key, e * nt + t2))
-    owner = key // nt
-    comps = _components_per(owner, np.concatenate(a), np.concatenate(b), erows.shape[0])
-    bad = np.flatnonzero(comps > 1)
-    own = cx.owned_slice(1)
-    bad = bad[(bad >= own.start) & (bad < own.stop)]
-    return np.sort(cx.layout_to_global(erows[bad]), axis=1).reshape(-1, 2)
-
-
-def _euler_essential(cx, vec, gids, order, parts):
-    """Essential (d-1)-classes of a complex from the Euler characteristic of
-    every vertex's lower star: each pair counts at the owners of its two
-    vertices (one superstep), and each owner finds its own classes.
-    Collective."""
-    d = cx.dimension
-    lay = vec.layout
-    ordg = cx.ghosted(order.local)
-    opos = cx.owned_positions()
-    rank_of = np.full(ordg.size, -1, dtype=np.int64)
-    rank_of[opos] = np.arange(opos.size)
-    chi = np.ones(opos.size, dtype=np.int64)
-    for k in range(1, d + 1):
-        rows = cx.local_simplex_positions(k)
-        if rows.size == 0:
-            continue
-        top = rows[np.arange(rows.shape[0]), np.argmax(ordg[rows], axis=1)]
-        r = rank_of[top]
-        chi += (-1) ** k * np.bincount(r[r >= 0], minlength=opos.size)
-    # counts per (vertex, dimension, birth or death), at the vertex's owner
-    idx, col = [], []
-    for dim, _, death, _, _, bidx, didx in parts:
-        fin = np.isfinite(np.asarray(death, np.float64))
-        idx.extend((np.asarray(bidx, np.int64), np.asarray(didx, np.int64)[fin]))
-        col.extend((np.full(len(bidx), 2 * dim), np.full(int(fin.sum()), 2 * dim + 1)))
-    idx, col = np.concatenate(idx), np.concatenate(col)
-    ctx = BSP(cx.comm)
-    ctx.send_keyed(_TAG_EULER, idx * (2 * d + 2) + col, np.ones(idx.size, np.int64),
-                   lambda key: lay.owner(key // (2 * d + 2)), op="sum")
-    keys, cnt = ctx.sync("persistence:euler").reduced(_TAG_EULER, "sum", dtype=np.int64)
-    table = np.zeros((lay.local_size, 2 * d + 2), np.int64)
-    table[keys // (2 * d + 2) - lay.start, keys % (2 * d + 2)] = cnt
-    bal = chi.copy()                          # chi - sum_{k != d-1} (-1)^k dbeta_k
-    for k in range(d + 1):
-        if k != d - 1:
-            bal -= (-1) ** k * (table[:, 2 * k] - table[:, 2 * k + 1])
-    ess = (-1) ** (d - 1) * bal - table[:, 2 * (d - 1)] + table[:, 2 * (d - 1) + 1]
-    exc = None
-    if ess.size and ess.min() < 0:
-        exc = RuntimeError("inconsistent Euler balance at vertex %d: the complex is probably "
-                           "not a manifold (pinched vertex)" % gids[np.argmin(ess)])
-    agree(cx.comm, exc)
-    at = np.repeat(np.flatnonzero(ess > 0), ess[ess > 0])
-    return _essential(d - 1, gids[at], at + lay.start, vec.local[at])
+    parts, missing = domain.kernels.diagram_parts(values, axes, report)
+    return PersistenceDiagram(comm, domain.dimension, sorted_block(comm, parts),
+                              min_persistence, missing)

@@ -17,16 +17,16 @@ from dmsolve import Progress
 from dmsolve.bsp import BSP, psort
 from dmsolve.validate import agreed, check_choice, check_int
 
-from ..domains._complex import owned_global_ids
-from ..core._protocol import check_domain
-from ..core._keytable import KeyTable
-from ..morse._order import global_order
+from ..core import KeyTable, check_domain, owned_global_ids
+from ..morse import global_order
+from ._diagram import gatherv
 from ._sweep import sweep
 
-__all__ = ["merge_tree", "MergeTree"]
+__all__ = ["merge_tree", "sweep_merge_tree", "MergeTree", "LEAF", "SADDLE", "ROOT"]
 
 _TAG_NODES = 51
-_LEAF, _SADDLE, _ROOT = 0, 1, 2
+#: node types of a merge tree
+LEAF, SADDLE, ROOT = 0, 1, 2
 
 
 class MergeTree:
@@ -129,8 +129,7 @@ class MergeTree:
                 root = check_int("root", root, low=0, high=self.comm.Get_size() - 1)
         if self.complete:
             return self
-        from ._diagram import _gatherv
-        parts = [_gatherv(self.comm, np.ascontiguousarray(x), root) for x in
+        parts = [gatherv(self.comm, np.ascontiguousarray(x), root) for x in
                  (self.local_node_ids, self.local_node_values, self.local_node_types,
                   self.local_arcs.ravel(), self._rank)]
         if root is not None and self.comm.Get_rank() != root:
@@ -210,7 +209,7 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
     Notes
     -----
     Collective on ``domain.comm``: the global order (a sample sort), a few
-    ghost exchanges, the sweep (:func:`topology._sweep.sweep`: the merges
+    ghost exchanges, the sweep (:func:`topology.persistence.sweep`: the merges
     each rank can decide alone, the rest up a binary tree of ranks,
     ``2 ceil(log2 p)`` supersteps with the answers back down), one
     distributed sort of ``(branch, node)`` pairs (each branch's nodes in
@@ -242,9 +241,13 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
     with agreed(comm):
         kind = check_choice("kind", kind, ("join", "split"))
         report = Progress(progress, comm, "merge_tree")
-    if getattr(domain, "out_of_core", False):
-        from ..outofcore._mergetree import ooc_merge_tree
-        return ooc_merge_tree(domain, values, kind, axes, report)
+    return domain.kernels.merge_tree(values, kind, axes, report)
+
+
+def sweep_merge_tree(domain, values, kind, axes, report) -> MergeTree:
+    """:func:`merge_tree` of a domain held in memory: the global order and
+    one sweep with the tree's arcs. Collective on ``domain.comm``."""
+    comm = domain.comm
     vec = domain.vertex_values(values, axes=axes)
     order = global_order(vec, ids=owned_global_ids(domain))
     n = vec.global_size
@@ -339,9 +342,9 @@ def _branches(comm, sw, layout):
 def _named(kind, comm, table, keys, up, down, parent) -> MergeTree:
     """The tree of this rank's nodes, named by global id and value (two
     supersteps for the parents' ids). Collective on ``comm``."""
-    types = np.full(keys.size, _LEAF, np.int32)
-    types[down & up] = _SADDLE
-    types[down & ~up] = _ROOT
+    types = np.full(keys.size, LEAF, np.int32)
+    types[down & up] = SADDLE
+    types[down & ~up] = ROOT
     gid, _, val = table.local(keys)
     pgid, _, _ = table.lookup(parent[up])
     arcs = np.column_stack((gid[up], pgid)).astype(np.int64).reshape(-1, 2)

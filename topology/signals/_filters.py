@@ -22,8 +22,8 @@ from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import ConvergenceError
 from dmsolve.validate import agreed, check_choice, check_int, check_real
 
-from ..domains._complex import SimplicialComplex
-from ..domains._grid import Grid
+from ..domains import check_complex as _door
+from ._hodge import _laplacian
 
 __all__ = ["SimplicialFilter", "design_filter", "chebyshev_filter", "component_filter",
            "spectral_bounds", "laplacian_parts"]
@@ -59,7 +59,6 @@ def _parts(cx, k: int) -> tuple[DistCSR, DistCSR]:
     """The complex's ``(L_down, L_up)``, assembled once (not to be modified)."""
     key = ("parts", k)
     if key not in cx._operators:
-        from ._hodge import _laplacian
         cx._operators[key] = (_laplacian(cx, k, "down"), _laplacian(cx, k, "up"))
     return cx._operators[key]
 
@@ -580,11 +579,8 @@ class IterationError(ConvergenceError):
 
 
 def check_complex(cx) -> None:
-    if not isinstance(cx, SimplicialComplex):
-        hint = ("; for a Grid, cx = grid.to_complex() is its Freudenthal triangulation"
-                if isinstance(cx, Grid) else "")
-        raise TypeError("cx must be a topology SimplicialComplex (signals live on its "
-                        "simplices), got %s%s" % (type(cx).__name__, hint))
+    """Raise ``TypeError`` unless ``cx`` is a SimplicialComplex. Not collective."""
+    _door(cx, "signals live on its simplices")
 
 
 def check_k(cx, k) -> int:

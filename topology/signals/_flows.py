@@ -18,8 +18,10 @@ from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
-from ..domains._complex import SimplicialComplex, _search_rows
+from ..core import find_rows
+from ..domains import SimplicialComplex
 from ._filters import IterationError, _parts, check_complex
+from ._hodge import _boundary
 
 __all__ = ["denoise_flow", "interpolate_flow", "trend_filter_flow", "TrendFilterInfo",
            "infer_triangles", "fill_triangles"]
@@ -270,8 +272,6 @@ def trend_filter_flow(cx, flow, mu, *, rho: float = 1.0, rtol: float = 1e-8,
     .. [2] M. Yang, E. Isufi and G. Leus, "Simplicial trend filtering",
        Asilomar 2022.
     """
-    from ._hodge import _boundary
-
     check_complex(cx)
     comm = cx.comm
     with agreed(comm):
@@ -341,17 +341,22 @@ def trend_filter_flow(cx, flow, mu, *, rho: float = 1.0, rtol: float = 1e-8,
         if r_norm <= eps_pri and s_norm <= eps_dual:
             converged = True
             break
-    # objective: 1/2 ||x - y||^2 + sum_j w_j ||D_j x||_1
-    local = np.array([0.5 * float(np.sum((x.local - y.local) ** 2))
-                      + sum(w * float(np.sum(np.abs(Dx[j].local))) for j, (_, w) in
-                            enumerate(ops))])
-    comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
-    tinfo = TrendFilterInfo(converged, it, float(r_norm), float(s_norm), float(local[0]), inner)
+    tinfo = TrendFilterInfo(converged, it, float(r_norm), float(s_norm),
+                            _objective(comm, x, y, Dx, [w for _, w in ops]), inner)
     if not converged and not return_info:
         raise IterationError("trend_filter_flow: ADMM did not converge in %d iterations "
                                "(primal residual %.3e, dual %.3e); raise maxiter or rtol"
                                % (maxiter, r_norm, s_norm))
     return (x, tinfo) if return_info else x
+
+
+def _objective(comm, x, y, Dx, weights) -> float:
+    """``1/2 ||x - y||^2 + sum_j w_j ||D_j x||_1`` over all ranks. Collective."""
+    local = np.array([0.5 * float(np.sum((x.local - y.local) ** 2))
+                      + sum(w * float(np.sum(np.abs(Dx[j].local))) for j, w in
+                            enumerate(weights))])
+    comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
+    return float(local[0])
 
 
 # -- topology inference ---------------------------------------------------------------------
@@ -432,7 +437,7 @@ def infer_triangles(cx, flow, k: int, *, return_scores: bool = False):
     inbox = ctx.sync("infer-triangles:wedges")
     for src, q in inbox.messages(1):
         q = q.reshape(-1, 2)
-        pos = _find_rows(own, q, cx.num_vertices)
+        pos = find_rows(own, q, cx.num_vertices)
         hit = pos >= 0
         ans = np.where(hit, fl[np.where(hit, pos, 0)], np.nan)
         ctx.send(src, ans, tag=2)
@@ -446,7 +451,7 @@ def infer_triangles(cx, flow, k: int, *, return_scores: bool = False):
     trows, _ = cx.local_simplices(2)
     if tri.shape[0] and trows.shape[0]:
         tri_own = trows[cx.owned_slice(2)]
-        known = _find_rows(tri_own, tri, cx.num_vertices) >= 0
+        known = find_rows(tri_own, tri, cx.num_vertices) >= 0
         tri, circ = tri[~known], circ[~known]
     score = circ ** 2
     glob = np.sort(_to_global(cx, tri), axis=1) if tri.shape[0] else tri.reshape(0, 3)
@@ -659,15 +664,3 @@ def _top(score: np.ndarray, tri: np.ndarray, k: int) -> np.ndarray:
         return np.zeros(0, np.int64)
     order = np.lexsort((tri[:, 2], tri[:, 1], tri[:, 0], -score))
     return order[:k]
-
-
-def _find_rows(sorted_rows: np.ndarray, query: np.ndarray, n: int) -> np.ndarray:
-    """Positions of ``query`` rows in ``sorted_rows``, -1 where absent."""
-    out = np.full(query.shape[0], -1, dtype=np.int64)
-    if sorted_rows.shape[0] == 0 or query.shape[0] == 0:
-        return out
-    pos = np.minimum(_search_rows(sorted_rows, query, n), sorted_rows.shape[0] - 1)
-    pos = np.where(pos < 0, 0, pos)
-    hit = np.all(sorted_rows[pos] == query, axis=1)
-    out[hit] = pos[hit]
-    return out

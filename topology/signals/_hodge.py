@@ -20,10 +20,9 @@ from dmsolve.bsp import BSP, piece_components, stable_argsort
 from dmsolve.krylov import cg
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
-from ..domains._complex import SimplicialComplex, _search_rows
-from ..domains._grid import Grid
-from ..persistence._components import connected_components
-from ..persistence._reduction import gf2_rank
+from ..core import search_rows
+from ..domains import check_complex
+from ..persistence import connected_components, gf2_rank
 
 __all__ = ["boundary_matrix", "hodge_laplacian", "hodge_decomposition",
            "HodgeDecomposition", "betti_numbers", "coherent_orientation_signs"]
@@ -58,7 +57,7 @@ def _incidence(cx, k, cache: dict | None = None):
     fp, sp_, sg = [], [], []
     for i in range(k + 1):
         face = np.delete(rows, i, axis=1)
-        fp.append(_search_rows(frows, face, cx.num_vertices))
+        fp.append(search_rows(frows, face, cx.num_vertices))
         sp_.append(np.arange(rows.shape[0], dtype=np.int64))
         sg.append(np.full(rows.shape[0], (-1.0) ** i) if place is None
                   else 1.0 - 2.0 * (place[:, i] % 2))
@@ -452,11 +451,8 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
 
 # -- helpers ---------------------------------------------------------------------------------
 def _check_complex(cx) -> None:
-    if not isinstance(cx, SimplicialComplex):
-        hint = ("; for a Grid, cx = grid.to_complex() is its Freudenthal triangulation "
-                "with explicit simplices (the same vertex ids)" if isinstance(cx, Grid) else "")
-        raise TypeError("cx must be a topology SimplicialComplex (Hodge theory needs "
-                        "explicit simplices), got %s%s" % (type(cx).__name__, hint))
+    check_complex(cx, "Hodge theory needs explicit simplices",
+                  " with explicit simplices (the same vertex ids)")
 
 
 def _check_k(k, low) -> None:

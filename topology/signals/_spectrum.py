@@ -8,10 +8,12 @@ import numpy as np
 import scipy.linalg as sla
 from mpi4py import MPI
 
-from dmsolve import DistVector
+from dmsolve import DistCSR, DistVector
 from dmsolve.validate import agreed, check_choice, check_int, check_real
 
 from ._filters import IterationError, _bound, check_complex, check_k
+from ._flows import _make_pc
+from ._hodge import _laplacian
 
 __all__ = ["hodge_eigenpairs", "Eigenpairs"]
 
@@ -116,8 +118,6 @@ def hodge_eigenpairs(cx, k: int = 1, nev: int = 4, *, which: str = "smallest",
     .. [2] U. Hetmaniuk and R. Lehoucq, "Basis selection in LOBPCG", J.
        Comput. Phys. 218, 2006.
     """
-    from ._flows import _make_pc
-    from ._hodge import _laplacian
 
     check_complex(cx)
     comm = cx.comm
@@ -135,100 +135,140 @@ def hodge_eigenpairs(cx, k: int = 1, nev: int = 4, *, which: str = "smallest",
             raise ValueError("block must be at least nev = %d, got %d" % (nev, block))
     m = min(block if block is not None else nev + min(nev, 4), n)
     L = _laplacian(cx, k, part)
-    lay = L.row_layout
     scale = max(_bound(L, 30), np.finfo(float).tiny)
     if pc == "default":
         pc = "amg" if which == "smallest" else None
     M = None
     if pc is not None:
-        s = shift if shift is not None else 1e-3 * scale
-        d = np.full(lay.local_size, s)
-        rows = L.local_rows().tocoo()
-        from dmsolve import DistCSR
-        i = np.arange(lay.start, lay.stop, dtype=np.int64)
-        S = DistCSR.from_coo(np.concatenate((rows.row.astype(np.int64) + lay.start, i)),
-                             np.concatenate((rows.col.astype(np.int64), i)),
-                             np.concatenate((rows.data, d)), L.shape, comm, layout=lay,
-                             col_layout=lay)
-        M = _make_pc(pc, S)
+        M = _make_pc(pc, _shifted(L, shift if shift is not None else 1e-3 * scale))
+    ops = _BlockOperators(L, M)
     sign = 1.0 if which == "smallest" else -1.0
-    xv, yv = DistVector.zeros(lay), DistVector.zeros(lay)
+    lam, X, res, it, converged = _lobpcg(ops, _start_block(ops, m), nev, sign, tol * scale,
+                                         maxiter)
+    if not converged:
+        with agreed(comm):
+            raise IterationError(
+                "hodge_eigenpairs: %d of %d pairs converged in %d iterations (largest "
+                "residual %.3e, tolerance %.3e); raise maxiter or tol"
+                % (int(np.sum(res[:nev] <= tol * scale)), nev, it, float(np.max(res[:nev])),
+                   tol * scale))
+    vecs = [DistVector(ops.layout, X[j].copy()) for j in range(nev)]
+    vals = lam[:nev].copy()
+    zero = int(np.sum(np.abs(vals) <= max(tol, 1e-10) * scale * 10)) \
+        if which == "smallest" else 0
+    return Eigenpairs(vals, vecs, res[:nev].copy(), it, converged, zero)
 
-    def apply_L(X):
+
+def _shifted(L: DistCSR, shift: float) -> DistCSR:
+    """``L + shift I``, positive definite on the harmonic space (what the
+    preconditioner of the smallest pairs is built on). Collective."""
+    lay = L.row_layout
+    d = np.full(lay.local_size, shift)
+    rows = L.local_rows().tocoo()
+    i = np.arange(lay.start, lay.stop, dtype=np.int64)
+    return DistCSR.from_coo(np.concatenate((rows.row.astype(np.int64) + lay.start, i)),
+                            np.concatenate((rows.col.astype(np.int64), i)),
+                            np.concatenate((rows.data, d)), L.shape, L.comm, layout=lay,
+                            col_layout=lay)
+
+
+class _BlockOperators:
+    """The operator, the preconditioner and the reductions of a block of
+    vectors (rows of a local array: this rank's entries of each vector).
+    Collective on ``L.comm`` for every call."""
+
+    def __init__(self, L: DistCSR, M):
+        self.L, self.M = L, M
+        self.layout = L.row_layout
+        self.comm = L.comm
+        self.xv, self.yv = DistVector.zeros(self.layout), DistVector.zeros(self.layout)
+
+    def apply_L(self, X):
         out = np.empty_like(X)
         for j in range(X.shape[0]):
-            xv.local[:] = X[j]
-            L.matvec(xv, out=yv)
-            out[j] = yv.local
+            self.xv.local[:] = X[j]
+            self.L.matvec(self.xv, out=self.yv)
+            out[j] = self.yv.local
         return out
 
-    def apply_M(R):
-        if M is None:
+    def apply_M(self, R):
+        if self.M is None:
             return R.copy()
         out = np.empty_like(R)
         for j in range(R.shape[0]):
-            xv.local[:] = R[j]
-            M.apply(xv, yv)
-            out[j] = yv.local
+            self.xv.local[:] = R[j]
+            self.M.apply(self.xv, self.yv)
+            out[j] = self.yv.local
         return out
 
-    def gram(A, B):
+    def gram(self, A, B):
         G = A @ B.T
-        comm.Allreduce(MPI.IN_PLACE, G, op=MPI.SUM)
+        self.comm.Allreduce(MPI.IN_PLACE, G, op=MPI.SUM)
         return G
 
-    def orthonormalize(V, against=None):
+    def orthonormalize(self, V, against=None):
         """An orthonormal basis of ``V``'s span (after removing the span of
         ``against``), dropping directions that are numerically dependent;
         None if nothing is left."""
         for _ in range(2 if against is not None else 1):     # twice is enough
             if against is not None:
-                V = V - gram(V, against) @ against
-        G = gram(V, V)
+                V = V - self.gram(V, against) @ against
+        G = self.gram(V, V)
         w, Q = sla.eigh(0.5 * (G + G.T))
         keep = w > 1e-12 * max(float(w[-1]), np.finfo(float).tiny)
         if not np.any(keep):
             return None
         return (Q[:, keep] / np.sqrt(w[keep])).T @ V
 
-    # start block: deterministic in the global index
+
+def _start_block(ops: _BlockOperators, m: int):
+    """``m`` orthonormal start vectors, deterministic in the global index."""
+    lay = ops.layout
     idx = np.arange(lay.start, lay.stop, dtype=np.float64)
     X = np.array([np.sin((j + 1) * 0.731 * idx + 0.5 * j) + 0.1 * np.cos(0.117 * (j + 3) * idx)
                   for j in range(m)])
-    X = orthonormalize(X)
+    X = ops.orthonormalize(X)
     if X is None or X.shape[0] < m:
         X = np.eye(m, lay.global_size)[:, lay.start:lay.stop].copy()
-        X = orthonormalize(X)
-    AX = apply_L(X)
+        X = ops.orthonormalize(X)
+    return X
+
+
+def _lobpcg(ops: _BlockOperators, X, nev: int, sign: float, atol: float, maxiter: int):
+    """LOBPCG with soft locking from the block ``X``: ``(eigenvalues, block,
+    residual norms, iterations, converged)``, a pair converged when its
+    residual is at most ``atol``; ``sign`` -1 for the largest. Collective."""
+    m = X.shape[0]
+    gram = ops.gram
+    AX = ops.apply_L(X)
     lam, C = sla.eigh(sign * gram(X, AX))
     X, AX = C.T @ X, C.T @ AX
     lam = sign * lam
-    P = AP = None
+    P = None
     it = 0
     res = np.full(m, np.inf)
     converged = False
     for it in range(1, maxiter + 1):
         R = AX - lam[:, None] * X
         res = np.sqrt(np.maximum(np.diag(gram(R, R)), 0.0))
-        done = res <= tol * scale
+        done = res <= atol
         if np.all(done[:nev]):
             converged = True
             break
         active = np.flatnonzero(~done)
-        W = orthonormalize(apply_M(R[active]), X)
+        W = ops.orthonormalize(ops.apply_M(R[active]), X)
         if W is None:
-            W = orthonormalize(R[active], X)
+            W = ops.orthonormalize(R[active], X)
             if W is None:
                 break
-        AW = apply_L(W)
+        AW = ops.apply_L(W)
         blocks, ablocks = [X, W], [AX, AW]
         if P is not None:
-            Pn = orthonormalize(P, np.vstack((X, W)))
+            Pn = ops.orthonormalize(P, np.vstack((X, W)))
             if Pn is not None:
                 # P's products from the same linear combination
-                APn = apply_L(Pn)
                 blocks.append(Pn)
-                ablocks.append(APn)
+                ablocks.append(ops.apply_L(Pn))
         S = np.vstack(blocks)
         AS = np.vstack(ablocks)
         GA = gram(S, AS)
@@ -241,27 +281,13 @@ def hodge_eigenpairs(cx, k: int = 1, nev: int = 4, *, which: str = "smallest",
             theta, Z = sla.eigh(sign * GA)
         Z = Z[:, :m]
         lam = sign * theta[:m]
-        Xn = Z.T @ S
-        AXn = Z.T @ AS
         # new directions: the part of the update outside the current X
         Zp = Z.copy()
         Zp[:m] = 0.0
-        P, AP = Zp.T @ S, Zp.T @ AS
-        X, AX = Xn, AXn
-        del AP
+        P = Zp.T @ S
+        X, AX = Z.T @ S, Z.T @ AS
     if not converged:
         R = AX - lam[:, None] * X
         res = np.sqrt(np.maximum(np.diag(gram(R, R)), 0.0))
-        converged = bool(np.all(res[:nev] <= tol * scale))
-    if not converged:
-        with agreed(comm):
-            raise IterationError(
-                "hodge_eigenpairs: %d of %d pairs converged in %d iterations (largest "
-                "residual %.3e, tolerance %.3e); raise maxiter or tol"
-                % (int(np.sum(res[:nev] <= tol * scale)), nev, it, float(np.max(res[:nev])),
-                   tol * scale))
-    vecs = [DistVector(lay, X[j].copy()) for j in range(nev)]
-    vals = lam[:nev].copy()
-    zero = int(np.sum(np.abs(vals) <= max(tol, 1e-10) * scale * 10)) \
-        if which == "smallest" else 0
-    return Eigenpairs(vals, vecs, res[:nev].copy(), it, converged, zero)
+        converged = bool(np.all(res[:nev] <= atol))
+    return lam, X, res, it, converged
