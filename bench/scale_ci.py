@@ -14,8 +14,8 @@ S(4) log2(8) / 2, rank 0's memory <= 1.2x the mean (+ 2 MiB).
 Today's code misses some of them; those are listed in :data:`KNOWN_FAILING`
 with the reason. A known failure is reported, not fatal; a failure not in the
 list is fatal. A known failure that now passes is reported as such, and is
-fatal under ``--strict`` (run that when issue 15's pieces land, to shrink the
-list); ``.ci/run`` runs it without, so that a figure near its limit cannot
+fatal under ``--strict`` (run that after a change that should fix one, to
+shrink the list); ``.ci/run`` runs it without, so that a figure near its limit cannot
 fail CI by passing.
 Exit status: 0 when every figure is as expected, 1 otherwise.
 """
