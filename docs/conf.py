@@ -37,9 +37,6 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "examples/_run", "api/generated/*.md"]
-# measurements/ holds the pages the bench scripts outside `make bench` write
-# when someone runs them; the index globs it, and it may well be empty
-suppress_warnings = ["toc.empty_glob"]
 
 autosummary_generate = True
 autosummary_imported_members = True
