@@ -99,6 +99,8 @@ docs: setup $(DOCS_STAMP)
 docs-clean:
 	rm -rf docs/_build docs/api docs/examples
 
+# Every benchmark of bench/run_all.py: the figures go to docs/benchmarks.json and
+# docs/benchmarks.md, each section headed by its commit and machine
 bench: setup
 	$(PY) bench/run_all.py
 

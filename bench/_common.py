@@ -1,14 +1,19 @@
-"""Helpers shared by the benchmark scripts: timing, memory, bandwidth, output."""
+"""Timing, memory, bandwidth and output shared by the benchmark scripts."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
 
 import numpy as np
 from mpi4py import MPI
+
+import _provenance
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def best_time(fn, repeats: int = 5, number: int = 1, comm: MPI.Comm | None = None) -> float:
@@ -66,7 +71,12 @@ def stream_triad_gbs(n: int = 20_000_000, repeats: int = 5) -> float:
 
 
 def write_json(path: str | None, data: dict) -> None:
+    """Write ``data`` as JSON, with the commit and machine measured (run on
+    one rank: it asks git and /proc). Not collective."""
     if path:
+        data = dict(data)
+        data.setdefault("code", _provenance.code(ROOT))
+        data.setdefault("machine", _provenance.machine())
         with open(path, "w") as f:
             json.dump(data, f, indent=1, default=float)
 

@@ -1,4 +1,4 @@
-"""Out-of-core grid topology (issue 19): a 512^3 float32 raw field under a 512 MiB budget.
+"""Out-of-core grid topology: a 512^3 float32 raw field under a 512 MiB budget.
 
     mpiexec -n 2 python -m mpi4py bench/bench_outofcore.py --n 512 --check-n 256 --json out/bench/outofcore.json
 
@@ -46,7 +46,7 @@ and after the turn, plus the messages the turns received and the messages
 delivered to the rank's processors by the superstep. Written once and read
 once, a state costs at most two transfers per superstep and a message one
 in each of its two supersteps: the I/O ratio ``(io_read + io_written) /
-touched`` is at most 2 by design, and the issue's target is that it is.
+touched`` is at most 2 by design, and the target is that it is.
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
 MIB = 2.0 ** 20
 
 
@@ -373,22 +375,12 @@ def main(comm, args) -> dict:
     _idle_wait(comm)
     cases = comm.bcast(cases, root=0)
     res = {"ranks": size, "n": args.n, "check_n": args.check_n, "budget": args.budget,
-           "code": comm.bcast(_code_version() if rank == 0 else None, root=0),
+           "code": comm.bcast(_provenance.code(str(ROOT)) if rank == 0 else None, root=0),
            "cases": cases, "tied_vertices": comm.bcast(ties if rank == 0 else None, root=0)}
     if rank == 0:
         res["markdown"] = markdown(res, args)
         print(res["markdown"])
     return res
-
-
-def _code_version() -> str:
-    """The commit measured, and whether the library's files differ from it
-    (the launches import the working tree as it is when each one starts)."""
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = git("status", "--porcelain", "--", "topology", "dmsolve").strip()
-    return git("rev-parse", "--short", "HEAD").strip() + (" with uncommitted changes to "
-                                                          "topology/ or dmsolve/" if dirty else "")
 
 
 def _idle_wait(comm):
@@ -447,7 +439,7 @@ def markdown(res, args) -> str:
     cases = res["cases"]
     size = res["ranks"]
     lines = [
-        "At commit %s. Critical points and persistence diagram of a %d^3 raw float32 field (smooth sines and "
+        "Critical points and persistence diagram of a %d^3 raw float32 field (smooth sines and "
         "Gaussians plus uniform noise of 0.002, written plane block by plane block) at %d ranks "
         "under memory_budget=%s, and of the same field at %d^3 (%d vertices share their value "
         "with another) in memory, out of core under the same budget, and at virtual = %s with "
@@ -459,9 +451,9 @@ def markdown(res, args) -> str:
         "out-of-core diagram lists D1 as missing). Spill I/O from the BSP ledger (io_read, io_written); "
         "'touched' per superstep and rank = each virtual processor's state at the larger of "
         "its size before and after its turn + the messages it received + the messages "
-        "delivered to the rank's processors. Targets (issue 19): peak RSS <= 1 GiB per rank "
+        "delivered to the rank's processors. Targets: peak RSS <= 1 GiB per rank "
         "at %d^3; the same answers; (read + written) / touched <= 2; out of core <= 3x in "
-        "memory at %d^3." % (res.get("code", "?"), res["n"], size, res["budget"], res["check_n"],
+        "memory at %d^3." % (res["n"], size, res["budget"], res["check_n"],
                              res.get("tied_vertices", -1),
                              ", ".join(str(v) for v in args.virtual), args.spill_virtual,
                              args.repeats, res["n"], res["check_n"]), ""]

@@ -1,6 +1,6 @@
 """Edge cut and balance of the parallel partitioners against METIS on the gathered graph.
 
-    python bench/bench_partition_quality.py --ranks 2 4 8 16 --out bench/partition_quality.md
+    python bench/bench_partition_quality.py --ranks 2 4 8 16    # writes docs/measurements/partition-quality.md
 
 Each rank count is a fresh ``mpiexec -n P`` job (oversubscribed is fine: the
 figures are cut, balance and bytes, not time). Cases, the same at every P:
@@ -11,18 +11,23 @@ figures are cut, balance and bytes, not time). Cases, the same at every P:
   random points of the unit square, rows in the points' random order (so the
   block distribution the partitioners start from has no locality at all).
 
-Methods: ``metis`` (``metis_partition``: the graph gathered to rank 0, serial
-METIS, the reference), ``multilevel``, ``hilbert`` and ``rcb`` (the last two
-given the coordinates). Per case, method and P: the edge cut (METIS's, of the
-symmetrised graph, by ``partition_quality``), its ratio to metis's cut, the
-row imbalance ``max / mean`` of the part sizes, the maximum over ranks of the
-bytes sent plus received (bench/_counting.py's ``CountingComm``), rank 0's
-bytes, and the wall time. Targets (issue 15): cut <= 1.3x metis, imbalance <= 1.05.
+Methods: ``metis`` (``metis_partition`` with a gather limit of the whole
+graph: the graph gathered to rank 0 and serial METIS at every P, the
+reference; its default limit hands large graphs to ``multilevel``),
+``multilevel``, ``hilbert`` and ``rcb`` (the last two given the coordinates).
+Per case, method and P: the edge cut (METIS's, of the symmetrised graph, by
+``partition_quality``), its ratio to metis's cut, the row imbalance
+``max / mean`` of the part sizes, the maximum over ranks of the bytes sent
+plus received (bench/_counting.py's ``CountingComm``), rank 0's bytes, and
+the wall time. Targets: cut <= 1.3x metis, imbalance <= 1.05. The page names
+the commit and machine measured; docs/design/partitioning.md discusses the
+figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -35,6 +40,8 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
 CASES = ("poisson2d", "poisson3d", "delaunay")
 METHODS = ("metis", "multilevel", "hilbert", "rcb")
 
@@ -68,10 +75,12 @@ def make_case(name: str, comm, scale: float = 1.0):
     raise ValueError(name)
 
 
-def run_method(method: str, A, coords):
+def run_method(method: str, A, coords, nnz: int):
     from dmsolve import partition as part
     if method in ("hilbert", "rcb"):
         return part.partition(A, method, coords=coords)
+    if method == "metis":
+        return part.partition(A, method, gather_limit=nnz)     # always gathered
     return part.partition(A, method)
 
 
@@ -86,11 +95,12 @@ def worker(json_path: str, scale: float) -> None:
     rows = []
     for case in CASES:
         A, coords = make_case(case, comm, scale)
+        nnz = A.global_nnz()
         for method in METHODS:
             world.Barrier()
             TALLY.reset()
             t0 = time.perf_counter()
-            P = run_method(method, A, coords)
+            P = run_method(method, A, coords, nnz)
             seconds = world.allreduce(time.perf_counter() - t0, op=MPI.MAX)
             nbytes = TALLY.bytes_sent + TALLY.bytes_recv
             steps = TALLY.supersteps
@@ -111,7 +121,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8, 16])
     ap.add_argument("--scale", type=float, default=1.0, help="grid side factor")
-    ap.add_argument("--out", default=str(HERE / "partition_quality.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "partition-quality.md"))
     ap.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -121,6 +131,8 @@ def main() -> None:
                OPENBLAS_NUM_THREADS="1")
     mpiexec = pathlib.Path(sys.executable).with_name("mpiexec")
     rows = []
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    code = _provenance.code(str(ROOT))          # before the run: what it measures
     for p in args.ranks:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "rows.json")
@@ -130,34 +142,20 @@ def main() -> None:
             with open(path) as f:
                 rows += json.load(f)
         print("done at %d ranks" % p, file=sys.stderr)
-    pathlib.Path(args.out).write_text(report(rows, args))
-    print(report(rows, args))
+    text = report(rows, args, _provenance.header({"": code}, _provenance.machine(),
+                                                 started + " (UTC)"))
+    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.out).write_text(text)
+    print(text)
 
 
-NOTES = """## Reading
-
-- `multilevel` meets the targets in every row: cut ratio 0.93-1.16, imbalance at most 1.018.
-  Its traffic is per-rank work (halo exchanges of the matching and refinement rounds, about
-  40 per level), so at a fixed graph it falls as P grows; `metis`'s rank 0 receives the whole
-  graph at every P. On `delaunay` the rows start in random order, so nearly every edge crosses
-  ranks and each halo exchange carries most of a rank's edges: that case costs multilevel
-  several MiB per rank here, against ~3 MiB on metis's rank 0 -- at these sizes gathering is
-  cheaper; the point is that multilevel's figure does not grow with the global size.
-- `hilbert` and `rcb` balance exactly (part sizes differ by at most one). They cut grids as well
-  as or better than METIS (straight cuts), and the unstructured mesh up to 1.26x (hilbert) and
-  1.20x (rcb) worse. `rcb`'s traffic is small allreduces only (O(P) words per bisection level).
-- Small graphs: at `poisson3d(12)` (1,728 rows) into 4 parts with a 150-vertex coarse graph,
-  multilevel's cut is 1.2-1.4x METIS's (the greedy refinement cannot straighten the jagged cut
-  that projection leaves); by 4,096 rows (`poisson3d(16)`) it is 1.0-1.15x. The tests use the
-  latter.
-"""
-
-
-def report(rows: list[dict], args) -> str:
+def report(rows: list[dict], args, header: list[str]) -> str:
+    """The results page: ``header`` (date, code, machine), then one table per case."""
     ref = {(r["case"], r["ranks"]): r["edge_cut"] for r in rows if r["method"] == "metis"}
-    out = ["# Partition quality: parallel partitioners vs METIS on the gathered graph", "",
+    out = ["# Partition quality: parallel partitioners against METIS on the gathered graph", "",
+           "Written by bench/bench_partition_quality.py; do not edit by hand.", "", *header, "",
            "Made by `python bench/bench_partition_quality.py --ranks %s --scale %g` "
-           "(fresh `mpiexec -n P` per rank count, oversubscribed on 2 cores: the time "
+           "(fresh `mpiexec -n P` per rank count; where P exceeds the cores the time "
            "column is indicative only). Cut ratio = edge cut / metis's edge cut at the "
            "same P; imbalance = max part size / mean. Bytes = sent + received by one "
            "rank during the partition call (bench/_counting.py), KiB. Targets: cut "
@@ -178,7 +176,7 @@ def report(rows: list[dict], args) -> str:
                 r["max_bytes"] / 1024, r["rank0_bytes"] / 1024, r["mean_bytes"] / 1024,
                 r["supersteps"], r["seconds"]))
         out.append("")
-    return "\n".join(out) + "\n" + NOTES
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

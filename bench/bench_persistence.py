@@ -15,7 +15,7 @@ made outside the timer, one translation class at a time. A gudhi run past
 ``--gudhi-timeout`` seconds or ``--gudhi-mem-gb`` of address space is
 stopped and reported as not measured.
 
-With ``--references`` (issue 20) it measures instead, for the same fields, our
+With ``--references`` it measures instead, for the same fields, our
 diagram at 1 and 2 ranks against CubicalRipser (``cripser.computePH``, the
 cubical complex with vertex values, i.e. the V-construction, 1 and 2 threads)
 and Oineus (``compute_diagrams_ls``, the lower-star filtration of its
@@ -45,6 +45,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import _provenance  # noqa: E402
 
 
 # -- the fields (pure numpy: the gudhi worker never imports MPI) ------------------------------
@@ -304,7 +306,7 @@ def _verdict(cases) -> str:
     return " ".join(out)
 
 
-# -- issue 20: CubicalRipser and Oineus as references ---------------------------------------------
+# -- CubicalRipser and Oineus as references -------------------------------------------------------
 def reset_peak() -> None:
     """Reset this process's peak resident set (VmHWM) to its current size."""
     with open("/proc/self/clear_refs", "w") as fh:
@@ -414,15 +416,6 @@ def _dist_version(name: str) -> str:
         return "(missing)"
 
 
-def _code_version() -> str:
-    """The commit measured, and whether the library's files differ from it."""
-    def git(*a):
-        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout
-    dirty = git("status", "--porcelain", "--", "topology", "dmsolve").strip()
-    return git("rev-parse", "--short", "HEAD").strip() + (
-        " with uncommitted changes to topology/ or dmsolve/" if dirty else "")
-
-
 def mpi_run(ranks: int, args: list[str], timeout: float):
     """Run this script under ``mpiexec -n RANKS`` as a fresh MPI job."""
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -464,7 +457,7 @@ def _references(args) -> dict:
                                                 args.oineus_timeout, args.oineus_mem_gb)
             cases.append(case)
             print(json.dumps(case), flush=True)
-    res = {"code": _code_version(), "cases": cases,
+    res = {"code": _provenance.code(ROOT), "cases": cases,
            "versions": {"cripser": _dist_version("cripser"), "oineus": _dist_version("oineus")}}
     res["markdown"] = references_markdown(res, args)
     print(res["markdown"])
@@ -474,7 +467,7 @@ def _references(args) -> dict:
 def references_markdown(res, args) -> str:
     v = res["versions"]
     lines = [
-        "At commit %s. Persistence diagrams (D0, D1, D2) of the smooth and noisy n^3 fields "
+        "Persistence diagrams (D0, D1, D2) of the smooth and noisy n^3 fields "
         "of bench_persistence.py: ours (lower star on TTK's Freudenthal triangulation, and on "
         "the cubical complex with `Grid(..., complex=\"cubical\")`) at 1 and 2 "
         "ranks, CubicalRipser (cripser %s, `computePH(arr, maxdim=2)`: the cubical complex "
@@ -491,7 +484,7 @@ def references_markdown(res, args) -> str:
         "(a dash: skipped or stopped). 'pairs' are the nonzero finite pairs D0/D1/D2; ours and "
         "Oineus's must agree (the same filtration), and so must our cubical ones and "
         "cripser's." % (
-            res["code"], v["cripser"], v["oineus"], args.repeats, args.oineus_max_n,
+            v["cripser"], v["oineus"], args.repeats, args.oineus_max_n,
             args.oineus_mem_gb, args.oineus_timeout),
         "",
         "| field | code | seconds | peak MiB (above start) | time / cripser | peak / cripser "
@@ -530,9 +523,9 @@ def references_markdown(res, args) -> str:
 
 
 def references_verdict(cases) -> str:
-    """Issue 20's targets against the largest size measured."""
+    """The targets against the largest size measured."""
     top = max(c["n"] for c in cases)
-    out = ["Issue 20's targets at %d^3:" % top]
+    out = ["Targets at %d^3:" % top]
     for c in cases:
         if c["n"] != top:
             continue
@@ -563,7 +556,7 @@ def references_verdict(cases) -> str:
     return " ".join(out)
 
 
-# -- where the time goes (bench/persistence_profile.md) ------------------------------------------
+# -- where the time goes (docs/design/persistence.md) --------------------------------------------
 def profile(n: int, kind: str, cells: str = "freudenthal", top: int = 25) -> str:
     """Our diagram at 1 rank (this process), three times: phases with the
     peak resident set of each (VmHWM reset at every progress report), the
@@ -583,7 +576,7 @@ def profile(n: int, kind: str, cells: str = "freudenthal", top: int = 25) -> str
     grid = Grid((n, n, n), comm, complex=cells)
     lay = grid.vertex_layout
     vec = DistVector(lay, make_field(n, kind)[lay.start:lay.stop])
-    out = ["## %s %d^3 at 1 rank, commit %s" % (kind, n, _code_version()), ""]
+    out = ["## %s %d^3 at 1 rank, %s" % (kind, n, _provenance.code_text(_provenance.code(ROOT))), ""]
 
     # 1. phases and their peaks
     phases = []
@@ -670,7 +663,7 @@ if __name__ == "__main__":
     p.add_argument("--gudhi-mem-gb", type=float, default=16.0)
     p.add_argument("--json", default=None, help="write results here (rank 0)")
     p.add_argument("--references", action="store_true",
-                   help="issue 20: ours at 1 and 2 ranks against cripser and Oineus")
+                   help="ours at 1 and 2 ranks against cripser and Oineus")
     p.add_argument("--n", type=int, help="one size (instead of --sizes)")
     p.add_argument("--oineus-max-n", type=int, default=64,
                    help="largest n for Oineus (it took 1.4 GiB at 64^3)")

@@ -24,7 +24,7 @@ Every solve: rtol 1e-8, atol 0, zero initial guess, the same random
 right-hand side, and (for the CG family) the unpreconditioned residual norm
 in both stopping tests (our default; PETSc is told with KSPSetNormType).
 Times are the slowest rank's, best of ``--repeats``. The ratio ours/PETSc
-is measured in the same run; the targets (:data:`TARGETS`, issue 16) are
+is measured in the same run; the targets (:data:`TARGETS`) are
 matvec <= 0.65x PETSc's and >= 0.55 of the bandwidth bound, CG+amg solve and
 set-up <= 0.75x GAMG's with at most one iteration more and a true relative
 residual <= 1e-8 (in float64), GMRES+bjacobi/asm solve <= 0.9x, and the
@@ -260,7 +260,7 @@ def run_problem(PETSc, spec, comm, args, bw_gbs):
         if "cg-amg" in args.kernels:
             solvers.append(("cg-amg", cg, "amg", {}, "cg", "gamg", "unpreconditioned"))
         if "cg-amg-single" in args.kernels:
-            # the float32 hierarchy inside float64 CG (issue 16's mixed precision)
+            # the float32 hierarchy inside float64 CG (mixed precision)
             solvers.append(("cg-amg-single", cg, ("amg", {"precision": "single"}), {}, "cg",
                             "gamg", "unpreconditioned"))
         if "pipecg-jacobi" in args.kernels:

@@ -5,7 +5,7 @@ against their float64 selves on the gallery problems.
 
 For each symmetric positive definite gallery problem and preconditioner, CG
 to rtol 1e-8 (zero initial guess, random right-hand side) with the
-preconditioner's data in float64 and in float32 (issue 16): iterations, the
+preconditioner's data in float64 and in float32: iterations, the
 true relative residual computed in float64, set-up and solve seconds
 (slowest rank, best of ``--repeats``) and the bytes of the preconditioner's
 data on the busiest rank (amg: the hierarchy; cheby: the matrix and diagonal

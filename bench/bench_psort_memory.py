@@ -1,6 +1,6 @@
 """Per-rank peak memory of building a renumbered SimplicialComplex, weak scaling.
 
-    python bench/bench_psort_memory.py --ranks 2 4 8 --before /work/main
+    python bench/bench_psort_memory.py --ranks 2 4 8 [--before OTHER_CHECKOUT]
 
 Each case is a fresh ``mpiexec -n P`` job: a Freudenthal tetrahedral grid of
 shape (20, 20, 20*P), so 8,000 vertices per rank, each rank passing the
@@ -9,16 +9,18 @@ which the API wants on every rank, made before the measurement starts).
 Every rank writes "5" to /proc/self/clear_refs (resetting VmHWM to the
 current RSS) right before ``SimplicialComplex(...)``, and reads VmHWM after:
 the growth is VmHWM after minus VmRSS before. The table gives the maximum and
-mean over ranks, in MiB, for the code on ``PYTHONPATH`` of each column: the
-code before the distributed sort (``--before``, e.g. /work/main) and this
-checkout. Markdown on stdout. Oversubscribed runs are fine: the figure is
-memory, not time. METIS itself still gathers the vertex graph to rank 0
+mean over ranks, in MiB, for the code on ``PYTHONPATH`` of each column: this
+checkout, and another one given by ``--before`` (a commit to compare with).
+The page, headed by the date, the commits and the machine, goes to ``--out``
+(docs/measurements/psort-memory.md) and stdout. Oversubscribed runs are fine:
+the figure is memory, not time. METIS gathers the vertex graph to rank 0
 (``dmsolve.partition.metis_partition``), which shows in its max column.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -27,6 +29,8 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
 PER_RANK = 20          # vertices per rank: PER_RANK**3
 
 
@@ -88,17 +92,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--partitions", nargs="+", default=["metis", "rcb"])
-    ap.add_argument("--before", default=None, help="checkout of the code before (PYTHONPATH)")
+    ap.add_argument("--before", default=None,
+                    help="another checkout to measure too (its PYTHONPATH)")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "psort-memory.md"))
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker(args.worker)
         return
-    columns = ([("before", args.before)] if args.before else []) + [("after", str(ROOT))]
-    print("| partition | ranks | vertices | tets | "
-          + " | ".join("%s max / mean MiB" % name for name, _ in columns) + " |")
-    print("|---|---:|---:|---:|" + "---:|" * len(columns))
+    columns = ([("--before", args.before)] if args.before else []) + [("this checkout",
+                                                                         str(ROOT))]
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    codes = {name: _provenance.code(path) for name, path in columns}
+    lines = ["# Peak memory of a renumbered SimplicialComplex", "",
+             "Written by bench/bench_psort_memory.py; do not edit by hand.", "",
+             *_provenance.header(codes, _provenance.machine(), started + " (UTC)"), "",
+             "Freudenthal tetrahedral grid (%d, %d, %d p): %d vertices per rank, each rank "
+             "passing its slab's tetrahedra. Max / mean over ranks of the peak RSS growth "
+             "(MiB) during `SimplicialComplex(...)`: VmHWM after minus VmRSS before, with "
+             "\"5\" written to /proc/self/clear_refs before." % (
+                 PER_RANK, PER_RANK, PER_RANK, PER_RANK ** 3), "",
+             "| partition | ranks | vertices | tets | "
+             + " | ".join("%s max / mean MiB" % name for name, _ in columns) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(columns)]
+    print("\n".join(lines), flush=True)
     for part in args.partitions:
         for p in args.ranks:
             cells, counts = [], None
@@ -111,7 +129,11 @@ def main() -> None:
                 cells.append("%.1f / %.1f" % (res["max"], res["mean"]))
             nv = counts[0] if counts else PER_RANK**3 * p
             nt = counts[-1] if counts else "?"
-            print("| %s | %d | %s | %s | %s |" % (part, p, nv, nt, " | ".join(cells)), flush=True)
+            lines.append("| %s | %d | %s | %s | %s |" % (part, p, nv, nt, " | ".join(cells)))
+            print(lines[-1], flush=True)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Rounds, supersteps, bytes and seconds of psort's splitter search, alone.
 
-    python bench/bench_psort_search.py --ranks 4 16 --n 20000 [--before /tmp/psort-base]
+    python bench/bench_psort_search.py --ranks 4 16 --n 20000 [--before OTHER_CHECKOUT]
 
 Each case is a fresh ``mpiexec -n P`` job running ``psort`` on ``n`` keys per
-rank (the kinds of bench/psort_rounds.md: keys near their place — rank r holds
+rank (the kinds of docs/design/psort.md: keys near their place — rank r holds
 n + 0.075 n r keys, a permutation of its own range of positions moved by
 up to n/20, so block boundaries fall inside a rank's range and neighbours
 overlap —, random int and float keys, and
@@ -14,14 +14,17 @@ search rounds, the supersteps the ledger records, the bytes of the search
 and received, summed over the records), the bytes of the exchange, and the
 median seconds of the repeats (slowest rank). The code measured is the one
 on ``PYTHONPATH`` of each column: this checkout, and ``--before`` if given.
-Markdown on stdout; the search bytes also count the collectives psort records
-in the ledger (not the two ``Allgather``\\ s of counts and end items it does
-not record). Oversubscribed runs are fine for bytes and rounds, not for time.
+The page, headed by the date, the commits and the machine, goes to ``--out``
+(docs/measurements/psort-search.md) and stdout. The search bytes also count
+the collectives psort records in the ledger (not the two ``Allgather``\\ s of
+counts and end items it does not record). Oversubscribed runs are fine for
+bytes and rounds, not for time.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -30,6 +33,8 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import _provenance  # noqa: E402
 KINDS = ("near place", "random int", "random float", "4-column int")
 
 
@@ -110,22 +115,33 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000, help="keys per rank")
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--before", help="PYTHONPATH of the code to compare with")
+    ap.add_argument("--before", help="another checkout to measure too (its PYTHONPATH)")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "psort-search.md"))
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         worker(a.worker, a.n, a.repeat)
         return
-    paths = ([("before", a.before)] if a.before else []) + [("this checkout", str(ROOT))]
-    print("psort, %d keys per rank; each cell: rounds / supersteps / search bytes / "
-          "exchange bytes / seconds (max over ranks)\n" % a.n)
-    print("| keys | p | " + " | ".join(name for name, _ in paths) + " |")
-    print("|---|---|" + "---|" * len(paths))
+    paths = ([("--before", a.before)] if a.before else []) + [("this checkout", str(ROOT))]
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    codes = {name: _provenance.code(path) for name, path in paths}
+    lines = ["# The splitter search of psort, alone", "",
+             "Written by bench/bench_psort_search.py; do not edit by hand.", "",
+             *_provenance.header(codes, _provenance.machine(), started + " (UTC)"), "",
+             "psort, %d keys per rank; each cell: rounds / supersteps / search bytes / "
+             "exchange bytes / seconds (max over ranks)" % a.n, "",
+             "| keys | p | " + " | ".join(name for name, _ in paths) + " |",
+             "|---|---|" + "---|" * len(paths)]
+    print("\n".join(lines), flush=True)
     for kind in a.kinds:
         for p in a.ranks:
             cells = [_cell(run(path, kind, p, a.n, a.repeat, a.timeout)) for _, path in paths]
-            print("| %s | %d | %s |" % (kind, p, " | ".join(cells)), flush=True)
+            lines.append("| %s | %d | %s |" % (kind, p, " | ".join(cells)))
+            print(lines[-1], flush=True)
+    out = pathlib.Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

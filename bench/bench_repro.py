@@ -10,9 +10,9 @@ Four parts, in one run:
   ``reproducible=True`` and in the default mode, the two interleaved in each
   of ``--repeats`` repeats: the median seconds per iteration (slowest rank)
   and their ratio; the preconditioner's set-up likewise, and the one-off
-  canonical copy of ``A`` that reproducible products sum from. amg is left
-  out, with a note, while ``make("amg", A, reproducible=True)`` is not
-  supported.
+  canonical copy of ``A`` that reproducible products sum from. A
+  preconditioner whose ``make(name, A, reproducible=True)`` raises is left
+  out, with a note.
 * **Bit identity** (sub-communicators of the first ``k`` ranks, ``k = 1 ..``
   world size, and a METIS partition of the whole world): cg + jacobi,
   cg + cheby, cg + amg and gmres + jacobi on 3D Poisson ``--hash-n``^3 to
@@ -24,11 +24,11 @@ Four parts, in one run:
   target is at most the default's iterations + 2.
 * **Default mode unchanged**: the default mode's seconds per iteration of
   the first part. With ``--baseline FILE``, the JSON of a ``--default-only``
-  run of this script on the code before reproducible mode (its ``dmsolve``
+  run of this script on the code without reproducible mode (its ``dmsolve``
   on PYTHONPATH), the ratio to it::
 
-      mkdir /tmp/pre && git archive b89351e~1 | tar -x -C /tmp/pre
-      PYTHONPATH=/tmp/pre mpiexec -n 2 python -m mpi4py bench/bench_repro.py \\
+      mkdir -p out/pre && git archive b89351e~1 | tar -x -C out/pre
+      PYTHONPATH=out/pre mpiexec -n 2 python -m mpi4py bench/bench_repro.py \\
           --default-only --json out/bench/repro_pre.json
       mpiexec -n 8 python -m mpi4py bench/bench_repro.py --baseline out/bench/repro_pre.json
 
@@ -218,7 +218,7 @@ GALLERY = ["poisson3d-100", "poisson3d-64", "poisson2d-1000", "anisotropic2d-500
 def gallery_iterations(comm, problems) -> dict:
     """The third part: CG + amg to rtol 1e-8 on each gallery problem in both
     modes: iterations, operator complexity and whether the reproducible mode
-    takes at most the default's + 2 (the issue's target). Collective on ``comm``."""
+    takes at most the default's + 2 (the target). Collective on ``comm``."""
     out = {}
     for spec in problems:
         kind, n = spec.rsplit("-", 1)
@@ -291,7 +291,7 @@ def markdown(res) -> str:
     head = "| pc | default ms/it | reproducible ms/it | ratio | set-up default / reproducible (s)"
     rule = "|---|---|---|---|---"
     if base_pcs:
-        head += " | default now / before (b89351e~1)"
+        head += " | default / baseline"
         rule += "|---"
     lines += [head + " |", rule + "|"]
     for pc, r in c["pcs"].items():
@@ -300,13 +300,13 @@ def markdown(res) -> str:
             r["repro_setup_s"])
         if base_pcs:
             b = base_pcs.get(pc)
-            row += " | %s" % ("%.3f (%.2f ms/it before)" % (r["default_s"] / b["default_s"],
+            row += " | %s" % ("%.3f (%.2f ms/it baseline)" % (r["default_s"] / b["default_s"],
                                                           1e3 * b["default_s"]) if b else "-")
         lines.append(row + " |")
     lines += ["", "The canonical copy of A (built once per matrix, kept on it): %.3f s."
               % c["canonical_setup_s"]]
     if base_pcs:
-        lines.append("Before: a separate `--default-only` run of the code before "
+        lines.append("Baseline: a separate `--default-only` run of the code without "
                      "reproducible mode (on a shared machine, repeat the pair of runs: the "
                      "noise between runs can exceed the difference).")
     for note in c["notes"]:

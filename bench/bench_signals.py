@@ -1,4 +1,4 @@
-"""Topological signal processing on the m x m triangulated grid (issue 18).
+"""Topological signal processing on the m x m triangulated grid.
 
     mpiexec -n 2 python -m mpi4py bench/bench_signals.py --m 1000
 
@@ -14,7 +14,7 @@ On the 2-complex of the Hodge benchmark (m = 1000: 2,996,001 edges and
 - Tikhonov denoising ``(I + mu L1) x = y`` by CG + amg (set-up included);
 - interpolation from half of the edges by CG + amg.
 
-The issue's target is the sum of the first four items (filters and
+The target is on the sum of the first four items (filters and
 denoising) under 30 s at 2 ranks. The reference, in the same run on rank 0
 alone with the others idle: the same Chebyshev recurrence with scipy.sparse
 on the gathered Laplacians, and scipy's CG preconditioned by pyamg's

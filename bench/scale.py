@@ -32,7 +32,6 @@ import gc
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import _provenance  # noqa: E402
 
 MIB = 2.0 ** 20
 
@@ -421,7 +422,7 @@ WORDS_PER_RANK = 64
 
 
 def check_targets(runs: dict[int, dict], base: int = 4) -> dict:
-    """Pass/fail of the issue's targets for one case, comparing the largest
+    """Pass/fail of the targets for one case, comparing the largest
     rank count measured with ``base`` ranks (and 1 rank for iterations).
     Each value is ``(ok or None, text)``; None when not measurable."""
     ps = sorted(p for p, r in runs.items() if "error" not in r)
@@ -504,48 +505,12 @@ def run_case(case, p, n, warm_n, mpiexec, timeout) -> dict:
     return res
 
 
-def code_description() -> str:
+def measured_code() -> dict:
+    """The commit of the checkout whose ``dmsolve`` is first on the path (the
+    code the workers measure): :func:`_provenance.code`. Not collective."""
     import importlib.util
     spec = importlib.util.find_spec("dmsolve")
-    where = os.path.dirname(os.path.dirname(spec.origin)) if spec else "?"
-    try:
-        # the last commit that changed the measured packages (not bench/ or docs/)
-        rev = subprocess.run(["git", "-C", where, "log", "-1", "--format=%h %s", "--",
-                              "dmsolve", "topology", "preconditioners"],
-                             capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--",
-                                "dmsolve", "topology", "preconditioners"],
-                               capture_output=True, text=True).stdout.strip()
-        if dirty:
-            rev += " + uncommitted changes"
-        branch = subprocess.run(["git", "-C", where, "rev-parse", "--abbrev-ref", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        rev, branch = "", ""
-    return "%s (branch %s; last change to dmsolve/topology/preconditioners: %s)" % (
-        where, branch or "?", (rev or "?")[:100])
-
-
-def machine_description() -> str:
-    try:
-        with open("/proc/meminfo") as f:
-            mem = int(f.readline().split()[1]) / 2 ** 20
-    except OSError:
-        mem = float("nan")
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    from mpi4py import MPI
-    lib = " ".join(MPI.Get_library_version().splitlines()[0].split())
-    return "%s, %d cores (%s), %.0f GiB RAM, Python %s, mpi4py %s, %s" % (
-        platform.node(), os.cpu_count() or 0, model or platform.machine(), mem,
-        platform.python_version(), __import__("mpi4py").__version__, lib)
+    return _provenance.code(os.path.dirname(os.path.dirname(spec.origin)) if spec else ROOT)
 
 
 #: What a reader needs to read a case's figures right, measured outside the
@@ -591,10 +556,10 @@ CASE_NOTES = {
                             "weights by an Allreduce of p words (196 calls, 98 KiB at 64 "
                             "ranks).",
     "gemslr": "A split whose parts are uncoupled (the interface planes of a slab stack fall "
-              "whole into parts at 64 ranks) used to stop the levels and leave every node "
-              "left as a last level factored on every rank (25335 rows: 30 MiB of Allgatherv "
-              "per rank in set-up at n = 20); it now makes those parts a level and leaves no "
-              "last level (the same 19 GMRES iterations). Supersteps: at 4 ranks each level's "
+              "whole into parts at 64 ranks) makes those parts a level and leaves no last "
+              "level (19 GMRES iterations either way); stopping the levels there would leave "
+              "every remaining node as a last level factored on every rank (25335 rows: 30 "
+              "MiB of Allgatherv per rank in set-up at n = 20). Supersteps: at 4 ranks each level's "
               "subgraph is gathered for serial METIS, at 64 it is partitioned in parallel (as "
               "partition_metis); that gather (while the subgraph is at most four ranks' "
               "shares, so that the ordering at 1-4 ranks is the serial one) is also rank 0's "
@@ -614,7 +579,7 @@ CASE_NOTES = {
 OTHER_RUNS = {
     "scaling.md": "every case at 1-64 ranks, n = 10 (1000 rows or vertices per rank)",
     "scaling-n20.md": "the cases that miss a target at n = 10, again at n = 20 (8000 rows or "
-                      "vertices per rank, the size of issue 15's example) at 4 and 64 ranks: "
+                      "vertices per rank) at 4 and 64 ranks: "
                       "the misses that are a constant O(p) term pass there",
 }
 
@@ -629,10 +594,12 @@ def _other_runs(out: str | None) -> list[str]:
 
 
 def _remeasured(meta: dict) -> dict:
-    """The cases an ``--update`` run measured again, by the code it measured."""
+    """The cases an ``--update`` run measured again, by the code and date it
+    measured (``"commit 1a2b3c4, 2026-01-31 12:00"``)."""
     by_code: dict = {}
-    for case, code in meta.get("remeasured", {}).items():
-        by_code.setdefault(code, []).append(case)
+    for case, stamp in meta.get("remeasured", {}).items():
+        when = "%s, %s" % (_provenance.code_text(stamp), stamp.get("date", "?"))
+        by_code.setdefault(when, []).append(case)
     return by_code
 
 
@@ -642,11 +609,11 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          "Written by `make scale` (bench/scale.py); do not edit by hand.", "",
          "- Date: %s (UTC), %.0f s in all." % (started, wall),
          "- Machine: %s. Ranks are oversubscribed on the cores: times are not the figure." %
-         results.get("_meta", {}).get("machine", machine_description()),
-         "- Code measured: %s." % results.get("_meta", {}).get("code", code_description()),
-         *["- Re-measured later (`--update`), at every rank count: %s, on %s." % (
-             ", ".join(cases_), code)
-           for code, cases_ in _remeasured(results.get("_meta", {})).items()],
+         _provenance.machine_text(results.get("_meta", {}).get("machine")),
+         "- Code measured: %s." % _provenance.code_text(results.get("_meta", {}).get("code")),
+         *["- Re-measured (`--update`) at every rank count: %s, at %s." % (
+             ", ".join(cases_), when)
+           for when, cases_ in _remeasured(results.get("_meta", {})).items()],
          *_other_runs(out),
          "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
          "(%d rows, grid or complex vertices per rank); Hodge: a %d x %d p triangulated grid." %
@@ -778,7 +745,7 @@ def main(argv=None) -> int:
         with open(args.update) as f:
             old = json.load(f)
         meta = old.setdefault("_meta", {})
-        stamp = "%s (%s)" % (code_description(), datetime.datetime.now(
+        stamp = dict(measured_code(), date=datetime.datetime.now(
             datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"))
         for p in args.ranks:
             for c in args.cases:
@@ -818,7 +785,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     results: dict = {}
     # named now: a later --render of these figures must not name the code checked out then
-    results["_meta"] = {"code": code_description(), "machine": machine_description()}
+    results["_meta"] = {"code": measured_code(), "machine": _provenance.machine()}
     probe = run_probe(args.mpiexec, args.timeout)
     if probe:
         results["_probe"] = probe

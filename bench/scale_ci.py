@@ -11,11 +11,11 @@ targets are those of docs/scaling.md: max per-rank peak memory growth <=
 1.25x (+ 2 MiB), max per-rank bytes <= 1.25x + 64 words x p, supersteps <=
 S(4) log2(8) / 2, rank 0's memory <= 1.2x the mean (+ 2 MiB).
 
-Today's code misses some of them; those are listed in :data:`KNOWN_FAILING`
+The code misses some of them; those are listed in :data:`KNOWN_FAILING`
 with the reason. A known failure is reported, not fatal; a failure not in the
 list is fatal. A known failure that now passes is reported as such, and is
-fatal under ``--strict`` (run that when issue 15's pieces land, to shrink the
-list); ``.ci/run`` runs it without, so that a figure near its limit cannot
+fatal under ``--strict`` (run that after a change that should fix one, to
+shrink the list); ``.ci/run`` runs it without, so that a figure near its limit cannot
 fail CI by passing.
 Exit status: 0 when every figure is as expected, 1 otherwise.
 """
@@ -36,9 +36,9 @@ CASES = ["csr", "cg_amg", "partition_rcb", "partition_multilevel", "complex_hilb
 N = 10
 
 #: (case, target) -> why today's code misses it. Targets: mem, bytes, steps, rank0.
-#: Measured on main at 0dec455 and, for cg_amg, after the merge of i15-amg (4, 8 and
-#: 16 ranks, n = 10). persistence/bytes left the list with the distributed sweep and
-#: diagrams (226 KiB at 8 ranks against 206 at 4, limit 261; docs/scaling.md).
+#: Measured at commit 0dec455 and, for cg_amg, with its coarse levels agglomerated
+#: (4, 8 and 16 ranks, n = 10). persistence/bytes passes with the distributed sweep
+#: and diagrams (226 KiB at 8 ranks against 206 at 4, limit 261; docs/scaling.md).
 KNOWN_FAILING: dict[tuple[str, str], str] = {
     ("cg_amg", "bytes"): "coarse levels agglomerated onto at most 4x fewer ranks: at 4 ranks "
                          "level 1 lives on rank 0 alone, from 8 ranks on 2+ ranks with their "
