@@ -79,7 +79,7 @@ def connected_components(domain, values=None, threshold=None, *, sublevel: bool 
     talking to its ghost neighbours and to at most three tree neighbours per
     level (bench/scale.py's slab stack over 64 ranks: 14 supersteps in all,
     where min-label propagation took about 65 and hooking 15, with all ranks
-    talking to the root's; see bench/components_rounds.md). None on one rank.
+    talking to the root's; see docs/design/components.md). None on one rank.
 
     On a Grid in out-of-core mode (``Grid(..., virtual=v)``), ``values`` may
     be a :class:`RawField`, read one virtual slab at a time: each slab's
