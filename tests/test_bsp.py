@@ -235,6 +235,66 @@ def test_empty_superstep_costs_one_collective(exchange):
                       and all(np.array_equal(g, w) for g, w in zip(got, want)), repr(got))
 
 
+# -- tags by name ------------------------------------------------------------------------
+
+def test_tags_are_fresh_named_and_agree_across_ranks():
+    ctx = BSP(COMM)
+    first = ctx.tags("edges", "records")
+    second = ctx.tags("edges")                  # the same name again: a new tag
+    third = ctx.tags(*["c%d" % i for i in range(5)])
+    values = list(first) + list(second) + list(third)
+    with Checks(COMM) as checks:
+        checks.add(type(first).__name__ == "Tags" and first._fields == ("edges", "records"),
+                   "a namedtuple with the names as fields", first)
+        checks.add(first.edges == first[0] and first.records == first[1], "fields", first)
+        checks.add(len(set(values)) == len(values), "distinct", values)
+        checks.add(all(isinstance(t, int) and 2**29 <= t < 2**30 for t in values),
+                   "ints in the upper half of the tag range", values)
+        checks.add(BSP(COMM).tags("edges") == first[:1], "each context counts alone")
+    assert_collective(COMM, same_on_all_ranks(COMM, values), "ranks disagree: %s" % values)
+
+
+def test_named_and_plain_tags_deliver_apart():
+    rank, size = COMM.rank, COMM.size
+    left, right = (rank - 1) % size, (rank + 1) % size
+    ctx = BSP(COMM)
+    t = ctx.tags("left", "right", "sums")
+    ctx.send(left, np.array([rank]), tag=t.left)
+    ctx.send_rows(np.array([right]), np.array([[rank, 1]]), tag=t.right)
+    ctx.send_keyed(t.sums, np.array([rank, right]), np.array([1.0, 2.0]), lambda k: k % size)
+    ctx.send(rank, np.array([-rank]))                                # a plain tag: 0
+    inbox = ctx.sync()
+    keys, vals = inbox.reduced(t.sums)
+    with Checks(COMM) as checks:
+        checks.add({0, t.left, t.right, t.sums} <= set(inbox.tags()), "tags", inbox.tags())
+        checks.add(inbox.concat(t.left).tolist() == [right], "left", inbox.concat(t.left))
+        checks.add(inbox.concat(t.right).tolist() == [[left, 1]], "right",
+                   inbox.concat(t.right))
+        checks.add(inbox.concat(0).tolist() == [-rank], "plain", inbox.concat(0))
+        checks.add(keys.tolist() == [rank] and vals.tolist() == [3.0], "keyed", (keys, vals))
+
+
+@pytest.mark.parametrize("names, exc, match", [
+    ((), TypeError, "at least one name"),
+    (("a", 3), TypeError, "must be strings"),
+    (("a", "a"), ValueError, "bad tag names"),
+    (("2a",), ValueError, "bad tag names"),
+    (("_a",), ValueError, "bad tag names"),
+], ids=["none", "not-a-string", "twice", "not-an-identifier", "underscore"])
+def test_bad_tag_names_raise_on_every_rank(names, exc, match):
+    ctx = BSP(COMM)
+    assert_raises_collective(COMM, exc, ctx.tags, *names, match=match)
+    assert_collective(COMM, ctx.tags("a")[0] == 2**29, "a failed call hands out nothing")
+
+
+def test_tags_run_out_with_an_error():
+    from dmsolve.bsp._tags import TagAllocator
+    tags = TagAllocator(10, 13)
+    assert_collective(COMM, tuple(tags.take(("a", "b"))) == (10, 11), "two of three")
+    assert_raises_collective(COMM, RuntimeError, tags.take, ("c", "d"), match="1 tags left")
+    assert_collective(COMM, tuple(tags.take(("c",))) == (12,), "the last one")
+
+
 # -- aggregators -------------------------------------------------------------------------
 
 def test_aggregators_mixed_dtypes_in_one_sync(exchange):

@@ -192,6 +192,46 @@ def test_one_processor_per_rank_is_the_plain_layer(tmp_path):
             checks.add(b["io_read"] == b["io_written"] == 0, "no I/O")
 
 
+@pytest.mark.parametrize("v", [1, 3])
+def test_tags_by_name_on_virtual_processors(v, tmp_path):
+    """VirtualBSP.tags: fresh named tags in the upper half of its tag range,
+    the same on every rank, delivered apart from each other and from plain
+    tags in a superstep that spills."""
+    ctx = BSP(COMM, virtual=v, memory_budget=2000, spill_dir=tmp_path)
+    t = ctx.tags("ring", "sums")
+    more = ctx.tags("ring")
+    limit = 2**29 // v
+    values = list(t) + list(more)
+    with Checks(COMM) as checks:
+        checks.add(isinstance(ctx, VirtualBSP) and t._fields == ("ring", "sums"), "fields", t)
+        checks.add(len(set(values)) == 3 and all(limit // 2 <= x < limit for x in values),
+                   "fresh, in the upper half", values)
+    assert_collective(COMM, len(set(COMM.allgather(tuple(values)))) == 1, "ranks disagree")
+    n = ctx.nprocs
+    got = {}
+
+    def compute(vp, st, inbox):
+        if inbox.global_messages or inbox.tags():
+            keys, vals = inbox.reduced(t.sums)
+            got[vp] = (inbox.concat(t.ring).tolist(), inbox.concat(7).tolist(),
+                       keys.tolist(), vals.tolist())
+            return
+        ctx.send((vp + 1) % n, np.full(100, vp), tag=t.ring)        # 800 bytes: spills
+        ctx.send(vp, np.array([-vp]), tag=7)
+        ctx.send_keyed(t.sums, np.array([vp]), np.array([float(vp)]), lambda k: k)
+        ctx.vote(True)
+
+    ctx.superstep(compute)
+    ctx.superstep(compute)
+    ctx.close()
+    with Checks(COMM) as checks:
+        for vp in ctx.processors:
+            ring, plain, keys, vals = got.get(vp, (None,) * 4)
+            checks.add(ring == [(vp - 1) % n] * 100, "ring at %d" % vp, ring)
+            checks.add(plain == [-vp], "plain tag at %d" % vp, plain)
+            checks.add(keys == [vp] and vals == [float(vp)], "keyed at %d" % vp, (keys, vals))
+
+
 def test_errors_are_raised_everywhere_and_remove_the_spill_files(tmp_path):
     ctx = BSP(COMM, virtual=4, memory_budget=1000, spill_dir=tmp_path)
     for vp in ctx.processors:

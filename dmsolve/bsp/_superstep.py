@@ -38,6 +38,7 @@ from .._errors import agree
 from .._registry import Registry
 from ._comm import inner_comm
 from ._ledger import Ledger
+from ._tags import TagAllocator
 from ._unique import sorted_unique, stable_argsort
 
 __all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS"]
@@ -55,6 +56,9 @@ for _name, _ufunc in [("sum", np.add), ("min", np.minimum), ("max", np.maximum),
     COMBINERS.register(_name, _ufunc)
 del _name, _ufunc
 _AGG_OPS = ("sum", "min", "max", "any", "all")
+#: Tags are ints in ``[0, _TAG_LIMIT)``; :meth:`BSP.tags` hands out the upper
+#: half, so that they never meet the small ints a program picks by hand.
+_TAG_LIMIT = 2**30
 
 # header words: payload bytes, active, error code, step, label hash, messages,
 # aggregator signature, aggregator bytes; then the inline aggregator block
@@ -220,6 +224,7 @@ class BSP:
         self.debug = debug
         self.ledger = ledger if ledger is not None else Ledger(comm)
         self.step = 0
+        self._tags = TagAllocator(_TAG_LIMIT // 2, _TAG_LIMIT)
         self._reset()
         self._t_last = time.perf_counter()
         self._vp_state: dict = {}
@@ -232,6 +237,31 @@ class BSP:
         self._aggs: list[tuple[str, str, np.ndarray]] = []
         self._active = False
         self._error: BaseException | None = None
+
+    def tags(self, *names: str):
+        """Fresh message tags, one per name, as a namedtuple.
+
+        ``t = ctx.tags("edges", "records")``, then ``ctx.send_rows(dests,
+        rows, tag=t.edges)`` and ``inbox.concat(t.edges)``. Each call hands
+        out tags this context has not handed out before, from the upper half
+        of the tag range, ``[2**29, 2**30)``, so they never meet the plain
+        integer tags a program picks by hand below ``2**29`` (which keep
+        working).
+
+        Not collective, but every rank must ask for tags in the same order
+        (as SPMD code does), so that the numbers agree across ranks.
+
+        Raises
+        ------
+        TypeError
+            If no name is given or a name is not a string.
+        ValueError
+            If a name is not an identifier, starts with an underscore or is
+            given twice.
+        RuntimeError
+            Once the range is used up (after ``2**29`` tags).
+        """
+        return self._tags.take(names)
 
     # -- queueing (not collective) ---------------------------------------------------
     def _fail(self, exc: BaseException) -> None:
@@ -251,7 +281,7 @@ class BSP:
 
     def _check_tag(self, tag) -> bool:
         if not isinstance(tag, (int, np.integer)) or isinstance(tag, bool) or \
-                not 0 <= tag < 2**30:
+                not 0 <= tag < _TAG_LIMIT:
             self._fail(ValueError("BSP tag must be an int in [0, 2**30), got %r" % (tag,)))
             return False
         return True
@@ -751,7 +781,7 @@ def until_halt(comm: MPI.Comm, step, max_steps: int | None, on_limit=None) -> in
 
 
 def _key_tag(tag: int) -> int:
-    return tag + 2**30
+    return tag + _TAG_LIMIT
 
 
 def _pad8(n: int) -> int:

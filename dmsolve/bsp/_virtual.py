@@ -39,6 +39,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from ._ledger import Ledger
+from ._tags import TagAllocator
 from ._unique import stable_argsort
 from ._superstep import (_DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key,
                          until_halt)
@@ -188,6 +189,9 @@ class VirtualBSP:
         self._io = [0, 0]                               # read, written this superstep
         self.step = 0
         self._closed = False
+        # real tags ((2 * tag + key) * virtual + j) stay below BSP's 2**30
+        self._tag_limit = 2**29 // self.virtual
+        self._tags = TagAllocator(self._tag_limit // 2, self._tag_limit)
 
     # -- processors and states (not collective) -------------------------------------
     @property
@@ -295,6 +299,21 @@ class VirtualBSP:
         self._io[1] += _append_messages(self._path("msgs%d" % b, j), msgs)
         self._staged_disk[b][j] += sum(a.nbytes for _, _, a in msgs)
 
+    def tags(self, *names: str):
+        """Fresh message tags, one per name, as a namedtuple (see
+        :meth:`BSP.tags`), from the upper half of this context's tag range,
+        ``[2**28 // virtual, 2**29 // virtual)``. Not collective, but
+        every rank must ask for tags in the same order.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`BSP.tags`, for missing or bad names.
+        RuntimeError
+            Once the range is used up.
+        """
+        return self._tags.take(names)
+
     # -- queueing during a turn (not collective) ------------------------------------
     def _dest(self, dest):
         v = self.virtual
@@ -302,10 +321,10 @@ class VirtualBSP:
 
     def _check_tag(self, tag) -> bool:
         if isinstance(tag, bool) or not isinstance(tag, (int, np.integer)) or \
-                not 0 <= tag < 2**29 // self.virtual:
+                not 0 <= tag < self._tag_limit:
             self._inner._fail(ValueError("a tag of a virtual BSP with virtual=%d must be an "
                                          "int in [0, %d), got %r"
-                                         % (self.virtual, 2**29 // self.virtual, tag)))
+                                         % (self.virtual, self._tag_limit, tag)))
             return False
         return True
 
