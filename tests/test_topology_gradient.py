@@ -418,7 +418,7 @@ def test_follow_paths_hands_paths_from_rank_to_rank():
     items = (np.array([COMM.rank], np.int64), np.array([h], np.int64))
     # and one more path per rank, handed straight to the next rank
     exits = np.array([[100 + COMM.rank, (COMM.rank + 1) % COMM.size, 0]], np.int64)
-    done, steps = follow_paths(COMM, layout, advance, arrive, items, exits, tag=5, label="hops")
+    done, steps = follow_paths(COMM, layout, advance, arrive, items, exits, label="hops")
     done = np.sort(np.concatenate(done))
     prev = (COMM.rank - 1) % COMM.size
     assert_equal_collective(steps, h + 1)
@@ -438,5 +438,5 @@ def test_follow_paths_error_on_one_rank_raises_on_every_rank():
 
     items = (np.array([COMM.rank], np.int64), np.array([3], np.int64))
     assert_raises_collective(COMM, ValueError, follow_paths, COMM, layout, failing, arrive,
-                             items, np.zeros((0, 3), np.int64), tag=5, label="hops",
+                             items, np.zeros((0, 3), np.int64), label="hops",
                              match="broken path")

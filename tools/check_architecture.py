@@ -50,6 +50,8 @@ FORBIDDEN = [
 ]
 #: Files the forbidden-word check skips: this file states the rules.
 FORBIDDEN_SKIP = ("tools/check_architecture.py",)
+#: The one table of raw MPI tags (BSP contexts hand out theirs with ``ctx.tags``).
+TAG_TABLE = "dmsolve/bsp/_comm.py"
 
 
 def module_name(path: str) -> str:
@@ -118,7 +120,8 @@ class Module:
                 for a in child.names:
                     sub = base + "." + a.name
                     if sub in mods:
-                        self.imports.append((sub, [], child.lineno, in_function))
+                        # a module imported by name: its name counts as imported
+                        self.imports.append((sub, [a.name], child.lineno, in_function))
                     else:
                         self.imports.append((base, [a.name], child.lineno, in_function))
             self._walk(child, in_function, mods)
@@ -223,6 +226,8 @@ def check_code(root: str) -> list[str]:
                             % (rel, m.lines, MAX_MODULE_LINES))
         if m.name.startswith("topology.") and not rel.startswith(DOMAIN_FOLDER):
             problems += _kind_tests(m, rel)
+        if rel != TAG_TABLE:
+            problems += _numbered_tags(m, rel)
     for comp in _cycles(edges):
         problems.append("import cycle among modules: " + " -> ".join(comp))
     for comp in _cycles(folder_edges):
@@ -249,6 +254,48 @@ def _kind_tests(m: Module, rel: str) -> list[str]:
                                                         for c in node.comparators):
             out.append("%s:%d: asks whether .stencil is None (a domain's kind is its type)"
                        % (rel, node.lineno))
+    return out
+
+
+#: BSP calls that take a message tag, and the position of the tag argument
+TAG_CALLS = {"send": 2, "send_rows": 2, "send_keyed": 0, "concat": 0, "concat_with_sources": 0,
+             "messages": 0, "reduced": 0, "from_source": 1, "sources": 0}
+
+
+def _numbered_tags(m: Module, rel: str) -> list[str]:
+    """BSP message tags numbered by hand: an int literal, or a module-level
+    int constant, where a BSP call takes its tag."""
+    consts = set()
+    for node in m.tree.body:
+        if isinstance(node, ast.Assign):
+            targets = []
+            for t in node.targets:
+                targets += t.elts if isinstance(t, ast.Tuple) else [t]
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for t, v in zip(targets, values):
+                if isinstance(t, ast.Name) and isinstance(v, ast.Constant) \
+                        and isinstance(v.value, int) and not isinstance(v.value, bool):
+                    consts.add(t.id)
+
+    def hand_numbered(expr) -> bool:
+        if isinstance(expr, ast.BinOp):
+            return hand_numbered(expr.left) or hand_numbered(expr.right)
+        if isinstance(expr, ast.Constant):
+            return isinstance(expr.value, int) and not isinstance(expr.value, bool)
+        return isinstance(expr, ast.Name) and expr.id in consts
+
+    out = []
+    for node in ast.walk(m.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in TAG_CALLS):
+            continue
+        pos = TAG_CALLS[node.func.attr]
+        tag = next((kw.value for kw in node.keywords if kw.arg == "tag"), None)
+        if tag is None and len(node.args) > pos:
+            tag = node.args[pos]
+        if tag is not None and hand_numbered(tag):
+            out.append("%s:%d: a message tag numbered by hand (%s); take it from ctx.tags"
+                       % (rel, node.lineno, ast.unparse(tag)))
     return out
 
 

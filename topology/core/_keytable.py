@@ -13,8 +13,6 @@ from dmsolve.bsp import BSP, stable_argsort
 
 __all__ = ["KeyTable", "fetch_rows"]
 
-_TAG_FILL, _TAG_ASK, _TAG_ANSWER = 61, 62, 63
-
 
 def fetch_rows(layout: Layout, table: np.ndarray, indices, *, ledger=None) -> np.ndarray:
     """Rows ``table_global[indices]`` of an int64 table spread over ``layout``
@@ -33,16 +31,17 @@ def fetch_rows(layout: Layout, table: np.ndarray, indices, *, ledger=None) -> np
     if comm.Get_size() == 1:
         return table[idx - layout.start].reshape(-1, w)
     ctx = BSP(comm, ledger=ledger)
+    tag = ctx.tags("ask", "answer")
     own = layout.owner(idx) if idx.size else np.zeros(0, np.int64)
     order = stable_argsort(own)
-    ctx.send_rows(own[order], idx[order], tag=_TAG_ASK)
+    ctx.send_rows(own[order], idx[order], tag=tag.ask)
     inbox = ctx.sync("fetch:ask")
-    asked, src = inbox.concat_with_sources(_TAG_ASK, dtype=np.int64)
-    ctx.send_rows(src, table[asked - layout.start].reshape(-1, w), tag=_TAG_ANSWER)
+    asked, src = inbox.concat_with_sources(tag.ask, dtype=np.int64)
+    ctx.send_rows(src, table[asked - layout.start].reshape(-1, w), tag=tag.answer)
     inbox = ctx.sync("fetch:answer")
     got = np.zeros((idx.size, w), np.int64)
     # answers come back grouped by owner, in the order asked
-    got[order] = inbox.concat(_TAG_ANSWER, dtype=np.int64, shape=(w,))
+    got[order] = inbox.concat(tag.answer, dtype=np.int64, shape=(w,))
     return got
 
 
@@ -71,9 +70,10 @@ class KeyTable:
                                 np.asarray(index, np.int64),
                                 np.asarray(values, np.float64).view(np.int64)))
         ctx = BSP(comm, ledger=ledger)
+        tag = ctx.tags("fill")
         ctx.send_rows(self.layout.owner(rows[:, 0]) if rows.shape[0] else
-                      np.zeros(0, np.int64), rows, tag=_TAG_FILL)
-        got = ctx.sync("keytable:fill").concat(_TAG_FILL, dtype=np.int64, shape=(4,))
+                      np.zeros(0, np.int64), rows, tag=tag.fill)
+        got = ctx.sync("keytable:fill").concat(tag.fill, dtype=np.int64, shape=(4,))
         m = self.layout.local_size
         self._rows = np.zeros((m, 3), np.int64)
         self._rows[got[:, 0] - self.layout.start] = got[:, 1:]

@@ -20,13 +20,10 @@ from dmsolve.validate import agreed
 from dmsolve.bsp import BSP, NeighborExchange, rank_of, sorted_unique, stable_argsort
 
 from ..core import as_vertex_vector, lookup, points3, search_rows, unique_rows
-from ._complex_input import PARTITIONS, read_input, to_block
+from ._complex_input import MAX_DIMENSION, PARTITIONS, read_input, to_block
 from ._kernels import ComplexKernels
 
 __all__ = ["SimplicialComplex", "PARTITIONS"]
-
-_TAG_TOP, _TAG_ASK, _TAG_ANSWER, _TAG_GLOBAL = 0, 10, 20, 30
-_TAG_VASK, _TAG_VOWN, _TAG_VANSWER, _TAG_VPOINTS = 40, 41, 42, 43
 
 
 class SimplicialComplex:
@@ -163,15 +160,16 @@ class SimplicialComplex:
         vertices. Collective on ``comm`` (one superstep)."""
         comm, vl = self.comm, self.vertex_layout
         ctx = BSP(comm)
+        top = ctx.tags(*("dimension%d" % k for k in range(MAX_DIMENSION + 1)))
         for k, rows in tops.items():
             own = vl.owner(rows) if rows.size else np.zeros(rows.shape, np.int64)
             for j in range(k + 1):
                 fresh = np.ones(rows.shape[0], dtype=bool)
                 for i in range(j):
                     fresh &= own[:, i] != own[:, j]
-                ctx.send_rows(own[fresh, j], rows[fresh], tag=_TAG_TOP + k)
+                ctx.send_rows(own[fresh, j], rows[fresh], tag=top[k])
         inbox = ctx.sync("complex:stars")
-        return {k: unique_rows(inbox.concat(_TAG_TOP + k, dtype=np.int64, shape=(k + 1,)),
+        return {k: unique_rows(inbox.concat(top[k], dtype=np.int64, shape=(k + 1,)),
                                self.num_vertices)
                 for k in range(1, self.dimension + 1)}
 
@@ -246,6 +244,10 @@ class SimplicialComplex:
         # 5. layout indices (and global ids) of the ghost simplices, asked of
         #    their owners
         ctx = BSP(comm)
+        dims = range(MAX_DIMENSION + 1)
+        ask = ctx.tags(*("ask%d" % k for k in dims))
+        answer = ctx.tags(*("answer%d" % k for k in dims))
+        glob_tag = ctx.tags(*("global%d" % k for k in dims))
         asks = {}
         for k in range(1, self.dimension + 1):
             rows = self._local[k]
@@ -254,29 +256,29 @@ class SimplicialComplex:
             dests = vl.owner(rows[ghost, 0]) if ghost.size else np.zeros(0, np.int64)
             order = stable_argsort(dests)
             asks[k] = ghost[order]
-            ctx.send_rows(dests, rows[ghost], tag=_TAG_ASK + k)
+            ctx.send_rows(dests, rows[ghost], tag=ask[k])
         inbox = ctx.sync("complex:ask-ids")
         for k in range(1, self.dimension + 1):
             i0, i1 = self._owned[k]
             mine = self._local[k][i0:i1]
             start = self._layouts[k].start
-            for src, q in inbox.messages(_TAG_ASK + k):
+            for src, q in inbox.messages(ask[k]):
                 pos = search_rows(mine, q, self.num_vertices)
-                ctx.send(src, pos + start, tag=_TAG_ANSWER + k)
+                ctx.send(src, pos + start, tag=answer[k])
                 if self._renumbered:
-                    ctx.send(src, owned_global[k][pos], tag=_TAG_GLOBAL + k)
+                    ctx.send(src, owned_global[k][pos], tag=glob_tag[k])
         inbox = ctx.sync("complex:answer-ids")
         for k in range(1, self.dimension + 1):
             rows = self._local[k]
             gids = np.empty(rows.shape[0], dtype=np.int64)
             i0, i1 = self._owned[k]
             gids[i0:i1] = self._layouts[k].start + np.arange(i1 - i0)
-            gids[asks[k]] = inbox.concat(_TAG_ANSWER + k, dtype=np.int64)
+            gids[asks[k]] = inbox.concat(answer[k], dtype=np.int64)
             self._gids[k] = gids
             if self._renumbered:
                 glob = np.empty(rows.shape[0], dtype=np.int64)
                 glob[i0:i1] = owned_global[k]
-                glob[asks[k]] = inbox.concat(_TAG_GLOBAL + k, dtype=np.int64)
+                glob[asks[k]] = inbox.concat(glob_tag[k], dtype=np.int64)
                 self._global[k] = glob
             else:
                 self._global[k] = gids
@@ -292,30 +294,31 @@ class SimplicialComplex:
         new_of = np.asarray(part.local_new_index, dtype=np.int64)
         self.vertex_layout = vl = part.new_layout
         ctx = BSP(comm)
+        tag = ctx.tags("ask", "own", "answer", "points")
         # the layout indices of the vertices of the local top simplices, asked
         # of the block owners of their global ids
         used = [a.ravel() for a in tops.values()]
         u = sorted_unique(np.concatenate(used)) if used else np.zeros(0, np.int64)
-        ctx.send_rows(blk.owner(u) if u.size else np.zeros(0, np.int64), u, tag=_TAG_VASK)
+        ctx.send_rows(blk.owner(u) if u.size else np.zeros(0, np.int64), u, tag=tag.ask)
         # and the global id of every layout index, to its owner
         gid = np.arange(blk.start, blk.stop, dtype=np.int64)
         dest = vl.owner(new_of) if new_of.size else np.zeros(0, np.int64)
-        ctx.send_rows(dest, np.column_stack((new_of, gid)), tag=_TAG_VOWN)
+        ctx.send_rows(dest, np.column_stack((new_of, gid)), tag=tag.own)
         if block_pts is not None:           # the coordinates go with the vertices
-            ctx.send_rows(dest, block_pts, tag=_TAG_VPOINTS)
+            ctx.send_rows(dest, block_pts, tag=tag.points)
         inbox = ctx.sync("complex:renumber-ask")
-        got = inbox.concat(_TAG_VOWN, dtype=np.int64, shape=(2,))
+        got = inbox.concat(tag.own, dtype=np.int64, shape=(2,))
         self._own_gid = np.empty(vl.local_size, dtype=np.int64)
         self._own_gid[got[:, 0] - vl.start] = got[:, 1]
         own_pts = None
         if block_pts is not None:
             own_pts = np.empty((vl.local_size, block_pts.shape[1]))
-            own_pts[got[:, 0] - vl.start] = inbox.concat(_TAG_VPOINTS, dtype=np.float64,
+            own_pts[got[:, 0] - vl.start] = inbox.concat(tag.points, dtype=np.float64,
                                                          shape=block_pts.shape[1:])
-        for src, q in inbox.messages(_TAG_VASK):
-            ctx.send(src, new_of[q - blk.start], tag=_TAG_VANSWER)
+        for src, q in inbox.messages(tag.ask):
+            ctx.send(src, new_of[q - blk.start], tag=tag.answer)
         # the answers arrive in source order, i.e. in the (ascending) order of u
-        new_u = ctx.sync("complex:renumber-answer").concat(_TAG_VANSWER, dtype=np.int64)
+        new_u = ctx.sync("complex:renumber-answer").concat(tag.answer, dtype=np.int64)
         return ({k: np.sort(new_u[np.searchsorted(u, a)], axis=1) for k, a in tops.items()},
                 own_pts)
 

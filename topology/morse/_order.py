@@ -26,8 +26,6 @@ __all__ = ["global_order"]
 #: 2-4 ranks but hold nothing that grows like p**2.
 PSRS_MAX_RANKS = 8
 
-_VAL, _GID, _BACK_GID, _BACK_ORD, _LOC = 1, 2, 3, 4, 5
-
 
 def global_order(values: DistVector, *, ids: np.ndarray | None = None,
                  oversample: int = 16) -> DistVector:
@@ -141,16 +139,17 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
     for i in range(size - 1):
         bounds[i + 1] = lo[i] + np.searchsorted(sg[lo[i]:hi[i]], split_g[i], side="left")
     ctx = BSP(comm)
+    tag = ctx.tags("values", "gids", "back_gids", "back_orders", "positions")
     for r in range(size):
         a, b = bounds[r], bounds[r + 1]
         if b > a:
-            ctx.send(r, sv[a:b], tag=_VAL)
-            ctx.send(r, sg[a:b], tag=_GID)
+            ctx.send(r, sv[a:b], tag=tag.values)
+            ctx.send(r, sg[a:b], tag=tag.gids)
             if gid is not None:
-                ctx.send(r, sl[a:b], tag=_LOC)
+                ctx.send(r, sl[a:b], tag=tag.positions)
     inbox = ctx.sync("sample-sort:buckets")
-    bv = inbox.concat(_VAL, dtype=np.float64)
-    bg = inbox.concat(_GID, dtype=np.int64)
+    bv = inbox.concat(tag.values, dtype=np.float64)
+    bg = inbox.concat(tag.gids, dtype=np.int64)
     if gid is None:
         # the buckets arrive in source order, each sorted by (value, id), and
         # sources own ascending id ranges: a stable sort by value alone is the
@@ -159,14 +158,14 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
         bg = bg[o]
     else:
         o = np.lexsort((bg, bv))
-        bg = inbox.concat(_LOC, dtype=np.int64)[o]
+        bg = inbox.concat(tag.positions, dtype=np.int64)[o]
     first = comm.exscan(bg.size) or 0
     ranks = first + np.arange(bg.size, dtype=np.int64)
     owners = layout.owner(bg) if bg.size else np.zeros(0, dtype=np.int64)
-    ctx.send_rows(owners, bg, tag=_BACK_GID)
-    ctx.send_rows(owners, ranks, tag=_BACK_ORD)
+    ctx.send_rows(owners, bg, tag=tag.back_gids)
+    ctx.send_rows(owners, ranks, tag=tag.back_orders)
     inbox = ctx.sync("sample-sort:back")
-    back_g = inbox.concat(_BACK_GID, dtype=np.int64)
-    back_o = inbox.concat(_BACK_ORD, dtype=np.int64)
+    back_g = inbox.concat(tag.back_gids, dtype=np.int64)
+    back_o = inbox.concat(tag.back_orders, dtype=np.int64)
     out[back_g - start] = back_o
     return DistVector(layout, out)

@@ -22,7 +22,7 @@ __all__ = ["follow_paths", "descend_vertices", "ascend_tets", "descend_edges",
 
 
 # -- the driver ---------------------------------------------------------------------------------
-def follow_paths(comm, layout, advance, arrive, items, exits, *, tag: int, label: str
+def follow_paths(comm, layout, advance, arrive, items, exits, *, label: str
                  ) -> tuple[list, int]:
     """Follow V-paths on every rank until no path is left anywhere.
 
@@ -43,8 +43,8 @@ def follow_paths(comm, layout, advance, arrive, items, exits, *, tag: int, label
         The items of the first superstep.
     exits : (k, w) int64
         Exit rows known before the first superstep, sent with its own.
-    tag, label : int, str
-        The message tag and the supersteps' label.
+    label : str
+        The supersteps' label.
 
     Returns
     -------
@@ -61,18 +61,21 @@ def follow_paths(comm, layout, advance, arrive, items, exits, *, tag: int, label
     """
     width = exits.shape[1]
     done = []
+    ctx = BSP(comm)
+    tag = ctx.tags("paths")
 
     def compute(ctx, inbox):
         if ctx.step == 0:
             here, out = advance(*items)
             out = np.concatenate((exits, out)) if out.size else exits
         else:
-            here, out = advance(*arrive(inbox.concat(tag, dtype=np.int64, shape=(width,))))
+            here, out = advance(*arrive(inbox.concat(tag.paths, dtype=np.int64,
+                                                     shape=(width,))))
         done.append(here)
         dest = layout.owner(out[:, 1]) if out.size else np.zeros(0, np.int64)
-        ctx.send_rows(dest, out, tag=tag)
+        ctx.send_rows(dest, out, tag=tag.paths)
 
-    steps = BSP(comm).run(compute, label=label)
+    steps = ctx.run(compute, label=label)
     return done, steps
 
 

@@ -34,8 +34,6 @@ from ._slabs import PlaneSource, _context, _slab_bounds, chunk_step, chunk_xyz
 
 __all__ = ["ooc_components"]
 
-_TAG_SUMMARY, _TAG_NAMES = 11, 12
-
 
 @njit(cache=True)
 def _label_chunk(keep, nx, ny, nz, offs):  # pragma: no cover
@@ -206,13 +204,13 @@ def ooc_components(grid, values, threshold, sublevel, axes, out):
             half = 2 ** (step - 1)
             if vp % (2 * half) == 0 and vp + half < nvp:
                 hi_vp = min(vp + 2 * half, nvp) - 1
-                upper = inbox.concat(_TAG_SUMMARY, dtype=np.int64, shape=(2,))
+                upper = inbox.concat(tag.summary, dtype=np.int64, shape=(2,))
                 summary, lmap, umap = _glue(state["summary"], upper, ps, a, bounds[hi_vp][1],
                                             bounds[vp + half][0], nz)
                 state["summary"] = summary
                 state["lower%d" % step], state["upper%d" % step] = lmap, umap
         else:
-            got = inbox.concat(_TAG_NAMES, dtype=np.int64, shape=(2,))
+            got = inbox.concat(tag.names, dtype=np.int64, shape=(2,))
             if got.shape[0]:                # from the glue one level up (none: no renames)
                 state["final"] = got
             s = last - step                 # the level whose names go down
@@ -221,7 +219,7 @@ def ooc_components(grid, values, threshold, sublevel, axes, out):
                 if vp % (2 * half) == 0 and vp + half < nvp:
                     final = state.pop("final", np.zeros((0, 2), np.int64))
                     state["final"] = _compose(state.pop("lower%d" % s), final)
-                    ctx.send(vp + half, _compose(state.pop("upper%d" % s), final), _TAG_NAMES)
+                    ctx.send(vp + half, _compose(state.pop("upper%d" % s), final), tag.names)
             else:
                 names = state.pop("names")
                 labels = _rename(names, state.pop("final", np.zeros((0, 2), np.int64)))
@@ -235,9 +233,10 @@ def ooc_components(grid, values, threshold, sublevel, axes, out):
                     state["labels"] = labels
         span = 2 ** step
         if step < levels and vp % (2 * span) == span:
-            ctx.send(vp - span, state.pop("summary"), _TAG_SUMMARY)
+            ctx.send(vp - span, state.pop("summary"), tag.summary)
 
     with _context(grid) as ctx:
+        tag = ctx.tags("summary", "names")
         for vp in ctx.processors:
             ctx.set_state(vp)
         for step in range(last + 1):

@@ -36,7 +36,6 @@ from ._components import _offsets
 
 __all__ = ["ooc_merge_tree"]
 
-_TAG_N, _TAG_E, _TAG_CN, _TAG_CE, _TAG_FLAGS = 21, 22, 23, 24, 25
 _NONE = np.zeros((0, 2), np.int64)
 
 
@@ -205,17 +204,17 @@ def _tree_rows(grid, source, downward):
             half = 2 ** (step - 1)
             if vp % (2 * half) == 0 and vp + half < nvp:
                 hi = bounds[min(vp + 2 * half, nvp) - 1][1]
-                upper = (inbox.concat(_TAG_N, dtype=np.int64, shape=(2,)),
-                         inbox.concat(_TAG_E, dtype=np.int64, shape=(2,)))
+                upper = (inbox.concat(tag.nodes, dtype=np.int64, shape=(2,)),
+                         inbox.concat(tag.edges, dtype=np.int64, shape=(2,)))
                 lower = (state.pop("bn"), state.pop("be"))
                 state["ln%d" % step], state["le%d" % step] = lower
                 state["un%d" % step], state["ue%d" % step] = upper
                 state["bn"], state["be"] = reduce_to([lower, upper], a, hi)
         else:
-            got = inbox.concat(_TAG_CN, dtype=np.int64, shape=(2,))
+            got = inbox.concat(tag.child_nodes, dtype=np.int64, shape=(2,))
             if got.shape[0]:                # the rest of the grid, from the glue above
                 state["cn"] = got
-                state["ce"] = inbox.concat(_TAG_CE, dtype=np.int64, shape=(2,))
+                state["ce"] = inbox.concat(tag.child_edges, dtype=np.int64, shape=(2,))
             s = last - step
             rest = (state.get("cn", _NONE), state.get("ce", _NONE))
             if s >= 1:
@@ -226,18 +225,19 @@ def _tree_rows(grid, source, downward):
                     lower = (state.pop("ln%d" % s), state.pop("le%d" % s))
                     upper = (state.pop("un%d" % s), state.pop("ue%d" % s))
                     cu = reduce_to([rest, lower], mid, hi)
-                    ctx.send(vp + half, cu[0], _TAG_CN)
-                    ctx.send(vp + half, cu[1], _TAG_CE)
+                    ctx.send(vp + half, cu[0], tag.child_nodes)
+                    ctx.send(vp + half, cu[1], tag.child_edges)
                     state["cn"], state["ce"] = reduce_to([rest, upper], a, mid)
             else:
                 local = (state.pop("ln"), state.pop("le"))
                 state.clear()
                 state["rows"] = _leaf_rows(local, rest, downward, a * ps, b * ps)
         if step < levels and vp % (2 * 2 ** step) == 2 ** step:
-            ctx.send(vp - 2 ** step, state.pop("bn"), _TAG_N)
-            ctx.send(vp - 2 ** step, state.pop("be"), _TAG_E)
+            ctx.send(vp - 2 ** step, state.pop("bn"), tag.nodes)
+            ctx.send(vp - 2 ** step, state.pop("be"), tag.edges)
 
     with _context(grid) as ctx:
+        tag = ctx.tags("nodes", "edges", "child_nodes", "child_edges")
         for vp in ctx.processors:
             ctx.set_state(vp)
         for step in range(last + 1):
@@ -284,10 +284,11 @@ def ooc_merge_tree(grid, values, kind, axes, report) -> MergeTree:
                              vbits)).astype(np.int64)
     # one row per node, at the owner of its vertex, then the nodes in sweep order
     ctx = BSP(comm)
+    tag = ctx.tags("flags")
     flags[:, 2] = np.where(has_up, _id_key(flags[:, 2], downward), -1)
-    ctx.send_keyed(_TAG_FLAGS, _id_key(keys[:, 2], downward), flags, grid.vertex_layout,
+    ctx.send_keyed(tag.flags, _id_key(keys[:, 2], downward), flags, grid.vertex_layout,
                    op="max")
-    ids, fl = ctx.sync("mergetree:nodes").reduced(_TAG_FLAGS, "max", value_shape=(4,),
+    ids, fl = ctx.sync("mergetree:nodes").reduced(tag.flags, "max", value_shape=(4,),
                                                   dtype=np.int64)
     fl = fl.reshape(-1, 4)
     vals = fl[:, 3].copy().view(np.float64)

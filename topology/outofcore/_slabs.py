@@ -53,7 +53,6 @@ __all__ = ["ooc_critical_points", "ooc_pairs", "ooc_diagram", "PlaneSource", "D1
 
 #: global id of the cone's apex in the downward sweep
 APEX_ID = -1
-_TAG_NODES0, _TAG_EDGES0, _TAG_NODES1, _TAG_EDGES1 = 1, 2, 3, 4
 
 
 # -- the sweep kernels --------------------------------------------------------------------
@@ -404,7 +403,6 @@ def ooc_pairs(grid, values, axes=None, report=None, ledger=None):
     nz, ps = grid.shape[-1], grid.plane_size
     nvp = len(bounds)
     levels = int(np.ceil(np.log2(nvp))) if nvp > 1 else 0
-    tags = ((_TAG_NODES0, _TAG_EDGES0), (_TAG_NODES1, _TAG_EDGES1))
 
     def keep(state, k, res):
         (ids, vals), tree, survivors = res
@@ -443,6 +441,8 @@ def ooc_pairs(grid, values, axes=None, report=None, ledger=None):
                 ctx.send(vp - span, state.pop("edges%d" % k), te)
 
     with _context(grid, ledger) as ctx:
+        t = ctx.tags("nodes0", "edges0", "nodes1", "edges1")
+        tags = ((t.nodes0, t.edges0), (t.nodes1, t.edges1))   # D0's, D(d-1)'s
         for vp in ctx.processors:
             ctx.set_state(vp)
         for step in range(levels + 1):

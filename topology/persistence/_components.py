@@ -22,7 +22,6 @@ from ..core import check_domain, ghosted_global_ids
 __all__ = ["connected_components", "label_components"]
 
 _INF = np.iinfo(np.int64).max
-_TAG_LINK = 1
 
 
 def connected_components(domain, values=None, threshold=None, *, sublevel: bool = True,
@@ -144,11 +143,12 @@ def label_components(domain, values, threshold, *, sublevel: bool = True, axes=N
     gp = np.flatnonzero(ghost_mask & keep)
     link_local, link_rank, link_remote = (np.zeros(0, np.int64),) * 3
     ctx = BSP(comm)
+    tag = ctx.tags("link")
     if comm.Get_size() > 1:
         rows = np.stack((ids[gp], comp[gp]), axis=1).astype(np.int64)
-        ctx.send_rows(layout.owner(ids[gp]), rows, _TAG_LINK)
+        ctx.send_rows(layout.owner(ids[gp]), rows, tag.link)
         got, src = ctx.sync("components:links").concat_with_sources(
-            _TAG_LINK, dtype=np.int64, shape=(2,))
+            tag.link, dtype=np.int64, shape=(2,))
         link_local = comp[own_pos[got[:, 0] - layout.start]].astype(np.int64)
         link_rank, link_remote = src, got[:, 1]
     # a mesh's pieces link compact parts: the rank tree, no fan-in

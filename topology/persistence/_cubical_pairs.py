@@ -22,9 +22,6 @@ from ._reduction import reduce_z2
 
 __all__ = ["cubical_morse_pairs"]
 
-_TAG_UP, _TAG_DOWN, _TAG_R1, _TAG_R2, _TAG_R3 = 81, 82, 83, 84, 85
-
-
 
 # -- the diagram from the Morse complex -------------------------------------------------------------
 def cubical_morse_pairs(grid, order: DistVector, progress=None):
@@ -79,6 +76,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     eplace, tplace = place_cells(comm, [crit[1][2].reshape(-1, 1), -crit[2][2].reshape(-1, 1)],
                             [code_vertex(crit[d][1]) for d in (1, 2)], sup)
     ctx = BSP(comm)
+    tag = ctx.tags("rows", "columns")
 
     # -- D0: the minima at both ends of every critical edge, then the elder
     # rule over (minimum, edge) entries at each edge's owner, every edge a
@@ -92,7 +90,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
 
     d0, _ = follow_paths(comm, layout, down_v, arrive,
                          (np.repeat(ecode, 2), cubical_edge_ends(geom, epos).ravel()),
-                         empty3, tag=_TAG_UP, label="cubical:minima")
+                         empty3, label="cubical:minima")
     deaths, survivors = _elder_at_owners(comm, layout, d0, (ecode, ekey), crit[0][2],
                                          n=SLOTS * n, place=eplace, ctx=ctx)
     names = _VertexAt(order, layout)            # built after the elder rule's peak
@@ -119,7 +117,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d2, _ = follow_paths(comm, layout, up, arrive, (sq[~out], start[~out]), empty3,
-                         tag=_TAG_UP, label="cubical:maxima")
+                         label="cubical:maxima")
     top = SLOTS * n - 1
     d2 = [(q, np.where(c >= 0, top - c, APEX)) for q, c in done + d2]
     deaths, _ = _elder_at_owners(comm, layout, d2, (scode, top - skey), top - crit[3][2],
@@ -143,22 +141,22 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
                          (np.repeat(scode[widx], 4),
                           cubical_square_sides(geom, spos[widx])[1].ravel()),
                          empty3,
-                         tag=_TAG_DOWN, label="cubical:walls")
+                         label="cubical:walls")
     del G, O, C, spos           # the gradient's arrays (16 bytes per vertex) are done with
     bq, be = (np.concatenate(c) for c in zip(*d1))
     del d1
     entries = odd_column_rows(bq, be)               # what cancels here need not travel
     del bq, be
-    ctx.send_rows(layout.owner(code_vertex(entries[:, 1])), entries, tag=_TAG_R1)
+    ctx.send_rows(layout.owner(code_vertex(entries[:, 1])), entries, tag=tag.rows)
     del entries
-    got = ctx.sync("cubical:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    got = ctx.sync("cubical:d1-rows").concat(tag.rows, dtype=np.int64, shape=(2,))
     got = odd_rows(got)                     # every entry of an edge is here: mod 2 is exact
     eidx = agreed_call(comm, eplace.local_index, ecode, got[:, 1])
     eplace.forget()
     keep = positive[eidx]
     ctx.send_rows(layout.owner(code_vertex(got[keep, 0])),
-                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=_TAG_R2)
-    got = ctx.sync("cubical:d1-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
+                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=tag.columns)
+    got = ctx.sync("cubical:d1-columns").concat(tag.columns, dtype=np.int64, shape=(2,))
     col = np.full(wall.size, -1, np.int64)
     col[widx] = np.arange(widx.size)
     ptr, rows = z2_columns(col[agreed_call(comm, tplace.local_index, scode, got[:, 0])], got[:, 1],
@@ -193,9 +191,10 @@ class _VertexAt:
             return
         index = np.arange(layout.start, layout.stop, dtype=np.int64)
         ctx = BSP(self.comm)
+        tag = ctx.tags("inverse")
         ctx.send_rows(self.blocks.owner(order.local) if index.size else index,
-                      np.column_stack((order.local, index)), tag=_TAG_R3)
-        got = ctx.sync("cubical:inverse-order").concat(_TAG_R3, dtype=np.int64, shape=(2,))
+                      np.column_stack((order.local, index)), tag=tag.inverse)
+        got = ctx.sync("cubical:inverse-order").concat(tag.inverse, dtype=np.int64, shape=(2,))
         self.inverse = np.empty(self.blocks.local_size, np.int64)
         self.inverse[got[:, 0] - self.blocks.start] = got[:, 1]
 
@@ -228,9 +227,10 @@ def _elder_at_owners(comm, layout, found, cells, own_labels, *, n, place, ctx):
     found.clear()
     rows = np.column_stack(cols)
     del cols
-    ctx.send_rows(layout.owner(code_vertex(rows[:, 0])), rows, tag=_TAG_R1)
+    tag = ctx.tags("entries")
+    ctx.send_rows(layout.owner(code_vertex(rows[:, 0])), rows, tag=tag.entries)
     del rows
-    got = ctx.sync("cubical:entries").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    got = ctx.sync("cubical:entries").concat(tag.entries, dtype=np.int64, shape=(2,))
     hi = keys[agreed_call(comm, place.local_index, codes, got[:, 0])]
     place.forget()
     lo = got[:, 1].copy()
@@ -241,8 +241,9 @@ def _elder_at_owners(comm, layout, found, cells, own_labels, *, n, place, ctx):
 def _alive(comm, layout, ctx, keys, dead_keys, dead_vertex) -> np.ndarray:
     """Whether each of this rank's cells (``keys``) is at no death: each death
     goes to the owner of its cell's top vertex. Collective on ``comm``."""
-    ctx.send_rows(layout.owner(dead_vertex), np.asarray(dead_keys, np.int64), tag=_TAG_R2)
-    dead = ctx.sync("cubical:deaths").concat(_TAG_R2, dtype=np.int64)
+    tag = ctx.tags("deaths")
+    ctx.send_rows(layout.owner(dead_vertex), np.asarray(dead_keys, np.int64), tag=tag.deaths)
+    dead = ctx.sync("cubical:deaths").concat(tag.deaths, dtype=np.int64)
     return ~isin_sorted(keys, sorted_unique(dead))
 
 

@@ -24,8 +24,6 @@ _BIG = np.iinfo(np.int64).max
 _END = _BIG - 1
 #: kept root not known on this rank yet (a query went up the tree)
 _ASKED = -2
-_TAG_EDGES, _TAG_RECORDS, _TAG_QUERIES, _TAG_ANSWERS = 41, 42, 43, 44
-_TAG_SPAN_ASK, _TAG_SPAN_ANSWER, _TAG_TOPS = 45, 46, 47
 
 
 # -- what a sweep leaves on one rank ------------------------------------------------------
@@ -473,9 +471,10 @@ def _label_spans(comm, n, labels, ledger):
     lay = Layout.block(max(n, 1), comm)
     real = labels[labels >= 0]
     ctx = BSP(comm, ledger=ledger)
-    ctx.send_rows(lay.owner(real), real, tag=_TAG_SPAN_ASK)
+    tag = ctx.tags("ask", "answer")
+    ctx.send_rows(lay.owner(real), real, tag=tag.ask)
     inbox = ctx.sync("sweep:spans")
-    got, src = inbox.concat_with_sources(_TAG_SPAN_ASK, dtype=np.int64)
+    got, src = inbox.concat_with_sources(tag.ask, dtype=np.int64)
     if got.size:
         u, inv = np.unique(got, return_inverse=True)
         inv = inv.ravel()
@@ -483,8 +482,8 @@ def _label_spans(comm, n, labels, ledger):
         hi = np.full(u.size, -1, np.int64)
         np.minimum.at(lo, inv, src)
         np.maximum.at(hi, inv, src)
-        ctx.send_rows(src, np.column_stack((got, lo[inv], hi[inv])), tag=_TAG_SPAN_ANSWER)
-    ans = ctx.sync("sweep:spans").concat(_TAG_SPAN_ANSWER, dtype=np.int64, shape=(3,))
+        ctx.send_rows(src, np.column_stack((got, lo[inv], hi[inv])), tag=tag.answer)
+    ans = ctx.sync("sweep:spans").concat(tag.answer, dtype=np.int64, shape=(3,))
     ans = ans[stable_argsort(ans[:, 0])]
     span = np.empty((labels.size, 2), np.int64)
     span[labels < 0] = (0, comm.Get_size() - 1)                 # the apex: everywhere
@@ -600,6 +599,7 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
     rows_up = rows_in = 0
     for h in range(1, H + 1):
         ctx = BSP(comm, ledger=ledger)
+        tag = ctx.tags("edges", "records", "queries")
         local = {}
         for kind in list(pending):
             par = parent_of[kind]
@@ -612,9 +612,9 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
                 local[kind] = (R.up_edges, R.up_records, q)
             else:
                 rows_up += R.up_edges.shape[0] + R.up_records.shape[0] + q.shape[0]
-                ctx.send(int(par), R.up_edges, tag=_TAG_EDGES)
-                ctx.send(int(par), R.up_records, tag=_TAG_RECORDS)
-                ctx.send(int(par), q, tag=_TAG_QUERIES)
+                ctx.send(int(par), R.up_edges, tag=tag.edges)
+                ctx.send(int(par), R.up_records, tag=tag.records)
+                ctx.send(int(par), q, tag=tag.queries)
         inbox = ctx.sync("sweep:up")
         steps += 1
         if me >= 1 and height[me] == h:
@@ -624,9 +624,9 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
                 if src == me:
                     parts.append(next(iter(local.values())))
                 else:
-                    parts.append((_rows_from(inbox, src, _TAG_EDGES, 4),
-                                  _rows_from(inbox, src, _TAG_RECORDS, 3),
-                                  _rows_from(inbox, src, _TAG_QUERIES, 3)))
+                    parts.append((_rows_from(inbox, src, tag.edges, 4),
+                                  _rows_from(inbox, src, tag.records, 3),
+                                  _rows_from(inbox, src, tag.queries, 3)))
                     rows_in += sum(x.shape[0] for x in parts[-1])
             node = _Range(np.concatenate((parts[0][0], parts[1][0])),
                           np.concatenate((parts[0][1], parts[1][1])),
@@ -647,6 +647,7 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
             answers[kind] = ranges[kind].answer(np.zeros((0, 3), np.int64))
         for h in range(H, 0, -1):
             ctx = BSP(comm, ledger=ledger)
+            tag = ctx.tags("answers")
             to_self = None
             if me >= 1 and height[me] == h:
                 rows = answers["node"][0]
@@ -660,14 +661,14 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
                     if dst == me:
                         to_self = part
                     else:
-                        ctx.send(int(dst), part, tag=_TAG_ANSWERS)
+                        ctx.send(int(dst), part, tag=tag.answers)
             inbox = ctx.sync("sweep:down")
             steps += 1
             for kind in ranges:
                 if kind in answers or height[parent_of[kind]] != h:
                     continue
                 par = parent_of[kind]
-                got = to_self if par == me else _rows_from(inbox, int(par), _TAG_ANSWERS, 3)
+                got = to_self if par == me else _rows_from(inbox, int(par), tag.answers, 3)
                 answers[kind] = ranges[kind].answer(got)
         kept = []
         for kind, R in ranges.items():
@@ -680,9 +681,10 @@ def distributed_elder(comm, n, lo, hi, labels, *, key_owned=None, lab_owned=None
         final[f_open] = answers["leaf"][1][n_asked:]
         lay = Layout.block(max(n, 1), comm)
         ctx = BSP(comm, ledger=ledger)
+        tag = ctx.tags("tops")
         ok = final >= 0
-        ctx.send_keyed(_TAG_TOPS, final[ok], top_key[ok], lay, op="max")
-        tk, tv = ctx.sync("sweep:tops").reduced(_TAG_TOPS, "max", dtype=np.int64)
+        ctx.send_keyed(tag.tops, final[ok], top_key[ok], lay, op="max")
+        tk, tv = ctx.sync("sweep:tops").reduced(tag.tops, "max", dtype=np.int64)
         steps += 1
         tops = np.column_stack((tk, tv)).astype(np.int64).reshape(-1, 2)
         kept = np.concatenate(kept)

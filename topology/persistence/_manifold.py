@@ -20,8 +20,6 @@ from ._parts import essential_part
 
 __all__ = ["check_manifold", "euler_essential"]
 
-_TAG_EULER = 65
-
 
 def check_manifold(cx) -> None:
     """Refuse, with the same ValueError on every rank, a complex on which
@@ -205,9 +203,10 @@ def euler_essential(cx, vec, gids, order, parts):
         col.extend((np.full(len(bidx), 2 * dim), np.full(int(fin.sum()), 2 * dim + 1)))
     idx, col = np.concatenate(idx), np.concatenate(col)
     ctx = BSP(cx.comm)
-    ctx.send_keyed(_TAG_EULER, idx * (2 * d + 2) + col, np.ones(idx.size, np.int64),
+    tag = ctx.tags("euler")
+    ctx.send_keyed(tag.euler, idx * (2 * d + 2) + col, np.ones(idx.size, np.int64),
                    lambda key: lay.owner(key // (2 * d + 2)), op="sum")
-    keys, cnt = ctx.sync("persistence:euler").reduced(_TAG_EULER, "sum", dtype=np.int64)
+    keys, cnt = ctx.sync("persistence:euler").reduced(tag.euler, "sum", dtype=np.int64)
     table = np.zeros((lay.local_size, 2 * d + 2), np.int64)
     table[keys // (2 * d + 2) - lay.start, keys % (2 * d + 2)] = cnt
     bal = chi.copy()                          # chi - sum_{k != d-1} (-1)^k dbeta_k

@@ -24,7 +24,6 @@ from ._sweep import sweep
 
 __all__ = ["merge_tree", "sweep_merge_tree", "MergeTree", "LEAF", "SADDLE", "ROOT"]
 
-_TAG_NODES = 51
 #: node types of a merge tree
 LEAF, SADDLE, ROOT = 0, 1, 2
 
@@ -332,8 +331,9 @@ def _branches(comm, sw, layout):
     has_down = (prv[:, 0] == ent[:, 0]) & (prv[:, 0] >= 0)
     vals = np.column_stack((has_up, has_down, np.where(has_up, nxt[:, 1], -1))).astype(np.int64)
     ctx = BSP(comm)
-    ctx.send_keyed(_TAG_NODES, ent[:, 1], vals, layout, op="max")
-    keys, flags = ctx.sync("mergetree:nodes").reduced(_TAG_NODES, "max", value_shape=(3,),
+    tag = ctx.tags("nodes")
+    ctx.send_keyed(tag.nodes, ent[:, 1], vals, layout, op="max")
+    keys, flags = ctx.sync("mergetree:nodes").reduced(tag.nodes, "max", value_shape=(3,),
                                                      dtype=np.int64)
     flags = flags.reshape(-1, 3)
     return keys, flags[:, 0] == 1, flags[:, 1] == 1, flags[:, 2]

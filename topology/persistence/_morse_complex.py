@@ -17,8 +17,6 @@ from ..core import fetch_rows
 __all__ = ["Placed", "place_cells", "tops_at", "alive", "agreed_call", "odd_rows",
            "odd_column_rows", "z2_columns"]
 
-_TAG_R3, _TAG_PLACE = 76, 77   # _TAG_PLACE + d, d < 4
-
 
 class Placed:
     """Filtration positions of one dimension's critical cells: ``pos`` for
@@ -107,19 +105,20 @@ def place_cells(comm, keys, tops, sup) -> list[Placed]:
     offsets = np.concatenate(([0], np.cumsum(counts)))
     p, r = comm.Get_size(), comm.Get_rank()
     ctx = BSP(comm)
+    tags = ctx.tags(*("dimension%d" % d for d in range(len(keys))))
     split = np.cumsum([k.shape[0] for k in keys])[:-1]
     out = []
     for d, (dpos, top) in enumerate(zip(np.split(pos, split), tops)):
         dpos = dpos - offsets[d]
         ranges = block_ranges(int(counts[d]), p)
         ctx.send_rows(np.searchsorted(ranges, dpos, side="right") - 1,
-                      np.column_stack((dpos, top)).astype(np.int64), tag=_TAG_PLACE + d)
+                      np.column_stack((dpos, top)).astype(np.int64), tag=tags[d])
         out.append([dpos, int(counts[d]), ranges])
     inbox = ctx.sync("morse:place")
     sup[0] += 1
     placed = []
     for d, (dpos, total, ranges) in enumerate(out):
-        got = inbox.concat(_TAG_PLACE + d, dtype=np.int64, shape=(2,))
+        got = inbox.concat(tags[d], dtype=np.int64, shape=(2,))
         t = np.empty(ranges[r + 1] - ranges[r], np.int64)
         t[got[:, 0] - ranges[r]] = got[:, 1]
         placed.append(Placed(dpos, total, ranges, t, r))
@@ -149,8 +148,9 @@ def alive(comm, layout, pos, dead, tops) -> np.ndarray:
     if comm.Get_size() == 1:
         return ~isin_sorted(pos, sorted_unique(dead))
     ctx = BSP(comm)
-    ctx.send_rows(layout.owner(tops), np.asarray(dead, np.int64), tag=_TAG_R3)
-    got = ctx.sync("morse:deaths").concat(_TAG_R3, dtype=np.int64)
+    tag = ctx.tags("deaths")
+    ctx.send_rows(layout.owner(tops), np.asarray(dead, np.int64), tag=tag.deaths)
+    got = ctx.sync("morse:deaths").concat(tag.deaths, dtype=np.int64)
     return ~isin_sorted(pos, sorted_unique(got))
 
 

@@ -20,8 +20,6 @@ from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
-_T_HEAD, _T_ROWS, _T_BACK = 81, 82, 83
-
 
 @njit(cache=True)
 def _symdiff(a, b):  # pragma: no cover
@@ -299,6 +297,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     store = List.empty_list(types.int64[:])
     store_id, store_label, store_origin = (List.empty_list(types.int64) for _ in range(3))
     ctx = BSP(comm, ledger=ledger)
+    tag = ctx.tags("head", "rows", "back")
     order = stable_argsort(ids)
     counts = np.diff(ptr)[order]
     cptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -315,17 +314,17 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         if ometa.shape[0]:
             dest = np.searchsorted(ranges, orows[optr[1:] - 1], side="right") - 1
             # heads (id, label, origin, length) and the rows, both in dest order
-            ctx.send_rows(dest, np.column_stack((ometa, np.diff(optr))), tag=_T_HEAD)
+            ctx.send_rows(dest, np.column_stack((ometa, np.diff(optr))), tag=tag.head)
             o = stable_argsort(dest)
             for d in sorted_unique(dest):
-                ctx.send(int(d), _gather_columns(optr, orows, o[dest[o] == d]), tag=_T_ROWS)
+                ctx.send(int(d), _gather_columns(optr, orows, o[dest[o] == d]), tag=tag.rows)
         ctx.vote(ometa.shape[0] > 0)
         inbox = ctx.sync("reduce_z2:columns")
         steps += 1
         if not inbox.any_active:
             break
-        head = inbox.concat(_T_HEAD, dtype=np.int64, shape=(4,))
-        flat = inbox.concat(_T_ROWS, dtype=np.int64)
+        head = inbox.concat(tag.head, dtype=np.int64, shape=(4,))
+        flat = inbox.concat(tag.rows, dtype=np.int64)
         received += head.shape[0]
         hptr = np.concatenate(([0], np.cumsum(head[:, 3]))).astype(np.int64)
         o = stable_argsort(head[:, 0])
@@ -347,8 +346,8 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         porg = _list_array(store_origin)[k] if npiv else np.zeros(0, np.int64)
         back = np.concatenate((np.column_stack((pcol, prow + lo)),
                                np.column_stack((zm[:, 0], np.full(zm.shape[0], -1, np.int64)))))
-        ctx.send_rows(np.concatenate((porg, zm[:, 2])), back, tag=_T_BACK)
-        got = ctx.sync("reduce_z2:lows").concat(_T_BACK, dtype=np.int64, shape=(2,))
+        ctx.send_rows(np.concatenate((porg, zm[:, 2])), back, tag=tag.back)
+        got = ctx.sync("reduce_z2:lows").concat(tag.back, dtype=np.int64, shape=(2,))
         steps += 1
         srt = np.argsort(ids)
         low = np.empty(ids.size, np.int64)

@@ -27,9 +27,6 @@ from ._reduction import reduce_z2
 
 __all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
 
-_TAG_D0, _TAG_D2, _TAG_D1 = 71, 72, 73
-_TAG_R1, _TAG_R2, _TAG_R3, _TAG_PLACE = 74, 75, 76, 77   # _TAG_PLACE + d, d < 4
-
 
 class MorsePersistence:
     """Persistence pairs of all dimensions from the Morse complex.
@@ -258,6 +255,7 @@ class _MorseComplex:
             self.crit[d] = dict(i=i, s=s, code=top * self.mult[d] + s, top=top,
                                 key=G.local_keys(d, i, s))
         self.ctx = BSP(self.comm)
+        self.tag = self.ctx.tags("rows", "columns", "positive")
         self.supersteps = 0
         self.sizes = {}
 
@@ -284,8 +282,7 @@ def _minima_paths(mc: _MorseComplex, release: bool):
     pos = np.concatenate((S.P[c1["i"]], S.nbr(c1["i"], c1["s"])))
     d0, mc.stats["supersteps_d0"] = follow_paths(mc.comm, mc.layout, down_vertices,
                                                  arrive_vertex, (q, pos),
-                                                 np.zeros((0, 2), np.int64), tag=_TAG_D0,
-                                                 label="morse:minima")
+                                                 np.zeros((0, 2), np.int64), label="morse:minima")
     if release:
         G.vp = None
     return tuple(np.concatenate(col) for col in zip(*d0))
@@ -307,8 +304,7 @@ def _maxima_paths(mc: _MorseComplex, release: bool):
 
     sq, sp, ss, oq, xr = triangle_cofacets(st, c2["code"], c2["i"], c2["s"])
     d2, mc.stats["supersteps_d2"] = follow_paths(mc.comm, mc.layout, up_tets, arrive_tet,
-                                                 (sq, sp, ss), xr, tag=_TAG_D2,
-                                                 label="morse:maxima")
+                                                 (sq, sp, ss), xr, label="morse:maxima")
     d2.insert(0, (oq, np.full(oq.size, -1, np.int64)))
     del sq, sp, ss, oq, xr
     if release:
@@ -334,16 +330,16 @@ def _d0_pairs(mc: _MorseComplex, d0, places):
     filtration positions, the edges' shifted past the minima's. Returns the
     pairs, the essential minima and which critical edges are positive (kill
     no component). Collective."""
-    comm, layout, ctx, crit = mc.comm, mc.layout, mc.ctx, mc.crit
+    comm, layout, ctx, crit, tag = mc.comm, mc.layout, mc.ctx, mc.crit, mc.tag
     vplace, eplace = places[0], places[1]
     nv = vplace.global_size
     eq, ev = d0
-    ctx.send_rows(layout.owner(ev), np.column_stack((eq // 2, ev)), tag=_TAG_R1)
-    got = ctx.sync("morse:d0-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    ctx.send_rows(layout.owner(ev), np.column_stack((eq // 2, ev)), tag=tag.rows)
+    got = ctx.sync("morse:d0-rows").concat(tag.rows, dtype=np.int64, shape=(2,))
     row = agreed_call(comm, vplace.position_of, crit[0]["top"], got[:, 1])
     ctx.send_rows(layout.owner(got[:, 0] // mc.mult[1]), np.column_stack((got[:, 0], row)),
-                  tag=_TAG_R2)
-    got = ctx.sync("morse:d0-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
+                  tag=tag.columns)
+    got = ctx.sync("morse:d0-columns").concat(tag.columns, dtype=np.int64, shape=(2,))
     mc.supersteps += 2
     epos = eplace.pos[agreed_call(comm, eplace.local_index, crit[1]["code"], got[:, 0])]
     deaths, survivors = elder(comm, nv + eplace.global_size, got[:, 1].copy(), nv + epos,
@@ -360,20 +356,20 @@ def _d2_pairs(mc: _MorseComplex, d2, places):
     owner, in reverse filtration order (positions in it), the outside the
     apex, older than every tet. Returns the pairs and which critical
     triangles are walls (create no 2-class). Collective."""
-    comm, layout, ctx, crit = mc.comm, mc.layout, mc.ctx, mc.crit
+    comm, layout, ctx, crit, tag = mc.comm, mc.layout, mc.ctx, mc.crit, mc.tag
     tplace, qplace = places[2], places[3]
     nq = qplace.global_size
     tq, tc = d2
     inside = tc >= 0
     ctx.send_rows(layout.owner(tc[inside] // mc.mult[3]),
-                  np.column_stack((tq[inside], tc[inside])), tag=_TAG_R1)
-    got = ctx.sync("morse:d2-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+                  np.column_stack((tq[inside], tc[inside])), tag=tag.rows)
+    got = ctx.sync("morse:d2-rows").concat(tag.rows, dtype=np.int64, shape=(2,))
     row = agreed_call(comm, qplace.position_of, crit[3]["code"], got[:, 1])
     out = np.concatenate((np.column_stack((got[:, 0], row)),
                           np.column_stack((tq[~inside], np.full(int((~inside).sum()), APEX,
                                                                np.int64)))))
-    ctx.send_rows(layout.owner(out[:, 0] // mc.mult[2]), out, tag=_TAG_R2)
-    got = ctx.sync("morse:d2-columns").concat(_TAG_R2, dtype=np.int64, shape=(2,))
+    ctx.send_rows(layout.owner(out[:, 0] // mc.mult[2]), out, tag=tag.columns)
+    got = ctx.sync("morse:d2-columns").concat(tag.columns, dtype=np.int64, shape=(2,))
     mc.supersteps += 2
     tpos = tplace.pos[agreed_call(comm, tplace.local_index, crit[2]["code"], got[:, 0])]
     deaths, _ = elder(comm, nq + tplace.global_size, got[:, 1].copy(), nq + tpos, qplace.pos)
@@ -414,7 +410,7 @@ def _wall_paths(mc: _MorseComplex, wall):
              np.concatenate((nb[:, 0], nb[:, 1], locate_edges(st, top[mine], oth[mine]))))
     xr = np.column_stack((qq[~mine], S.layout_index[top[~mine]], S.layout_index[oth[~mine]]))
     d1, mc.stats["supersteps_d1"] = follow_paths(mc.comm, mc.layout, down_edges, arrive_edge,
-                                                 items, xr, tag=_TAG_D1, label="morse:walls")
+                                                 items, xr, label="morse:walls")
     return d1
 
 
@@ -424,26 +420,26 @@ def _d1_pairs(mc: _MorseComplex, d1, wall, positive, places):
     a reduced column, so dropping its row changes no pivot. Returns the
     pairs, the essential 1-classes (positive edges no column killed) and the
     essential 2-classes (walls that reduced to zero). Collective."""
-    comm, layout, ctx, crit = mc.comm, mc.layout, mc.ctx, mc.crit
+    comm, layout, ctx, crit, tag = mc.comm, mc.layout, mc.ctx, mc.crit, mc.tag
     eplace, tplace = places[1], places[2]
     c2 = crit[2]
     wq, we = (np.concatenate(col) for col in zip(*d1)) if d1 else (np.zeros(0, np.int64),) * 2
     entries = int(wq.size)
-    ctx.send_rows(layout.owner(we // mc.mult[1]), np.column_stack((wq, we)), tag=_TAG_R1)
+    ctx.send_rows(layout.owner(we // mc.mult[1]), np.column_stack((wq, we)), tag=tag.rows)
     del wq, we
-    got = ctx.sync("morse:d1-rows").concat(_TAG_R1, dtype=np.int64, shape=(2,))
+    got = ctx.sync("morse:d1-rows").concat(tag.rows, dtype=np.int64, shape=(2,))
     got = odd_rows(got)                      # every entry of an edge is here: mod 2 is exact
     nonzeros = got.shape[0]
     eidx = agreed_call(comm, eplace.local_index, crit[1]["code"], got[:, 1])
     keep = positive[eidx]
     ctx.send_rows(layout.owner(got[keep, 0] // mc.mult[2]),
-                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=_TAG_R2)
+                  np.column_stack((got[keep, 0], eplace.pos[eidx[keep]])), tag=tag.columns)
     ppos = eplace.pos[positive]
-    ctx.send_rows(np.searchsorted(eplace.ranges, ppos, side="right") - 1, ppos, tag=_TAG_R3)
+    ctx.send_rows(np.searchsorted(eplace.ranges, ppos, side="right") - 1, ppos, tag=tag.positive)
     inbox = ctx.sync("morse:d1-columns")
     mc.supersteps += 2
-    got = inbox.concat(_TAG_R2, dtype=np.int64, shape=(2,))
-    prow = inbox.concat(_TAG_R3, dtype=np.int64)
+    got = inbox.concat(tag.columns, dtype=np.int64, shape=(2,))
+    prow = inbox.concat(tag.positive, dtype=np.int64)
     widx = np.flatnonzero(wall)
     col = np.full(wall.size, -1, np.int64)
     col[widx] = np.arange(widx.size)

@@ -431,17 +431,18 @@ def infer_triangles(cx, flow, k: int, *, return_scores: bool = False):
     # the third edge (b, c) is owned by the owner of b
     vl = cx.vertex_layout
     ctx = BSP(comm)
+    tag = ctx.tags("wedges", "answers")
     dest = vl.owner(wb) if wb.size else np.zeros(0, np.int64)
     order = stable_argsort(dest)
-    ctx.send_rows(dest[order], np.stack((wb, wc), 1)[order].astype(np.int64), tag=1)
+    ctx.send_rows(dest[order], np.stack((wb, wc), 1)[order].astype(np.int64), tag=tag.wedges)
     inbox = ctx.sync("infer-triangles:wedges")
-    for src, q in inbox.messages(1):
+    for src, q in inbox.messages(tag.wedges):
         q = q.reshape(-1, 2)
         pos = find_rows(own, q, cx.num_vertices)
         hit = pos >= 0
         ans = np.where(hit, fl[np.where(hit, pos, 0)], np.nan)
-        ctx.send(src, ans, tag=2)
-    third = ctx.sync("infer-triangles:answers").concat(2, dtype=np.float64)
+        ctx.send(src, ans, tag=tag.answers)
+    third = ctx.sync("infer-triangles:answers").concat(tag.answers, dtype=np.float64)
     closed = np.empty(wb.size, dtype=np.float64)
     closed[order] = third
     ok = ~np.isnan(closed)
@@ -556,14 +557,15 @@ def _route_samples(cx, ids, vals):
     comm = cx.comm
     lay = cx.simplex_layout(1)
     ctx = BSP(comm)
+    tag = ctx.tags("table", "ids", "values", "targets", "owner_values")
     if not cx.renumbered:
         dest = lay.owner(ids) if ids.size else np.zeros(0, np.int64)
         o = stable_argsort(dest)
-        ctx.send_rows(dest[o], ids[o], tag=1)
-        ctx.send_rows(dest[o], vals[o], tag=2)
+        ctx.send_rows(dest[o], ids[o], tag=tag.ids)
+        ctx.send_rows(dest[o], vals[o], tag=tag.values)
         inbox = ctx.sync("interpolate:samples")
-        pos = inbox.concat(1, dtype=np.int64) - lay.start
-        val = inbox.concat(2, dtype=np.float64)
+        pos = inbox.concat(tag.ids, dtype=np.int64) - lay.start
+        val = inbox.concat(tag.values, dtype=np.float64)
     else:
         # global id -> layout index through the block owner of the global id
         blk = Layout.block(lay.global_size, comm)
@@ -571,25 +573,25 @@ def _route_samples(cx, ids, vals):
         li = np.arange(lay.start, lay.stop, dtype=np.int64)
         dg = blk.owner(g) if g.size else np.zeros(0, np.int64)
         o = stable_argsort(dg)
-        ctx.send_rows(dg[o], np.stack((g[o], li[o]), 1), tag=1)
+        ctx.send_rows(dg[o], np.stack((g[o], li[o]), 1), tag=tag.table)
         ds = blk.owner(ids) if ids.size else np.zeros(0, np.int64)
         o = stable_argsort(ds)
-        ctx.send_rows(ds[o], ids[o], tag=2)
-        ctx.send_rows(ds[o], vals[o], tag=3)
+        ctx.send_rows(ds[o], ids[o], tag=tag.ids)
+        ctx.send_rows(ds[o], vals[o], tag=tag.values)
         inbox = ctx.sync("interpolate:samples-to-block")
-        table = inbox.concat(1, dtype=np.int64, shape=(2,))
+        table = inbox.concat(tag.table, dtype=np.int64, shape=(2,))
         where = np.empty(blk.local_size, dtype=np.int64)
         where[table[:, 0] - blk.start] = table[:, 1]
-        got = inbox.concat(2, dtype=np.int64)
-        v = inbox.concat(3, dtype=np.float64)
+        got = inbox.concat(tag.ids, dtype=np.int64)
+        v = inbox.concat(tag.values, dtype=np.float64)
         target = where[got - blk.start]
         dest = lay.owner(target) if target.size else np.zeros(0, np.int64)
         o = stable_argsort(dest)
-        ctx.send_rows(dest[o], target[o], tag=4)
-        ctx.send_rows(dest[o], v[o], tag=5)
+        ctx.send_rows(dest[o], target[o], tag=tag.targets)
+        ctx.send_rows(dest[o], v[o], tag=tag.owner_values)
         inbox = ctx.sync("interpolate:samples-to-owner")
-        pos = inbox.concat(4, dtype=np.int64) - lay.start
-        val = inbox.concat(5, dtype=np.float64)
+        pos = inbox.concat(tag.targets, dtype=np.int64) - lay.start
+        val = inbox.concat(tag.owner_values, dtype=np.float64)
     o = np.lexsort((val, pos))
     pos, val = pos[o], val[o]
     conflict = None

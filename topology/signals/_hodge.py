@@ -431,10 +431,11 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     empty = np.zeros(0, np.int64)
     link_local, link_rank, link_remote, parity, pos, src = (empty,) * 6
     ctx = BSP(comm)
+    tag = ctx.tags("links", "signs")
     if comm.Get_size() > 1:
         mine = np.stack((gids[ghost], comp[ghost], cur[ghost]), 1).astype(np.int64)
-        ctx.send_rows(dest, mine, tag=1)
-        q, src = ctx.sync("orientation:links").concat_with_sources(1, dtype=np.int64,
+        ctx.send_rows(dest, mine, tag=tag.links)
+        q, src = ctx.sync("orientation:links").concat_with_sources(tag.links, dtype=np.int64,
                                                                     shape=(3,))
         pos = q[:, 0] - lay.start + i0
         link_local, link_rank, link_remote = comp[pos].astype(np.int64), src, q[:, 1]
@@ -444,8 +445,8 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     out = cur * pieces.sign[comp]
     if not pieces.consistent and comm.Get_size() > 1:
         # no coherent orientation somewhere: the owner's sign wins for every ghost copy
-        ctx.send_rows(src, out[pos], tag=2)
-        out[asked] = ctx.sync("orientation:owner-signs").concat(2, dtype=np.int64)
+        ctx.send_rows(src, out[pos], tag=tag.signs)
+        out[asked] = ctx.sync("orientation:owner-signs").concat(tag.signs, dtype=np.int64)
     return out.astype(np.float64)
 
 
@@ -489,13 +490,15 @@ def _component_nullspace(cx, labels: DistVector, limit: int) -> list[DistVector]
     own = labels.local
     roots, counts = np.unique(own.astype(np.int64), return_counts=True)
     ctx = BSP(comm)
+    tag = ctx.tags("roots", "counts")
     dest = roots % size
-    ctx.send_rows(dest, roots, 1)
-    ctx.send_rows(dest, counts.astype(np.int64), 2)
+    ctx.send_rows(dest, roots, tag.roots)
+    ctx.send_rows(dest, counts.astype(np.int64), tag.counts)
     inbox = ctx.sync("hodge:component-sizes")
-    got = inbox.concat(1, dtype=np.int64)
+    got = inbox.concat(tag.roots, dtype=np.int64)
     u, inv = np.unique(got, return_inverse=True)
-    sizes = np.bincount(inv.ravel(), weights=inbox.concat(2, dtype=np.int64), minlength=u.size)
+    sizes = np.bincount(inv.ravel(), weights=inbox.concat(tag.counts, dtype=np.int64),
+                        minlength=u.size)
     mine = u[sizes >= 2]
     if comm.allreduce(int(mine.size)) > limit:
         return []
