@@ -1,0 +1,223 @@
+"""Distributed Z/2 column reduction (reduce_z2, gf2_rank) against the serial
+standard algorithm, with columns spread unevenly (an empty rank, everything on
+one rank, lows crossing many ranks), on random matrices and on the boundary
+matrices of complexes."""
+
+import itertools
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+from numba import njit, types
+from numba.typed import List
+
+import gudhi_ref
+from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from topology.persistence._reduction import _symdiff, gf2_rank, reduce_z2
+from topology_cases import tet_cavity, torus, tri_holes
+
+COMM = MPI.COMM_WORLD
+P, ME = COMM.size, COMM.rank
+
+
+# -- serial references ----------------------------------------------------------------------
+@njit
+def reduce_columns(ptr, rows, nrows):
+    """Z2 column reduction (standard algorithm) of sparse columns given in
+    CSR form (row indices sorted ascending, columns in filtration order).
+
+    Returns ``pivot_col``: for every row the column whose reduced lowest
+    entry it is, or -1; and ``zero``: whether each column reduced to 0.
+    Not collective.
+    """
+    ncol = ptr.shape[0] - 1
+    pivot = np.full(nrows, -1, np.int64)
+    zero = np.zeros(ncol, np.bool_)
+    red = List.empty_list(types.int64[:])
+    for c in range(ncol):
+        col = rows[ptr[c]:ptr[c + 1]].copy()
+        while col.shape[0] > 0:
+            low = col[-1]
+            k = pivot[low]
+            if k < 0:
+                pivot[low] = c
+                break
+            col = _symdiff(col, red[k])
+        red.append(col)
+        if col.shape[0] == 0:
+            zero[c] = True
+    return pivot, zero
+
+
+def serial_pairs(cols, nrows):
+    """Pairs (row, column) and zero columns of the serial standard algorithm."""
+    ptr = np.concatenate(([0], np.cumsum([c.size for c in cols]))).astype(np.int64)
+    rows = np.concatenate(list(cols) + [np.zeros(0, np.int64)]).astype(np.int64)
+    piv, zero = reduce_columns(ptr, rows, nrows)
+    r = np.flatnonzero(piv >= 0)
+    return r, piv[r], np.flatnonzero(zero)
+
+
+def rank_gf2_bitsets(cols) -> int:
+    """GF(2) rank by Gaussian elimination with Python ints as bit sets: a
+    serial computation independent of the column reduction."""
+    pivots, rank = {}, 0
+    for c in cols:
+        v = 0
+        for r in c.tolist():
+            v ^= 1 << r
+        while v:
+            top = v.bit_length() - 1
+            if top not in pivots:
+                pivots[top] = v
+                rank += 1
+                break
+            v ^= pivots[top]
+    return rank
+
+
+def random_columns(ncol, nrow, seed, per_col=4):
+    rng = np.random.default_rng(seed)
+    return [np.unique(rng.integers(0, nrow, rng.integers(0, per_col + 1))).astype(np.int64)
+            for _ in range(ncol)]
+
+
+def filtration_boundary(tops):
+    """Boundary matrix (columns by filtration index) of all faces of ``tops``
+    in the order (dimension, lexicographic): a square matrix."""
+    by_dim = [gudhi_ref.faces(tops, k) for k in range(tops.shape[1])]
+    index, n = {}, 0
+    for simplices in by_dim:
+        for s in simplices:
+            index[tuple(s)] = n
+            n += 1
+    cols = []
+    for simplices in by_dim:
+        for s in simplices:
+            cols.append(np.array(sorted(index[f] for f in itertools.combinations(s, len(s) - 1))
+                                 if len(s) > 1 else [], np.int64))
+    return cols, n
+
+
+# -- distributions: column -> rank, and row ranges ------------------------------------------
+def spread(kind, ncol, nrows, seed=0):
+    rng = np.random.default_rng(seed + 17)
+    ranges = None
+    if kind == "random":
+        owner = rng.integers(0, P, ncol)
+    elif kind == "blocks":
+        owner = np.minimum(np.arange(ncol) * P // max(ncol, 1), P - 1)
+    elif kind == "one-rank":            # every column on the last rank
+        owner = np.full(ncol, P - 1)
+    elif kind == "empty-rank":          # rank 0 holds no column, and no row
+        owner = 1 + rng.integers(0, max(P - 1, 1), ncol) if P > 1 else np.zeros(ncol, int)
+        ranges = np.concatenate(([0], np.linspace(0, nrows, P).round().astype(np.int64)))
+        if P == 1:
+            ranges = np.array([0, nrows])
+    elif kind == "reversed":            # columns on the rank owning the top rows: lows cross
+        owner = P - 1 - np.minimum(np.arange(ncol) * P // max(ncol, 1), P - 1)
+    elif kind == "rows-on-one":         # one rank owns every pivot row
+        owner = rng.integers(0, P, ncol)
+        ranges = np.array([0] * P + [nrows]) if P > 1 else np.array([0, nrows])
+    else:
+        raise ValueError(kind)
+    return np.flatnonzero(owner == ME), ranges
+
+
+def local_csr(cols, mine):
+    ptr = np.concatenate(([0], np.cumsum([cols[i].size for i in mine]))).astype(np.int64)
+    rows = np.concatenate([cols[i] for i in mine] + [np.zeros(0, np.int64)]).astype(np.int64)
+    return ptr, rows
+
+
+def check_reduction(cols, nrows, kind, seed=0):
+    ref_r, ref_c, ref_z = serial_pairs(cols, nrows)
+    mine, ranges = spread(kind, len(cols), nrows, seed)
+    ptr, rows = local_csr(cols, mine)
+    labels = 1000 + 3 * mine
+    red = reduce_z2(ptr, rows, mine, nrows, COMM, labels=labels, row_ranges=ranges, lows=True)
+    lo, hi = red.row_range
+    ok = bool(np.all((red.pair_rows >= lo) & (red.pair_rows < hi)))
+    assert_collective(COMM, ok, "a pair outside its rank's rows")
+    pr = np.concatenate(COMM.allgather(red.pair_rows))
+    pc = np.concatenate(COMM.allgather(red.pair_cols))
+    pl = np.concatenate(COMM.allgather(red.pair_labels))
+    o = np.argsort(pr)
+    assert_equal_collective(pr[o], ref_r, err_msg="pivot rows (%s)" % kind)
+    assert_equal_collective(pc[o], ref_c, err_msg="pivot columns (%s)" % kind)
+    assert_equal_collective(pl[o], 1000 + 3 * ref_c, err_msg="labels (%s)" % kind)
+    z = np.concatenate(COMM.allgather(red.zero_cols))
+    zl = np.concatenate(COMM.allgather(red.zero_labels))
+    o = np.argsort(z)
+    assert_equal_collective(z[o], ref_z, err_msg="zero columns (%s)" % kind)
+    assert_equal_collective(zl[o], 1000 + 3 * ref_z)
+    low_ref = np.full(len(cols), -1, np.int64)
+    low_ref[ref_c] = ref_r
+    assert_equal_collective(red.low, low_ref[mine], err_msg="lows (%s)" % kind)
+    # at most p hops after the local pass, one superstep each, plus the lows
+    assert_collective(COMM, red.supersteps <= P + 2, "%d supersteps" % red.supersteps)
+    rank = gf2_rank(ptr, rows, nrows, COMM, ids=mine)
+    assert_equal_collective(rank, ref_r.size)
+    assert_equal_collective(rank, rank_gf2_bitsets(cols))
+    return red
+
+
+KINDS = ["random", "blocks", "one-rank", "empty-rank", "reversed", "rows-on-one"]
+RANDOM = [(0, 0), (1, 1), (13, 7), (101, 37), (250, 60), (60, 250)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("ncol,nrow", RANDOM, ids=["%dx%d" % s for s in RANDOM])
+def test_random_matrices_equal_serial(ncol, nrow, kind):
+    """Pairs, zero columns, lows, labels and the rank of random matrices,
+    empty and one-by-one ones included, are the serial algorithm's under
+    every spread of the columns, within p + 2 supersteps."""
+    for seed in range(3):
+        check_reduction(random_columns(ncol, max(nrow, 1), seed), max(nrow, 1), kind, seed)
+
+
+TOPS = {
+    "tri-holes": lambda: tri_holes(9, 8),
+    "torus": lambda: torus(6, 5),
+    "tet-grid": lambda: gudhi_ref.grid_top_cells((3, 4, 3)),
+    "tet-cavity": lambda: tet_cavity(6),
+}
+
+
+@pytest.mark.parametrize("kind", ["blocks", "random", "reversed", "empty-rank"])
+@pytest.mark.parametrize("name", list(TOPS))
+def test_complex_boundary_matrices_equal_serial(name, kind):
+    """The filtration boundary matrices of surfaces and solids reduce as
+    serially, every pair with its birth row before its death column."""
+    cols, n = filtration_boundary(TOPS[name]())
+    red = check_reduction(cols, n, kind)
+    # a square filtration matrix: every pair has birth row < death column
+    assert_collective(COMM, bool(np.all(red.pair_rows < red.pair_cols)), "row >= column")
+
+
+def test_lows_cross_every_rank():
+    """A chain whose lowest rows sit on the last rank and whose reduction
+    walks them down one rank at a time: the hops are counted."""
+    n = 8 * P
+    # column j (j >= 1) = {j-1, j}: all on the last rank, reduced against nothing
+    cols = [np.array([0], np.int64)] + [np.array([j - 1, j], np.int64) for j in range(1, n)]
+    cols.append(np.arange(n, dtype=np.int64))     # reduces through every rank's pivots
+    check_reduction(cols, n, "one-rank")
+    check_reduction(cols, n, "reversed")
+
+
+def test_bad_input_raises_on_every_rank():
+    """Rows out of order or beyond nrows on one rank, and ranks that disagree
+    on nrows, raise on every rank."""
+    ptr = np.array([0, 2]) if ME == P - 1 else np.array([0])
+    rows = np.array([3, 1]) if ME == P - 1 else np.zeros(0, np.int64)
+    ids = np.array([0]) if ME == P - 1 else np.zeros(0, np.int64)
+    assert_raises_collective(COMM, ValueError, reduce_z2, ptr, rows, ids, 5, COMM,
+                             match="strictly increasing")
+    rows = np.array([1, 7]) if ME == P - 1 else np.zeros(0, np.int64)
+    assert_raises_collective(COMM, ValueError, reduce_z2, ptr, rows, ids, 5, COMM,
+                             match="nrows")
+    if P > 1:       # ranks that disagree on nrows
+        assert_raises_collective(COMM, ValueError, reduce_z2, np.array([0]),
+                                 np.zeros(0, np.int64), np.zeros(0, np.int64), 5 + (ME == 0),
+                                 COMM, match="same on every")
