@@ -79,10 +79,11 @@ test-mpi: setup
 test-boundscheck: setup
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(CURDIR)/.numba-boundscheck \
 	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
-	  tests/test_precond.py tests/test_amg.py tests/test_topology_gradient.py \
-	  tests/test_topology_persistence.py tests/test_dist_reduction.py tests/test_examples.py \
+	  tests/test_precond.py tests/test_amg.py tests/test_examples.py \
 	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py \
-	  tests/test_reproducible.py tests/test_topology_outofcore.py tests/test_topology_cubical.py
+	  tests/test_reproducible.py tests/topology/morse tests/topology/persistence \
+	  tests/topology/outofcore tests/topology/core/test_rawfield.py \
+	  tests/topology/domains/test_grid.py tests/topology/signals/test_hodge.py
 
 # The HTML site (docs/_build/html/index.html): Sphinx with the [docs] extra,
 # warnings as errors. docs/conf.py writes the API reference from the modules'

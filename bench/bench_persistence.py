@@ -394,7 +394,7 @@ def oineus_worker(n: int, kind: str, repeats: int) -> dict:
     """Oineus's lower-star diagram of its Freudenthal triangulation. Reversing
     the x axis maps TTK's triangulation (tetrahedra around the diagonal b-g)
     onto the Kuhn triangulation Oineus uses (around the main diagonal), so
-    the diagram is ours (checked in tests/test_persistence_references.py)."""
+    the diagram is ours (checked in tests/topology/persistence/test_diagram.py)."""
     import oineus
     arr = np.ascontiguousarray(make_field(n, kind).reshape(n, n, n)[:, :, ::-1])
     params = oineus.ReductionParams()

@@ -1,16 +1,15 @@
-"""The distributed sweep behind D0, D(d-1) and merge trees, against a plain
-serial elder rule on the gathered vertex graph, and the distributed diagrams
-and trees built on it: each rank holds its block, gather() gives the whole."""
+"""The distributed sweep behind D0, D(d-1) and merge trees (sweep), against
+a plain serial elder rule on the gathered vertex graph of grids and
+complexes, and what each rank decides alone: each rank holds its block,
+only what crosses ranks goes up the rank tree."""
 
 import numpy as np
 import pytest
 from mpi4py import MPI
 
 from dmsolve import DistVector, Layout
-from mpitest import (Checks, assert_collective, assert_equal_collective,
-                     assert_raises_collective)
-from topology import Grid, SimplicialComplex, freudenthal_cells, global_order, merge_tree
-from topology import persistence_diagram
+from mpitest import Checks
+from topology import Grid, SimplicialComplex, freudenthal_cells, global_order
 from topology.core import owned_global_ids
 from topology.persistence import APEX, sweep
 
@@ -138,6 +137,9 @@ def _global_key(dom, order, n):
     "x".join(map(str, s)) if isinstance(s, tuple) else s, k) for s, k in CASES])
 @pytest.mark.parametrize("mode", ["join", "apex", "tree"])
 def test_sweep_equals_the_serial_elder_rule(shape, kind, mode):
+    """Deaths, survivors, minima and (with ``tree``) the kept branches and
+    tops of each component are those of the serial elder rule, for sublevel
+    sweeps, sweeps joined to a virtual apex, and trees."""
     dom, order, edges, bnd, n = _case(shape, kind)
     gkey = _global_key(dom, order, n)
     apex = mode == "apex"
@@ -195,84 +197,3 @@ def test_what_a_rank_decides_alone_stays_there():
         c.add(up <= 10 * (COMM.size - 1), "rows sent up (the gutters only)", up)
         c.add(most_in <= 2 * most_up, "no rank receives more than two ranges' rows",
               (most_in, most_up))
-
-
-# -- the distributed diagram and tree ---------------------------------------------------------
-def test_distributed_diagram_blocks_gather_and_refusals():
-    shape = (8, 7, 3 * COMM.size + 2)
-    g = Grid(shape, COMM)
-    f = np.random.default_rng(11).random(int(np.prod(shape)))
-    dg = persistence_diagram(g, f)
-    whole = dg.gather()
-    ref = persistence_diagram(Grid(shape, MPI.COMM_SELF), f)
-    raw = dg.local_raw_pairs
-    keys = np.column_stack((raw["dim"], raw["birth_vertex"], raw["death_vertex"]))
-    total = sum(r["pairs"] + r["essential"] for r in dg.report.values())
-    with Checks(COMM) as c:
-        for k in ref.raw_pairs:
-            c.add(np.array_equal(whole.raw_pairs[k], ref.raw_pairs[k]), "gathered " + k)
-            c.add(np.array_equal(_gathered(raw[k]), ref.raw_pairs[k]),
-                  "blocks in rank order are the sorted diagram: " + k)
-        c.add(np.all(np.diff(keys[:, 0]) >= 0), "sorted by dim")
-        c.add(whole.report == ref.report and dg.report == ref.report, "report")
-        # one block each: nobody holds the whole diagram
-        c.add(raw["dim"].size <= -(-total // COMM.size), "a block of the pairs",
-              (raw["dim"].size, total))
-        c.add(whole.complete and (dg.complete == (COMM.size == 1)), "complete flags")
-        at0 = dg.gather(root=0)
-        c.add((at0 is not None) == (COMM.rank == 0), "gather(root=0) only on rank 0")
-        if COMM.rank == 0:
-            c.add(all(np.array_equal(at0.raw_pairs[k], ref.raw_pairs[k]) for k in ref.raw_pairs),
-                  "gather(root=0)")
-    if COMM.size > 1:
-        for call in (lambda: dg.pairs, lambda: dg.raw_pairs, lambda: dg.finite(0),
-                     lambda: dg.essential(0)):
-            assert_raises_collective(COMM, RuntimeError, call, match="gather")
-        assert_raises_collective(COMM, ValueError, dg.gather, root=COMM.size)
-    assert_collective(COMM, "distributed" in repr(dg) or COMM.size == 1, repr(dg))
-
-
-def test_distributed_merge_tree_blocks_and_gather():
-    shape = (9, 8, 2 * COMM.size + 3)
-    n = int(np.prod(shape))
-    g = Grid(shape, COMM)
-    f = np.random.default_rng(12).random(n)
-    serial = Grid(shape, MPI.COMM_SELF)
-    for kind in ("join", "split"):
-        t = merge_tree(g, f, kind)
-        ref = merge_tree(serial, f, kind)
-        whole = t.gather()
-        lay = Layout.block(n, COMM)
-        with Checks(COMM) as c:
-            for name in ("node_ids", "node_values", "node_types", "arcs"):
-                c.add(np.array_equal(getattr(whole, name), getattr(ref, name)), name)
-            c.add(t.counts == ref.counts, "counts", (t.counts, ref.counts))
-            c.add(np.all(lay.owner(t._rank) == COMM.rank) if t._rank.size else True,
-                  "nodes of this rank's block of sweep positions")
-            c.add(np.array_equal(t.local_arcs[:, 0], t.local_node_ids[t.local_node_types != 2]),
-                  "one arc up from each local node but the roots, in node order")
-        if COMM.size > 1:
-            assert_raises_collective(COMM, RuntimeError, lambda: t.arcs, match="gather")
-            assert_raises_collective(COMM, RuntimeError, t.persistence_pairs, match="gather")
-        pv, _ = whole.persistence_pairs()
-        assert_equal_collective(pv, ref.persistence_pairs()[0])
-
-
-@pytest.mark.parametrize("ntimes", [40, 250], ids=["10-entries-a-time", "2-entries-a-time"])
-def test_elder_at_one_rank_is_the_rank_tree(ntimes):
-    """At one rank (without ``tree``) the elder rule is a union-find; the
-    rank tree's one range gives the same deaths in the same order and the
-    same survivors, the apex included."""
-    from topology.persistence import distributed_elder
-    rng = np.random.default_rng(5)
-    labels = np.concatenate(([APEX], 2 * np.sort(rng.choice(500, 60, replace=False))))
-    m = 400
-    lo = labels[rng.integers(0, labels.size, m)]
-    hi = 2 * rng.integers(0, ntimes, m) + 1          # times: odd keys, labels even
-    got = [distributed_elder(MPI.COMM_SELF, 2000, lo, hi, labels, serial=s)
-           for s in (True, False)]
-    with Checks(COMM) as c:
-        c.add(got[0].deaths.shape[0] > 10, "deaths happen", got[0].deaths.shape)
-        c.add(np.array_equal(got[0].deaths, got[1].deaths), "deaths, in order")
-        c.add(np.array_equal(got[0].survivors, got[1].survivors), "survivors")
-        c.add(APEX in got[0].survivors, "the apex survives")

@@ -1,5 +1,7 @@
-"""Parallel VTU output (topology.io.write_pvtu, PersistenceDiagram.write_pvtu):
-one piece per rank, read back and matched against the single-file write_vtu."""
+"""VTU output of domains and fields: the single file of write_vtu (fields in
+global id order under every partition) and the parallel .pvtu of
+write_pvtu and PersistenceDiagram.write_pvtu, one piece per rank, read back
+and matched against the single file; bad input refused on every rank."""
 
 import base64
 import os
@@ -12,10 +14,13 @@ from mpi4py import MPI
 from scipy.spatial import Delaunay
 
 from dmsolve import DistVector
-from mpitest import assert_collective, assert_raises_collective, on_rank0
-from topology import Grid, SimplicialComplex, persistence_diagram
+from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+                     on_rank0)
+from topology import Grid, SimplicialComplex, critical_points, persistence_diagram
 from topology.core import cube_cells as _cube_cells, grid_cells as _grid_cells
-from topology.io import write_pvtu, write_vtu
+from topology.io import read_mesh, write_pvtu, write_vtu
+from topology_cases import delaunay, uneven_rows, write_delaunay_mesh
+from topology_reference import reference_types
 
 COMM = MPI.COMM_WORLD
 _NUMPY = {"Float32": "<f4", "Float64": "<f8", "Int8": "<i1", "UInt8": "<u1", "Int16": "<i2",
@@ -153,6 +158,8 @@ def _check(path, ref_path, point_names, cell_names, point_owner, cell_owner, ext
 @pytest.mark.parametrize("shape", [(5, 7), (4, 3, 5), (3, 2), (4, 3, 3)],
                          ids=["2d-5x7", "3d-4x3x5", "2d-3x2-idle-ranks", "3d-3-planes"])
 def test_grid_pieces_cut_the_single_file(shared_tmp_path, shape, complex):
+    """The pieces of a Freudenthal or cubical grid, idle ranks included, cut
+    the single file: each rank's vertices and cells with the ghosts they need."""
     d = str(shared_tmp_path)
     g = Grid(shape, COMM, complex=complex)
     n = int(np.prod(shape))
@@ -176,6 +183,8 @@ def test_grid_pieces_cut_the_single_file(shared_tmp_path, shape, complex):
 
 
 def test_bool_and_integer_distvectors_are_exchanged(shared_tmp_path):
+    """Bool and integer DistVectors reach the ghosts with the VTK types UInt8
+    and Int64."""
     d = str(shared_tmp_path)
     g = Grid((4, 5, 6), COMM)
     n = 120
@@ -206,6 +215,8 @@ def _delaunay(n, dim, seed):
 
 @pytest.mark.parametrize("partition", ["block", "metis", "rcb"])
 def test_complex_pieces_cut_the_single_file(shared_tmp_path, partition):
+    """The pieces of a triangulated complex under every partition cut the
+    single file, point and cell data in global id order."""
     d = str(shared_tmp_path)
     pts, tris = _delaunay(41, 2, seed=3)
     rank, size = COMM.rank, COMM.size
@@ -225,6 +236,8 @@ def test_complex_pieces_cut_the_single_file(shared_tmp_path, partition):
 
 
 def test_tetrahedra_and_a_complex_without_points(shared_tmp_path):
+    """Tetrahedra, and a complex without points and with an unused vertex,
+    are cut as the single file has them."""
     d = str(shared_tmp_path)
     pts, tets = _delaunay(30, 3, seed=8)
     cx = SimplicialComplex([tets[COMM.rank::COMM.size]], COMM, points=pts)
@@ -246,6 +259,8 @@ def test_tetrahedra_and_a_complex_without_points(shared_tmp_path):
 
 # -- no gathering, small rank 0 ---------------------------------------------------------------
 def test_no_rank_gathers_and_rank0_writes_its_share(shared_tmp_path, monkeypatch):
+    """write_pvtu gathers nothing, rank 0's piece costs what the others do per
+    cell, and the index is small."""
     d = str(shared_tmp_path)
     size = COMM.size
     g = Grid((6, 5, 3 * size + 1), COMM)
@@ -297,6 +312,8 @@ def _diagram_case(kind):
 
 @pytest.mark.parametrize("kind", ["grid", "complex-rcb"])
 def test_diagram_pieces_cut_the_single_file(shared_tmp_path, kind):
+    """A diagram's pieces are the blocks of its sorted pairs, every rank
+    holding one, and together the single file's points."""
     d = str(shared_tmp_path)
     dom, f, _ = _diagram_case(kind)
     dg = persistence_diagram(dom, f)
@@ -332,6 +349,8 @@ def test_diagram_pieces_cut_the_single_file(shared_tmp_path, kind):
 
 # -- errors at the door and while writing ------------------------------------------------------
 def test_bad_inputs_and_failed_writes_raise_on_every_rank(shared_tmp_path):
+    """Bad paths, domains and fields, and a piece that cannot be written,
+    raise on every rank and leave no index behind; a valid write still works."""
     d = str(shared_tmp_path)
     g = Grid((4, 5), COMM)
     f = np.arange(20.0)
@@ -389,3 +408,65 @@ def test_bad_inputs_and_failed_writes_raise_on_every_rank(shared_tmp_path):
     # and a valid write still works
     write_pvtu(os.path.join(d, "ok.pvtu"), g, point_data={"f": f})
     assert_collective(COMM, os.path.exists(os.path.join(d, "ok", "ok_%d.vtu" % COMM.rank)))
+
+
+# -- the single file ------------------------------------------------------------------------
+def test_partitioned_mesh_writes_fields_in_global_id_order(shared_tmp_path):
+    """Under METIS and RCB write_vtu writes point and cell data in global id
+    order: meshio reads back the reference's critical types and the field."""
+    d = shared_tmp_path
+    pts, tris = write_delaunay_mesh(os.path.join(d, "m.vtu"), 40, seed=5)
+    fld = np.random.default_rng(6).integers(0, 3, 40).astype(float)
+    for partition in ("metis", "rcb"):
+        cx = read_mesh(os.path.join(d, "m.vtu"), COMM, partition=partition)
+        assert_equal_collective(cx.simplices(2), np.unique(np.sort(tris, 1), axis=0))
+        cp = critical_points(cx, fld)
+        ids = np.arange(cx.simplex_layout(2).global_size, dtype=float)
+        cells = DistVector(cx.simplex_layout(2), cx.owned_global_ids(2).astype(float))
+        out = os.path.join(d, "out-%s.vtu" % partition)
+        write_vtu(out, cx, point_data={"CriticalType": cp.types, "f": fld},
+                  cell_data={"id": cells})
+        m = on_rank0(COMM, meshio.read, out)
+        got = (m.point_data["CriticalType"], m.point_data["f"], m.cell_data["id"][0])
+        assert_equal_collective(got[0], reference_types(tris, fld, 40))
+        assert_equal_collective(got[1], fld)
+        assert_equal_collective(got[2], ids)
+
+
+def test_write_vtu_refuses_bad_data_and_paths(shared_tmp_path):
+    """Fields of the wrong shape or with names that are not strings, cell data
+    on a grid, and paths that cannot be written are refused on every rank; a
+    valid write still works."""
+    g = Grid((4, 5), COMM)
+    f = np.arange(20.0)
+    d = shared_tmp_path
+    cases = [
+        (lambda: write_vtu(str(d / "a.vtu"), g, point_data={"f": f[:-1]}), ValueError,
+         r"point_data\['f'\] must be real numbers of shape \(20,\)"),
+        (lambda: write_vtu(str(d / "a.vtu"), g, point_data={3: f}), TypeError, "names"),
+        (lambda: write_vtu(str(d / "a.vtu"), g, cell_data={"c": g.vertex_values(f)}),
+         ValueError, "a Grid has no cell layout"),
+        (lambda: write_vtu(str(d / "no" / "a.vtu"), g, point_data={"f": f}), OSError,
+         "cannot open path"),
+        (lambda: write_vtu(None, g), TypeError, "path"),
+    ]
+    for call, exc, match in cases:
+        assert_raises_collective(COMM, exc, call, match=match)
+    # the valid write still works
+    write_vtu(str(d / "ok.vtu"), g, point_data={"f": f},
+              cell_data={"c": np.arange(24.0)})
+
+
+def test_local_points_pvtu_pieces_carry_the_points(tmp_path_factory):
+    """The pieces of a complex built from points given per rank carry each
+    point's coordinates at its global id."""
+    pts, cells = delaunay(50, 2, seed=8)
+    lo, hi = uneven_rows(pts.shape[0])
+    cx = SimplicialComplex([cells[COMM.rank::COMM.size]], COMM, local_points=pts[lo:hi],
+                           partition="rcb")
+    d = COMM.bcast(str(tmp_path_factory.mktemp("lp")) if COMM.rank == 0 else None)
+    write_pvtu(d + "/m.pvtu", cx)
+    COMM.Barrier()
+    piece = meshio.read("%s/m/m_%d.vtu" % (d, COMM.rank))
+    gid = piece.point_data["GlobalPointIds"]
+    assert_equal_collective(piece.points[:, :2], pts[gid])

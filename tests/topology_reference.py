@@ -1,13 +1,18 @@
-"""Serial brute-force references for the topology tests, and checks of the
-references themselves against networkx and by hand.
+"""Serial brute-force references for the topology tests: TTK's triangulation
+of a grid as explicit simplices, critical types from explicit vertex links,
+components of a graph, and dense boundary matrices and Laplacians.
 
 The references use explicit simplex lists and a union-find per vertex link:
-the slow obvious way, independent of the distributed code's tables.
+the slow obvious way, independent of the distributed code's tables. The
+references themselves are checked in tests/topology/core/test_stencils.py and
+tests/topology/morse/test_critical.py.
 """
 
 import itertools
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components as cc
 
 CORNERS3 = {"a": (0, 0, 0), "b": (1, 0, 0), "c": (0, 1, 0), "d": (1, 1, 0),
             "e": (0, 0, 1), "f": (1, 0, 1), "g": (0, 1, 1), "h": (1, 1, 1)}
@@ -122,44 +127,35 @@ def reference_critical(cells, values, nvertices):
     return ids, t[ids]
 
 
-# -- checks of the references themselves ---------------------------------------------------
-def test_grid_cells_counts_and_euler():
-    for shape in [(3, 4), (3, 4, 5)]:
-        cells = grid_cells(shape)
-        ncubes = int(np.prod([n - 1 for n in shape]))
-        assert len(cells) == (2 if len(shape) == 2 else 6) * ncubes
-        chi = sum((-1) ** k * len(faces(cells, k)) for k in range(len(shape) + 1))
-        assert chi == 1  # a triangulated box is contractible
+def reference_components(n, edges, keep=None):
+    """Components of the graph on ``n`` vertices restricted to ``keep``, each
+    named by its smallest vertex id; -1 for the vertices left out (scipy)."""
+    keep = np.ones(n, bool) if keep is None else keep
+    e = edges[keep[edges[:, 0]] & keep[edges[:, 1]]]
+    g = sp.coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n))
+    _, lab = cc(g, directed=False)
+    first = np.full(lab.max() + 1, n)
+    np.minimum.at(first, lab, np.arange(n))
+    return np.where(keep, first[lab], -1)
 
 
-def test_reference_types_by_hand():
-    # a fan of triangles around vertex 0 (a disk): a saddle value pattern
-    cells = [(0, 1, 2), (0, 2, 3), (0, 3, 4), (0, 4, 1)]
-    values = [0.0, -1.0, 1.0, -1.0, 1.0]
-    assert reference_types(cells, values, 5)[0] == 1       # (L, U) = (2, 2)
-    values = [0.0, 1.0, 2.0, 3.0, 4.0]
-    assert reference_types(cells, values, 5)[0] == 0
+def serial_boundaries(cx):
+    """Dense B1 (vertices x edges) and B2 (edges x triangles) from the simplex lists."""
+    E, T = cx.simplices(1), cx.simplices(2)
+    nv = int(E.max()) + 1
+    B1 = np.zeros((nv, len(E)))
+    B1[E[:, 0], np.arange(len(E))] = -1.0
+    B1[E[:, 1], np.arange(len(E))] = 1.0
+    index = {tuple(e): i for i, e in enumerate(E)}
+    B2 = np.zeros((len(E), len(T)))
+    for j, (a, b, c) in enumerate(T):
+        B2[index[(b, c)], j] += 1.0
+        B2[index[(a, c)], j] -= 1.0
+        B2[index[(a, b)], j] += 1.0
+    return B1, B2
 
 
-def test_reference_link_components_match_networkx():
-    import networkx as nx
-    rng = np.random.default_rng(1)
-    shape = (4, 3, 3)
-    cells = grid_cells(shape)
-    values = rng.integers(0, 3, size=int(np.prod(shape))).astype(float)
-    g = nx.Graph()
-    for c in cells:
-        g.add_edges_from(itertools.combinations(c, 2))
-    v = 13  # an interior vertex (1, 1, 1) + ... ids within range
-    low = [u for u in g[v] if (values[u], u) < (values[v], v)]
-    sub = nx.Graph()
-    sub.add_nodes_from(low)
-    for c in cells:
-        if v in c:
-            rest = [u for u in c if u != v]
-            sub.add_edges_from((a, b) for a, b in itertools.combinations(rest, 2)
-                               if a in low and b in low)
-    uf = UnionFind(low)
-    for a, b in sub.edges:
-        uf.union(a, b)
-    assert uf.count() == nx.number_connected_components(sub)
+def serial_parts(cx):
+    """The dense down and up parts ``B1^T B1`` and ``B2 B2^T`` of the edge Laplacian."""
+    B1, B2 = serial_boundaries(cx)
+    return B1.T @ B1, B2 @ B2.T

@@ -1,13 +1,10 @@
 """Distributed Z/2 column reduction (reduce_z2, gf2_rank) against the serial
 standard algorithm, with columns spread unevenly (an empty rank, everything on
-one rank, lows crossing many ranks), and Betti numbers against gudhi with no
-matrix gathered on rank 0."""
+one rank, lows crossing many ranks), on random matrices and on the boundary
+matrices of complexes."""
 
 import itertools
-import os
-import sys
 
-import gudhi
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -16,9 +13,8 @@ from numba.typed import List
 
 import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
-from test_topology_persistence import tet_cavity, torus, tri_holes
-from topology import SimplicialComplex, betti_numbers
 from topology.persistence._reduction import _symdiff, gf2_rank, reduce_z2
+from topology_cases import tet_cavity, torus, tri_holes
 
 COMM = MPI.COMM_WORLD
 P, ME = COMM.size, COMM.rank
@@ -63,8 +59,8 @@ def serial_pairs(cols, nrows):
 
 
 def rank_gf2_bitsets(cols) -> int:
-    """GF(2) rank by Gaussian elimination with Python ints as bit sets (the
-    serial computation betti_numbers made on rank 0 before)."""
+    """GF(2) rank by Gaussian elimination with Python ints as bit sets: a
+    serial computation independent of the column reduction."""
     pivots, rank = {}, 0
     for c in cols:
         v = 0
@@ -173,6 +169,9 @@ RANDOM = [(0, 0), (1, 1), (13, 7), (101, 37), (250, 60), (60, 250)]
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("ncol,nrow", RANDOM, ids=["%dx%d" % s for s in RANDOM])
 def test_random_matrices_equal_serial(ncol, nrow, kind):
+    """Pairs, zero columns, lows, labels and the rank of random matrices,
+    empty and one-by-one ones included, are the serial algorithm's under
+    every spread of the columns, within p + 2 supersteps."""
     for seed in range(3):
         check_reduction(random_columns(ncol, max(nrow, 1), seed), max(nrow, 1), kind, seed)
 
@@ -188,6 +187,8 @@ TOPS = {
 @pytest.mark.parametrize("kind", ["blocks", "random", "reversed", "empty-rank"])
 @pytest.mark.parametrize("name", list(TOPS))
 def test_complex_boundary_matrices_equal_serial(name, kind):
+    """The filtration boundary matrices of surfaces and solids reduce as
+    serially, every pair with its birth row before its death column."""
     cols, n = filtration_boundary(TOPS[name]())
     red = check_reduction(cols, n, kind)
     # a square filtration matrix: every pair has birth row < death column
@@ -206,6 +207,8 @@ def test_lows_cross_every_rank():
 
 
 def test_bad_input_raises_on_every_rank():
+    """Rows out of order or beyond nrows on one rank, and ranks that disagree
+    on nrows, raise on every rank."""
     ptr = np.array([0, 2]) if ME == P - 1 else np.array([0])
     rows = np.array([3, 1]) if ME == P - 1 else np.zeros(0, np.int64)
     ids = np.array([0]) if ME == P - 1 else np.zeros(0, np.int64)
@@ -218,118 +221,3 @@ def test_bad_input_raises_on_every_rank():
         assert_raises_collective(COMM, ValueError, reduce_z2, np.array([0]),
                                  np.zeros(0, np.int64), np.zeros(0, np.int64), 5 + (ME == 0),
                                  COMM, match="same on every")
-
-
-# -- Betti numbers --------------------------------------------------------------------------
-def sphere_surface(n=4):
-    """The boundary triangles of a tetrahedralised cube: a sphere, beta = (1, 0, 1)."""
-    tets = gudhi_ref.grid_top_cells((n, n, n))
-    tris = gudhi_ref.faces(tets, 2)
-    allt = np.concatenate([tets[:, list(c)] for c in itertools.combinations(range(4), 3)])
-    u, cnt = np.unique(allt, axis=0, return_counts=True)
-    boundary = u[cnt == 1]
-    assert set(map(tuple, boundary)) <= set(map(tuple, tris))
-    _, inv = np.unique(boundary, return_inverse=True)
-    return inv.reshape(boundary.shape).astype(np.int64)
-
-
-def annulus(nx=10, ny=4):
-    """A strip closed in x: beta = (1, 1, 0)."""
-    cells = []
-    for y in range(ny - 1):
-        for x in range(nx):
-            a, b = x + y * nx, (x + 1) % nx + y * nx
-            c, d = a + nx, b + nx
-            cells += [[a, b, c], [b, c, d]]
-    return np.sort(np.array(cells, dtype=np.int64), axis=1)
-
-
-BETTI = {"torus": (lambda: torus(9, 7), [1, 2, 1]),
-         "sphere": (sphere_surface, [1, 0, 1]),
-         "annulus": (annulus, [1, 1, 0]),
-         "tet-cavity": (lambda: tet_cavity(7), [1, 1, 1, 0]),
-         "tri-holes": (tri_holes, [1, 2, 0])}
-
-
-def gudhi_betti(tops):
-    st = gudhi.SimplexTree()
-    for t in tops:
-        st.insert([int(v) for v in t])
-    st.compute_persistence(homology_coeff_field=2, persistence_dim_max=True)
-    b = st.betti_numbers()
-    return b + [0] * (tops.shape[1] - len(b))
-
-
-@pytest.mark.parametrize("partition", ["block", "metis"])
-@pytest.mark.parametrize("name", list(BETTI))
-def test_betti_numbers_equal_gudhi(name, partition, monkeypatch):
-    make, known = BETTI[name]
-    tops = make()
-    assert_equal_collective(gudhi_betti(tops), known, err_msg="gudhi")
-    cx = SimplicialComplex([tops[ME::P]], COMM, partition=partition)
-
-    def gathered(*a, **k):
-        raise AssertionError("betti_numbers gathered a matrix")
-    # the old path gathered B_k with to_scipy(root=0): it must not be taken
-    from dmsolve import DistCSR
-    monkeypatch.setattr(DistCSR, "to_scipy", gathered)
-    assert_equal_collective(betti_numbers(cx), known)
-
-
-def test_betti_rank0_receives_its_share():
-    """Bytes received by each rank during betti_numbers (bench/_counting.py):
-    rank 0 receives no more than the busiest other rank plus a fixed slack."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-    from _counting import TALLY, CountingComm
-    # not freed: dmsolve keeps inner communicators keyed by this one
-    comm = CountingComm(COMM.Dup())
-    tops = gudhi_ref.grid_top_cells((6, 6, 4 * P))
-    cx = SimplicialComplex([tops[ME::P]], comm)
-    nbytes = 8 * 3 * gudhi_ref.faces(tops, 2).shape[0]     # B_2 as int64 rows
-    TALLY.reset()
-    b = betti_numbers(cx)
-    recv = COMM.allgather(TALLY.bytes_recv)
-    assert_equal_collective(b, [1, 0, 0, 0])
-    others = max(recv[1:]) if P > 1 else 0
-    assert_collective(COMM, recv[0] <= others + 64 * 1024,
-                      "rank 0 received %d bytes, the others at most %d" % (recv[0], others))
-    if P > 1:
-        # what gathering B_2 alone would have brought to rank 0
-        assert_collective(COMM, recv[0] < nbytes * (P - 1) / P, "%d >= %d" % (recv[0], nbytes))
-
-
-# -- the Morse complex's reductions ---------------------------------------------------------
-@pytest.mark.parametrize("shape", [(7, 6, 9), (9, 8, 3)], ids=["7x6x9", "9x8x3"])
-def test_morse_persistence_reduced_without_rank0(shape):
-    """persistence_pairs_all on a noisy grid: the same pairs as on one rank,
-    no gather to a root, and rank 0 receives no more than the other ranks
-    (plus a fixed slack: the allgathered pairs are the same for all)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-    from _counting import TALLY, CountingComm
-    from topology import Grid, global_order
-    from topology.persistence import persistence_pairs_all
-    values = np.random.default_rng(11).random(int(np.prod(shape)))
-    serial = persistence_pairs_all(Grid(shape, MPI.COMM_SELF),
-                                   global_order(Grid(shape, MPI.COMM_SELF).vertex_values(values)),
-                                   keep_zero=True)
-    comm = CountingComm(COMM.Dup())       # not freed: dmsolve keys inner comms by it
-    g = Grid(shape, comm)
-    order = global_order(g.vertex_values(values))
-    TALLY.reset()
-    res = persistence_pairs_all(g, order, keep_zero=True)
-    recv = COMM.allgather(TALLY.bytes_recv)
-    calls = set(TALLY.by_call)
-    for d in range(3):
-        assert_equal_collective(res.pairs[d], serial.pairs[d], err_msg="D%d" % d)
-        assert_equal_collective(res.essential[d], serial.essential[d], err_msg="ess D%d" % d)
-    assert_equal_collective(res.stats["critical"], serial.stats["critical"])
-    # not boundary_entries: the raw count of V-path ends depends on the
-    # partition (65 vs 63 on 9x8x3 at 3 ranks, on main too); mod 2 it does not
-    for k in ("boundary_nonzeros", "d1_columns", "d1_rows"):
-        assert_equal_collective(res.stats[k], serial.stats[k], err_msg=k)
-    assert_collective(COMM, res.pairs[1].shape[0] > 0, "no D1 pair")
-    rooted = calls & {"gather", "Gather", "Gatherv", "reduce", "Reduce"}
-    assert_collective(COMM, not rooted, "rooted collectives: %s" % sorted(rooted))
-    others = max(recv[1:]) if P > 1 else 0
-    assert_collective(COMM, recv[0] <= 1.5 * others + 64 * 1024,
-                      "rank 0 received %d bytes, the others at most %d" % (recv[0], others))
