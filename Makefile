@@ -72,10 +72,10 @@ test-mpi: setup
 	    || exit 1; \
 	done
 
-# The numba kernels (preconditioners/_kernels.py, topology/_*kernels.py, topology/_outofcore*.py,
-# topology/morse/_cubical.py,
-# dmsolve/_sell_kernels.py, dmsolve/krylov/_fused_kernels.py) index without
-# bounds checks; this recompiles them with checks (own cache) and runs their tests.
+# The numba kernels (preconditioners/_kernels.py, topology/kernels/, topology/morse/,
+# topology/persistence/, topology/outofcore/, dmsolve/_sell_kernels.py,
+# dmsolve/krylov/_fused_kernels.py) index without bounds checks; this
+# recompiles them with checks (own cache) and runs their tests.
 test-boundscheck: setup
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(CURDIR)/.numba-boundscheck \
 	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
