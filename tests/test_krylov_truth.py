@@ -1,4 +1,4 @@
-"""No silent wrong answers from the Krylov methods (issue 14): a claimed
+"""No silent wrong answers from the Krylov methods: a claimed
 convergence is confirmed with the true residual, the null space is tested,
 breakdowns are not convergence, pipelined CG replaces its residual, symmetry
 is checked on request and a nonsymmetric preconditioner is refused under
