@@ -98,6 +98,7 @@ class BiCGState:
 
     @classmethod
     def of(cls, s: System) -> "BiCGState":
+        """A new state for the solve ``s`` (its ``x`` as the iterate)."""
         r, rhat, p, v, sv, t = (s.vector() for _ in range(6))
         phat = p if s.trivial_pc else s.vector()
         shat = sv if s.trivial_pc else s.vector()
@@ -108,6 +109,7 @@ class BiCGState:
         return {"x": self.x, "r": self.r, "rhat": self.rhat, "p": self.p, "v": self.v}
 
     def scalars(self) -> dict:
+        """The scalars a checkpoint holds, by name."""
         return {name: getattr(self, name) for name in self.SCALARS}
 
 

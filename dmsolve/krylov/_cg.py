@@ -106,6 +106,7 @@ class CGVectors:
 
     @classmethod
     def of(cls, s: System) -> "CGVectors":
+        """New work vectors for the solve ``s`` (its ``x`` as the iterate)."""
         r, q, p = s.vector(), s.vector(), s.vector()
         z = r if s.trivial_pc else s.vector()
         n1, n2 = {"unpreconditioned": (r, r), "preconditioned": (z, z),

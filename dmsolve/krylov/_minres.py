@@ -148,6 +148,7 @@ class Lanczos:
                 "w2": self.w2}
 
     def scalars(self) -> dict[str, float]:
+        """The scalars a checkpoint holds, by name."""
         return {name: getattr(self, name) for name in self.SCALARS}
 
 

@@ -126,6 +126,7 @@ class PipeVectors:
 
     @classmethod
     def of(cls, s: System) -> "PipeVectors":
+        """New work vectors and buffers for the solve ``s`` (its ``x`` as the iterate)."""
         work = [s.vector() for _ in range(9)]
         code = ("unpreconditioned", "preconditioned", "natural").index(s.stop.norm_type)
         return cls(s.x, *work, s.red.buffer(4), s.red.buffer(4), code)
