@@ -20,8 +20,8 @@ Overflow: a bin takes at most ``2**33`` per deposit, so a rank may deposit
 and NaNs are counted in three extra slots and give the IEEE result (NaN
 for ``inf - inf``).
 
-The kernels are compiled by numba on first use (imported lazily by the
-solvers) and cached next to this module. Not collective.
+The kernels are compiled by numba on their first call and cached next to
+this module. Not collective.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Krylov solvers against scipy on the gathered system, at any rank count,
-and the invariants of issue 3 (x0 untouched, b = 0, exact x0, maxiter=1,
-keyword-only tolerances, indefinite detection, errors on one rank only)."""
+and the invariants every method keeps (x0 untouched, b = 0, exact x0,
+maxiter=1, keyword-only tolerances, indefinite detection, errors on one rank
+only)."""
 
 import io
 import re

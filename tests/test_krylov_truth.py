@@ -1,4 +1,4 @@
-"""No silent wrong answers from the Krylov methods (issue 14): a claimed
+"""No silent wrong answers from the Krylov methods: a claimed
 convergence is confirmed with the true residual, the null space is tested,
 breakdowns are not convergence, pipelined CG replaces its residual, symmetry
 is checked on request and a nonsymmetric preconditioner is refused under
@@ -17,7 +17,7 @@ from dmsolve import (ConvergedReason, ConvergenceError, DistCSR, DistVector, Lay
                      Preconditioner, gallery, solve)
 from dmsolve import checkpoint as ck
 from dmsolve.cli import main
-from dmsolve.krylov import _common
+from dmsolve.krylov import _truth
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
                      assert_equal_collective, assert_raises_collective)
 
@@ -221,7 +221,7 @@ def test_truth_check_leaves_good_solves_alone():
         true = true_residual(A, b, x)
         with Checks(COMM) as checks:
             checks.add(info.converged and info.extra["truth_restarts"] == 0, method, str(info))
-            checks.add(true <= _common.TRUTH_SLACK * 1e-8 * np.linalg.norm(b.gather()),
+            checks.add(true <= _truth.TRUTH_SLACK * 1e-8 * np.linalg.norm(b.gather()),
                        "true residual within the slack", true)
 
 
@@ -442,4 +442,4 @@ def test_truth_constants_are_documented():
         doc = getattr(dmsolve, method).__doc__ or ""
         assert_collective(COMM, ("TRUTH_SLACK" in doc and "FALSE_CONVERGENCE" in doc)
                           or doc == "", method)
-    assert_collective(COMM, _common.TRUTH_RESTARTS >= 1 and _common.TRUTH_SLACK >= 1)
+    assert_collective(COMM, _truth.TRUTH_RESTARTS >= 1 and _truth.TRUTH_SLACK >= 1)

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import DEFAULT_DIVTOL, Context, document
+from .._vector import DistVector
+from ._docs import document
+from ._fused_kernels import cg_update, dot2, xpay
 from ._info import ConvergedReason
+from ._result import finish, zero_rhs
+from ._stopping import DEFAULT_DIVTOL
+from ._system import System, make_system
 
 __all__ = ["cg"]
 
@@ -62,76 +68,110 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     >>> x, info = cg(A, b, rtol=1e-8)          # doctest: +SKIP
     >>> info.check().iterations                # doctest: +SKIP
     """
-    ctx = Context("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                  reproducible=reproducible,
-                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
-                  norm_type=norm_type, raise_on_failure=raise_on_failure,
-                  project_rhs=True, checkpoint=checkpoint, symmetric=True,
-                  check_symmetry=check)
-    if ctx.b2norm == 0.0:
-        return ctx.zero_rhs()
-    from ._fused_kernels import cg_update, dot2, xpay     # numba: on the first solve
-    x = ctx.x
-    r, q, p = ctx.vector(), ctx.vector(), ctx.vector()
-    z = r if ctx.trivial_pc else ctx.vector()
-    # the second number of the fused reduction: which norm is tested
-    nvec = {"unpreconditioned": (r, r), "preconditioned": (z, z), "natural": (r, z)}
-    n1, n2 = nvec[ctx.norm_type]
-    ck = ctx.checkpoint
-    state = None if ck is None else ck.resume(ctx, {"x": x, "r": r, "p": p})
-    ctx.begin()
-
+    s = make_system("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                    reproducible=reproducible,
+                    callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                    norm_type=norm_type, raise_on_failure=raise_on_failure,
+                    project_rhs=True, checkpoint=checkpoint, symmetric=True,
+                    check_symmetry=check)
+    if s.b2norm == 0.0:
+        return zero_rhs(s)
+    v = CGVectors.of(s)
+    ck = s.checkpoints
+    state = None if ck is None else ck.resume(v.saved())
+    s.begin()
     if state is not None and state.exact:
         it, rz, reason = state.iteration, state.scalars["rz"], None
     else:
-        it = 0 if state is None else state.iteration
         if state is not None:
-            ctx.norms.pop()         # re-measured below from the restored x
-        ctx.residual(r, q)
-        rz, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2)
-        if ctx.x0_is_zero and ctx.bnorm is None:
-            ctx.bnorm = math.sqrt(abs(nsq))
-        ctx.reference_norm(q)
+            s.stop.norms.pop()      # re-measured below from the restored x
+        it = 0 if state is None else state.iteration
+        rz, reason = _start(s, v, it)
+    return _iterate(s, v, it, rz, reason)
 
-        reason = ConvergedReason.INDEFINITE_PC if rz < 0 else None
-        if reason is None:
-            reason = ctx.test(it, math.sqrt(nsq))
-        else:
-            ctx.norms.append(math.sqrt(abs(nsq)))
-        np.copyto(p.local, z.local)
+
+@dataclass
+class CGVectors:
+    """CG's vectors: the iterate ``x``, the residual ``r``, ``z = M r`` (``r``
+    itself without a preconditioner), the direction ``p`` and ``q = A p``;
+    ``n1^H n2`` is the tested norm squared. Not collective."""
+
+    x: DistVector
+    r: DistVector
+    z: DistVector
+    p: DistVector
+    q: DistVector
+    n1: DistVector
+    n2: DistVector
+
+    @classmethod
+    def of(cls, s: System) -> "CGVectors":
+        """New work vectors for the solve ``s`` (its ``x`` as the iterate)."""
+        r, q, p = s.vector(), s.vector(), s.vector()
+        z = r if s.trivial_pc else s.vector()
+        n1, n2 = {"unpreconditioned": (r, r), "preconditioned": (z, z),
+                  "natural": (r, z)}[s.stop.norm_type]
+        return cls(s.x, r, z, p, q, n1, n2)
+
+    def saved(self) -> dict[str, DistVector]:
+        """What a checkpoint holds (with ``r^T M r``)."""
+        return {"x": self.x, "r": self.r, "p": self.p}
+
+
+def _start(s: System, v: CGVectors, it: int) -> tuple[float, ConvergedReason | None]:
+    """The first residual from ``x``, its test and ``p = z``; returns ``(r^T z,
+    reason)``. Collective."""
+    s.residual(v.r, v.q)
+    rz, nsq = _precondition_and_reduce(s, v)
+    if s.x0_is_zero and s.stop.bnorm is None:
+        s.stop.bnorm = math.sqrt(abs(nsq))
+    s.reference_norm(v.q)
+    if rz < 0:
+        reason = ConvergedReason.INDEFINITE_PC
+        s.stop.norms.append(math.sqrt(abs(nsq)))
+    else:
+        reason = s.stop.test(it, math.sqrt(nsq))
+    np.copyto(v.p.local, v.z.local)
+    return rz, reason
+
+
+def _iterate(s: System, v: CGVectors, it: int, rz: float, reason):
+    """CG from iteration ``it`` to the end. Collective."""
+    red, stop, truth, ck = s.red, s.stop, s.truth, s.checkpoints
+    x, r, z, p, q = v.x, v.r, v.z, v.p, v.q
     while True:
         if reason is not None:
             # a claimed convergence is confirmed from x; if the true residual
             # fails, CG restarts from x with r = b - A x (which confirm left in r)
-            reason = ctx.confirm(reason, it, r, q)
+            reason = truth.confirm(reason, it, r, q)
             if reason is not None:
                 break
-            rz, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2)
-            if rz < 0 and not math.sqrt(abs(nsq)) <= ctx.tolerance():
+            rz, nsq = _precondition_and_reduce(s, v)
+            if rz < 0 and not math.sqrt(abs(nsq)) <= stop.tolerance():
                 reason = ConvergedReason.INDEFINITE_PC
                 break
-            reason = ctx.retest(math.sqrt(abs(nsq)))
+            reason = truth.retest(math.sqrt(abs(nsq)))
             if reason is not None:
                 break
             np.copyto(p.local, z.local)
-        ctx.matvec(p, q)
-        ctx.put(0, p.local, q.local)
-        pq = float(ctx.reduce(1)[0].real)     # real for a Hermitian A
+        s.matvec(p, q)
+        red.put(0, p.local, q.local)
+        pq = float(red.reduce(1)[0].real)     # real for a Hermitian A
         if not pq > 0:
             reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
             break
         alpha = rz / pq
         rr = cg_update(alpha, p.local, q.local, x.local, r.local)
-        rz_new, nsq = _precondition_and_reduce(ctx, dot2, r, z, n1, n2, rr)
+        rz_new, nsq = _precondition_and_reduce(s, v, rr)
         it += 1
         # a negative r^T M r is a sign of an indefinite M unless r is already
         # at rounding level (then its sign is noise and the solve converged)
-        if rz_new < 0 and not math.sqrt(abs(nsq)) <= ctx.tolerance():
+        if rz_new < 0 and not math.sqrt(abs(nsq)) <= stop.tolerance():
             reason = ConvergedReason.INDEFINITE_PC
-            ctx.norms.append(math.sqrt(abs(nsq)))
+            stop.norms.append(math.sqrt(abs(nsq)))
         else:
-            reason = ctx.test(it, math.sqrt(abs(nsq)))
-        ctx.callback(x)
+            reason = stop.test(it, math.sqrt(abs(nsq)))
+        s.callback(x)
         if reason is None and rz_new == 0:
             reason = ConvergedReason.BREAKDOWN   # r != 0 but r^T M r == 0
         if reason is not None:
@@ -140,26 +180,27 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         rz = rz_new
         xpay(beta, z.local, p.local)
         if ck is not None and ck.due(it):
-            ck.save(ctx, it, {"x": x, "r": r, "p": p}, rz=rz)
-    return ctx.finish(reason, it)
+            ck.save(it, v.saved(), rz=rz)
+    return finish(s, reason, it)
 
 
-def _precondition_and_reduce(ctx, dot2, r, z, n1, n2, rr=None) -> tuple[float, float]:
+def _precondition_and_reduce(s: System, v: CGVectors, rr=None) -> tuple[float, float]:
     """``z = M r``, then ``(r^T z, n1^T n2)`` in one fused reduction; ``rr``
-    is ``r^T r`` when the caller has it already (from the fused update);
-    ``dot2`` is :func:`._fused_kernels.dot2`, imported once by the caller.
+    is ``r^T r`` when the caller has it already (from the fused update).
     Collective."""
+    r, z, n1, n2 = v.r, v.z, v.n1, v.n2
     if z is not r:
-        ctx.precondition(r, z)
-    send = ctx.send
-    if ctx.repro:
+        s.precondition(r, z)
+    red = s.red
+    send = red.send
+    if red.exact:
         # exact parts (rr, a lane sum, is not): the same bits at any rank count
-        ctx.put(0, r.local, z.local)
-        ctx.put(1, n1.local, n2.local)
+        red.put(0, r.local, z.local)
+        red.put(1, n1.local, n2.local)
     elif rr is not None and n1 is r and n2 is r:
         send[1] = rr
-        send[0] = rr if z is r else ctx.dot(r.local, z.local)
+        send[0] = rr if z is r else s.dot(r.local, z.local)
     else:
         dot2(r.local, z.local, n1.local, n2.local, send)
-    red = ctx.reduce(2)
-    return float(red[0].real), float(red[1].real)     # real for a Hermitian M
+    out = red.reduce(2)
+    return float(out[0].real), float(out[1].real)     # real for a Hermitian M

@@ -1,5 +1,7 @@
-"""The checks at the door of a Krylov solve, shared by dmsolve's own methods
-and by the PETSc backend, so that both refuse the same inputs in the same words."""
+"""The checks at the door of a Krylov solve, as scipy's ``make_system``: those
+shared by dmsolve's own methods and the PETSc backend (:func:`check_system`,
+so that both refuse the same inputs in the same words), then those of our
+methods only (:func:`check_solve`)."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import _repro
 from .._layout import Layout
-from .._operator import aslinearoperator
+from .._operator import _takes_out, aslinearoperator
 from .._vector import DistVector
-from ..validate import check_int, check_real
+from ..checkpoint import Checkpointer
+from ..validate import check_bool, check_int, check_real
 from ._monitor import KSPMonitor
 
-__all__ = ["CheckedSystem", "check_system"]
+__all__ = ["CheckedSystem", "check_system", "CheckedSolve", "check_solve",
+           "wrap_preconditioner"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +155,146 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
         if v is not None and not np.all(np.isfinite(v.local)):
             raise ValueError("%s has NaN or infinite entries" % name)
     return CheckedSystem(A, rtol, atol, divtol, maxiter, callback, monitor, vecs)
+
+
+# -- the checks of dmsolve's own methods -------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckedSolve:
+    """The inputs of one of our Krylov methods after :func:`check_solve`.
+
+    Attributes
+    ----------
+    system : CheckedSystem
+    pc : callable or None
+        ``pc(r, out)`` applying ``M`` (:func:`wrap_preconditioner`).
+    norm_type : str
+        The tested norm; ``"unpreconditioned"`` whenever there is no ``M``.
+    dtype : numpy dtype
+        The working field: complex128 when ``A``, ``b`` or ``x0`` is
+        complex, else float64.
+
+    Notes
+    -----
+    Not collective: a plain record.
+    """
+
+    system: CheckedSystem
+    pc: Callable | None
+    norm_type: str
+    dtype: np.dtype
+
+
+def check_solve(method: str, A, b, x0, M, *, rtol, atol, maxiter, divtol, callback,
+                monitor, nullspace, norm_type: str, norm_types, symmetric: bool,
+                check_symmetry, checkpoint, reproducible) -> CheckedSolve:
+    """Check the arguments of one of our Krylov methods: :func:`check_system`,
+    then ``M``, ``norm_type``, ``check``, ``checkpoint``, ``reproducible``
+    and what a complex system cannot take.
+
+    ``norm_types`` are the norms the method can test; ``symmetric``: the
+    method needs a symmetric preconditioner (CG, pipelined CG, MINRES).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_system`, or for a bad ``M``, ``norm_type``,
+        ``checkpoint``, a nonsymmetric ``M`` where a symmetric one is needed,
+        a complex system with what supports real ones only, inputs
+        ``reproducible=True`` cannot take.
+
+    Notes
+    -----
+    Not collective: raises on the ranks where a check fails (only the
+    finiteness test of :func:`check_system` can differ between ranks), so the
+    caller agrees on the outcome before anything communicates.
+    """
+    pc = wrap_preconditioner(M)
+    if norm_type not in norm_types:
+        raise ValueError("%s: norm_type must be one of %s, got %r"
+                         % (method, ", ".join(norm_types), norm_type))
+    if pc is None and norm_type in ("preconditioned", "natural"):
+        norm_type = "unpreconditioned"   # all three coincide without M
+    # the same door as solve(..., backend="petsc"); its last check is the
+    # only rank-dependent one (finiteness)
+    s = check_system(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
+                     callback=callback, monitor=monitor, nullspace=nullspace)
+    check_bool("check", check_symmetry)
+    if symmetric:
+        _check_symmetric_pc(method, M)
+    if checkpoint is not None and not isinstance(checkpoint, Checkpointer):
+        raise TypeError("checkpoint must be a dmsolve.checkpoint.Checkpointer or "
+                        "None, got %s (solve() takes a path)" % type(checkpoint).__name__)
+    # one working precision: float64, or complex128 for a complex A, b or x0
+    # (reductions, Hessenberg matrices, BLAS calls too)
+    dtype = _system_dtype(s.A, b, x0)
+    if dtype.kind == "c":
+        _check_complex(method, M, checkpoint)
+    check_bool("reproducible", reproducible)
+    if reproducible:
+        _repro.check_inputs(method, s.A, M, dtype)
+    return CheckedSolve(s, pc, norm_type, dtype)
+
+
+def wrap_preconditioner(M):
+    """Return ``f(r, out)`` applying ``M``, or None for no preconditioner.
+    Not collective.
+
+    Raises
+    ------
+    TypeError
+        ``M`` is a name, or has neither ``apply`` nor ``matvec`` and is not
+        callable.
+    """
+    if M is None or (isinstance(M, str) and M.lower() == "none"):
+        return None
+    if isinstance(M, str):
+        raise TypeError("M must be a preconditioner object, not the name %r; use "
+                        "dmsolve.solve(..., pc=%r) to build one by name" % (M, M))
+    for attr in ("apply", "matvec"):
+        f = getattr(M, attr, None)
+        if callable(f):
+            if _takes_out(f):
+                return lambda r, out, f=f: f(r, out=out)
+            return lambda r, out, f=f: f(r)
+    if callable(M):
+        if _takes_out(M):
+            return lambda r, out: M(r, out=out)
+        return lambda r, out: M(r)
+    raise TypeError("M must have apply(r, out=None) or matvec(x, out=None), or be "
+                    "callable, got %s" % type(M).__name__)
+
+
+def _check_complex(method: str, M, checkpoint) -> None:
+    """Refuse what cannot take a complex system. Not collective (rank-independent facts)."""
+    if getattr(M, "supports_complex", None) is False:
+        name = getattr(M, "name", None) or type(M).__name__
+        raise TypeError("%s: the system is complex, but the preconditioner %s supports real "
+                        "systems only; use jacobi, bjacobi or asm (or none)" % (method, name))
+    if checkpoint is not None:
+        raise TypeError("%s: checkpoints hold real systems only; this system is complex"
+                        % method)
+
+
+def _system_dtype(A, b, x0) -> np.dtype:
+    """complex128 when ``A``, ``b`` or ``x0`` is complex, else float64. Not collective."""
+    kinds = [np.dtype(getattr(A, "dtype", np.float64)).kind, b.dtype.kind]
+    if x0 is not None:
+        kinds.append(x0.dtype.kind)
+    return np.dtype(np.complex128 if "c" in kinds else np.float64)
+
+
+def _check_symmetric_pc(method: str, M) -> None:
+    """Refuse a preconditioner that says it is not symmetric for a method that
+    needs one (CG, pipelined CG, MINRES). Not collective (a rank-independent fact)."""
+    if getattr(M, "symmetric", None) is not False:
+        return          # True, or None: unknown (a callable, an operator), taken on trust
+    name = getattr(M, "name", None) or type(M).__name__
+    if name == "asm" and getattr(M, "restricted", False):
+        what = "asm with restricted=True is not"
+        fix = "pc=('asm', {'restricted': False})"
+    else:
+        what = "%s is not (its symmetric attribute is False)" % name
+        fix = "a symmetric preconditioner"
+    raise ValueError("%s needs a symmetric preconditioner; %s: use %s or method='gmres', "
+                     "'fgmres' or 'bicgstab'" % (method, what, fix))

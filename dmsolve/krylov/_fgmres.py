@@ -4,8 +4,11 @@ cycles)."""
 
 from __future__ import annotations
 
-from ._common import DEFAULT_DIVTOL, Context, document
-from ._gmres import arnoldi_solve, check_gmres_options
+from ._arnoldi import arnoldi_solve
+from ._docs import document
+from ._gmres import check_gmres_options
+from ._stopping import DEFAULT_DIVTOL
+from ._system import make_system
 
 __all__ = ["fgmres"]
 
@@ -43,10 +46,10 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 9.6.
     """
-    ctx = Context("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                  reproducible=reproducible,
-                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
-                  norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
-                  project_rhs=False, checkpoint=checkpoint,
-                  check=lambda: check_gmres_options(restart, orthog))
-    return arnoldi_solve(ctx, restart, orthog, left=False, flexible=True)
+    s = make_system("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                    reproducible=reproducible,
+                    callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                    norm_type="unpreconditioned", raise_on_failure=raise_on_failure,
+                    project_rhs=False, checkpoint=checkpoint,
+                    check=lambda: check_gmres_options(restart, orthog))
+    return arnoldi_solve(s, restart, orthog, left=False, flexible=True)

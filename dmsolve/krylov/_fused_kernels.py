@@ -1,8 +1,7 @@
 """Compiled vector updates of the CG family, fused into one pass over the vectors.
 
-Imported on the first solve that uses them, not with dmsolve (importing
-numba costs about a second). Compiled code is cached on disk next to this
-module.
+Compiled by numba on their first call (not on import) and cached on disk
+next to this module.
 
 A CG iteration updates ``x`` and ``r`` and then reads ``r`` again for its
 norm; pipelined CG updates eight vectors and then reads three pairs of them

@@ -4,11 +4,17 @@ overlapped with the preconditioner and the matrix-vector product."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._common import DEFAULT_DIVTOL, Context, document
+from .._vector import DistVector
+from ._docs import document
+from ._fused_kernels import pipecg_dots, pipecg_update
 from ._info import ConvergedReason
+from ._result import finish, zero_rhs
+from ._stopping import DEFAULT_DIVTOL
+from ._system import System, make_system
 
 __all__ = ["pipecg"]
 
@@ -70,89 +76,102 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
        method", SIAM J. Matrix Anal. Appl. 39(1):426-450, 2018 (residual
        replacement).
     """
-    ctx = Context("pipecg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
-                  reproducible=reproducible,
-                  callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
-                  norm_type=norm_type, raise_on_failure=raise_on_failure,
-                  project_rhs=True, checkpoint=checkpoint, symmetric=True,
-                  check_symmetry=check)
-    if ctx.b2norm == 0.0:
-        return ctx.zero_rhs()
-    from ._fused_kernels import pipecg_dots, pipecg_update     # numba: on the first solve
-    x = ctx.x
-    r, u, w, m, n = (ctx.vector() for _ in range(5))
-    z, q, s, p = (ctx.vector() for _ in range(4))
-    # the reduction in flight has its own buffers, so nothing touches them
-    send = ctx.buffer(4)
-    recv = ctx.buffer(4)
-    # the norm's inner product: (r, r), (u, u) or (r, u); the update pass
-    # leaves the next iteration's inner products in send
-    norm_code = ("unpreconditioned", "preconditioned", "natural").index(ctx.norm_type)
-    ck = ctx.checkpoint
-    state = None if ck is None else ck.resume(
-        ctx, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s, "p": p})
-    ctx.begin()
+    s = make_system("pipecg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
+                    reproducible=reproducible,
+                    callback=callback, nullspace=nullspace, monitor=monitor, divtol=divtol,
+                    norm_type=norm_type, raise_on_failure=raise_on_failure,
+                    project_rhs=True, checkpoint=checkpoint, symmetric=True,
+                    check_symmetry=check)
+    if s.b2norm == 0.0:
+        return zero_rhs(s)
+    v = PipeVectors.of(s)
+    ck = s.checkpoints
+    state = None if ck is None else ck.resume(v.saved())
+    s.begin()
+    if state is not None and state.exact:
+        # the recurrences go on where they were: start 0 (< it), so beta is
+        # gamma / gamma_old
+        sc = state.scalars
+        return _iterate(s, v, state.iteration, 0, sc["gamma"], sc["alpha"])
+    it = 0 if state is None else state.iteration
+    s.residual(v.r, v.n)
+    s.precondition(v.r, v.u)
+    s.matvec(v.u, v.w)
+    if not s.x0_is_zero:
+        s.reference_norm(v.m)
+    return _iterate(s, v, it, it, 1.0, 1.0)
 
-    it = start = 0                  # start: where the recurrence (re)starts
-    gamma_old = alpha_old = 1.0
+
+@dataclass
+class PipeVectors:
+    """Pipelined CG's vectors (Ghysels and Vanroose's names): ``u = M r``,
+    ``w = A u``, ``m = M w``, ``n = A m``, and the recurrences' ``z, q, s,
+    p``; the reduction in flight has its own buffers ``send`` and ``recv``;
+    ``norm_code`` says which inner product is the tested norm: ``(r, r)``,
+    ``(u, u)`` or ``(r, u)``. Not collective."""
+
+    x: DistVector
+    r: DistVector
+    u: DistVector
+    w: DistVector
+    m: DistVector
+    n: DistVector
+    z: DistVector
+    q: DistVector
+    s: DistVector
+    p: DistVector
+    send: np.ndarray
+    recv: np.ndarray
+    norm_code: int
+
+    @classmethod
+    def of(cls, s: System) -> "PipeVectors":
+        """New work vectors and buffers for the solve ``s`` (its ``x`` as the iterate)."""
+        work = [s.vector() for _ in range(9)]
+        code = ("unpreconditioned", "preconditioned", "natural").index(s.stop.norm_type)
+        return cls(s.x, *work, s.red.buffer(4), s.red.buffer(4), code)
+
+    def saved(self) -> dict[str, DistVector]:
+        """What a checkpoint holds (with ``gamma`` and ``alpha``)."""
+        return {"x": self.x, "r": self.r, "u": self.u, "w": self.w, "z": self.z,
+                "q": self.q, "s": self.s, "p": self.p}
+
+
+def _iterate(s: System, v: PipeVectors, it: int, start: int, gamma_old: float,
+             alpha_old: float):
+    """Pipelined CG from iteration ``it``, the recurrences having started at
+    iteration ``start``. Collective."""
+    stop, truth, ck = s.stop, s.truth, s.checkpoints
     # the norm of the next reduction is that of a residual recomputed from x
     # (a restart at an iteration already recorded): retested, not recorded
     fresh = False
     replacements = 0
-    have_dots = False
-    if state is not None and state.exact:
-        it = state.iteration
-        gamma_old, alpha_old = state.scalars["gamma"], state.scalars["alpha"]
-    else:
-        if state is not None:
-            it = start = state.iteration
-        ctx.residual(r, n)
-        ctx.precondition(r, u)
-        ctx.matvec(u, w)
-        if not ctx.x0_is_zero:
-            ctx.reference_norm(m)
-
+    have_dots = False           # the update pass left the next inner products in send
     while True:
-        if ctx.repro:
-            # exact parts of (r, u), (w, u) and the norm's: the fused pass's
-            # lane sums are not partition-independent
-            ctx.put(0, r.local, u.local, send)
-            ctx.put(1, w.local, u.local, send)
-            a, c = ((r, r), (u, u), (r, u))[norm_code]
-            ctx.put(2, a.local, c.local, send)
-        elif not have_dots:
-            # summed as the fused pass sums them: a resumed run is the same run
-            pipecg_dots(norm_code, w.local, u.local, r.local, send)
+        gamma, delta, nsq = _reduce_overlapped(s, v, it, have_dots)
         have_dots = False
-        req = ctx.ireduce(3, send, recv)
-        if it < ctx.maxiter:
-            ctx.precondition(w, m)      # m = M w and n = A m, overlapped
-            ctx.matvec(m, n)
-        ctx.wait(req, 3, recv)
-        # real for a Hermitian A and M
-        gamma, delta, nsq = float(recv[0].real), float(recv[1].real), float(recv[2].real)
-        if it == 0 and ctx.bnorm is None:
-            ctx.bnorm = math.sqrt(abs(nsq))
+        if it == 0 and stop.bnorm is None:
+            stop.bnorm = math.sqrt(abs(nsq))
         # as in cg: the sign of a rounding-level (r, u) is noise, not indefiniteness
-        if gamma < 0 and not (ctx.bnorm is not None
-                              and math.sqrt(abs(nsq)) <= ctx.tolerance()):
+        if gamma < 0 and not (stop.bnorm is not None
+                              and math.sqrt(abs(nsq)) <= stop.tolerance()):
             reason = ConvergedReason.INDEFINITE_PC
             if not fresh:
-                ctx.norms.append(math.sqrt(abs(nsq)))
+                stop.norms.append(math.sqrt(abs(nsq)))
         elif fresh:
-            reason = ctx.retest(math.sqrt(abs(nsq)))
+            reason = truth.retest(math.sqrt(abs(nsq)))
         else:
-            reason = ctx.test(it, math.sqrt(abs(nsq)))
+            reason = stop.test(it, math.sqrt(abs(nsq)))
         if it > 0 and not fresh:
-            ctx.callback(x)
+            s.callback(v.x)
         fresh = False
         if reason is not None:
             # a claimed convergence is confirmed from x; if the true residual
             # fails, the recurrence restarts from r = b - A x (left in r)
-            reason = ctx.confirm(reason, it, r, n)
+            reason = truth.confirm(reason, it, v.r, v.n)
             if reason is not None:
                 break
-            _restart(ctx, r, u, w)
+            _restart(s, v)
             start, fresh = it, True
             continue
         if it > start:
@@ -169,27 +188,10 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
                 # delta = u^T A u of a u computed from x: A is not positive definite
                 reason = ConvergedReason.INDEFINITE_MAT
                 break
-            # The recurrence's p^T A p: on an SPD problem a non-positive value
-            # is the pipelined recurrences losing accuracy (their rounding errors
-            # are amplified, Cools et al. 2018). Measure p^T A p directly; only a
-            # non-positive measured value proves A indefinite. Otherwise replace
-            # the residual: restart the recurrences from r = b - A x (m and n
-            # are recomputed by the next pass, so they serve as work vectors).
-            np.copyto(m.local, u.local)
-            ctx.axpy(beta, p.local, m.local)
-            ctx.matvec(m, n)
-            ctx.put(0, m.local, n.local)
-            ctx.put(1, m.local, m.local)
-            red = ctx.reduce(2).real
-            if not red[0] > 0:
-                reason = (ConvergedReason.INDEFINITE_MAT if red[1] > 0 and red[0] <= 0
-                          else ConvergedReason.BREAKDOWN if red[0] == 0
-                          else ConvergedReason.NANORINF)
+            reason = _replace_residual(s, v, beta)
+            if reason is not None:
                 break
             replacements += 1
-            ctx.matvec(x, n)
-            np.subtract(ctx.b.local, n.local, out=r.local)
-            _restart(ctx, r, u, w)
             start, fresh = it, True
             continue
         if gamma == 0:
@@ -199,19 +201,71 @@ def pipecg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
         # z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
         # x += alpha p, r -= alpha s, u -= alpha q, w -= alpha z; and the
         # next reduction's (r, u), (u, w) and the norm's, all in one pass
-        pipecg_update(alpha, beta, norm_code, n.local, m.local, w.local, u.local, z.local,
-                      q.local, s.local, p.local, x.local, r.local, send)
+        pipecg_update(alpha, beta, v.norm_code, v.n.local, v.m.local, v.w.local, v.u.local,
+                      v.z.local, v.q.local, v.s.local, v.p.local, v.x.local, v.r.local, v.send)
         have_dots = True
         gamma_old, alpha_old = gamma, alpha
         it += 1
         if ck is not None and ck.due(it):
-            ck.save(ctx, it, {"x": x, "r": r, "u": u, "w": w, "z": z, "q": q, "s": s,
-                              "p": p}, gamma=gamma_old, alpha=alpha_old)
-    return ctx.finish(reason, it, residual_replacements=replacements)
+            ck.save(it, v.saved(), gamma=gamma_old, alpha=alpha_old)
+    return finish(s, reason, it, residual_replacements=replacements)
 
 
-def _restart(ctx, r, u, w) -> None:
+def _reduce_overlapped(s: System, v: PipeVectors, it: int,
+                       have_dots: bool) -> tuple[float, float, float]:
+    """``(r, u)``, ``(w, u)`` and the tested norm squared in one
+    ``Iallreduce``, overlapped with ``m = M w`` and ``n = A m``. Collective."""
+    red = s.red
+    send, recv = v.send, v.recv
+    if red.exact:
+        # exact parts of (r, u), (w, u) and the norm's: the fused pass's
+        # lane sums are not partition-independent
+        red.put(0, v.r.local, v.u.local, send)
+        red.put(1, v.w.local, v.u.local, send)
+        a, c = ((v.r, v.r), (v.u, v.u), (v.r, v.u))[v.norm_code]
+        red.put(2, a.local, c.local, send)
+    elif not have_dots:
+        # summed as the fused pass sums them: a resumed run is the same run
+        pipecg_dots(v.norm_code, v.w.local, v.u.local, v.r.local, send)
+    req = red.ireduce(3, send, recv)
+    if it < s.stop.maxiter:
+        s.precondition(v.w, v.m)      # m = M w and n = A m, overlapped
+        s.matvec(v.m, v.n)
+    red.wait(req, 3, recv)
+    # real for a Hermitian A and M
+    return float(recv[0].real), float(recv[1].real), float(recv[2].real)
+
+
+def _replace_residual(s: System, v: PipeVectors, beta: float) -> ConvergedReason | None:
+    """The recurrence's ``p^T A p`` turned non-positive: measure it directly.
+
+    On an SPD problem a non-positive value is the pipelined recurrences
+    losing accuracy (their rounding errors are amplified, Cools et al.
+    2018); only a non-positive measured value proves ``A`` indefinite
+    (returned as the reason). Otherwise the residual is replaced: the
+    recurrences restart from ``r = b - A x`` and None is returned (``m``
+    and ``n`` are recomputed by the next pass, so they serve as work
+    vectors). Collective.
+    """
+    red, m, n = s.red, v.m, v.n
+    np.copyto(m.local, v.u.local)
+    s.axpy(beta, v.p.local, m.local)
+    s.matvec(m, n)
+    red.put(0, m.local, n.local)
+    red.put(1, m.local, m.local)
+    out = red.reduce(2).real
+    if not out[0] > 0:
+        return (ConvergedReason.INDEFINITE_MAT if out[1] > 0 and out[0] <= 0
+                else ConvergedReason.BREAKDOWN if out[0] == 0
+                else ConvergedReason.NANORINF)
+    s.matvec(s.x, n)
+    np.subtract(s.b.local, n.local, out=v.r.local)
+    _restart(s, v)
+    return None
+
+
+def _restart(s: System, v: PipeVectors) -> None:
     """``u = M r``, ``w = A u`` for a residual ``r`` recomputed from ``x``: the
     recurrences start again there. Collective."""
-    ctx.precondition(r, u)
-    ctx.matvec(u, w)
+    s.precondition(v.r, v.u)
+    s.matvec(v.u, v.w)

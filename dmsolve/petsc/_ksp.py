@@ -6,13 +6,16 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 
 from .._matrix import DistCSR
 from .._registry import Registry
 from .._vector import DistVector
-from ..krylov import ConvergedReason, SolveInfo, check_gmres_options, check_system
+from ..krylov import (CheckedSystem, ConvergedReason, SolveInfo, check_gmres_options,
+                      check_system)
 from ..validate import agreed, check_int, check_real
 from ._convert import operator_to_petsc, petsc, vec_to_petsc
 from ._pc import PythonPC
@@ -155,93 +158,132 @@ def convert_reason(code: int) -> tuple[ConvergedReason, str]:
 
 _PREFIX = itertools.count()
 
+_NORM_NAMES = {"unpreconditioned": "UNPRECONDITIONED", "preconditioned": "PRECONDITIONED",
+               "natural": "NATURAL"}
 
-def _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side, orthog,
-             norm_type, shift, nullspace, callback, monitor, petsc_options):
+
+@dataclass
+class _Plan:
+    """What :func:`ksp_solve` sets up, once every check has passed. Not collective."""
+
+    method: str                     # our name
+    ksp_type: str
+    pc_type: str                    # PETSc's, "python" for a dmsolve object
+    pc_name: str                    # ours, for info.extra
+    pc_object: Any = None           # the dmsolve preconditioner run as PC python
+    options: dict = field(default_factory=dict)     # options database entries
+    restart: int | None = None
+    side: str | None = None
+    norm: str = "unpreconditioned"
+    system: CheckedSystem | None = None
+
+    @property
+    def has_pc(self) -> bool:
+        return self.pc_type != "none"
+
+
+def _plan(method, pc, A, b, x0, *, rtol, atol, divtol, maxiter, restart, side, orthog,
+          norm_type, shift, nullspace, callback, monitor, petsc_options) -> _Plan:
     """The option mapping and its checks, then the Krylov door our own methods
     use (:func:`~dmsolve.krylov.check_system`, whose finiteness test, the only
-    rank-dependent one, comes last). Returns a plan dict. Not collective."""
+    rank-dependent one, comes last). Not collective."""
     m = KSP_TYPES.canonical(method)
-    plan = {"ksp_type": KSP_TYPES[m], "options": {}, "pc_object": None, "pc_type": "none",
-            "pc_name": "none"}
     if shift:
         raise TypeError("minres shift has no PETSc KSPMINRES equivalent; shift the matrix")
-
-    # preconditioner: a name (PETSc's own PC) or an object (our PC as PC python)
-    if pc is None or isinstance(pc, (str, tuple, list)):
-        try:
-            key, mapper, opts = _PC_OPTIONS.resolve("none" if pc is None else pc)
-        except ValueError as e:
-            raise ValueError("%s (or pass a built dmsolve preconditioner object to run it "
-                             "inside KSP as PC python)" % e) from None
-        plan["options"].update(mapper(**opts))
-        plan["pc_type"], plan["pc_name"] = PC_TYPES[key], key
-    else:
-        if not callable(getattr(pc, "apply", None)):
-            raise TypeError("pc must be a name, a (name, options) pair or a preconditioner "
-                            "with apply(r, out), got %s" % type(pc).__name__)
-        plan["pc_object"], plan["pc_type"] = pc, "python"
-        plan["pc_name"] = getattr(pc, "name", type(pc).__name__)
-    has_pc = plan["pc_type"] != "none"
-    if not isinstance(A, DistCSR) and plan["pc_type"] not in ("none", "python"):
-        raise TypeError("PETSc's %s needs the matrix entries: give A as a DistCSR, or "
-                        "a dmsolve preconditioner object" % plan["pc_type"])
-
-    # restart, orthog and side as our gmres and fgmres check them
-    if m in ("gmres", "fgmres"):
-        restart = 30 if restart is None else restart
-        orthog = "cgs" if orthog is None else orthog
-        if m == "gmres":
-            side = "left" if side is None else side
-        check_gmres_options(restart, orthog, side if m == "gmres" else "right")
-        plan["restart"] = int(restart)
-        plan["options"].update(_ORTHOG[orthog])
-    else:
-        if restart is not None:
-            raise TypeError("restart= is an option of gmres and fgmres, not of %s" % m)
-        if orthog is not None:
-            raise TypeError("orthog= is an option of gmres and fgmres, not of %s" % m)
-
-    # side and norm, as our method of the same name defines them
-    dside, dnorm, allowed = _METHOD_NORMS[m]
-    if m == "gmres":
-        dnorm = "preconditioned" if side == "left" and has_pc else "unpreconditioned"
-        if norm_type is not None and norm_type != dnorm:
-            raise ValueError("gmres with side=%r tests the %s norm; norm_type=%r is not "
-                             "available" % (side, dnorm, norm_type))
-        plan["side"], plan["norm"] = side, dnorm
-    else:
-        if side is not None:
-            raise TypeError("side= is an option of gmres only, not of %s" % m)
-        if m == "minres":
-            dnorm = "natural" if has_pc else "unpreconditioned"
-            allowed = (dnorm,)
-        norm = dnorm if norm_type is None else norm_type
-        if norm not in allowed:
-            raise ValueError("%s: norm_type must be one of %s, got %r"
-                             % (m, ", ".join(allowed), norm_type))
-        if not has_pc:
-            norm = "unpreconditioned"     # all coincide without a preconditioner
-        plan["side"], plan["norm"] = dside, norm
-
-    if petsc_options is not None:
-        if not isinstance(petsc_options, dict) or not all(isinstance(k, str)
-                                                          for k in petsc_options):
-            raise TypeError("petsc_options must be a dict of option names (without the "
-                            "leading '-') to values")
-        plan["options"].update({k.lstrip("-"): (None if v is None else str(v))
-                                for k, v in petsc_options.items()})
-
+    plan = _pc_plan(m, pc, A)
+    _gmres_plan(plan, restart, orthog, side)
+    _norm_plan(plan, side, norm_type)
+    plan.options.update(_database_entries(petsc_options))
     s = check_system(m, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
                      callback=callback, monitor=monitor, nullspace=nullspace)
     if "c" in (np.dtype(getattr(s.A, "dtype", np.float64)).kind, b.dtype.kind,
                "f" if x0 is None else x0.dtype.kind):
         raise TypeError("%s: backend='petsc' runs a real PETSc build (make petsc); this "
                         "system is complex: use backend='dmsolve'" % m)
-    plan.update(method=m, A=s.A, rtol=s.rtol, atol=s.atol, divtol=s.divtol,
-                maxiter=s.maxiter, callback=s.callback, monitor=s.monitor,
-                nullspace=s.nullspace)
+    plan.system = s
     return plan
+
+
+def _pc_plan(m: str, pc, A) -> _Plan:
+    """The preconditioner: a name (PETSc's own PC, our options mapped to its
+    database entries) or an object (our PC as PC python). Not collective."""
+    plan = _Plan(method=m, ksp_type=KSP_TYPES[m], pc_type="none", pc_name="none")
+    if pc is None or isinstance(pc, (str, tuple, list)):
+        try:
+            key, mapper, opts = _PC_OPTIONS.resolve("none" if pc is None else pc)
+        except ValueError as e:
+            raise ValueError("%s (or pass a built dmsolve preconditioner object to run it "
+                             "inside KSP as PC python)" % e) from None
+        plan.options.update(mapper(**opts))
+        plan.pc_type, plan.pc_name = PC_TYPES[key], key
+    else:
+        if not callable(getattr(pc, "apply", None)):
+            raise TypeError("pc must be a name, a (name, options) pair or a preconditioner "
+                            "with apply(r, out), got %s" % type(pc).__name__)
+        plan.pc_object, plan.pc_type = pc, "python"
+        plan.pc_name = getattr(pc, "name", type(pc).__name__)
+    if not isinstance(A, DistCSR) and plan.pc_type not in ("none", "python"):
+        raise TypeError("PETSc's %s needs the matrix entries: give A as a DistCSR, or "
+                        "a dmsolve preconditioner object" % plan.pc_type)
+    return plan
+
+
+def _gmres_plan(plan: _Plan, restart, orthog, side) -> None:
+    """``restart``, ``orthog`` and ``side`` as our gmres and fgmres check them;
+    refused for the other methods. Not collective."""
+    m = plan.method
+    if m in ("gmres", "fgmres"):
+        restart = 30 if restart is None else restart
+        orthog = "cgs" if orthog is None else orthog
+        if m == "gmres":
+            side = "left" if side is None else side
+        check_gmres_options(restart, orthog, side if m == "gmres" else "right")
+        plan.restart = int(restart)
+        plan.options.update(_ORTHOG[orthog])
+    else:
+        if restart is not None:
+            raise TypeError("restart= is an option of gmres and fgmres, not of %s" % m)
+        if orthog is not None:
+            raise TypeError("orthog= is an option of gmres and fgmres, not of %s" % m)
+
+
+def _norm_plan(plan: _Plan, side, norm_type) -> None:
+    """The side and the tested norm, as our method of the same name defines
+    them. Not collective."""
+    m = plan.method
+    dside, dnorm, allowed = _METHOD_NORMS[m]
+    if m == "gmres":
+        side = "left" if side is None else side
+        dnorm = "preconditioned" if side == "left" and plan.has_pc else "unpreconditioned"
+        if norm_type is not None and norm_type != dnorm:
+            raise ValueError("gmres with side=%r tests the %s norm; norm_type=%r is not "
+                             "available" % (side, dnorm, norm_type))
+        plan.side, plan.norm = side, dnorm
+        return
+    if side is not None:
+        raise TypeError("side= is an option of gmres only, not of %s" % m)
+    if m == "minres":
+        dnorm = "natural" if plan.has_pc else "unpreconditioned"
+        allowed = (dnorm,)
+    norm = dnorm if norm_type is None else norm_type
+    if norm not in allowed:
+        raise ValueError("%s: norm_type must be one of %s, got %r"
+                         % (m, ", ".join(allowed), norm_type))
+    if not plan.has_pc:
+        norm = "unpreconditioned"     # all coincide without a preconditioner
+    plan.side, plan.norm = dside, norm
+
+
+def _database_entries(petsc_options) -> dict:
+    """``petsc_options`` as options database entries (no leading dash, values
+    as strings or None). Not collective."""
+    if petsc_options is None:
+        return {}
+    if not isinstance(petsc_options, dict) or not all(isinstance(k, str)
+                                                      for k in petsc_options):
+        raise TypeError("petsc_options must be a dict of option names (without the "
+                        "leading '-') to values")
+    return {k.lstrip("-"): (None if v is None else str(v)) for k, v in petsc_options.items()}
 
 
 def _orthonormal(vecs: list[DistVector]) -> list[DistVector]:
@@ -256,10 +298,6 @@ def _orthonormal(vecs: list[DistVector]) -> list[DistVector]:
             raise ValueError("nullspace vectors are linearly dependent")
         out.append(w.scale(1.0 / nrm))
     return out
-
-
-_NORM_NAMES = {"unpreconditioned": "UNPRECONDITIONED", "preconditioned": "PRECONDITIONED",
-               "natural": "NATURAL"}
 
 
 def ksp_solve(A, b, method: str = "cg", pc=None, *, x0=None, rtol=1e-5, atol=0.0,
@@ -343,12 +381,14 @@ nullspace, callback, monitor, raise_on_failure
         raise TypeError("A must be a distributed operator and b a DistVector, got %s and %s"
                         % (type(A).__name__, type(b).__name__))
     with agreed(comm):
-        plan = _resolve(method, pc, A, x0, b, rtol, atol, divtol, maxiter, restart, side,
-                        orthog, norm_type, shift, nullspace, callback, monitor, petsc_options)
+        plan = _plan(method, pc, A, b, x0, rtol=rtol, atol=atol, divtol=divtol,
+                     maxiter=maxiter, restart=restart, side=side, orthog=orthog,
+                     norm_type=norm_type, shift=shift, nullspace=nullspace,
+                     callback=callback, monitor=monitor, petsc_options=petsc_options)
 
-    A, callback, mon = plan["A"], plan["callback"], plan["monitor"]
-    layout = A.row_layout
-    mat = operator_to_petsc(A)
+    s = plan.system
+    layout = s.A.row_layout
+    mat = operator_to_petsc(s.A)
     bl = np.ascontiguousarray(b.local, dtype=PETSc.ScalarType)
     xl = np.zeros(layout.local_size, dtype=PETSc.ScalarType)
     if x0 is not None:
@@ -365,67 +405,31 @@ nullspace, callback, monitor, raise_on_failure
     try:
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(mat)
-        ksp.setType(plan["ksp_type"])
-        ksp.setTolerances(rtol=plan["rtol"], atol=plan["atol"],
-                          divtol=1e300 if plan["divtol"] is None else plan["divtol"],
-                          max_it=plan["maxiter"])
-        if "restart" in plan:
-            ksp.setGMRESRestart(plan["restart"])
-        kpc = ksp.getPC()
-        ctx = None
-        if plan["pc_type"] == "python":
-            kpc.setType(PETSc.PC.Type.PYTHON)
-            ctx = PythonPC(plan["pc_object"])
-            kpc.setPythonContext(ctx)
-        else:
-            kpc.setType(plan["pc_type"])
-        if plan["side"] is not None:
-            ksp.setPCSide(PETSc.PC.Side.LEFT if plan["side"] == "left" else PETSc.PC.Side.RIGHT)
-        if plan["pc_type"] != "none":
-            # without a PC every norm is the unpreconditioned one: keep the method's default
-            ksp.setNormType(getattr(PETSc.KSP.NormType, _NORM_NAMES[plan["norm"]]))
-        if x0 is not None:
-            ksp.setInitialGuessNonzero(True)
-        if plan["nullspace"] is not None:
-            qs = _orthonormal(plan["nullspace"])
+        pyctx = _configure(ksp, plan, nonzero_guess=x0 is not None)
+        if s.nullspace is not None:
+            qs = _orthonormal(s.nullspace)
             ns = PETSc.NullSpace().create(vectors=[vec_to_petsc(q) for q in qs], comm=comm)
             mat.setNullSpace(ns)
-        for k, v in plan["options"].items():
+        for k, v in plan.options.items():
             db[k] = v
         ksp.setFromOptions()
-        ksp.setConvergenceHistory(length=min(plan["maxiter"], 100_000) + 1)
-        if mon is not None and hasattr(mon, "start"):
-            mon.start(plan["method"], comm)
-        if callback is not None or mon is not None:
-            def _monitor(ksp_, it, rnorm):
-                if mon is not None:
-                    mon(it, rnorm)
-                if callback is not None and it > 0:
-                    sol = ksp_.buildSolution()
-                    callback(DistVector(layout, sol.getArray(readonly=True)))
-            ksp.setMonitor(_monitor)
+        ksp.setConvergenceHistory(length=min(s.maxiter, 100_000) + 1)
+        if s.monitor is not None and hasattr(s.monitor, "start"):
+            s.monitor.start(plan.method, comm)
+        if s.callback is not None or s.monitor is not None:
+            ksp.setMonitor(_monitor(s.monitor, s.callback, layout))
         ksp.setUp()
         t1 = time.perf_counter()
         ksp.solve(bv, xv)
         t2 = time.perf_counter()
-        code = ksp.getConvergedReason()
-        reason, pname = convert_reason(code)
-        hist = np.array(ksp.getConvergenceHistory(), dtype=float)
-        its = int(ksp.getIterationNumber())
-        bnorm = _reference_norm(ksp, bv, hist, plan["norm"], x0 is None, comm)
-        info = SolveInfo(
-            converged=reason.converged, reason=reason, iterations=its, residual_norms=hist,
-            norm_type=plan["norm"], method=plan["method"], rtol=plan["rtol"],
-            atol=plan["atol"], bnorm=bnorm, setup_seconds=t1 - t0, solve_seconds=t2 - t1,
-            reductions=0,
-            extra={"backend": "petsc", "petsc_reason": pname, "ksp_type": ksp.getType(),
-                   "pc_type": kpc.getType(), "pc": plan["pc_name"]})
-        if ctx is not None and hasattr(ctx.M, "describe"):
-            info.extra["pc_describe"] = ctx.M.describe()
-        if mon is not None and hasattr(mon, "finish"):
-            mon.finish(info)
+        info = _info(ksp, plan, bv, x0 is None, comm)
+        info.setup_seconds, info.solve_seconds = t1 - t0, t2 - t1
+        if pyctx is not None and hasattr(pyctx.M, "describe"):
+            info.extra["pc_describe"] = pyctx.M.describe()
+        if s.monitor is not None and hasattr(s.monitor, "finish"):
+            s.monitor.finish(info)
     finally:
-        for k in plan["options"]:
+        for k in plan.options:
             db.delValue(k)
         ksp.destroy()
         if ns is not None:
@@ -436,6 +440,62 @@ nullspace, callback, monitor, raise_on_failure
     if raise_on_failure:
         info.check()
     return x, info
+
+
+def _configure(ksp, plan: _Plan, nonzero_guess: bool):
+    """Type, tolerances, restart, PC, side and norm of ``ksp`` from the plan;
+    returns the :class:`PythonPC` context of a dmsolve preconditioner, or
+    None. Collective on the KSP's communicator."""
+    PETSc = petsc()
+    s = plan.system
+    ksp.setType(plan.ksp_type)
+    ksp.setTolerances(rtol=s.rtol, atol=s.atol,
+                      divtol=1e300 if s.divtol is None else s.divtol, max_it=s.maxiter)
+    if plan.restart is not None:
+        ksp.setGMRESRestart(plan.restart)
+    kpc = ksp.getPC()
+    pyctx = None
+    if plan.pc_type == "python":
+        kpc.setType(PETSc.PC.Type.PYTHON)
+        pyctx = PythonPC(plan.pc_object)
+        kpc.setPythonContext(pyctx)
+    else:
+        kpc.setType(plan.pc_type)
+    if plan.side is not None:
+        ksp.setPCSide(PETSc.PC.Side.LEFT if plan.side == "left" else PETSc.PC.Side.RIGHT)
+    if plan.has_pc:
+        # without a PC every norm is the unpreconditioned one: keep the method's default
+        ksp.setNormType(getattr(PETSc.KSP.NormType, _NORM_NAMES[plan.norm]))
+    if nonzero_guess:
+        ksp.setInitialGuessNonzero(True)
+    return pyctx
+
+
+def _monitor(mon: Callable | None, callback: Callable | None, layout) -> Callable:
+    """A KSP monitor calling ``mon(it, rnorm)`` and ``callback(xk)`` (from
+    ``KSPBuildSolution``, after iteration 0). Collective when called."""
+    def monitor(ksp_, it, rnorm):
+        if mon is not None:
+            mon(it, rnorm)
+        if callback is not None and it > 0:
+            sol = ksp_.buildSolution()
+            callback(DistVector(layout, sol.getArray(readonly=True)))
+    return monitor
+
+
+def _info(ksp, plan: _Plan, bv, x0_zero: bool, comm) -> SolveInfo:
+    """The :class:`SolveInfo` of a finished KSP solve (timings left at 0).
+    Collective (the reference norm may apply the PC)."""
+    s = plan.system
+    reason, pname = convert_reason(ksp.getConvergedReason())
+    hist = np.array(ksp.getConvergenceHistory(), dtype=float)
+    bnorm = _reference_norm(ksp, bv, hist, plan.norm, x0_zero, comm)
+    return SolveInfo(
+        converged=reason.converged, reason=reason, iterations=int(ksp.getIterationNumber()),
+        residual_norms=hist, norm_type=plan.norm, method=plan.method, rtol=s.rtol,
+        atol=s.atol, bnorm=bnorm, reductions=0,
+        extra={"backend": "petsc", "petsc_reason": pname, "ksp_type": ksp.getType(),
+               "pc_type": ksp.getPC().getType(), "pc": plan.pc_name})
 
 
 def _reference_norm(ksp, bv, hist, norm, x0_zero, comm) -> float:
