@@ -6,7 +6,7 @@ tables, sorted rows of vertex ids, and the VTK XML writer.
 Nothing here knows a kind of domain or an analysis; every other folder
 builds on it."""
 
-from ._fields import as_vertex_vector, check_axes, points3
+from ._fields import as_vertex_vector, check_axes, check_shape, points3
 from ._keytable import KeyTable, fetch_rows
 from ._protocol import (Domain, check_domain, check_fits, ghosted_global_ids, owned_global_ids,
                         physical_memory)
@@ -18,7 +18,8 @@ from ._vtkxml import (RESERVED, check_pvtu_path, piece_paths, vtk_type, write_in
                       write_parallel, write_piece)
 
 __all__ = ["Domain", "check_domain", "check_fits", "physical_memory", "owned_global_ids",
-           "ghosted_global_ids", "as_vertex_vector", "check_axes", "points3", "RawField",
+           "ghosted_global_ids", "as_vertex_vector", "check_axes", "check_shape", "points3",
+           "RawField",
            "KeyTable", "fetch_rows", "row_keys", "unique_rows", "search_rows", "find_rows",
            "lookup", "freudenthal_cells", "link_structure", "cubical_structure",
            "component_table", "grid_cells", "cube_cells", "grid_coordinates", "RESERVED",

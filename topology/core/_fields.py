@@ -5,12 +5,33 @@ a function says so."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from dmsolve import DistVector, Layout
 from dmsolve.validate import agreed
 
-__all__ = ["check_axes", "as_vertex_vector", "points3"]
+__all__ = ["check_axes", "check_shape", "as_vertex_vector", "points3"]
+
+
+def check_shape(shape) -> tuple:
+    """``shape`` as a tuple of 2 or 3 integers (their range is the caller's
+    to check). Not collective.
+
+    Raises
+    ------
+    TypeError
+        If it is not 2 or 3 integers.
+    """
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
+    if len(shape) not in (2, 3) or not all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
+        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
+    return shape
 
 
 def points3(c: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ import os
 
 import numpy as np
 
+from ._fields import check_shape
+
 __all__ = ["RawField"]
 
 
@@ -44,13 +46,7 @@ class RawField:
     def __init__(self, path, shape, dtype="float32", *, offset: int = 0):
         if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
             raise TypeError("path must be a non-empty path, got %r" % (path,))
-        try:
-            shape = tuple(shape)
-        except TypeError:
-            raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
-        if len(shape) not in (2, 3) or not all(
-                isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
-            raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
+        shape = check_shape(shape)
         if min(shape) < 1:
             raise ValueError("shape must be positive, got %r" % (shape,))
         try:

@@ -22,8 +22,8 @@ from dmsolve import DistVector, Layout
 from dmsolve.bsp import NeighborExchange, check_spill_dir, parse_bytes
 from dmsolve.validate import agreed, check_choice
 
-from ..core import (RawField, as_vertex_vector, check_fits, cube_cells, cubical_structure,
-                    grid_cells, grid_coordinates, link_structure, points3)
+from ..core import (RawField, as_vertex_vector, check_fits, check_shape, cube_cells,
+                    cubical_structure, grid_cells, grid_coordinates, link_structure, points3)
 from ..morse import cubical_link_components, slab_link_components
 from ._complex import SimplicialComplex
 from ._kernels import CubicalKernels, FreudenthalKernels, OutOfCoreKernels
@@ -601,13 +601,7 @@ def _kind(comm, complex, virtual, memory_budget) -> type:
 
 def _check_shape(shape) -> tuple:
     """``shape`` as a tuple of 2 or 3 integers of at least 2. Not collective."""
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,)) from None
-    if len(shape) not in (2, 3) or not all(
-            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
-        raise TypeError("shape must be 2 or 3 integers, got %r" % (shape,))
+    shape = check_shape(shape)
     if min(shape) < 2:
         raise ValueError("every grid dimension must be at least 2, got %r" % (shape,))
     return shape

@@ -7,5 +7,6 @@ from ._arrays import grow
 from ._bits import lowest_bit, set_add, set_pop
 from ._unionfind import add_distinct, find_root, forest_root, union_min
 
-__all__ = ["heap", "grow", "lowest_bit", "set_add", "set_pop", "find_root", "forest_root", "union_min",
+__all__ = ["heap", "grow", "lowest_bit", "set_add", "set_pop", "find_root", "forest_root",
+           "union_min",
            "add_distinct"]

@@ -12,7 +12,8 @@ from ._cubical import CubicalGradient, cubical_gradient
 from ._cubical_cells import SLOTS, CubeGeometry, code_vertex, cube_geometry, cubical_from_global
 from ._cubical_paths import (cubical_ascend_cubes, cubical_descend_edges,
                              cubical_descend_vertices, cubical_edge_ends, cubical_square_sides)
-from ._gradient import DiscreteGradient, discrete_gradient, gradient_from_order, simplicial_gradient
+from ._gradient import (DiscreteGradient, discrete_gradient, gradient_from_order,
+                        simplicial_gradient)
 from ._gradient_base import Gradient
 from ._links import (cubical_link_components, cubical_link_counts, cubical_link_graph,
                      slab_link_components)

@@ -17,7 +17,8 @@ from dmsolve import DistVector
 from ..core import check_domain, owned_global_ids
 from ._order import global_order
 
-__all__ = ["critical_points", "classify_vertices", "CriticalPoints", "classify", "MINIMUM", "SADDLE1",
+__all__ = ["critical_points", "classify_vertices", "CriticalPoints", "classify", "MINIMUM",
+           "SADDLE1",
            "SADDLE2", "MAXIMUM", "DEGENERATE", "REGULAR", "TYPE_NAMES"]
 
 MINIMUM, SADDLE1, SADDLE2, MAXIMUM, DEGENERATE, REGULAR = 0, 1, 2, 3, 4, 5

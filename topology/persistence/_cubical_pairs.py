@@ -23,7 +23,7 @@ from ._reduction import reduce_z2
 __all__ = ["cubical_morse_pairs"]
 
 
-# -- the diagram from the Morse complex -------------------------------------------------------------
+# -- the diagram from the Morse complex --------------------------------------------------
 def cubical_morse_pairs(grid, order: DistVector, progress=None):
     """D0, D1 and D2 of a 3D cubical grid from the Morse complex of its
     discrete gradient (Discrete Morse Sandwich on the cubical complex).
