@@ -295,6 +295,22 @@ def test_tags_run_out_with_an_error():
     assert_collective(COMM, tuple(tags.take(("c",))) == (12,), "the last one")
 
 
+def test_raw_mpi_tags_of_the_private_communicator_come_from_one_table():
+    """NBX's, the neighbour patterns' and the partitioners' gather's MPI tags
+    on dmsolve's private duplicate communicator never overlap, and all are
+    below the least MPI_TAG_UB the standard allows."""
+    from dmsolve.bsp import _comm
+    pattern = set(_comm.PATTERN_TAGS)
+    reserved = list(_comm.NBX_TAGS) + [_comm.GATHER_TAG]
+    tags = [_comm.next_tag(COMM) for _ in range(3)]
+    with Checks(COMM) as checks:
+        checks.add(len(set(reserved)) == len(reserved) and not pattern & set(reserved),
+                   "disjoint", reserved)
+        checks.add(max(pattern | set(reserved)) < 32767, "below 32767")
+        checks.add(set(tags) <= pattern and len(set(tags)) == 3, "next_tag", tags)
+    assert_collective(COMM, same_on_all_ranks(COMM, tags), "ranks disagree: %s" % tags)
+
+
 # -- aggregators -------------------------------------------------------------------------
 
 def test_aggregators_mixed_dtypes_in_one_sync(exchange):

@@ -30,20 +30,45 @@ def inner_comm(comm: MPI.Comm) -> MPI.Comm:
     return inner
 
 
-_TAGS: dict[int, int] = {}
+# The MPI tags of dmsolve's point-to-point messages on the inner
+# communicators. Every raw tag used there comes from this table, so that no
+# two uses can match each other's messages (the user's own traffic is on
+# another communicator altogether):
+#
+#   tags            name           messages
+#   100 - 30099     PATTERN_TAGS   neighbour patterns (NeighborExchange "p2p"),
+#                                  one per pattern from next_tag, cycling
+#   32000, 32001    NBX_TAGS       BSP's sparse-sync payloads, in even and in
+#                                  odd syncs on the communicator
+#   32002           GATHER_TAG     the partitioners' tree gather to rank 0
+#
+# All are below 32767, the least MPI_TAG_UB the MPI standard allows.
+# (BSP's own message tags are not MPI tags: they travel inside its payload;
+# BSP.tags hands them out.)
+
+#: Tags of neighbour patterns, handed out by :func:`next_tag`.
+PATTERN_TAGS = range(100, 30100)
+#: Tags of BSP's NBX payload messages: ``NBX_TAGS[s % 2]`` in the ``s``-th
+#: sparse sync on a communicator.
+NBX_TAGS = (32000, 32001)
+#: Tag of :func:`dmsolve.partition._multilevel.gather_to_root`'s messages.
+GATHER_TAG = 32002
+
+_NEXT: dict[int, int] = {}
 
 
 def next_tag(comm: MPI.Comm) -> int:
-    """A fresh message tag for a pattern on ``comm``'s inner communicator.
+    """A fresh message tag for a pattern on ``comm``'s inner communicator,
+    from :data:`PATTERN_TAGS` (cycling once all were handed out).
 
     Not collective, but must be called in the same order on every rank (it
     is called from collective constructors), so that all ranks agree.
     """
     inner = inner_comm(comm)
     key = inner.handle
-    tag = _TAGS.get(key, 100)
-    _TAGS[key] = 100 + (tag - 99) % 30000  # stays below the guaranteed MPI_TAG_UB
-    return tag
+    i = _NEXT.get(key, 0)
+    _NEXT[key] = (i + 1) % len(PATTERN_TAGS)
+    return PATTERN_TAGS[i]
 
 
 def free_inner_comm(comm: MPI.Comm) -> None:
@@ -63,5 +88,5 @@ def free_inner_comm(comm: MPI.Comm) -> None:
         return
     comm.Delete_attr(_KEYVAL)
     inner.Delete_attr(_KEYVAL)
-    _TAGS.pop(inner.handle, None)
+    _NEXT.pop(inner.handle, None)
     inner.Free()

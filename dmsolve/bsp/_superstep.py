@@ -36,7 +36,7 @@ from mpi4py import MPI
 
 from .._errors import agree
 from .._registry import Registry
-from ._comm import inner_comm
+from ._comm import NBX_TAGS, inner_comm
 from ._ledger import Ledger
 from ._tags import TagAllocator
 from ._unique import sorted_unique, stable_argsort
@@ -75,16 +75,13 @@ EXCHANGES = ("auto", "dense", "sparse")
 #: all-to-all patterns alike, and its O(p) header is a few hundred bytes;
 #: from 8 ranks the header is what grows (192 bytes per rank and peer).
 SPARSE_MIN_RANKS = 8
-#: Tags of BSP's NBX payload messages on dmsolve's private duplicate of the
-#: user's communicator: ``_NBX_TAG`` in even-numbered sparse syncs on that
-#: communicator, ``_NBX_TAG + 1`` in odd ones. :func:`._comm.next_tag` (the
-#: tags of neighbour patterns there) stays below them, and the user's own
-#: traffic is on another communicator altogether, so the wildcard-source
-#: probes match nothing else. Two tags, because a rank that has seen sync
-#: *s* complete may already send the messages of sync *s + 1* to a rank
-#: still receiving in *s* (never those of *s + 2*: *s + 1* cannot complete
-#: without that rank).
-_NBX_TAG = 32000
+# BSP's NBX payload messages go on dmsolve's private duplicate of the
+# user's communicator, with _comm.NBX_TAGS[s % 2] in its s-th sparse sync:
+# two tags, because a rank that has seen sync s complete may already send
+# the messages of sync s + 1 to a rank still receiving in s (never those of
+# s + 2: s + 1 cannot complete without that rank). No other message on that
+# communicator has those tags (see _comm), so the wildcard-source probes
+# match nothing else.
 # sparse syncs so far per private communicator (by handle): the same on
 # every rank, since every rank makes the same syncs on it in the same order
 _SYNCS: dict[int, int] = {}
@@ -168,9 +165,9 @@ class BSP:
         ``"sparse"``: one small ``Allreduce`` and NBX (``Issend`` to the ranks
         really sent to, ``Improbe``/``Mrecv`` of whatever arrives, an
         ``Ibarrier`` once the own sends completed) on dmsolve's private
-        duplicate of ``comm`` (tag ``32000``, so it never matches the user's
-        messages). ``"auto"``: sparse from :data:`SPARSE_MIN_RANKS` ranks up,
-        dense below. Default: the environment variable
+        duplicate of ``comm`` (so it never matches the user's messages).
+        ``"auto"``: sparse from :data:`SPARSE_MIN_RANKS` ranks up, dense
+        below. Default: the environment variable
         ``DMSOLVE_BSP_EXCHANGE`` if set (read here, at construction), else
         ``"auto"``. Both deliver the same messages in the same order; every
         rank must use the same exchange. The chosen one is :attr:`exchange`.
@@ -534,7 +531,7 @@ class BSP:
         inner = inner_comm(comm)        # collective once per communicator, on every rank
         count = _SYNCS.get(inner.handle, 0)
         _SYNCS[inner.handle] = count + 1
-        tag = _NBX_TAG + count % 2
+        tag = NBX_TAGS[count % 2]
         dests = np.flatnonzero(sendcounts)
         # One Allreduce of a fixed-size record: error flags, votes and the
         # message count reduce like the dense header's columns, and the
@@ -817,7 +814,7 @@ def _nbx(inner: MPI.Comm, tag: int, rank: int, sendbuf: np.ndarray, sendcounts: 
     everything: nothing is in flight any more, and all messages of this
     superstep have been received before any rank leaves. A rank may leave
     earlier than another notices, and send its next sync's messages to a rank
-    still here: those carry the other of the two tags of :data:`_NBX_TAG`,
+    still here: those carry the other of the two :data:`._comm.NBX_TAGS`,
     which this loop does not probe for. Collective on ``inner`` (and on the barrier's
     communicator). Returns the ``(source, bytes)`` segments received (this
     rank's own segment included, without a message), in ascending source order.

@@ -19,16 +19,12 @@ from mpi4py import MPI
 from .._errors import agree
 from .._layout import Layout
 from ..bsp import NeighborExchange
-from ..bsp._comm import inner_comm
+from ..bsp._comm import GATHER_TAG, inner_comm
 from ..validate import agreed, check_int, check_real
 from ._exchange import exchange, fetch
 from ._partition import Partition
 
 __all__ = ["multilevel_partition", "COARSE_SIZE"]
-
-#: Tag of the tree gather on dmsolve's private communicator: above the tags
-#: of neighbour patterns (below 30100) and besides BSP's NBX tags (32000-1).
-_TAG_GATHER = 32002
 
 #: Coarsening stops at ``max(COARSE_SIZE, COARSE_PER_PART * nparts)`` vertices.
 COARSE_SIZE = 2000
@@ -248,14 +244,14 @@ def gather_to_root(comm, arrays, wide: bool) -> list[np.ndarray] | None:
     while k < size:
         if rank & k:        # hand everything gathered so far down, and stop
             counts = np.array([a.size for a in parts], np.int64)
-            inner.Send([counts, MPI.INT64_T], dest=rank - k, tag=_TAG_GATHER)
-            inner.Send([np.concatenate(parts), mpitype], dest=rank - k, tag=_TAG_GATHER)
+            inner.Send([counts, MPI.INT64_T], dest=rank - k, tag=GATHER_TAG)
+            inner.Send([np.concatenate(parts), mpitype], dest=rank - k, tag=GATHER_TAG)
             return None
         if rank + k < size:  # ranks [rank + k, rank + 2k) follow this rank's in order
             counts = np.empty(len(parts), np.int64)
-            inner.Recv([counts, MPI.INT64_T], source=rank + k, tag=_TAG_GATHER)
+            inner.Recv([counts, MPI.INT64_T], source=rank + k, tag=GATHER_TAG)
             buf = np.empty(int(counts.sum()), dtype=dtype)
-            inner.Recv([buf, mpitype], source=rank + k, tag=_TAG_GATHER)
+            inner.Recv([buf, mpitype], source=rank + k, tag=GATHER_TAG)
             theirs = np.split(buf, np.cumsum(counts)[:-1])
             parts = [np.concatenate((a, b)) for a, b in zip(parts, theirs)]
         k <<= 1
