@@ -194,13 +194,14 @@ def from_coo_files(paths, shape, comm: MPI.Comm, layout: Layout | None = None,
             keys, sums = reduce_by_key(np.concatenate([k for k, _ in parts]),
                                        np.concatenate([s for _, s in parts]), "sum")
             del parts[:]
-            ctx.send_keyed(0, keys, sums, owner, op="sum", combine=False)
+            ctx.send_keyed(tag.sums, keys, sums, owner, op="sum", combine=False)
 
     def combine(vp, state, inbox):
-        keys, sums = inbox.reduced(0, "sum", dtype=np.float64)
+        keys, sums = inbox.reduced(tag.sums, "sum", dtype=np.float64)
         state["keys"], state["vals"] = keys, sums
 
     with BSP(comm, virtual=v, spill_dir=spill_dir, memory_budget=budget, ledger=ledger) as ctx:
+        tag = ctx.tags("sums")
         for vp in ctx.processors:
             ctx.set_state(vp)
         ctx.superstep(read_and_send, "from_coo_files:read")

@@ -324,11 +324,13 @@ class DistCSR:
         width = max(shape[1], 1)
         keys = rows * width + cols
         ctx = BSP(comm)
-        ctx.send_keyed(0, keys, vals.astype(dtype, copy=False),
+        tag = ctx.tags("entries")
+        ctx.send_keyed(tag.entries, keys, vals.astype(dtype, copy=False),
                        lambda k: layout.owner(k // width),
                        op="sum" if mode == "add" else "last")
         inbox = ctx.sync("from_coo")
-        ukeys, uvals = inbox.reduced(0, "sum" if mode == "add" else "last", dtype=dtype)
+        ukeys, uvals = inbox.reduced(tag.entries, "sum" if mode == "add" else "last",
+                                     dtype=dtype)
         lr = ukeys // width - layout.start
         lc = ukeys % width
         local = sp.csr_matrix((uvals, (lr, lc)), shape=(layout.local_size, shape[1]))

@@ -14,8 +14,6 @@ from dmsolve.bsp import BSP
 
 __all__ = ["fetch_rows", "matmat_local", "matmat", "rows_with_global_columns"]
 
-_REQ, _LEN, _COL, _VAL = 11, 12, 13, 14
-
 
 def rows_with_global_columns(A: DistCSR) -> sp.csr_matrix:
     """This rank's rows of ``A`` as scipy CSR with global column ids, sorted.
@@ -50,22 +48,24 @@ def fetch_rows(A: DistCSR, ids: np.ndarray, local: sp.csr_matrix | None = None,
     if local is None:
         local = rows_with_global_columns(A)
     ctx = BSP(comm)
-    ctx.send_rows(lay.owner(ids) if ids.size else np.zeros(0, np.int64), ids, _REQ)
+    # requested rows; the rows' lengths, columns and values coming back
+    tag = ctx.tags("requests", "lens", "cols", "vals")
+    ctx.send_rows(lay.owner(ids) if ids.size else np.zeros(0, np.int64), ids, tag.requests)
     inbox = ctx.sync(label + ":requests")
     ip = local.indptr
-    for src in inbox.sources(_REQ):
-        want = np.concatenate(inbox.from_source(src, _REQ)) - lay.start
+    for src in inbox.sources(tag.requests):
+        want = np.concatenate(inbox.from_source(src, tag.requests)) - lay.start
         lens = (ip[want + 1] - ip[want]).astype(np.int64)
         # positions of the wanted rows' entries, in row order
         starts = np.repeat(ip[want].astype(np.int64) - np.concatenate(([0], np.cumsum(lens)[:-1])),
                            lens) + np.arange(int(lens.sum()))
-        ctx.send(src, lens, _LEN)
-        ctx.send(src, local.indices[starts].astype(np.int64), _COL)
-        ctx.send(src, local.data[starts], _VAL)
+        ctx.send(src, lens, tag.lens)
+        ctx.send(src, local.indices[starts].astype(np.int64), tag.cols)
+        ctx.send(src, local.data[starts], tag.vals)
     inbox = ctx.sync(label + ":rows")
-    lens = inbox.concat(_LEN, dtype=np.int64)
-    cols = inbox.concat(_COL, dtype=np.int64)
-    vals = inbox.concat(_VAL, dtype=local.dtype)
+    lens = inbox.concat(tag.lens, dtype=np.int64)
+    cols = inbox.concat(tag.cols, dtype=np.int64)
+    vals = inbox.concat(tag.vals, dtype=local.dtype)
     indptr = np.zeros(ids.size + 1, dtype=np.int64)
     np.cumsum(lens, out=indptr[1:])
     return sp.csr_matrix((vals, cols, indptr), shape=(ids.size, A.shape[1]))

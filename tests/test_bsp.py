@@ -251,6 +251,9 @@ def test_tags_are_fresh_named_and_agree_across_ranks():
         checks.add(all(isinstance(t, int) and 2**29 <= t < 2**30 for t in values),
                    "ints in the upper half of the tag range", values)
         checks.add(BSP(COMM).tags("edges") == first[:1], "each context counts alone")
+        empty = ctx.tags()
+        checks.add(empty == () and empty._fields == () and ctx.tags("x")[0] == third[-1] + 1,
+                   "no names: an empty namedtuple, no tag used", empty)
     assert_collective(COMM, same_on_all_ranks(COMM, values), "ranks disagree: %s" % values)
 
 
@@ -275,12 +278,11 @@ def test_named_and_plain_tags_deliver_apart():
 
 
 @pytest.mark.parametrize("names, exc, match", [
-    ((), TypeError, "at least one name"),
     (("a", 3), TypeError, "must be strings"),
     (("a", "a"), ValueError, "bad tag names"),
     (("2a",), ValueError, "bad tag names"),
     (("_a",), ValueError, "bad tag names"),
-], ids=["none", "not-a-string", "twice", "not-an-identifier", "underscore"])
+], ids=["not-a-string", "twice", "not-an-identifier", "underscore"])
 def test_bad_tag_names_raise_on_every_rank(names, exc, match):
     ctx = BSP(COMM)
     assert_raises_collective(COMM, exc, ctx.tags, *names, match=match)
@@ -293,6 +295,43 @@ def test_tags_run_out_with_an_error():
     assert_collective(COMM, tuple(tags.take(("a", "b"))) == (10, 11), "two of three")
     assert_raises_collective(COMM, RuntimeError, tags.take, ("c", "d"), match="1 tags left")
     assert_collective(COMM, tuple(tags.take(("c",))) == (12,), "the last one")
+
+
+# the argument that is a tag, by method: (position, keyword)
+_TAG_ARGUMENT = {"send": (2, "tag"), "send_rows": (2, "tag"), "send_keyed": (0, "tag"),
+                 "concat": (0, "tag"), "concat_with_sources": (0, "tag"),
+                 "messages": (0, "tag"), "from_source": (1, "tag"), "sources": (0, "tag"),
+                 "reduced": (0, "tag")}
+
+
+def test_dmsolve_and_preconditioners_number_no_tags_by_hand():
+    """Their BSP messages take tags from ``ctx.tags`` (or the default, 0):
+    no integer literal as a tag, no module constant named like a tag."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[1]
+    hits = []
+    for path in sorted(p for pkg in ("dmsolve", "preconditioners")
+                       for p in (root / pkg).rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _TAG_ARGUMENT:
+                at, key = _TAG_ARGUMENT[node.func.attr]
+                args = node.args[at:at + 1] + [k.value for k in node.keywords if k.arg == key]
+                if any(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in args):
+                    hits.append("%s:%d" % (path.relative_to(root), node.lineno))
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+                if any((n.startswith("_T_") or "TAG" in n.upper()) and n != "_TAG_LIMIT"
+                       for n in names) and \
+                        any(isinstance(c, ast.Constant) and isinstance(c.value, int)
+                            for c in ast.walk(node.value)):
+                    hits.append("%s:%d %s" % (path.relative_to(root), node.lineno, names))
+    # the one table of raw MPI tags on the private communicator
+    hits = [h for h in hits if not h.startswith(str(pathlib.Path("dmsolve/bsp/_comm.py")))]
+    assert_collective(COMM, not hits, "tags numbered by hand: %s" % hits)
 
 
 def test_raw_mpi_tags_of_the_private_communicator_come_from_one_table():

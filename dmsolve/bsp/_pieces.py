@@ -29,9 +29,6 @@ from ._unique import sorted_unique
 
 __all__ = ["piece_components", "PieceComponents"]
 
-# tags of the two supersteps of a round
-_T_LINK, _T_WATCH = 1, 2        # "pieces:links": neighbours' parents; (un)subscriptions
-_T_STATE, _T_HOOK = 3, 4        # "pieces:hook": parents' changed states; hooks onto parents
 # a piece's address: rank << _SHIFT | index, so addresses order by (rank, index)
 _SHIFT = 32
 _MASK = (1 << _SHIFT) - 1
@@ -301,8 +298,13 @@ class _Run:
 
     def __init__(self, comm, keys, links, max_supersteps, ledger):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        ctx = BSP(comm, ledger=ledger)
+        # the tags of a round's two supersteps: "pieces:links" carries the
+        # neighbours' parents and (un)subscriptions, "pieces:hook" the
+        # parents' changed states and the hooks onto parents
+        self.tag = ctx.tags("link", "watch", "state", "hook")
         # on one rank every row stays here: no superstep at all
-        self.ctx = BSP(comm, ledger=ledger) if self.size > 1 else None
+        self.ctx = ctx if self.size > 1 else None
         self.limit = max_supersteps
         self.steps = 0
         self.m = m = keys.size
@@ -369,7 +371,7 @@ class _Run:
                 rows = np.stack((lv, lu, ls, f[lu, 0]), axis=1)
             else:       # (remote, parent key, parent addr, parity of remote to it)
                 rows = np.stack((lv, f[lu, 0], f[lu, 1], f[lu, 2] * ls), axis=1)
-            link_mine = self._post(lr, rows, _T_LINK)
+            link_mine = self._post(lr, rows, self.tag.link)
             remote_parent = (f[:, 1] >> _SHIFT) != rank
             self._watch(f[remote_parent, 1])
             if first:   # any links at all; parity given here, not given here
@@ -386,7 +388,7 @@ class _Run:
                     return self._result(has_parity, True, rounds)
             self._over_budget()
             bad = None
-            got, src = self._received(inbox, _T_LINK, 4, link_mine)
+            got, src = self._received(inbox, self.tag.link, 4, link_mine)
             ok = (got[:, 0] >= 0) & (got[:, 0] < m)
             if not ok.all():
                 bad = ("piece_components: a link names piece %d of rank %d, which has %d"
@@ -419,7 +421,7 @@ class _Run:
                 hooks = hooks[np.concatenate(([True], hooks[1:, 0] != hooks[:-1, 0]))]
             dest = hooks[:, 0] >> _SHIFT
             hooks[:, 0] &= _MASK
-            hook_mine = self._post(dest, hooks, _T_HOOK)
+            hook_mine = self._post(dest, hooks, self.tag.hook)
             if bad is not None:
                 if self.ctx is None:
                     raise ValueError(bad)
@@ -438,7 +440,7 @@ class _Run:
             via_local = best[lp]
             rp = np.flatnonzero(remote_parent)
             lc = np.flatnonzero(~remote_parent)
-            hk, _ = self._received(inbox, _T_HOOK, 4, hook_mine)
+            hk, _ = self._received(inbox, self.tag.hook, 4, hook_mine)
             group = np.concatenate((np.arange(m), rp, lc, hk[:, 0]))
             rows = np.concatenate((
                 nb,
@@ -463,14 +465,14 @@ class _Run:
         if self.ctx is not None:
             addr = np.concatenate((new, gone))
             rows = np.stack((addr & _MASK, np.repeat([1, -1], (new.size, gone.size))), axis=1)
-            self.ctx.send_rows(addr >> _SHIFT, rows, _T_WATCH)
+            self.ctx.send_rows(addr >> _SHIFT, rows, self.tag.watch)
 
     def _tell(self, inbox, best) -> None:
         """Apply the (un)subscriptions received; queue each piece's state
         for its watchers if it changed since they last heard, or if they
         are new."""
         if inbox is not None:
-            got, src = inbox.concat_with_sources(_T_WATCH, dtype=np.int64, shape=(2,))
+            got, src = inbox.concat_with_sources(self.tag.watch, dtype=np.int64, shape=(2,))
         else:
             got, src = np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
         pairs = np.stack((got[:, 0], src), axis=1)
@@ -489,13 +491,13 @@ class _Run:
         if self.ctx is not None and tell.any():
             t = w[tell]
             self.ctx.send_rows(t[:, 1], np.concatenate((t[:, :1], best[t[:, 0]]), axis=1),
-                               _T_STATE)
+                               self.tag.state)
 
     def _states(self, inbox, parents) -> np.ndarray:
         """The last known states of the remote ``parents``, after the
         news of this superstep."""
         if inbox is not None:
-            got, src = inbox.concat_with_sources(_T_STATE, dtype=np.int64, shape=(4,))
+            got, src = inbox.concat_with_sources(self.tag.state, dtype=np.int64, shape=(4,))
             at = np.searchsorted(self.watched, (src << _SHIFT) | got[:, 0])
             self.known[at] = got[:, 1:]
         return self.known[np.searchsorted(self.watched, parents)]

@@ -17,8 +17,6 @@ from ._ranktree import rank_tree, tree_leader as leader
 from ._unique import stable_argsort
 from ._superstep import BSP
 
-# tags: links announced to their remote ends; rows going up; answers coming down
-_T_LINK, _T_UP, _T_DOWN = 11, 12, 13
 _SHIFT = 32
 _MASK = (1 << _SHIFT) - 1
 
@@ -114,11 +112,13 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
         fa, fk, fs = leaf.finals(np.zeros((0, 4), np.int64))
         return fk, fa, fs, not leaf.clash, 0, 0
     ctx = BSP(comm, ledger=ledger)
+    # links announced to their remote ends; rows going up; answers coming down
+    tag = ctx.tags("link", "up", "down")
     if error is not None:
         ctx._fail(error)
     # superstep 1: every link's remote end hears of it, so both ends know it
     lu, lr, lv, ls = links.T
-    ctx.send_rows(lr, np.stack((lv, lu, ls), axis=1), _T_LINK)
+    ctx.send_rows(lr, np.stack((lv, lu, ls), axis=1), tag.link)
     ctx.aggregate("start", "any", np.array([links.shape[0] > 0, has_parity, not has_parity]))
     inbox = ctx.sync("pieces:links")
     steps = 1
@@ -131,7 +131,7 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
     H = int(height.max())
     if limit is not None and limit < 1 + 2 * H:
         raise RuntimeError("piece_components did not finish within %d supersteps" % limit)
-    got, src = inbox.concat_with_sources(_T_LINK, dtype=np.int64, shape=(3,))
+    got, src = inbox.concat_with_sources(tag.link, dtype=np.int64, shape=(3,))
     ok = (got[:, 0] >= 0) & (got[:, 0] < m)
     if not ok.all():    # raised by the next sync on every rank
         ctx._fail(ValueError("piece_components: a link names piece %d of rank %d, which has %d"
@@ -149,14 +149,14 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
         for kind in list(pending):
             if height[parent_of[kind]] == h:
                 pending.remove(kind)
-                ctx.send(parent_of[kind], nodes[kind].up, tag=_T_UP)
+                ctx.send(parent_of[kind], nodes[kind].up, tag=tag.up)
         inbox = ctx.sync("pieces:up")
         steps += 1
         if me >= 1 and height[me] == h:
             lo, hi = int(a[me]), int(b[me])
             parts = [np.asarray(x, np.int64).reshape(-1, 6)
                      for c in (leader(lo, me), leader(me, hi))
-                     for x in inbox.from_source(c, _T_UP)]
+                     for x in inbox.from_source(c, tag.up)]
             nodes["node"] = node = _node_from_children(parts, lo, hi)
             parent_of["node"], span["node"] = int(parent[me]), (lo, hi)
             clash |= node.clash
@@ -172,7 +172,7 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
             lo, hi = span["node"]
             for c_lo, c_hi in ((lo, me), (me, hi)):
                 part = rows[(owner >= c_lo) & (owner < c_hi)]
-                ctx.send(leader(c_lo, c_hi), part, tag=_T_DOWN)
+                ctx.send(leader(c_lo, c_hi), part, tag=tag.down)
         if h == 1 and has_parity:
             ctx.aggregate("clash", "any", np.array([clash]))
         inbox = ctx.sync("pieces:down")
@@ -180,7 +180,7 @@ def tree_components(keys, links, comm, has_parity, limit, ledger, error):
         for kind in nodes:
             if kind not in finals and height[parent_of[kind]] == h:
                 got = [np.asarray(x, np.int64).reshape(-1, 4)
-                       for x in inbox.from_source(parent_of[kind], _T_DOWN)]
+                       for x in inbox.from_source(parent_of[kind], tag.down)]
                 finals[kind] = nodes[kind].finals(
                     np.concatenate(got) if got else np.zeros((0, 4), np.int64))
         if h == 1 and has_parity:

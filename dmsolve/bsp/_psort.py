@@ -30,14 +30,6 @@ from ._superstep import BSP
 
 __all__ = ["psort", "rank_of", "SortedBlock"]
 
-# tags of the splitter search and the exchange
-_T_CANDIDATES = 1                        # member -> leader: its interval and samples
-_T_PIVOTS = 8                            # leader -> member: its split, or two pivots
-_T_KEYS, _T_GIDS = 20, 21                # the exchange of the data
-_T_PAYLOAD = 30                          # + column number
-_T_POS = 40                              # rank_of: positions back to their owners
-
-
 
 class SortedBlock(NamedTuple):
     """This rank's block of a :func:`psort`: the items at global positions
@@ -280,23 +272,25 @@ def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
     # 3. one exchange: the items between boundaries j and j+1 go to rank j
     ctx = BSP(comm, ledger=ledger)
     cols = [c[order] for c in work["cols"]]
+    tag = ctx.tags("keys", "gids")
+    col_tag = ctx.tags(*["col%d" % i for i in range(len(cols))])
     for j in range(size):
         a, b = int(split[j]), int(split[j + 1])
         if b > a:
-            ctx.send(j, K[a:b], tag=_T_KEYS)
-            ctx.send(j, G[a:b], tag=_T_GIDS)
-            for i, c in enumerate(cols):
-                ctx.send(j, c[a:b], tag=_T_PAYLOAD + i)
+            ctx.send(j, K[a:b], tag=tag.keys)
+            ctx.send(j, G[a:b], tag=tag.gids)
+            for t, c in zip(col_tag, cols):
+                ctx.send(j, c[a:b], tag=t)
     inbox = ctx.sync("psort:exchange")
     del K, G, local
-    rk = inbox.concat(_T_KEYS, dtype=k2.dtype, shape=(ncols,))
-    rg = inbox.concat(_T_GIDS, dtype=np.int64)
-    rc = [inbox.concat(_T_PAYLOAD + i, dtype=c.dtype, shape=c.shape[1:])
-          for i, c in enumerate(cols)]
+    rk = inbox.concat(tag.keys, dtype=k2.dtype, shape=(ncols,))
+    rg = inbox.concat(tag.gids, dtype=np.int64)
+    rc = [inbox.concat(t, dtype=c.dtype, shape=c.shape[1:]) for t, c in zip(col_tag, cols)]
     # 4. merge the sorted runs (stable: equal pairs stay in source order)
     merge = _key_gid_order(rk, rg)
     if positions:
-        return _positions_back(inbox, merge, order, split, bounds, comm, ledger)
+        runs = inbox.messages(tag.keys)
+        return _positions_back(runs, merge, order, split, bounds, comm, ledger)
     out_keys = rk[merge]
     if work["keys"].ndim == 1:
         out_keys = out_keys.reshape(-1)
@@ -308,23 +302,25 @@ def _sort(work: dict, comm: MPI.Comm, ledger, positions: bool = False):
                        int(bounds[rank]), total, rounds)
 
 
-def _positions_back(inbox, merge, order, split, bounds, comm: MPI.Comm, ledger) -> np.ndarray:
+def _positions_back(runs, merge, order, split, bounds, comm: MPI.Comm, ledger) -> np.ndarray:
     """:func:`rank_of`'s last superstep: this rank's block positions of the
-    runs it received go back to their sources in the order they came; each
-    source knows which of its items it sent where. Collective on ``comm``."""
+    ``runs`` it received (``(source, keys)`` pairs) go back to their sources
+    in the order they came; each source knows which of its items it sent
+    where. Collective on ``comm``."""
     # offsets in the block: 4 bytes while every block is below 2**31 items
     # (the same on every rank: bounds are global)
     wide = int(np.diff(bounds).max()) >= 2 ** 31
     offset = np.empty(merge.size, dtype=np.int64 if wide else np.int32)
     offset[merge] = np.arange(merge.size)
     ctx = BSP(comm, ledger=ledger)
+    tag = ctx.tags("positions")
     at = 0
-    for source, run in inbox.messages(_T_KEYS):
-        ctx.send(source, offset[at:at + run.shape[0]], tag=_T_POS)
+    for source, run in runs:
+        ctx.send(source, offset[at:at + run.shape[0]], tag=tag.positions)
         at += run.shape[0]
     back = ctx.sync("psort:positions")
     out = np.empty(order.size, dtype=np.int64)
-    for j, run in back.messages(_T_POS):
+    for j, run in back.messages(tag.positions):
         out[order[split[j]:split[j + 1]]] = bounds[j] + run
     return out
 
@@ -458,19 +454,22 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
         if not searched:
             return split, rounds
     ctx = BSP(comm, ledger=ledger)
+    # member -> leader: its interval and samples; leader -> member: its
+    # split, or two pivots
+    tag = ctx.tags("candidates", "pivots")
     for j in searched:
         if lo[j] < hi[j]:
-            _send_candidates(ctx, local, j, int(lo[j]), int(hi[j]))
+            _send_candidates(ctx, tag.candidates, local, j, int(lo[j]), int(hi[j]))
     inbox = ctx.sync("psort:candidates")
-    leader = _Leader(int(bounds[rank]), int(below[rank]), local.K.shape[1], local.K.dtype) \
-        if rank in searched else None
+    leader = _Leader(int(bounds[rank]), int(below[rank]), local.K.shape[1], local.K.dtype,
+                     tag) if rank in searched else None
     while True:
         rounds += 1
         # leaders -> their members: a split each, or two pivots
         searching = leader is not None and leader.decide(ctx, inbox)
         ctx.vote(searching)
         inbox = ctx.sync("psort:pivots")
-        for j, msg in inbox.messages(_T_PIVOTS):
+        for j, msg in inbox.messages(tag.pivots):
             if msg[0] == _PLACE:
                 split[j] = msg[1]
                 continue
@@ -482,7 +481,7 @@ def _splitters(local: _Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.
             lo[j], hi[j] = new_lo, new_hi
             if new_lo == new_hi:
                 split[j] = new_lo   # the boundary lies past these items for good
-            _send_candidates(ctx, local, j, new_lo, new_hi)
+            _send_candidates(ctx, tag.candidates, local, j, new_lo, new_hi)
         if not inbox.any_active:  # every open boundary was placed: the same on every rank
             break
         inbox = ctx.sync("psort:counts")
@@ -687,12 +686,13 @@ def _sample_positions(m: int) -> np.ndarray:
     return (np.arange(k + 1, dtype=np.int64) * m) // k
 
 
-def _send_candidates(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
-    """Queue for the leader of boundary ``j`` one message: ``a, b`` (this
-    rank's candidates are its items ``a .. b-1``), then the key words and
-    gid of each of their samples, evenly spaced (all of them when there are
-    at most :data:`SAMPLES`). The leader knows the source rank, and the
-    samples' positions and weights follow from ``a`` and ``b``."""
+def _send_candidates(ctx: BSP, tag: int, local: _Local, j: int, a: int, b: int) -> None:
+    """Queue for the leader of boundary ``j`` one message with ``tag``:
+    ``a, b`` (this rank's candidates are its items ``a .. b-1``), then the
+    key words and gid of each of their samples, evenly spaced (all of them
+    when there are at most :data:`SAMPLES`). The leader knows the source
+    rank, and the samples' positions and weights follow from ``a`` and
+    ``b``."""
     ncols = local.K.shape[1]
     at = a + _sample_positions(b - a)[:-1] if b > a else np.zeros(0, dtype=np.int64)
     msg = np.empty(2 + at.size * (ncols + 1), dtype=np.int64)
@@ -700,7 +700,7 @@ def _send_candidates(ctx: BSP, local: _Local, j: int, a: int, b: int) -> None:
     rows = msg[2:].reshape(at.size, ncols + 1)
     rows[:, :ncols] = np.ascontiguousarray(local.K[at]).view(np.int64)
     rows[:, ncols] = local.G[at]
-    ctx.send(j, msg, tag=_T_CANDIDATES)
+    ctx.send(j, msg, tag=tag)
 
 
 def _pivot_keys(msg: np.ndarray, ncols: int, dtype):
@@ -712,10 +712,11 @@ def _pivot_keys(msg: np.ndarray, ncols: int, dtype):
 class _Leader:
     """A boundary leader's state: the target position, the items below the
     members' candidates on ranks that left the search (``base``), and the
-    last round's members."""
+    last round's members; ``tag``, the search's tags."""
 
-    def __init__(self, target: int, below: int, ncols: int, dtype):
+    def __init__(self, target: int, below: int, ncols: int, dtype, tag):
         self.target, self.below, self.ncols, self.dtype = target, below, ncols, dtype
+        self.tag = tag
         self.base = None
         self.done = False
 
@@ -724,7 +725,7 @@ class _Leader:
         each member, or two pivots. Returns whether the search goes on."""
         if self.done:
             return False
-        msgs = inbox.messages(_T_CANDIDATES)
+        msgs = inbox.messages(self.tag.candidates)
         src = np.array([q for q, _ in msgs], dtype=np.int64)
         lo = np.array([int(a[0]) for _, a in msgs], dtype=np.int64)
         hi = np.array([int(a[1]) for _, a in msgs], dtype=np.int64)
@@ -771,12 +772,13 @@ class _Leader:
             piv[1] = keys[second]
         msg[8:] = piv.reshape(-1).view(np.int64)
         for dest in src:
-            ctx.send(int(dest), msg, tag=_T_PIVOTS)
+            ctx.send(int(dest), msg, tag=self.tag.pivots)
         return True
 
     def _place(self, ctx: BSP, dests, splits) -> None:
         for dest, value in zip(dests, splits):
-            ctx.send(int(dest), np.array([_PLACE, value], dtype=np.int64), tag=_T_PIVOTS)
+            ctx.send(int(dest), np.array([_PLACE, value], dtype=np.int64),
+                     tag=self.tag.pivots)
         self.done = True
 
     def _samples(self, arrays, src, lo, hi):

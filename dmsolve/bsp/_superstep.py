@@ -248,10 +248,13 @@ class BSP:
         Not collective, but every rank must ask for tags in the same order
         (as SPMD code does), so that the numbers agree across ranks.
 
+        ``ctx.tags(*names)`` with a list of names computed at run time (one
+        per column, say) works alike, and gives an empty namedtuple for none.
+
         Raises
         ------
         TypeError
-            If no name is given or a name is not a string.
+            If a name is not a string.
         ValueError
             If a name is not an identifier, starts with an underscore or is
             given twice.

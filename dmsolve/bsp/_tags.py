@@ -27,20 +27,19 @@ class TagAllocator:
 
     def take(self, names: tuple) -> tuple:
         """A namedtuple of fresh tags, one per name, consecutive ints in the
-        order of ``names``. Not collective (see :meth:`BSP.tags`).
+        order of ``names`` (an empty one for no names). Not collective (see
+        :meth:`BSP.tags`).
 
         Raises
         ------
         TypeError
-            If no name is given or a name is not a string.
+            If a name is not a string.
         ValueError
             If a name is not an identifier, starts with an underscore or is
             given twice.
         RuntimeError
             If fewer than ``len(names)`` tags are left.
         """
-        if not names:
-            raise TypeError("tags() needs at least one name")
         for name in names:
             if not isinstance(name, str):
                 raise TypeError("tag names must be strings, got %r" % (name,))

@@ -308,7 +308,7 @@ class VirtualBSP:
         Raises
         ------
         TypeError, ValueError
-            As :meth:`BSP.tags`, for missing or bad names.
+            As :meth:`BSP.tags`, for bad names.
         RuntimeError
             Once the range is used up.
         """

@@ -36,19 +36,21 @@ def exchange(comm: MPI.Comm, dests, *arrays: np.ndarray) -> list[np.ndarray]:
     """
     ctx = BSP(comm)
     dests = np.asarray(dests, dtype=np.int64)
-    for tag, a in enumerate(arrays):
+    tags = ctx.tags(*["array%d" % i for i in range(len(arrays))])
+    for tag, a in zip(tags, arrays):
         ctx.send_rows(dests, np.ascontiguousarray(a), tag=tag)
     inbox = ctx.sync("partition.exchange")
     return [inbox.concat(tag, dtype=a.dtype, shape=a.shape[1:])
-            for tag, a in enumerate(arrays)]
+            for tag, a in zip(tags, arrays)]
 
 
 def _exchange_with_sources(comm: MPI.Comm, dests: np.ndarray, values: np.ndarray):
     # As exchange() for one array, also returning the source rank of each row.
     ctx = BSP(comm)
-    ctx.send_rows(np.asarray(dests, dtype=np.int64), np.ascontiguousarray(values), tag=0)
+    tag = ctx.tags("rows")
+    ctx.send_rows(np.asarray(dests, dtype=np.int64), np.ascontiguousarray(values), tag=tag.rows)
     inbox = ctx.sync("partition.fetch")
-    return inbox.concat_with_sources(0, dtype=values.dtype)
+    return inbox.concat_with_sources(tag.rows, dtype=values.dtype)
 
 
 def fetch(layout: Layout, local_values: np.ndarray, indices) -> np.ndarray:

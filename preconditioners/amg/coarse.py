@@ -181,12 +181,13 @@ def redistribute_rows(values: np.ndarray, first: int, layout: Layout) -> np.ndar
     Collective on ``layout.comm`` (one BSP superstep)."""
     ids = first + np.arange(values.shape[0], dtype=np.int64)
     ctx = BSP(layout.comm)
+    tag = ctx.tags("ids", "values")
     dests = layout.owner(ids) if ids.size else np.zeros(0, np.int64)
-    ctx.send_rows(dests, ids, 1)
-    ctx.send_rows(dests, np.ascontiguousarray(values), 2)
+    ctx.send_rows(dests, ids, tag.ids)
+    ctx.send_rows(dests, np.ascontiguousarray(values), tag.values)
     inbox = ctx.sync("redistribute")
-    got = inbox.concat(1, dtype=np.int64)
-    vals = inbox.concat(2, dtype=values.dtype, shape=values.shape[1:])
+    got = inbox.concat(tag.ids, dtype=np.int64)
+    vals = inbox.concat(tag.values, dtype=values.dtype, shape=values.shape[1:])
     out = np.empty((layout.local_size,) + values.shape[1:], dtype=values.dtype)
     out[got - layout.start] = vals
     return out

@@ -20,8 +20,6 @@ from .._dist import matmat_local
 
 __all__ = ["galerkin_product", "galerkin_rows"]
 
-_ROW, _COL, _VAL = 21, 22, 23
-
 
 def galerkin_product(A: DistCSR, P: DistCSR) -> DistCSR:
     """``P^T A P`` distributed like ``P``'s columns.
@@ -51,15 +49,16 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     own = C[:nown]
     ghost = C[nown:].tocoo()
     ctx = BSP(A.comm)
+    tag = ctx.tags("rows", "cols", "vals")
     if ghost.nnz:
         dests = lay.owner(P.ghosts[ghost.row])
-        ctx.send_rows(dests, P.ghosts[ghost.row].astype(np.int64), _ROW)
-        ctx.send_rows(dests, ghost.col.astype(np.int64), _COL)
-        ctx.send_rows(dests, ghost.data, _VAL)
+        ctx.send_rows(dests, P.ghosts[ghost.row].astype(np.int64), tag.rows)
+        ctx.send_rows(dests, ghost.col.astype(np.int64), tag.cols)
+        ctx.send_rows(dests, ghost.data, tag.vals)
     inbox = ctx.sync("galerkin")
-    rows = inbox.concat(_ROW, dtype=np.int64)
+    rows = inbox.concat(tag.rows, dtype=np.int64)
     if rows.size:
-        cols = inbox.concat(_COL, dtype=np.int64)
-        vals = inbox.concat(_VAL, dtype=C.dtype)
+        cols = inbox.concat(tag.cols, dtype=np.int64)
+        vals = inbox.concat(tag.vals, dtype=C.dtype)
         own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
     return own
