@@ -324,7 +324,7 @@ def test_dmsolve_and_preconditioners_number_no_tags_by_hand():
         for node in tree.body:
             if isinstance(node, ast.Assign):
                 names = [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-                if any((n.startswith("_T_") or "TAG" in n.upper()) and n != "_TAG_LIMIT"
+                if any((n.startswith("_T_") or "TAG" in n.upper()) and n != "TAG_LIMIT"
                        for n in names) and \
                         any(isinstance(c, ast.Constant) and isinstance(c.value, int)
                             for c in ast.walk(node.value)):

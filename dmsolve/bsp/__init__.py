@@ -26,15 +26,17 @@ See docs/bsp.md for the model. Public pieces:
   communicator, before freeing the communicator itself.
 """
 
+from ._combine import COMBINERS, estimate_distinct_fraction, reduce_by_key
 from ._comm import free_inner_comm
+from ._inbox import Inbox
 from ._ledger import BSPParams, Ledger
 from ._pattern import NeighborExchange
 from ._pieces import PieceComponents, piece_components
+from ._plain import EXCHANGES, SPARSE_MIN_RANKS
 from ._probe import probe
 from ._psort import SortedBlock, psort, rank_of
 from ._ranktree import rank_tree, tree_leader
-from ._superstep import (BSP, COMBINERS, EXCHANGES, SPARSE_MIN_RANKS, Inbox,
-                         estimate_distinct_fraction, reduce_by_key)
+from ._superstep import BSP
 from ._unique import isin_sorted, search_sorted, sorted_unique, stable_argsort
 from ._virtual import VirtualBSP, check_spill_dir, parse_bytes
 

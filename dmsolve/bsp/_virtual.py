@@ -38,11 +38,12 @@ import numpy as np
 from mpi4py import MPI
 
 from .._errors import agree
+from ._combine import estimate_distinct_fraction, reduce_by_key
+from ._inbox import TAG_LIMIT, Inbox
 from ._ledger import Ledger
+from ._plain import _DTYPE_CHARS, PlainBSP, until_halt
 from ._tags import TagAllocator
 from ._unique import stable_argsort
-from ._superstep import (_DTYPE_CHARS, BSP, Inbox, estimate_distinct_fraction, reduce_by_key,
-                         until_halt)
 
 __all__ = ["VirtualBSP", "parse_bytes", "check_spill_dir"]
 
@@ -166,7 +167,7 @@ class VirtualBSP:
         self.virtual = int(virtual)
         #: bytes of states and staged messages kept in memory (None: no limit)
         self.memory_budget = budget
-        self._inner = BSP(comm, debug=debug, ledger=Ledger(comm), exchange=exchange)
+        self._inner = PlainBSP(comm, debug=debug, ledger=Ledger(comm), exchange=exchange)
         self.exchange = self._inner.exchange
         self.ledger = ledger if ledger is not None else Ledger(comm)
         exc = None
@@ -525,7 +526,7 @@ class VirtualBSP:
         per = [[] for _ in range(v)]
         for real in got.tags():
             jd, rest = real % v, real // v
-            tag = rest // 2 + (2**30 if rest % 2 else 0)
+            tag = rest // 2 + (TAG_LIMIT if rest % 2 else 0)
             for src, a in got.messages(real):
                 per[jd].append((tag, src * v + j, a))
         exc = None
