@@ -21,12 +21,13 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ._assembly import Blocks, check_coo, split_rows
 from ._errors import agree
 from ._layout import Layout
 from .bsp import BSP, parse_bytes, reduce_by_key
 from .bsp._virtual import MESSAGE_OVERHEAD
 
-__all__ = ["COO_RECORD", "write_coo_file", "from_coo_files"]
+__all__ = ["COO_RECORD", "write_coo_file", "coo_file_rows"]
 
 #: Virtual processors per rank at most when they are chosen from the budget.
 MAX_VIRTUAL = 1024
@@ -92,17 +93,17 @@ def _read(paths, counts, lo: int, hi: int) -> np.ndarray:
     return out
 
 
-def from_coo_files(paths, shape, comm: MPI.Comm, layout: Layout | None = None,
-                   col_layout: Layout | None = None, *, memory_budget=None, spill_dir=None,
-                   virtual: int | None = None, check_finite: bool = True, ledger=None):
-    """See :meth:`DistCSR.from_coo_files`."""
-    from ._matrix import DistCSR, _check_coo, _split
+def coo_file_rows(paths, shape, comm: MPI.Comm, layout: Layout | None = None,
+                  col_layout: Layout | None = None, *, memory_budget=None, spill_dir=None,
+                  virtual: int | None = None, check_finite: bool = True, ledger=None) -> Blocks:
+    """The blocks of :meth:`DistCSR.from_coo_files
+    <dmsolve.DistCSR.from_coo_files>`. Collective on ``comm``."""
     for lay in (layout, col_layout):
         if lay is not None:
             lay.verify()
     exc = None
     try:
-        _, _, _, shape = _check_coo(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+        _, _, _, shape = check_coo(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
                                     shape, "add", check_finite)
         budget = None if memory_budget is None else parse_bytes(memory_budget)
         if virtual is not None and (isinstance(virtual, bool) or
@@ -216,8 +217,7 @@ def from_coo_files(paths, shape, comm: MPI.Comm, layout: Layout | None = None,
                                                 keys % width)), shape=(hi - lo, shape[1])))
             del keys, sums
     local = pieces[0] if len(pieces) == 1 else sp.vstack(pieces, format="csr")
-    diag, offd, ghosts = _split(sp.csr_matrix(local), col_layout)
-    return DistCSR(diag, offd, ghosts, layout, col_layout)
+    return Blocks(*split_rows(sp.csr_matrix(local), col_layout), layout, col_layout)
 
 
 def _slice(n: int, v: int, j: int) -> tuple[int, int]:

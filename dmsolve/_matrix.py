@@ -11,18 +11,17 @@ complex; products take real or complex vectors either way.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from ._errors import agree
+from ._assembly import coo_rows, global_rows, local_rows
+from ._coo_files import coo_file_rows
 from ._interop import csc_add, csr_add, mpi_datatype
 from ._layout import Layout, verify_layouts
 from ._sell import FORMATS, choose_format
 from ._vector import DistVector
-from .bsp import BSP, NeighborExchange
+from .bsp import NeighborExchange
 
 __all__ = ["DistCSR", "CompressedRows"]
 
@@ -185,42 +184,7 @@ class DistCSR:
         layout's ranges differ between ranks. Entries are stored as float64
         (complex128 if any rank's are complex).
         """
-        comm = row_layout.comm
-        row_layout.verify()
-        if col_layout is not None:
-            col_layout.verify()
-        exc = None
-        ncols = -1
-        try:
-            if not sp.issparse(local):
-                raise TypeError("local rows must be a scipy sparse matrix, got %s"
-                                % type(local).__name__)
-            local = sp.csr_matrix(local)
-            if local.shape[0] != row_layout.local_size:
-                raise ValueError("local rows have %d rows, but the row layout gives "
-                                 "this rank %d" % (local.shape[0], row_layout.local_size))
-            if local.dtype.kind not in "fciub":
-                raise TypeError("matrix entries must be numeric, got %s" % local.dtype)
-            if check_finite and not np.all(np.isfinite(local.data)):
-                raise ValueError("matrix entries must be finite (found NaN or inf)")
-            ncols = local.shape[1]
-        except (TypeError, ValueError) as e:
-            exc = e
-        agree(comm, exc)
-        widths = comm.allgather(ncols)
-        if col_layout is None:
-            n = max(widths)
-            col_layout = (row_layout if n == row_layout.global_size
-                          else Layout.block(n, comm)._trusted())
-        exc = None
-        if any(w != col_layout.global_size for w in widths):
-            exc = ValueError("local rows have %s columns on the ranks; the column layout "
-                             "has %d" % (sorted(set(widths)), col_layout.global_size))
-        elif not col_layout.same_comm(row_layout):
-            exc = ValueError("row and column layouts live on different communicators")
-        agree(comm, exc)
-        diag, offd, ghosts = _split(local, col_layout)
-        return cls(diag, offd, ghosts, row_layout, col_layout)
+        return cls(*local_rows(local, row_layout, col_layout, check_finite))
 
     @classmethod
     def from_global(cls, A, comm: MPI.Comm, layout: Layout | None = None,
@@ -230,37 +194,7 @@ class DistCSR:
         Collective on ``comm``. ``layout`` defaults to a block layout of the rows.
         Entries are stored as float64 (complex128 for a complex ``A``).
         """
-        for lay in (layout, col_layout):
-            if lay is not None:
-                lay.verify()
-        exc = None
-        shape = (-1, -1)
-        try:
-            if not sp.issparse(A) and not isinstance(A, np.ndarray):
-                raise TypeError("A must be a scipy sparse matrix or a 2-D array, got %s"
-                                % type(A).__name__)
-            if A.ndim != 2:
-                raise ValueError("A must be 2-D, got %d dimensions" % A.ndim)
-            shape = tuple(int(s) for s in A.shape)
-        except (TypeError, ValueError) as e:
-            exc = e
-        agree(comm, exc)
-        shapes = comm.allgather(shape)
-        exc = None
-        if any(s != shapes[0] for s in shapes):
-            exc = ValueError("ranks passed global matrices of different shapes: %s"
-                             % sorted(set(shapes)))
-        elif layout is not None and layout.global_size != shape[0]:
-            exc = ValueError("layout has %d rows, A has %d" % (layout.global_size, shape[0]))
-        agree(comm, exc)
-        if layout is None:
-            layout = Layout.block(shape[0], comm)._trusted()    # agreed shape
-        start, stop = layout.owned_range
-        local = sp.csr_matrix(A[start:stop]) if sp.issparse(A) else sp.csr_matrix(
-            np.asarray(A)[start:stop])
-        if col_layout is None and shape[1] == shape[0]:
-            col_layout = layout
-        return cls.from_local_rows(local, layout, col_layout)
+        return cls(*global_rows(A, comm, layout, col_layout))
 
     @classmethod
     def from_coo(cls, rows, cols, vals, shape, comm: MPI.Comm, layout: Layout | None = None,
@@ -293,49 +227,9 @@ class DistCSR:
         same ``ValueError``/``TypeError`` on every rank. Values are stored as
         float64 (complex128 if any rank's are complex).
         """
-        for lay in (layout, col_layout):
-            if lay is not None:
-                lay.verify()
-        exc = None
-        try:
-            rows, cols, vals, shape = _check_coo(rows, cols, vals, shape, mode, check_finite)
-        except (TypeError, ValueError) as e:
-            exc = e
-            rows = cols = np.zeros(0, dtype=np.int64)
-            vals = np.zeros(0)
-        agree(comm, exc)
-        shapes = comm.allgather(shape)
-        exc = None
-        if any(s != shapes[0] for s in shapes):
-            exc = ValueError("ranks passed different shapes: %s" % sorted(set(shapes)))
-        elif layout is not None and layout.global_size != shape[0]:
-            exc = ValueError("layout has %d rows, shape has %d" % (layout.global_size, shape[0]))
-        elif col_layout is not None and col_layout.global_size != shape[1]:
-            exc = ValueError("col_layout has %d columns, shape has %d"
-                             % (col_layout.global_size, shape[1]))
-        agree(comm, exc)
-        dtypes = comm.allgather(vals.dtype.str)
-        dtype = np.result_type(*[np.dtype(d) for d in dtypes])
-        if layout is None:
-            layout = Layout.block(shape[0], comm)._trusted()     # agreed shape
-        if col_layout is None:
-            col_layout = (layout if shape[0] == shape[1]
-                          else Layout.block(shape[1], comm)._trusted())
-        width = max(shape[1], 1)
-        keys = rows * width + cols
-        ctx = BSP(comm)
-        tag = ctx.tags("entries")
-        ctx.send_keyed(tag.entries, keys, vals.astype(dtype, copy=False),
-                       lambda k: layout.owner(k // width),
-                       op="sum" if mode == "add" else "last")
-        inbox = ctx.sync("from_coo")
-        ukeys, uvals = inbox.reduced(tag.entries, "sum" if mode == "add" else "last",
-                                     dtype=dtype)
-        lr = ukeys // width - layout.start
-        lc = ukeys % width
-        local = sp.csr_matrix((uvals, (lr, lc)), shape=(layout.local_size, shape[1]))
-        diag, offd, ghosts = _split(local, col_layout)
-        return cls(diag, offd, ghosts, layout, col_layout)
+        return cls(*coo_rows(rows, cols, vals, shape, comm, layout=layout,
+                             col_layout=col_layout, mode=mode,
+                             check_finite=check_finite))
 
     @classmethod
     def from_coo_files(cls, paths, shape, comm: MPI.Comm, layout: Layout | None = None,
@@ -380,10 +274,9 @@ class DistCSR:
         raise the same ``ValueError``/``TypeError`` on every rank, and no
         spill files are left behind.
         """
-        from ._coo_files import from_coo_files
-        return from_coo_files(paths, shape, comm, layout, col_layout,
-                              memory_budget=memory_budget, spill_dir=spill_dir,
-                              virtual=virtual, check_finite=check_finite, ledger=ledger)
+        return cls(*coo_file_rows(paths, shape, comm, layout, col_layout,
+                                  memory_budget=memory_budget, spill_dir=spill_dir,
+                                  virtual=virtual, check_finite=check_finite, ledger=ledger))
 
     # -- properties (never communicate) -------------------------------------------
     @property
@@ -876,58 +769,6 @@ def _canonical(m, dtype: np.dtype) -> sp.csr_matrix:
             m.indices = m.indices.astype(np.int32)
             m.indptr = m.indptr.astype(np.int32)
     return m
-
-
-def _split(local: sp.csr_matrix, col_layout: Layout):
-    """Split rows with global columns into the diag/offd blocks and ghost list."""
-    local = sp.csr_matrix(local)
-    local.sum_duplicates()          # and sorts each row's columns
-    cstart, cstop = col_layout.owned_range
-    n = local.shape[0]
-    cols = local.indices.astype(np.int64, copy=False)
-    own = (cols >= cstart) & (cols < cstop)
-    # each block keeps the entries of a row in their (sorted) order: its row
-    # pointers count them, and no conversion through COO re-sorts them
-    before = np.concatenate(([0], np.cumsum(own, dtype=np.int64)))[local.indptr]
-    diag = sp.csr_matrix((local.data[own], cols[own] - cstart, before),
-                         shape=(n, cstop - cstart))
-    ghosts, inv = np.unique(cols[~own], return_inverse=True)
-    offd = sp.csr_matrix((local.data[~own], inv.ravel(), local.indptr - before),
-                         shape=(n, ghosts.size))
-    return diag, offd, ghosts.astype(np.int64)
-
-
-def _check_coo(rows, cols, vals, shape, mode, check_finite):
-    if mode not in ("add", "insert"):
-        raise ValueError("mode must be 'add' or 'insert', got %r" % (mode,))
-    if not (isinstance(shape, tuple) or isinstance(shape, list)) or len(shape) != 2 or \
-            not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
-        raise TypeError("shape must be a pair of integers, got %r" % (shape,))
-    shape = (int(shape[0]), int(shape[1]))
-    if min(shape) < 0:
-        raise ValueError("shape must be non-negative, got %s" % (shape,))
-    if shape[0] * max(shape[1], 1) >= 2**62:
-        raise ValueError("shape %s is too large for 64-bit (row, col) keys" % (shape,))
-    rows, cols, vals = np.asarray(rows), np.asarray(cols), np.asarray(vals)
-    for name, a in (("rows", rows), ("cols", cols)):
-        if a.size and a.dtype.kind not in "iu":
-            raise TypeError("%s must be integers, got dtype %s" % (name, a.dtype))
-    if vals.size and vals.dtype.kind not in "fciub":
-        raise TypeError("vals must be numeric, got dtype %s" % vals.dtype)
-    if not (rows.ndim == cols.ndim == vals.ndim == 1) or not (rows.size == cols.size == vals.size):
-        raise ValueError("rows, cols and vals must be 1-D of equal length, got %s, %s, %s"
-                         % (rows.shape, cols.shape, vals.shape))
-    rows = rows.astype(np.int64)
-    cols = cols.astype(np.int64)
-    if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
-        raise ValueError("row index out of range [0, %d)" % shape[0])
-    if cols.size and (cols.min() < 0 or cols.max() >= shape[1]):
-        raise ValueError("column index out of range [0, %d)" % shape[1])
-    if vals.dtype.kind in "iub":
-        vals = vals.astype(np.float64)
-    if check_finite and vals.size and not np.all(np.isfinite(vals)):
-        raise ValueError("vals must be finite (found NaN or inf)")
-    return rows, cols, vals, shape
 
 
 def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
