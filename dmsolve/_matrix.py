@@ -197,7 +197,7 @@ class DistCSR:
         return cls(*global_rows(A, comm, layout, col_layout))
 
     @classmethod
-    def from_coo(cls, rows, cols, vals, shape, comm: MPI.Comm, layout: Layout | None = None,
+    def from_coo(cls, rows, cols, vals, shape, comm: MPI.Comm, *, layout: Layout | None = None,
                  col_layout: Layout | None = None, mode: str = "add",
                  check_finite: bool = True) -> "DistCSR":
         """Assemble from ``(row, col, value)`` triplets contributed by any rank.
@@ -220,8 +220,11 @@ class DistCSR:
         comm : MPI.Comm
         layout, col_layout : Layout, optional
             Row and column ownership (block layouts by default; for a square
-            matrix the column layout defaults to the row layout).
+            matrix the column layout defaults to the row layout). Keyword
+            only, as are the options after them.
         mode : {"add", "insert"}
+        check_finite : bool
+            Refuse NaN and infinite values.
 
         Collective on ``comm``. Bad indices or values on any rank raise the
         same ``ValueError``/``TypeError`` on every rank. Values are stored as

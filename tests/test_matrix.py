@@ -124,6 +124,16 @@ def test_from_coo_all_entries_to_one_other_rank(comm):
     assert_allclose_collective(dA.to_scipy().toarray(), ref)
 
 
+def test_from_coo_options_are_keyword_only(comm):
+    # the triplets, the shape and the communicator are positional; the
+    # layouts, mode and check_finite only by name
+    lay = Layout.block(4, comm)
+    args = (np.array([0]), np.array([0]), np.array([1.0]), (4, 4), comm)
+    assert_raises_collective(comm, TypeError, DistCSR.from_coo, *args, lay)
+    A = DistCSR.from_coo(*args, layout=lay, col_layout=lay, mode="insert", check_finite=True)
+    assert_allclose_collective(A.to_scipy().toarray()[0, 0], 1.0)
+
+
 def test_diagonal_row_sums_and_scale(comm):
     A = random_matrix(13, 13, seed=11, density=0.4) + sp.identity(13)
     dA = DistCSR.from_global(A, comm, layout=uneven_layout(13, comm))
