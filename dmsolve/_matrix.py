@@ -23,7 +23,7 @@ from ._sell import FORMATS, choose_format
 from ._vector import DistVector
 from .bsp import NeighborExchange
 
-__all__ = ["DistCSR", "CompressedRows"]
+__all__ = ["DistCSR", "CompressedRows", "keys_of"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 _REAL = np.dtype(np.float64)
@@ -726,6 +726,17 @@ class DistCSR:
 
 
 # -- helpers ----------------------------------------------------------------------------
+def keys_of(A: DistCSR) -> np.ndarray:
+    """The canonical keys of this rank's rows of a square ``A`` (int64):
+    ``A.origin``, or the global ids (see :mod:`dmsolve._repro`). Not
+    collective."""
+    origin = getattr(A, "origin", None)
+    if origin is not None:
+        return origin
+    lay = A.row_layout
+    return np.arange(lay.start, lay.stop, dtype=np.int64)
+
+
 class CompressedRows:
     """``y += B @ x`` over the nonempty rows of a CSR ``B`` only (PETSc's
     compressed rows). An off-process block has entries in the few boundary

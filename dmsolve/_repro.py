@@ -22,8 +22,10 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._matrix import DistCSR
+from ._matrix import DistCSR, keys_of
+from ._reprosum import SLICE, canonical_rows, canonical_sell
 from ._vector import DistVector
+from .partition import fetch
 
 __all__ = ["CanonicalCSR", "canonical", "keys_of", "check_inputs", "check_pc_name",
            "REPRODUCIBLE_PCS"]
@@ -36,16 +38,6 @@ ROWS_KERNEL_LENGTH = 12
 #: Preconditioners that take ``reproducible=True`` (the others depend on the
 #: partition by construction: their local solves are the ranks' blocks).
 REPRODUCIBLE_PCS = ("jacobi", "cheby", "amg")
-
-
-def keys_of(A: DistCSR) -> np.ndarray:
-    """The canonical keys of this rank's rows of a square ``A`` (int64):
-    ``A.origin``, or the global ids. Not collective."""
-    origin = getattr(A, "origin", None)
-    if origin is not None:
-        return origin
-    lay = A.row_layout
-    return np.arange(lay.start, lay.stop, dtype=np.int64)
 
 
 def check_pc_name(name: str) -> None:
@@ -113,7 +105,6 @@ class CanonicalCSR(DistCSR):
     reproducible = True
 
     def __init__(self, A: DistCSR, col_keys: np.ndarray):
-        from .partition import fetch
         self.__dict__.update(A.__dict__)
         self._canonical = self
         self._buffers = {}
@@ -149,7 +140,6 @@ class CanonicalCSR(DistCSR):
         else:
             self._slices = _slices(self._indptr, self._indices, self._data,
                                    self._ext.size - 1, row_keys, keys[order], n)
-            from ._reprosum import SLICE
             self._acc = np.zeros(SLICE)
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
@@ -164,7 +154,6 @@ class CanonicalCSR(DistCSR):
         TypeError, ValueError
             As :meth:`DistCSR.matvec`; a complex ``x`` is refused.
         """
-        from ._reprosum import canonical_rows, canonical_sell
         self._check_vec(x, self.col_layout, "x")
         if x.local.dtype.kind == "c":
             raise TypeError("a reproducible product is real; x is complex")
@@ -193,7 +182,6 @@ class CanonicalCSR(DistCSR):
     def row_sums(self, absolute: bool = False) -> DistVector:
         """Row sums (of ``|a_ij|`` with ``absolute``), each in canonical order.
         Not collective."""
-        from ._reprosum import canonical_rows
         out = DistVector.zeros(self.row_layout)
         data = np.abs(self._data) if absolute else self._data
         canonical_rows(self._indptr, self._indices, data, np.ones(self._ext.size), out.local)
@@ -233,7 +221,6 @@ def _slices(indptr, indices, data, one: int, row_keys, col_keys, n_owned: int):
     have about as many entries: a row's sum does not depend on which slice
     computes it. Not collective.
     """
-    from ._reprosum import SLICE
     m = indptr.size - 1
     lens = np.diff(indptr)
     # rows with no ghost column first: their slices run while the halo
@@ -258,7 +245,6 @@ def _slices(indptr, indices, data, one: int, row_keys, col_keys, n_owned: int):
 def _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned):
     # the slices with place p computing row perm[p]; and the share of
     # aligned slices
-    from ._reprosum import SLICE
     m = indptr.size - 1
     lens = np.diff(indptr)
     nsl = -(-m // SLICE)

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from .._layout import Layout
-from .._matrix import DistCSR
+from .._matrix import DistCSR, keys_of
 from .._vector import DistVector
 from ..validate import agreed, check_int
 from ._exchange import exchange, fetch
@@ -234,7 +234,6 @@ def redistribute(obj, partition: Partition, inverse: bool = False):
         moved = DistCSR.from_local_rows(out, new)
         # the rows' canonical keys travel with them (reproducible mode sums
         # in their order, so that any partition gives the same bits)
-        from .._repro import keys_of
         idx, keys = exchange(p.comm, p.local_parts, p.local_new_index, keys_of(obj))
         origin = np.empty(new.local_size, dtype=np.int64)
         origin[idx - new.start] = keys
