@@ -1,6 +1,7 @@
 """dmsolve: distributed-memory sparse linear algebra, solvers and topology on MPI.
 
-Importing dmsolve initialises MPI (through mpi4py) but performs no
+Importing dmsolve initialises MPI (through mpi4py) and loads numba (the
+kernels compile on first use and are cached on disk), but performs no
 communication and creates no MPI objects.
 """
 
@@ -8,8 +9,7 @@ from ._errors import CollectiveError, agree, raise_collective, raise_from_root
 from ._layout import Layout, block_range, block_ranges
 from ._registry import PRECONDITIONERS, Registry, split_descriptor
 from ._vector import DistVector
-
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "CollectiveError", "agree", "raise_collective", "raise_from_root",

@@ -3,64 +3,46 @@ timings measure the work, not the first run's just-in-time compilation.
 
 Numba announces every compilation (not a load from its on-disk cache) as a
 ``"numba:compile"`` event (:mod:`numba.core.event`); one listener, installed
-once numba has been imported, adds up their durations for this process.
+when this module is imported, adds up their durations for this process.
 """
 
 from __future__ import annotations
 
-import sys
-import threading
 import time
+
+from numba.core import event
 
 __all__ = ["Stopwatch", "compile_seconds"]
 
-_lock = threading.Lock()
-_clock = None       # the listener, once numba is imported
+
+class _CompileClock(event.Listener):
+    """Seconds spent in numba compilations. Compilations nest (a jitted
+    function compiles its callees): only the outermost one is timed."""
+
+    def __init__(self):
+        self.total = 0.0
+        self._depth = 0
+        self._t0 = 0.0
+
+    def on_start(self, ev):
+        if self._depth == 0:
+            self._t0 = time.perf_counter()
+        self._depth += 1
+
+    def on_end(self, ev):
+        self._depth -= 1
+        if self._depth == 0:
+            self.total += time.perf_counter() - self._t0
 
 
-def _listener():
-    """The process's compile-time listener, installed on first use once numba
-    has been imported (importing numba only for this would cost a second)."""
-    global _clock
-    if _clock is not None or "numba" not in sys.modules:
-        return _clock
-    with _lock:
-        if _clock is None:
-            from numba.core import event
-
-            class CompileClock(event.Listener):
-                # compilations nest (a jitted function compiles its callees):
-                # only the outermost one is timed
-                def __init__(self):
-                    self.total = 0.0
-                    self._depth = 0
-                    self._t0 = 0.0
-
-                def on_start(self, ev):
-                    if self._depth == 0:
-                        self._t0 = time.perf_counter()
-                    self._depth += 1
-
-                def on_end(self, ev):
-                    self._depth -= 1
-                    if self._depth == 0:
-                        self.total += time.perf_counter() - self._t0
-
-            clock = CompileClock()
-            event.register("numba:compile", clock)
-            _clock = clock
-    return _clock
+_clock = _CompileClock()
+event.register("numba:compile", _clock)
 
 
 def compile_seconds() -> float:
-    """Seconds numba has spent compiling in this process so far (0 before
-    numba is imported). Not collective.
-
-    Compilations that started before the first call of this function (or of
-    :class:`Stopwatch`) after numba's import are not counted.
-    """
-    clock = _listener()
-    return 0.0 if clock is None else clock.total
+    """Seconds numba has spent compiling in this process since dmsolve was
+    imported. Not collective."""
+    return _clock.total
 
 
 class Stopwatch:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from mpi4py import MPI
 from numba import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
@@ -335,7 +336,6 @@ def exact_dots(comm, pairs) -> list[float]:
     """``[sum over ranks of x^T y for (x, y) in pairs]``, each exactly
     rounded, in one ``Allreduce`` of int64 accumulators. Collective on
     ``comm``."""
-    from mpi4py import MPI
     acc = accumulators(len(pairs))
     for j, (x, y) in enumerate(pairs):
         dot_into(x, y, acc[j])

@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._sell_kernels import CHUNK, sell_fill, sell_layout, sell_matvec, sell_rmatvec_add
+
 __all__ = ["SlicedEll", "choose_format", "FORMATS"]
 
 #: Local formats of a DistCSR's products: ``"auto"`` (sliced ELL where it
@@ -44,11 +46,6 @@ MIN_AUTO_ROWS = 256
 #: ``"auto"`` keeps CSR when sliced ELL would hold more bytes than this times
 #: CSR's (padding of rows of unequal length).
 MAX_AUTO_BYTES = 1.1
-
-
-def _chunk() -> int:
-    from ._sell_kernels import CHUNK
-    return CHUNK
 
 
 class SlicedEll:
@@ -68,7 +65,7 @@ class SlicedEll:
     def __init__(self, shape, nnz, slot_ptr, run_col, gather_ptr, gather_col, vals):
         self.shape = (int(shape[0]), int(shape[1]))
         self.nnz = int(nnz)
-        self.chunk = _chunk()
+        self.chunk = CHUNK
         self.slot_ptr, self.run_col = slot_ptr, run_col
         self.gather_ptr, self.gather_col, self.vals = gather_ptr, gather_col, vals
         self._acc = np.zeros(self.chunk)
@@ -80,8 +77,7 @@ class SlicedEll:
         it would hold more
         than ``max_bytes`` bytes (found before any slot is filled).
         Not collective."""
-        from ._sell_kernels import sell_fill, sell_layout
-        C = _chunk()
+        C = CHUNK
         n, m = B.shape
         nchunks = -(-n // C)
         indptr, indices = B.indptr, B.indices
@@ -138,13 +134,11 @@ class SlicedEll:
     def matvec(self, x: np.ndarray, y: np.ndarray) -> None:
         """``y = B @ x`` (of the block's dtype, every entry of ``y`` written).
         Not collective."""
-        from ._sell_kernels import sell_matvec
         sell_matvec(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                     self.gather_col, self.vals, x, y, self._acc)
 
     def rmatvec_add(self, y: np.ndarray, x: np.ndarray) -> None:
         """``x += B^T y`` (of the block's dtype). Not collective."""
-        from ._sell_kernels import sell_rmatvec_add
         sell_rmatvec_add(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                          self.gather_col, self.vals, y, x)
 

@@ -1,7 +1,6 @@
 """Compiled products of a :class:`dmsolve._sell.SlicedEll` block.
 
-Imported on the first product, not with dmsolve (importing numba costs about
-a second). Compiled code is cached on disk next to this module.
+Compiled on the first product and cached on disk next to this module.
 
 The loops are written for numba's code generator as measured here (3D
 Poisson 100^3, one core, AMD EPYC with AVX-512): indices are unsigned (a

@@ -46,6 +46,7 @@ from mpi4py import MPI
 from . import gallery, io
 from ._errors import agree, poll
 from ._registry import PRECONDITIONERS
+from ._version import __version__
 from .bsp import probe
 from .krylov import METHODS, KSPMonitor, solve
 from .validate import check_int, check_real
@@ -126,7 +127,6 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from . import __version__
         raise _Exit(0, "dmsolve %s" % __version__)
 
 

@@ -1,8 +1,8 @@
 """Reproducible mode's public pieces: exact sums and canonical products.
 
 ``reproducible=True`` on :func:`dmsolve.solve`, the Krylov methods and
-``preconditioners.make`` uses them (docs/reproducible.md). Importing this
-module imports no numba; the exact sums compile their kernels on first use.
+``preconditioners.make`` uses them (docs/reproducible.md). The exact sums
+compile their numba kernels on first use (cached on disk).
 
 - :func:`exact_sum`, :func:`exact_dot`: the correctly rounded sum of the
   entries (of the rounded products), as ``math.fsum``; not collective.
@@ -17,6 +17,7 @@ module imports no numba; the exact sums compile their kernels on first use.
 
 from __future__ import annotations
 
+from . import _reprosum
 from ._repro import (REPRODUCIBLE_PCS, CanonicalCSR, canonical, check_inputs, check_pc_name,
                      keys_of)
 
@@ -27,20 +28,17 @@ __all__ = ["exact_sum", "exact_dot", "exact_dots", "canonical", "CanonicalCSR", 
 def exact_sum(x) -> float:
     """The correctly rounded sum of the float64 entries of ``x`` (as
     ``math.fsum``), in any order. Not collective."""
-    from ._reprosum import exact_sum as f
-    return f(x)
+    return _reprosum.exact_sum(x)
 
 
 def exact_dot(x, y) -> float:
     """The correctly rounded sum of the rounded products ``x[i] * y[i]``.
     Not collective."""
-    from ._reprosum import exact_dot as f
-    return f(x, y)
+    return _reprosum.exact_dot(x, y)
 
 
 def exact_dots(comm, pairs) -> list[float]:
     """``[sum over ranks of x^T y for (x, y) in pairs]``, each exactly
     rounded, the same at any number of ranks; one ``Allreduce``. Collective
     on ``comm``."""
-    from ._reprosum import exact_dots as f
-    return f(comm, pairs)
+    return _reprosum.exact_dots(comm, pairs)

@@ -41,7 +41,7 @@ from mpi4py import MPI
 
 def kernels() -> dict[str, object]:
     """Every numba dispatcher defined in preconditioners/ and topology/, and
-    in dmsolve's kernel modules (dmsolve imports numba only for them), by
+    in dmsolve's kernel modules (the only ones of dmsolve that define any), by
     ``module.name`` (importing every module of these packages)."""
     from numba.core.registry import CPUDispatcher
 

@@ -1,5 +1,5 @@
-"""The compiled merge behind :func:`dmsolve.bsp.search_sorted` (numba is
-imported only when it is used)."""
+"""The compiled merge behind :func:`dmsolve.bsp.search_sorted` (compiled on
+first use, cached on disk)."""
 
 from __future__ import annotations
 

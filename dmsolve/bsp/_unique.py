@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._merge_kernel import merge_search
+
 __all__ = ["sorted_unique", "stable_argsort", "search_sorted", "isin_sorted"]
 
 #: Below this many entries the numpy spellings are used as they are.
@@ -122,8 +124,6 @@ def search_sorted(haystack, queries, side: str = "left") -> np.ndarray:
     out = np.empty(queries.size, np.int64)
     if haystack.dtype == np.int64 and haystack.size <= 8 * queries.size:
         # one merge of the two sorted arrays beats a binary search per query
-        # (numba imported here: dmsolve imports it only for its kernels)
-        from ._merge_kernel import merge_search
         out[at] = merge_search(haystack, packed, side == "right")
     else:
         out[at] = np.searchsorted(haystack, packed.astype(queries.dtype, copy=False), side=side)
