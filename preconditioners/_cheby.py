@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import Preconditioner
+from dmsolve.reproducible import canonical
 from dmsolve.validate import agreed, check_bool, check_int, check_real
 
 from ._eigen import lanczos_extremes
@@ -136,7 +137,6 @@ class Chebyshev(Preconditioner):
                                  "positive definite?)" % (lo, hi))
         self._work32 = None
         if self.reproducible:
-            from dmsolve.reproducible import canonical
             A = canonical(A)
         if single:
             A = A.single(compact=True)

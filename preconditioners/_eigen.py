@@ -6,6 +6,8 @@ import numpy as np
 import scipy.linalg as sla
 from mpi4py import MPI
 
+from dmsolve.reproducible import canonical, exact_dots, keys_of
+
 __all__ = ["lanczos_extremes", "start_vector"]
 
 
@@ -41,8 +43,6 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
     comm = A.comm
     lay = A.row_layout
     if reproducible or getattr(A, "reproducible", False):
-        from dmsolve.reproducible import canonical, keys_of
-        from dmsolve.reproducible import exact_dots
         A = canonical(A)
         v = start_vector(lay, keys_of(A))
 

@@ -39,6 +39,7 @@ from dmsolve.partition import exchange, fetch
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
+from ._repro_kernels import dense_rows, row_argmax, row_best_aggregate, row_max, segment_sums
 
 __all__ = ["BLOCK_BITS", "priority", "strength_graph", "mis2_aggregation", "tentative", "smoothed",
            "transpose_rows", "galerkin", "CanonicalCoarseSolver", "Prolongation",
@@ -142,7 +143,6 @@ def mis2_aggregation(A, S: sp.csr_matrix, keys: np.ndarray, fill: bool = FILL):
     N. Bell, S. Dalton, L. Olson, "Exposing fine-grained parallelism in
     algebraic multigrid methods", SIAM J. Sci. Comput. 34(4), 2012.
     """
-    from ._repro_kernels import row_argmax, row_best_aggregate, row_max
     comm = A.comm
     n = S.shape[0]
     prio = priority(keys).astype(np.float64)
@@ -207,7 +207,6 @@ def mis2_aggregation(A, S: sp.csr_matrix, keys: np.ndarray, fill: bool = FILL):
 def _sequential_sums(comm, clay: Layout, agg, keys, values) -> np.ndarray:
     """``sum of values[i]`` over the rows of each coarse unknown, added on
     its owner in key order. Collective on ``comm``."""
-    from ._repro_kernels import segment_sums
     mem = agg >= 0
     g, k, v = exchange(comm, clay.owner(agg[mem]) if mem.any() else np.zeros(0, np.int64),
                        agg[mem], keys[mem], values[mem])
@@ -256,7 +255,6 @@ def smoothed(A, T: DistCSR, ckeys, omega: float, theta: float, strong):
     """``P = T - omega/rho D_F^-1 A_F T`` with the weak couplings of the
     canonical rows lumped onto the diagonal in key order, and the estimate
     ``rho`` of ``rho(D_F^-1 A_F)``; ``(P, rho)``. Collective on ``A.comm``."""
-    from ._repro_kernels import segment_sums
     M = A.local_canonical()
     n = M.shape[0]
     rows = np.repeat(np.arange(n), np.diff(M.indptr))
@@ -388,7 +386,6 @@ class CanonicalCoarseSolver:
 
     def solve(self, b: np.ndarray, x: np.ndarray) -> None:
         """``x = A^+ b`` on this rank's rows. Collective (one ``Allgatherv``)."""
-        from ._repro_kernels import dense_rows
         self.layout.comm.Allgatherv([b, MPI.DOUBLE],
                                     [self._b, (self._counts, self._displs), MPI.DOUBLE])
         np.take(self._b, self._perm, out=self._bk)

@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from dmsolve import (DistCSR, DistVector, Preconditioner, Progress, Registry,
                      raise_from_root)
+from dmsolve.reproducible import canonical, keys_of
 from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
@@ -31,6 +32,8 @@ from .coarse import (CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver,
                      sub_communicator, sub_layout)
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_rows
+from . import reproducible as rp
+from .reproducible import check_key_range
 from .smooth import PROLONGATOR_SMOOTHERS
 from .strength import STRENGTH
 from .tentative import tentative_prolongator
@@ -128,7 +131,6 @@ REPRODUCIBLE_SMOOTHERS = ("chebyshev", "jacobi", "l1-jacobi")
 def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -> None:
     """The options ``reproducible=True`` cannot take. Not collective (inside
     the constructor's agreement)."""
-    from .reproducible import check_key_range
     if single:
         raise ValueError("amg: reproducible=True runs in double precision; "
                          "precision='single' is not reproducible")
@@ -494,8 +496,6 @@ class SmoothedAggregation(Preconditioner):
         """The levels of ``reproducible=True`` (:mod:`.reproducible`): keyed on
         the unknowns' canonical keys, products in key order, every rank on
         every level. Collective on ``A.comm``."""
-        from dmsolve.reproducible import canonical, keys_of
-        from . import reproducible as rp
         tm = self.timings
         self._lcomm = self.comm
         theta = self.strength.theta
