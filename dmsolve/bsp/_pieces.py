@@ -112,35 +112,13 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     -----
     Collective on ``comm``. Shiloach-Vishkin hooking and shortcutting [1]_
     with FastSV's min-label hooking [2]_, on pieces instead of vertices.
-    Every piece ``u`` points at a parent ``f[u]``, a piece of its component
-    (itself at first), with the parity of ``u`` relative to ``f[u]``;
-    pieces are ordered by ``(key, rank, index)`` and a parent is never
-    larger than its child, so the pointers form trees whose roots are their
-    smallest pieces. A round is two supersteps:
-
-    1. ``"pieces:links"``: each link sends its local end's parent (label and
-       parity) to the rank of its remote end. Each rank subscribes to the
-       remote parents its pieces have newly taken (one row per distinct
-       parent) and cancels those no piece points at any more. In the first
-       round the link rows also tell the remote end about the link, so
-       both ends know it from then on.
-    2. ``"pieces:hook"``: each piece with watchers sends them its state,
-       the better of its own parent and its smallest neighbour's parent,
-       if that changed since they last heard or they are new; each piece
-       whose smallest neighbour's parent ``n[u]`` is below its own parent
-       hooks that parent onto ``n[u]`` (one row per distinct parent: the
-       smallest hook). The flag "some link joins pieces with different
-       parents" is reduced in the same sync.
-
-    After the second sync every piece takes the smallest of its parent, the
-    hooks onto it, ``n[u]`` and its parent's state (shortcutting). The
-    loop ends after the first round (but the first, in which links are not
-    yet known on both ends) in which every link joins pieces with one
-    parent: then each component has one parent, which lies in it and so is
-    its own parent: every component is one star, whose root is its smallest
-    piece. Without links anywhere it ends after the first superstep. The
-    rounds do not depend on how the pieces are spread over the ranks when
-    the keys are distinct (on one rank they are counted, with no superstep).
+    A round is two supersteps, ``"pieces:links"`` (the links' ends learn
+    each other's parents; ranks subscribe to the remote parents their
+    pieces point at) and ``"pieces:hook"`` (parents tell their watchers
+    their changed states; pieces hook their parents onto smaller ones), and
+    the loop ends once every link joins pieces with one parent: each
+    component is then a star whose root is its smallest piece (docs/bsp.md,
+    "Components of pieces across ranks").
 
     The number of rounds grows like ``log2`` of the number of pieces a
     component chains. Measured for a path of ``L`` pieces zig-zagging over 4
@@ -197,9 +175,7 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
     size = comm.Get_size()
     try:
-        if method not in ("hook", "tree"):
-            raise ValueError("method must be 'hook' or 'tree', got %r" % (method,))
-        keys, links = _check(keys, link_local, link_rank, link_remote, parity,
+        keys, links = _check(keys, link_local, link_rank, link_remote, parity, method,
                              max_supersteps, size)
         error = None
     except (TypeError, ValueError) as e:
@@ -222,9 +198,11 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     return run.solve(parity is not None)
 
 
-def _check(keys, link_local, link_rank, link_remote, parity, max_supersteps, size):
+def _check(keys, link_local, link_rank, link_remote, parity, method, max_supersteps, size):
     """The arguments as int64 arrays: keys and ``(local, rank, remote,
-    parity)`` link rows. Not collective."""
+    parity)`` link rows, after checking them and the options. Not collective."""
+    if method not in ("hook", "tree"):
+        raise ValueError("method must be 'hook' or 'tree', got %r" % (method,))
     if max_supersteps is not None and (
             not isinstance(max_supersteps, (int, np.integer)) or isinstance(max_supersteps, bool)
             or max_supersteps < 1):
@@ -293,8 +271,40 @@ def _smallest(group, rows, n):
 
 
 class _Run:
-    """The state of one :func:`piece_components` call. Not collective to
-    build; :meth:`solve` is collective on ``comm``."""
+    """The state of one :func:`piece_components` call by hooking and
+    pointer jumping. Not collective to build; :meth:`solve` is collective on
+    ``comm``.
+
+    Every piece ``u`` points at a parent ``f[u]``, a piece of its component
+    (itself at first), with the parity of ``u`` relative to ``f[u]``;
+    pieces are ordered by ``(key, rank, index)`` and a parent is never
+    larger than its child, so the pointers form trees whose roots are their
+    smallest pieces. A round is two supersteps:
+
+    1. ``"pieces:links"``: each link sends its local end's parent (label and
+       parity) to the rank of its remote end. Each rank subscribes to the
+       remote parents its pieces have newly taken (one row per distinct
+       parent) and cancels those no piece points at any more. In the first
+       round the link rows also tell the remote end about the link, so
+       both ends know it from then on.
+    2. ``"pieces:hook"``: each piece with watchers sends them its state,
+       the better of its own parent and its smallest neighbour's parent,
+       if that changed since they last heard or they are new; each piece
+       whose smallest neighbour's parent ``n[u]`` is below its own parent
+       hooks that parent onto ``n[u]`` (one row per distinct parent: the
+       smallest hook). The flag "some link joins pieces with different
+       parents" is reduced in the same sync.
+
+    After the second sync every piece takes the smallest of its parent, the
+    hooks onto it, ``n[u]`` and its parent's state (shortcutting). The
+    loop ends after the first round (but the first, in which links are not
+    yet known on both ends) in which every link joins pieces with one
+    parent: then each component has one parent, which lies in it and so is
+    its own parent: every component is one star, whose root is its smallest
+    piece. Without links anywhere it ends after the first superstep. The
+    rounds do not depend on how the pieces are spread over the ranks when
+    the keys are distinct (on one rank they are counted, with no superstep).
+    """
 
     def __init__(self, comm, keys, links, max_supersteps, ledger):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
