@@ -16,7 +16,7 @@ from mpi4py import MPI
 from dmsolve import Layout
 from dmsolve.bsp import (Ledger, isin_sorted, psort, rank_of, search_sorted, sorted_unique,
                          stable_argsort)
-from dmsolve.bsp import _psort
+from dmsolve.bsp import _psort, _splitters
 from dmsolve.bsp._psort import SAMPLES, _key_gid_order
 from mpitest import Checks, assert_raises_collective
 
@@ -116,7 +116,7 @@ def test_psort_matches_lexsort_of_the_gathered_keys(case):
 def test_both_first_rounds_give_the_same_order(case, histogram, monkeypatch):
     """The search with and without the histogram round (taken by default
     only for crowded boundaries) finds the same exact splitters."""
-    monkeypatch.setattr(_psort, "_crowded", lambda nmembers, size: histogram)
+    monkeypatch.setattr(_splitters, "_crowded", lambda nmembers, size: histogram)
     rng = np.random.default_rng(300 + R)
     keys = _keys(case, rng)
     out = psort(keys, COMM)
