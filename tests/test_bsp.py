@@ -787,6 +787,9 @@ def test_neighbor_exchange_start_finish_and_explicit_pattern():
         ex.free()
     with pytest.raises(ValueError, match="method"):
         NeighborExchange(COMM, [], [], [], [], method="rma")
+    # the pattern is positional, its options keyword-only
+    with pytest.raises(TypeError, match="positional"):
+        NeighborExchange(COMM, [], [], [], [], np.float64)
 
 
 # -- ledger and probe ------------------------------------------------------------------

@@ -42,7 +42,8 @@ class NeighborExchange:
     recv_ranks, recv_counts : sequence of int
         Sources and how many entries come from each, in receive-buffer order.
     dtype : numpy dtype, optional
-        Entry type (float64).
+        Entry type (float64). This and the options after it are keyword
+        only.
     method : {"p2p", "graph"}
         ``"p2p"`` (default): persistent ``Send_init``/``Recv_init`` requests on
         dmsolve's private duplicate of ``comm``; creates no communicator.
@@ -72,7 +73,7 @@ class NeighborExchange:
     leaves the exchange active.
     """
 
-    def __init__(self, comm, send_ranks, send_indices, recv_ranks, recv_counts,
+    def __init__(self, comm, send_ranks, send_indices, recv_ranks, recv_counts, *,
                  dtype=np.float64, method: str = "p2p", ledger=None, name: str = "halo"):
         if method not in ("p2p", "graph"):
             raise ValueError("method must be 'p2p' or 'graph', got %r" % (method,))
