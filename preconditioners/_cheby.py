@@ -75,7 +75,8 @@ class Chebyshev(Preconditioner):
     A : DistCSR
         Symmetric positive definite.
     degree : int in [1, 1000]
-        Matvecs per application (plus one scaling).
+        Matvecs per application (plus one scaling). This and the options
+        after it are keyword only.
     lower, upper : float > 0, optional
         Eigenvalue bounds of ``D^-1 A``, ``lower < upper``; estimated when omitted.
     ratio : float > 1, optional
@@ -107,7 +108,7 @@ class Chebyshev(Preconditioner):
     name = "cheby"
     _symmetric = True  # a polynomial in D^-1 A times D^-1
 
-    def __init__(self, A, degree: int = 4, lower: float | None = None,
+    def __init__(self, A, *, degree: int = 4, lower: float | None = None,
                  upper: float | None = None, ratio: float | None = None,
                  steps: int = 12, safety: float = 1.1, precision: str = "double",
                  reproducible: bool = False):

@@ -11,6 +11,7 @@ and the solve phase is a V- or W-cycle (:mod:`.cycle`) with the smoothers of
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
@@ -39,6 +40,21 @@ from .strength import STRENGTH
 from .tentative import tentative_prolongator
 
 __all__ = ["SmoothedAggregation", "Level", "IdleLevel"]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The checked options that shape a hierarchy's levels and coarsest
+    solve. Not collective."""
+
+    aggregate: str
+    presmoother: tuple
+    postsmoother: tuple
+    max_levels: int
+    max_coarse: int
+    min_rows_per_rank: int
+    max_dense_coarse: int
+    coarse_sweeps: int
 
 
 class Level:
@@ -211,6 +227,7 @@ class SmoothedAggregation(Preconditioner):
         every rank, linearly independent.
     theta : float in [0, 1], optional
         Shorthand for ``strength=("symmetric", {"theta": theta})``; default 0.
+        This and the options after it are keyword only.
     aggregate : str
         Aggregation method (``"standard"``).
     omega : float in (0, 2], optional
@@ -316,12 +333,12 @@ class SmoothedAggregation(Preconditioner):
 
     name = "amg"
 
-    def __init__(self, A, B=None, theta: float | None = None, aggregate: str = "standard",
+    def __init__(self, A, B=None, *, theta: float | None = None, aggregate: str = "standard",
                  omega: float | None = None,
                  presmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  postsmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000, *, strength="symmetric", smooth="jacobi",
+                 min_rows_per_rank: int = 2000, strength="symmetric", smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
                  agglomerate: bool = True, precision: str = "double",
                  reproducible: bool = False):
@@ -394,14 +411,15 @@ class SmoothedAggregation(Preconditioner):
         # that level's ranks), which the idle ranks then raise too.
         deferred: list = []
         exc = None
+        plan = _Plan(aggregate=aggregate, presmoother=presmoother, postsmoother=postsmoother,
+                     max_levels=max_levels, max_coarse=max_coarse,
+                     min_rows_per_rank=min_rows_per_rank, max_dense_coarse=max_dense_coarse,
+                     coarse_sweeps=coarse_sweeps)
         try:
             if reproducible:
-                self._build_reproducible(A, Bl, presmoother, postsmoother, max_levels,
-                                         max_coarse, max_dense_coarse, coarse_sweeps, report)
+                self._build_reproducible(A, Bl, plan, report)
             else:
-                self._build(A, Bl, aggregate, presmoother, postsmoother, max_levels,
-                            max_coarse, min_rows_per_rank, max_dense_coarse, coarse_sweeps,
-                            report, deferred)
+                self._build(A, Bl, plan, report, deferred)
         except Exception as e:  # noqa: BLE001 - re-raised on every rank by _finish
             if self._lcomm is comm:
                 raise           # every rank of comm is raising it
@@ -411,13 +429,12 @@ class SmoothedAggregation(Preconditioner):
         self._work32 = Float32Work(n) if self._single else None
         self._done()
 
-    def _build(self, A, Bl, aggregate, presmoother, postsmoother, max_levels, max_coarse,
-               min_rows_per_rank, max_dense_coarse, coarse_sweeps, report, deferred):
+    def _build(self, A, Bl, plan: "_Plan", report, deferred):
         """The levels and the coarsest solve on this rank's levels. Collective
         on each level's communicator in turn (``self._lcomm``)."""
         comm = self.comm
         tm = self.timings
-        aggregate_fn = AGGREGATIONS[aggregate]
+        aggregate_fn = AGGREGATIONS[plan.aggregate]
         Ak = A
         lcomm = self._lcomm = comm
 
@@ -428,7 +445,7 @@ class SmoothedAggregation(Preconditioner):
             else:
                 deferred.append((message, args))
 
-        while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
+        while len(self.levels) < plan.max_levels - 1 and Ak.shape[0] > plan.max_coarse:
             t = time.perf_counter()
             S = self.strength(Ak)
             t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
@@ -441,10 +458,10 @@ class SmoothedAggregation(Preconditioner):
             if self._agglomerate:
                 # the limit is read here, so that a test may lower it
                 clay, first, active = plan_coarse_level(
-                    count * k, lcomm, min_rows_per_rank,
+                    count * k, lcomm, plan.min_rows_per_rank,
                     max_reduction=_coarse.MAX_RANK_REDUCTION, gathered=lcomm is not comm)
             else:
-                clay, first, active = plan_coarse_level(count * k, lcomm, min_rows_per_rank,
+                clay, first, active = plan_coarse_level(count * k, lcomm, plan.min_rows_per_rank,
                                                         max_reduction=None)
                 active = lcomm.Get_size()
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
@@ -463,7 +480,7 @@ class SmoothedAggregation(Preconditioner):
             Ac = (DistCSR.from_local_rows(rows, slay, slay, check_finite=False)
                   if sub is not None else None)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
-            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother)
             if self._single:
                 Ak, P, pre, post = self._rounded(Ak, P, pre, post, first=not self.levels)
             tm["smoothers"] += time.perf_counter() - t
@@ -478,11 +495,11 @@ class SmoothedAggregation(Preconditioner):
                 return                          # idle from here on: see _finish
         t = time.perf_counter()
         self.coarse_A = Ak
-        if Ak.shape[0] <= max_dense_coarse:
+        if Ak.shape[0] <= plan.max_dense_coarse:
             self.coarse = CoarseSolver(Ak)
         else:
-            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
-            self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
+            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother)
+            self.coarse = RelaxationCoarseSolver(pre, post, plan.coarse_sweeps)
         if self._single:
             self.coarse = (self.coarse.single() if isinstance(self.coarse, CoarseSolver)
                            else DoubleCoarseSolver(self.coarse, Ak.row_layout.local_size))
@@ -491,8 +508,7 @@ class SmoothedAggregation(Preconditioner):
             note("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),
                  self.coarse.kind, Ak.shape[0], Ak.global_nnz())
 
-    def _build_reproducible(self, A, Bl, presmoother, postsmoother, max_levels, max_coarse,
-                            max_dense_coarse, coarse_sweeps, report):
+    def _build_reproducible(self, A, Bl, plan: "_Plan", report):
         """The levels of ``reproducible=True`` (:mod:`.reproducible`): keyed on
         the unknowns' canonical keys, products in key order, every rank on
         every level. Collective on ``A.comm``."""
@@ -501,7 +517,7 @@ class SmoothedAggregation(Preconditioner):
         theta = self.strength.theta
         omega = getattr(self.smooth, "omega", None)       # None: unsmoothed
         Ak, keys = canonical(A), keys_of(A)
-        while len(self.levels) < max_levels - 1 and Ak.shape[0] > max_coarse:
+        while len(self.levels) < plan.max_levels - 1 and Ak.shape[0] > plan.max_coarse:
             t = time.perf_counter()
             S, strong = rp.strength_graph(Ak, theta)
             t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
@@ -518,7 +534,7 @@ class SmoothedAggregation(Preconditioner):
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
             Ac = rp.level_operator(rp.galerkin(Ak, P, Rc), ckeys)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
-            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
+            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother)
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, rp.Prolongation(Pc, Rc), pre, post))
             self._level_info.append({"rho": rho})
@@ -528,11 +544,11 @@ class SmoothedAggregation(Preconditioner):
             Ak, Bl, keys = Ac, Bc, ckeys
         t = time.perf_counter()
         self.coarse_A = Ak
-        if Ak.shape[0] <= max_dense_coarse:
+        if Ak.shape[0] <= plan.max_dense_coarse:
             self.coarse = rp.CanonicalCoarseSolver(Ak, keys)
         else:
-            pre, post = self._smoothers(Ak, len(self.levels), presmoother, postsmoother)
-            self.coarse = RelaxationCoarseSolver(pre, post, coarse_sweeps)
+            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother)
+            self.coarse = RelaxationCoarseSolver(pre, post, plan.coarse_sweeps)
         tm["coarse"] = time.perf_counter() - t
         if report:
             report("level %d (coarsest, %s solve): %d rows, %d nonzeros", len(self.levels),

@@ -50,7 +50,7 @@ def _sorted_schur(H: np.ndarray, k: int):
     return T, Q, int(sdim)
 
 
-def krylov_schur(op, comm, local_size: int, start: np.ndarray, rank: int, steps: int,
+def krylov_schur(op, comm, local_size: int, start: np.ndarray, *, rank: int, steps: int,
                  maxits: int, tol: float, tr_factor: float = 0.25) -> KrylovSchurResult:
     """The ``rank`` eigenvalues of largest modulus of a distributed operator,
     as an orthonormal Schur basis, by thick-restart Arnoldi (Krylov-Schur).
@@ -72,7 +72,8 @@ def krylov_schur(op, comm, local_size: int, start: np.ndarray, rank: int, steps:
     start : ndarray
         This rank's part of the start vector (not zero globally).
     rank, steps, maxits : int
-        Wanted Schur vectors, basis size per cycle, maximum restarts.
+        Wanted Schur vectors, basis size per cycle, maximum restarts. These
+        and the options after them are keyword only.
     tol : float
         Absolute residual tolerance of the wanted Schur vectors.
     tr_factor : float

@@ -27,7 +27,7 @@ def start_vector(ids: np.ndarray) -> np.ndarray:
 
 
 def low_rank_correction(g_operator: Callable[[np.ndarray, np.ndarray], None], comm,
-                        ids: np.ndarray, level: int, rank: int, arnoldi_factor: float,
+                        ids: np.ndarray, level: int, *, rank: int, arnoldi_factor: float,
                         maxits: int, tol: float, tr_factor: float
                         ) -> tuple[KrylovSchurResult, np.ndarray]:
     """The Schur basis of ``G_l`` and ``H = (I - T)^{-1} - I`` for one level.
@@ -47,7 +47,7 @@ def low_rank_correction(g_operator: Callable[[np.ndarray, np.ndarray], None], co
         For messages.
     rank, arnoldi_factor, maxits, tol, tr_factor
         GeMSLR's ``lr_rank``, ``lr_arnoldi_factor``, ``lr_maxits``,
-        ``lr_tol_eig`` and ``lr_tr_factor``.
+        ``lr_tol_eig`` and ``lr_tr_factor`` (keyword only).
 
     Raises
     ------
@@ -55,8 +55,8 @@ def low_rank_correction(g_operator: Callable[[np.ndarray, np.ndarray], None], co
         On every rank, if ``I - T`` is singular.
     """
     steps = max(int(np.ceil(arnoldi_factor * rank)), rank + 1)
-    res = krylov_schur(g_operator, comm, ids.size, start_vector(ids), rank, steps, maxits,
-                       tol, tr_factor)
+    res = krylov_schur(g_operator, comm, ids.size, start_vector(ids), rank=rank, steps=steps,
+                       maxits=maxits, tol=tol, tr_factor=tr_factor)
     k = res.rank
     Hc = np.zeros((k, k))
     exc = None

@@ -41,7 +41,8 @@ class GeMSLR(Preconditioner):
     A : DistCSR
         Square, rows and columns distributed alike.
     nlev : int
-        Levels including the last (parGeMSLR ``nlev``; default 4).
+        Levels including the last (parGeMSLR ``nlev``; default 4). This and
+        the options after it are keyword only.
     ncomp : int
         Subdomains per level (parGeMSLR ``ncomp``; default 32); at least
         ``comm.size`` are used, so every rank owns a subdomain, and at most
@@ -130,11 +131,11 @@ class GeMSLR(Preconditioner):
     name = "gemslr"
     _symmetric = False  # ILUT blocks and a nonsymmetric low-rank correction
 
-    def __init__(self, A, nlev: int = 4, ncomp: int = 32, ilu_droptol: float = 1e-3,
+    def __init__(self, A, *, nlev: int = 4, ncomp: int = 32, ilu_droptol: float = 1e-3,
                  ilu_max_row_nnz: int = 200, lr_rank: int = 32, lr_tol_eig: float = 1e-3,
                  lr_maxits: int = 3, lr_arnoldi_factor: float = 2.0,
                  lr_tr_factor: float = 0.25, last_level: str = "redundant", seed: int = 0,
-                 *, progress=None):
+                 progress=None):
         super().__init__(A)
         with agreed(A.comm):
             if not isinstance(A, DistCSR):
@@ -217,8 +218,8 @@ class GeMSLR(Preconditioner):
             lv.tC2 = DistVector(self.N[l + 1], np.zeros(self._x.size - b1))
             res, Hc = low_rank_correction(
                 lambda v, out, l=l: self._g_operator(l, v, out), self.comm,
-                self._old_ids[b1:], l, self.lr_rank, self.lr_arnoldi_factor, self.lr_maxits,
-                self.lr_tol_eig, self.lr_tr_factor)
+                self._old_ids[b1:], l, rank=self.lr_rank, arnoldi_factor=self.lr_arnoldi_factor,
+                maxits=self.lr_maxits, tol=self.lr_tol_eig, tr_factor=self.lr_tr_factor)
             k = res.rank
             lv.W = np.ascontiguousarray(res.W)
             lv.Hc = Hc
