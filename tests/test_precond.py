@@ -37,6 +37,17 @@ def test_registry_names_and_descriptors():
     assert_raises_collective(COMM, TypeError, preconditioners.make, ("asm", 3), A)
 
 
+@pytest.mark.parametrize("cls, args", [
+    (preconditioners.Chebyshev, (3,)),
+    (preconditioners.SmoothedAggregation, (None, 0.1)),
+    (preconditioners.GeMSLR, (2,)),
+], ids=["cheby", "amg", "gemslr"])
+def test_options_after_the_matrix_are_keyword_only(cls, args):
+    """Options are given by name (as make passes them); a positional one
+    raises TypeError on every rank before anything is built."""
+    A = gallery.poisson2d(13, COMM)
+    assert_raises_collective(COMM, TypeError, cls, A, *args, match="positional")
+
 @pytest.mark.parametrize("name,opts", [("none", {}), ("jacobi", {"omega": 0.7}),
                                        ("bjacobi", {}), ("asm", {"overlap": 1}),
                                        ("asm", {"overlap": 1, "restricted": False}),
