@@ -56,6 +56,25 @@ def make(name, A, **options):
         If ``name`` is not registered (the same on every rank).
     TypeError
         If ``name`` is not a string or descriptor, or an option is not accepted.
+
+    Examples
+    --------
+    Smoothed-aggregation AMG, by name and as a ``(name, options)`` descriptor,
+    as the preconditioner of CG on the 2-D Poisson problem:
+
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> import preconditioners
+    >>> A = dmsolve.gallery.poisson2d(40, MPI.COMM_WORLD)
+    >>> b = dmsolve.DistVector.full(A.row_layout, 1.0)
+    >>> M = preconditioners.make("amg", A)
+    >>> x, info = dmsolve.cg(A, b, rtol=1e-8, M=M)
+    >>> info.converged, info.iterations < 20
+    (True, True)
+    >>> M = preconditioners.make(("cheby", {"degree": 3}), A)
+    >>> x, info = dmsolve.cg(A, b, rtol=1e-8, M=M)
+    >>> info.converged
+    True
     """
     canon, factory, opts = PRECONDITIONERS.resolve(name)
     opts.update(options)
