@@ -216,7 +216,7 @@ class SimplicialComplex:
             self._global[0] = self.ghosted(self._own_gid)
             self._gid_order = stable_argsort(self._global[0])
         # operators assembled from the complex, which never changes: the
-        # Laplacian parts and their spectral bounds (topology._filters)
+        # Laplacian parts and their spectral bounds (signals/_filters.py)
         self._operators = {}
         # the coordinates of the vertices held (owned and ghost), when the
         # points were given distributed (one halo exchange per coordinate)

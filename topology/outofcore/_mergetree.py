@@ -5,7 +5,7 @@ Each virtual processor reduces its planes (and the plane above) to its
 *local tree*: the minima, the merges, the interface vertices and the top
 of each component, with an arc from each node to the next one up in its
 component; this graph has the sublevel-set connectivity of the slab among
-its nodes. Its boundary tree (:mod:`topology._outofcore`) goes up the
+its nodes. Its boundary tree (``_slabs``) goes up the
 binary tree of virtual processors as for the persistence pairs. On the way
 back down, each glue hands each of its two halves the boundary tree of
 *everything else* (Morozov and Weber's local-global representation): the

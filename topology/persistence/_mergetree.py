@@ -224,7 +224,7 @@ def merge_tree(domain, values, kind: str = "join", *, axes: str | None = None,
     processors and each slab gets the boundary tree of the rest of the grid
     on the way down, so that it names the branch going on through each of
     its merges; then the same branch sort as in memory
-    (topology/_outofcore_mergetree.py). The tree equals the in-memory one;
+    (:func:`topology.outofcore.ooc_merge_tree`). The tree equals the in-memory one;
     it is held in memory (its size, not the grid's), spread over the ranks.
 
     References
