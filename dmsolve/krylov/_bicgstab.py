@@ -46,6 +46,23 @@ def bicgstab(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callba
        SIAM J. Sci. Stat. Comput. 13(2):631-644, 1992.
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 7.7.
+
+    Examples
+    --------
+    Upwind convection-diffusion on a 10 x 10 grid, a nonsymmetric matrix:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> comm = MPI.COMM_WORLD
+    >>> A = dmsolve.gallery.convection_diffusion(10, comm)
+    >>> b = dmsolve.gallery.rhs(A, "random")
+    >>> x, info = dmsolve.bicgstab(A, b, rtol=1e-8)
+    >>> print(info.converged, info.reason, info.iterations)
+    True ConvergedReason.RTOL 17
+    >>> As, xs, bs = A.to_scipy(), x.gather(), b.gather()
+    >>> print(np.linalg.norm(bs - As @ xs) <= 1e-8 * np.linalg.norm(bs))
+    True
     """
     s = make_system("bicgstab", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                     reproducible=reproducible,

@@ -45,6 +45,26 @@ def fgmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback
        SIAM J. Sci. Comput. 14(2):461-469, 1993.
     .. [2] Y. Saad, *Iterative Methods for Sparse Linear Systems*, 2nd ed.,
        SIAM, 2003, Algorithm 9.6.
+
+    Examples
+    --------
+    A preconditioner that is itself an iterative solve, a different linear
+    map at every application: a loose inner GMRES on a nonsymmetric matrix.
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> comm = MPI.COMM_WORLD
+    >>> A = dmsolve.gallery.convection_diffusion(10, comm)
+    >>> b = dmsolve.gallery.rhs(A, "random")
+    >>> def inner(r):
+    ...     return dmsolve.gmres(A, r, rtol=0.1)[0]
+    >>> x, info = dmsolve.fgmres(A, b, rtol=1e-8, M=inner)
+    >>> print(info.converged, info.reason, info.iterations)
+    True ConvergedReason.RTOL 7
+    >>> As, xs, bs = A.to_scipy(), x.gather(), b.gather()
+    >>> print(np.linalg.norm(bs - As @ xs) <= 1e-8 * np.linalg.norm(bs))
+    True
     """
     s = make_system("fgmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                     reproducible=reproducible,

@@ -76,6 +76,29 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=
     .. [3] J. W. Daniel, W. B. Gragg, L. Kaufman and G. W. Stewart,
        "Reorthogonalization and stable algorithms for updating the
        Gram-Schmidt QR factorization", Math. Comp. 30(136), 1976.
+
+    Examples
+    --------
+    Upwind convection-diffusion on a 10 x 10 grid, a nonsymmetric matrix:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> comm = MPI.COMM_WORLD
+    >>> A = dmsolve.gallery.convection_diffusion(10, comm)
+    >>> b = dmsolve.gallery.rhs(A, "random")
+    >>> x, info = dmsolve.gmres(A, b, rtol=1e-8)
+    >>> print(info.converged, info.reason, info.iterations)
+    True ConvergedReason.RTOL 25
+    >>> As, xs, bs = A.to_scipy(), x.gather(), b.gather()
+    >>> print(np.linalg.norm(bs - As @ xs) <= 1e-8 * np.linalg.norm(bs))
+    True
+
+    A shorter cycle stores fewer vectors and needs more iterations:
+
+    >>> x, info = dmsolve.gmres(A, b, rtol=1e-8, restart=10)
+    >>> print(info.converged, info.iterations)
+    True 45
     """
     left = side == "left" and M is not None and not (isinstance(M, str) and M == "none")
     s = make_system("gmres", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
