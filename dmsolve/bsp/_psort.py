@@ -145,8 +145,16 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
 
     Examples
     --------
-    >>> out = psort(np.array([3, 1, 2]) + comm.rank, comm)   # doctest: +SKIP
-    >>> out.keys, out.gids, out.start                        # doctest: +SKIP
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> comm = MPI.COMM_WORLD
+    >>> data = np.array([5, 3, 9, 3, 7, 2, 8, 0, 6, 4])
+    >>> mine = np.arange(comm.rank, data.size, comm.size)     # any share of the items
+    >>> out = dmsolve.bsp.psort(data[mine], comm, gids=mine)  # gids: the global index
+    >>> keys, ids = (np.concatenate(comm.allgather(a)) for a in (out.keys, out.gids))
+    >>> print(keys, ids)                                      # rank r held block r
+    [0 2 3 3 4 5 6 7 8 9] [7 5 1 3 9 0 8 4 6 2]
     """
     work = _prepare(keys, comm, gids, payload)
     return _sort(work, comm, ledger)
