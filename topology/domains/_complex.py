@@ -111,6 +111,33 @@ class SimplicialComplex:
     ----------
     .. [1] E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024
        (ghost layers and global identifiers of distributed simplices).
+
+    Examples
+    --------
+    Two triangles sharing an edge, each rank passing a share of them (any
+    share will do: the complex is their union, with all faces):
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> triangles = np.array([[0, 1, 2], [1, 2, 3]])
+    >>> cx = topology.SimplicialComplex([triangles[comm.rank::comm.size]], comm)
+    >>> print(cx)
+    SimplicialComplex(dimension=2, vertices=4, counts=[4, 5, 2])
+
+    A k-simplex's global id is its row in the sorted list of k-simplices,
+    the same at any number of ranks:
+
+    >>> print(cx.simplices(1).tolist())
+    [[0, 1], [0, 2], [1, 2], [1, 3], [2, 3]]
+
+    Mixed dimensions: a triangle and an edge apart from it, given as one
+    array per dimension:
+
+    >>> cx = topology.SimplicialComplex([np.array([[3, 4]]), np.array([[0, 1, 2]])], comm)
+    >>> print(cx.counts(), topology.betti_numbers(cx))
+    [5, 4, 1] [2, 0, 0]
     """
 
     def __init__(self, simplices, comm: MPI.Comm, points=None, *, partition: str = "block",

@@ -122,6 +122,64 @@ class Grid:
        Flachheit", Annals of Mathematics 43(3), 1942.
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018;
        E. Le Guillou et al., "TTK is Getting MPI-Ready", IEEE TVCG 2024.
+
+    Examples
+    --------
+    A 4 x 4 image with two low pixels that touch at a corner, along the
+    diagonal the Freudenthal triangulation draws (from ``(x + 1, y)`` to
+    ``(x, y + 1)``):
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> image = np.array([[9, 9, 9, 9],
+    ...                   [9, 9, 0, 9],
+    ...                   [9, 0, 9, 9],
+    ...                   [9, 9, 9, 9]], dtype=float)     # values[y, x]
+    >>> grid = topology.Grid((4, 4), comm)
+    >>> print(type(grid).__name__, grid.complex, grid.global_num_vertices)
+    FreudenthalGrid freudenthal 16
+
+    In the triangulation the two pixels are neighbours, so the sublevel set
+    ``{f <= 1}`` is one component, labelled by its smallest vertex id:
+
+    >>> labels = topology.connected_components(grid, image, 1.0, axes="yx")
+    >>> print(labels.gather().reshape(4, 4))
+    [[-1 -1 -1 -1]
+     [-1 -1  6 -1]
+     [-1  6 -1 -1]
+     [-1 -1 -1 -1]]
+
+    The cubical complex joins a vertex to its 4 neighbours along the axes
+    only: two components, and a D0 pair for the one that dies when the
+    square between them enters, at 9:
+
+    >>> cube = topology.Grid((4, 4), comm, complex="cubical")
+    >>> print(type(cube).__name__, cube.complex)
+    CubicalGrid cubical
+    >>> labels = topology.connected_components(cube, image, 1.0, axes="yx")
+    >>> print(labels.gather().reshape(4, 4))
+    [[-1 -1 -1 -1]
+     [-1 -1  6 -1]
+     [-1  9 -1 -1]
+     [-1 -1 -1 -1]]
+    >>> print(topology.persistence_diagram(cube, image, axes="yx").gather().finite(0))
+    [[0. 9.]]
+
+    Out of core, each rank's slab is cut into ``virtual`` slabs, analysed
+    one at a time; each needs a plane of its own, so the grid has at least
+    ``2 * comm.size`` planes here. The results equal those in memory:
+
+    >>> ny = max(16, 2 * comm.size)
+    >>> f = np.random.default_rng(0).random((ny, 4))      # values[y, x]
+    >>> ooc = topology.Grid((4, ny), comm, virtual=2)
+    >>> print(type(ooc).__name__, ooc.virtual)
+    OutOfCoreGrid 2
+    >>> a = topology.persistence_diagram(ooc, f, axes="yx").gather()
+    >>> b = topology.persistence_diagram(topology.Grid((4, ny), comm), f, axes="yx").gather()
+    >>> print(all(np.array_equal(a.finite(k), b.finite(k)) for k in range(3)))
+    True
     """
 
     #: the cell complex: ``"freudenthal"`` or ``"cubical"``
