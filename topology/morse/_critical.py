@@ -186,6 +186,30 @@ def critical_points(domain, values, *, axes: str | None = None) -> CriticalPoint
     .. [1] T. Banchoff, "Critical points and curvature for embedded
        polyhedral surfaces", Amer. Math. Monthly 77(5), 1970.
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018.
+
+    Examples
+    --------
+    A 5 x 4 image with two basins, of minima 1 and 0:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> image = np.array([[5, 4, 5, 6, 7],
+    ...                   [4, 1, 3, 2, 6],
+    ...                   [5, 3, 6, 0, 5],
+    ...                   [6, 4, 5, 3, 6]], dtype=float)     # values[y, x]
+    >>> grid = topology.Grid((5, 4), comm)
+    >>> cp = topology.critical_points(grid, image, axes="yx")
+    >>> print(cp.counts())
+    {'minimum': 2, '1-saddle': 7, '2-saddle': 0, 'maximum': 5, 'degenerate': 0, 'regular': 6}
+    >>> ids, types = cp.gather()
+    >>> print(ids[types == 0], ids[types == 3])
+    [ 6 13] [ 0  4 12 15 19]
+
+    Vertex 6 is ``(x, y) = (1, 1)``, the minimum 1; 13 is ``(3, 2)``, the 0.
+    Four of the maxima lie on the boundary, which TTK's rule calls a
+    maximum when no neighbour is higher.
     """
     check_domain(domain)
     return domain.kernels.critical_points(values, axes)

@@ -172,6 +172,36 @@ def discrete_gradient(domain, values, *, axes: str | None = None) -> DiscreteGra
        IEEE TPAMI 33(8), 2011.
     .. [2] J. Tierny et al., "The Topology ToolKit", IEEE TVCG 24(1), 2018
        (DiscreteGradient::processLowerStars).
+
+    Examples
+    --------
+    A 5 x 4 image with two basins, of minima 1 and 0, and a ring of 5s
+    around the 6 in the middle:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> image = np.array([[5, 4, 5, 6, 7],
+    ...                   [4, 1, 3, 2, 6],
+    ...                   [5, 3, 6, 0, 5],
+    ...                   [6, 4, 5, 3, 6]], dtype=float)     # values[y, x]
+    >>> grid = topology.Grid((5, 4), comm)
+    >>> gradient = topology.discrete_gradient(grid, image, axes="yx")
+    >>> c = gradient.critical_counts()
+    >>> print(c, c[0] - c[1] + c[2])
+    [2, 2, 1] 1
+
+    Two critical vertices (the minima), two critical edges (the saddle
+    where the basins meet, and the one that closes the ring) and one
+    critical triangle (where the ring is filled): their alternating sum is
+    1, the Euler characteristic of the rectangle. The cells, as rows of
+    vertex ids:
+
+    >>> print(gradient.critical_cells(0).ravel(), gradient.critical_cells(1).tolist())
+    [ 6 13] [[7, 8], [16, 17]]
+    >>> print(gradient.critical_cells(2).tolist())
+    [[12, 16, 17]]
     """
     check_domain(domain)
     vec = domain.vertex_values(values, axes=axes)

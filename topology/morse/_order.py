@@ -76,6 +76,14 @@ def global_order(values: DistVector, *, ids: np.ndarray | None = None,
        J. Parallel Distrib. Comput. 14(4), 1992.
     .. [2] H. Edelsbrunner and E. P. Muecke, "Simulation of simplicity",
        ACM Trans. Graph. 9(1), 1990.
+
+    Examples
+    --------
+    >>> from mpi4py import MPI
+    >>> import dmsolve, topology
+    >>> x = dmsolve.DistVector.from_global([0.5, 0.1, 0.5, 0.3, 0.1], MPI.COMM_WORLD)
+    >>> print(topology.global_order(x).gather())     # equal values: the lower id first
+    [3 0 4 2 1]
     """
     if not isinstance(values, DistVector):
         raise TypeError("values must be a DistVector, got %s" % type(values).__name__)
