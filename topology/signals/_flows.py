@@ -75,6 +75,35 @@ def denoise_flow(cx, flow, mu, *, rtol: float = 1e-10, pc="amg", maxiter: int | 
     ----------
     .. [1] S. Barbarossa and S. Sardellitti, "Topological signal processing
        over simplicial complexes", IEEE TSP 68, 2020.
+
+    Examples
+    --------
+    A triangulated 3 x 3 square with the middle square left open, and a
+    gradient flow (the differences of a height) with noise added:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> v = np.arange(16).reshape(4, 4)                   # vertex (x, y) is 4 y + x
+    >>> a, b, c, d = v[:-1, :-1].ravel(), v[:-1, 1:].ravel(), v[1:, :-1].ravel(), v[1:, 1:].ravel()
+    >>> keep = np.arange(9) != 4                          # the middle square left open
+    >>> triangles = np.vstack([np.c_[a, b, d][keep], np.c_[a, c, d][keep]])
+    >>> cx = topology.SimplicialComplex([triangles[comm.rank::comm.size]], comm)
+    >>> edges = cx.simplices(1)                           # sorted rows (a, b), a < b
+    >>> height = v.ravel() ** 2 / 10.0
+    >>> clean = height[edges[:, 1]] - height[edges[:, 0]]
+    >>> noisy = clean + 0.5 * np.random.default_rng(0).standard_normal(len(edges))
+
+    A gradient flow has no curl: penalising the curl alone (``mu_d = 0``)
+    removes noise and keeps the flow:
+
+    >>> x, info = topology.denoise_flow(cx, noisy, (0.0, 10.0), return_info=True)
+    >>> print(info.converged)
+    True
+    >>> x = x.gather()
+    >>> print(f"{np.linalg.norm(noisy - clean):.3f} {np.linalg.norm(x - clean):.3f}")
+    2.299 1.780
     """
     check_complex(cx)
     with agreed(cx.comm):
