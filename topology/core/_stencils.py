@@ -26,6 +26,14 @@ def freudenthal_cells(dimension: int) -> np.ndarray:
 
     TTK's triangulation: the quad abcd splits into abc and bcd; the cube into
     abcg, bcdg, abeg, befg, bfgh, bdgh. Not collective.
+
+    Examples
+    --------
+    >>> import topology
+    >>> print(topology.freudenthal_cells(2).tolist())      # abc, bcd
+    [[[0, 0], [1, 0], [0, 1]], [[1, 0], [0, 1], [1, 1]]]
+    >>> print(topology.freudenthal_cells(3).shape)
+    (6, 4, 3)
     """
     if dimension == 2:
         corners, cells = _CORNERS2, _TRIS2

@@ -120,6 +120,13 @@ def classify(lower: np.ndarray, upper: np.ndarray, dimension: int,
     In 3D a boundary vertex with ``(1, 1)`` is a 1-saddle when only upper-link
     vertices lie on the boundary and a 2-saddle when only lower-link ones do
     (TTK's ``ScalarFieldCriticalPoints``).
+
+    Examples
+    --------
+    >>> import topology
+    >>> types = topology.classify([0, 1, 1, 2], [1, 0, 1, 1], 2)
+    >>> print(types, [topology.TYPE_NAMES[int(t)] for t in types])
+    [0 3 5 1] ['minimum', 'maximum', 'regular', '1-saddle']
     """
     L = np.asarray(lower)
     U = np.asarray(upper)

@@ -170,6 +170,33 @@ def interpolate_flow(cx, edge_ids, values, mu: float, eps: float = 1e-6, *,
     .. [1] M. T. Schaub, Y. Zhu, J.-B. Seby, T. M. Roddenberry and S.
        Segarra, "Signal processing on higher-order networks: livin' on the
        edge... and beyond", Signal Processing 187, 2021 (Sec. 5).
+
+    Examples
+    --------
+    A triangulated 3 x 3 square with the middle square left open, and the
+    harmonic part of a flow turning around the hole: ``L_1 h = 0``, so it
+    is the smoothest flow through its samples, here one edge in eight:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> v = np.arange(16).reshape(4, 4)                   # vertex (x, y) is 4 y + x
+    >>> a, b, c, d = v[:-1, :-1].ravel(), v[:-1, 1:].ravel(), v[1:, :-1].ravel(), v[1:, 1:].ravel()
+    >>> keep = np.arange(9) != 4                          # the middle square left open
+    >>> triangles = np.vstack([np.c_[a, b, d][keep], np.c_[a, c, d][keep]])
+    >>> cx = topology.SimplicialComplex([triangles[comm.rank::comm.size]], comm)
+    >>> edges = cx.simplices(1)                           # sorted rows (a, b), a < b
+    >>> x, y = v.ravel() % 4, v.ravel() // 4
+    >>> angle = np.arctan2(y - 1.5, x - 1.5)              # about the hole's centre
+    >>> turn = np.angle(np.exp(1j * (angle[edges[:, 1]] - angle[edges[:, 0]])))
+    >>> h = topology.hodge_decomposition(cx, turn, rtol=1e-12).harmonic.gather()
+    >>> seen = np.arange(0, len(edges), 8)
+    >>> print(len(seen), len(edges))
+    4 32
+    >>> x = topology.interpolate_flow(cx, seen, h[seen], 1.0).gather()
+    >>> print(np.abs(x - h).max() < 1e-4)
+    True
     """
     check_complex(cx)
     comm = cx.comm
@@ -439,6 +466,23 @@ def infer_triangles(cx, flow, k: int, *, return_scores: bool = False):
     .. [1] S. Sardellitti, S. Barbarossa and L. Testa, "Topological signal
        processing over cell complexes", Asilomar 2021 (topology inference
        from edge signals).
+
+    Examples
+    --------
+    A graph of two triangles' edges, ``0-1-2`` and ``0-2-3``, none filled,
+    and a flow that circulates around the first:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> g = topology.SimplicialComplex([np.array([[0, 1], [1, 2], [0, 2], [2, 3], [0, 3]])], comm)
+    >>> print(g.simplices(1).tolist())
+    [[0, 1], [0, 2], [0, 3], [1, 2], [2, 3]]
+    >>> flow = np.array([1.0, -1.0, 0.1, 1.0, 0.1])      # 0 -> 1 -> 2 -> 0
+    >>> triangles, scores = topology.infer_triangles(g, flow, 2, return_scores=True)
+    >>> print(triangles.tolist(), scores)
+    [[0, 1, 2], [0, 2, 3]] [9. 1.]
     """
     check_complex(cx)
     comm = cx.comm
@@ -511,6 +555,27 @@ def fill_triangles(cx, triangles) -> SimplicialComplex:
     Notes
     -----
     Collective on ``cx.comm`` (builds a SimplicialComplex).
+
+    Examples
+    --------
+    The triangle :func:`infer_triangles` finds for a flow circulating around
+    ``0-1-2`` in a graph: once filled, its circulation is curl, no longer
+    harmonic, and the flow is still a flow on the new complex's edges:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> g = topology.SimplicialComplex([np.array([[0, 1], [1, 2], [0, 2], [2, 3], [0, 3]])], comm)
+    >>> flow = np.array([1.0, -1.0, 0.1, 1.0, 0.1])      # on [0, 1], [0, 2], [0, 3], [1, 2], [2, 3]
+    >>> filled = topology.fill_triangles(g, topology.infer_triangles(g, flow, 1))
+    >>> print(filled.counts(), topology.betti_numbers(g), topology.betti_numbers(filled))
+    [4, 5, 1] [1, 2] [1, 1, 0]
+    >>> for cx in (g, filled):
+    ...     hd = topology.hodge_decomposition(cx, flow)
+    ...     print({k: round(float(e), 4) for k, e in hd.energies.items()})
+    {'gradient': 0.02, 'curl': 0.0, 'harmonic': 3.0, 'total': 3.02}
+    {'gradient': 0.02, 'curl': 3.0, 'harmonic': 0.0, 'total': 3.02}
     """
     check_complex(cx)
     comm = cx.comm

@@ -117,6 +117,32 @@ def hodge_eigenpairs(cx, k: int = 1, nev: int = 4, *, which: str = "smallest",
        SIAM J. Sci. Comput. 23(2), 2001.
     .. [2] U. Hetmaniuk and R. Lehoucq, "Basis selection in LOBPCG", J.
        Comput. Phys. 218, 2006.
+
+    Examples
+    --------
+    A triangulated 3 x 3 square with the middle square left open: one hole,
+    so one zero eigenvalue of ``L_1``:
+
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> import topology
+    >>> comm = MPI.COMM_WORLD
+    >>> v = np.arange(16).reshape(4, 4)                   # vertex (x, y) is 4 y + x
+    >>> a, b, c, d = v[:-1, :-1].ravel(), v[:-1, 1:].ravel(), v[1:, :-1].ravel(), v[1:, 1:].ravel()
+    >>> keep = np.arange(9) != 4                          # the middle square left open
+    >>> triangles = np.vstack([np.c_[a, b, d][keep], np.c_[a, c, d][keep]])
+    >>> cx = topology.SimplicialComplex([triangles[comm.rank::comm.size]], comm)
+    >>> ep = topology.hodge_eigenpairs(cx, 1, 3)
+    >>> print(ep.converged, ep.harmonic_dimension, topology.betti_numbers(cx)[1])
+    True 1 1
+    >>> print(np.round(ep.eigenvalues[1:], 3))
+    [0.592 0.909]
+
+    Against numpy's dense eigenvalues of the gathered Laplacian:
+
+    >>> L1 = topology.hodge_laplacian(cx, 1).to_scipy().toarray()
+    >>> print(np.allclose(ep.eigenvalues, np.linalg.eigvalsh(L1)[:3], atol=1e-6))
+    True
     """
 
     check_complex(cx)
