@@ -19,13 +19,13 @@ from ._assembly import coo_rows, global_rows, local_rows
 from ._coo_files import coo_file_rows
 from ._interop import csc_add, csr_add, mpi_datatype
 from ._layout import Layout, verify_layouts
-from ._sell import FORMATS, choose_format
+from ._local_blocks import CompressedRows, canonical_csr, check_format
+from ._sell import choose_format
 from ._vector import DistVector
 from .bsp import NeighborExchange
 
 __all__ = ["DistCSR", "CompressedRows", "keys_of"]
 
-_INT32_MAX = np.iinfo(np.int32).max
 _REAL = np.dtype(np.float64)
 _SINGLE = np.dtype(np.float32)
 _COMPLEX = np.dtype(np.complex128)
@@ -85,7 +85,7 @@ class DistCSR:
 
     def __init__(self, diag, offd, ghosts, row_layout: Layout, col_layout: Layout,
                  local_format: str = "auto", single: bool = False):
-        _check_format(local_format)
+        check_format(local_format)
         diag, offd = sp.csr_matrix(diag), sp.csr_matrix(offd)
         kinds = {diag.dtype.kind, offd.dtype.kind}
         # one allreduce: the layouts' ranges, "some rank is complex", "some
@@ -104,8 +104,8 @@ class DistCSR:
         self.row_layout = row_layout
         self.col_layout = col_layout
         self._dtype = np.dtype(dtype)
-        self._diag = _canonical(diag, dtype)
-        self.offd = _canonical(offd, dtype)
+        self._diag = canonical_csr(diag, dtype)
+        self.offd = canonical_csr(offd, dtype)
         self.ghosts = np.asarray(ghosts, dtype=np.int64)
         self.halo = NeighborExchange.from_ghosts(col_layout, self.ghosts, dtype=dtype)
         # per work dtype: operand copies, ghost contributions, offd row products
@@ -132,7 +132,7 @@ class DistCSR:
             An unknown format.
         """
         if local_format is not None:
-            _check_format(local_format)
+            check_format(local_format)
             self.local_format = local_format
         if self._diag is None:
             self._diag = self._sell.to_csr()     # a compact copy: its CSR back first
@@ -772,54 +772,6 @@ def keys_of(A: DistCSR) -> np.ndarray:
         return origin
     lay = A.row_layout
     return np.arange(lay.start, lay.stop, dtype=np.int64)
-
-
-class CompressedRows:
-    """``y += B @ x`` over the nonempty rows of a CSR ``B`` only (PETSc's
-    compressed rows). An off-process block has entries in the few boundary
-    rows; a product over all its rows would read ``indptr`` and read and
-    write all of ``y`` once more.
-
-    The rows' values are gathered from ``y``, accumulated by scipy's
-    ``csr_matvec`` and put back, through preallocated work: nothing is
-    allocated per product. ``B``'s indices and data arrays are shared, so
-    scaling ``B.data`` in place carries over. ``dtype`` is the dtype of ``x``
-    and ``y`` (complex with a real ``B`` works: the real and imaginary parts
-    are multiplied together). Not collective.
-    """
-
-    def __init__(self, B: sp.csr_matrix, dtype=np.float64):
-        self.matrix = B
-        self.rows = np.flatnonzero(np.diff(B.indptr))     # intp: take/put convert others
-        self.indptr = np.append(B.indptr[self.rows], B.indptr[-1]).astype(B.indptr.dtype)
-        self._work = np.empty(self.rows.size, dtype=np.result_type(B.dtype, dtype))
-
-    def matvec_add(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y += B @ x``. Not collective."""
-        B, w = self.matrix, self._work
-        np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
-        csr_add(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
-        np.put(y, self.rows, w, mode="clip")
-
-
-def _check_format(local_format) -> None:
-    if not isinstance(local_format, str) or local_format not in FORMATS:
-        raise ValueError("local_format must be one of %s, got %r"
-                         % (", ".join(map(repr, FORMATS)), local_format))
-
-
-def _canonical(m, dtype: np.dtype) -> sp.csr_matrix:
-    m = sp.csr_matrix(m)
-    if m.dtype != dtype:
-        m = m.astype(dtype)
-    m.sum_duplicates()
-    m.sort_indices()
-    # int32 indices when they fit, like scipy (memory and matvec bandwidth)
-    if m.nnz <= _INT32_MAX and max(m.shape) <= _INT32_MAX:
-        if m.indices.dtype != np.int32:
-            m.indices = m.indices.astype(np.int32)
-            m.indptr = m.indptr.astype(np.int32)
-    return m
 
 
 def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
