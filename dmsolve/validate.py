@@ -150,8 +150,21 @@ def agreed(comm):
 
     Examples
     --------
-    >>> with agreed(A.comm):                                # doctest: +SKIP
-    ...     omega = check_real("omega", omega, low=0.0, high=2.0, low_open=True)
+    >>> from mpi4py import MPI
+    >>> from dmsolve.validate import agreed, check_real
+    >>> comm = MPI.COMM_WORLD
+    >>> with agreed(comm):
+    ...     omega = check_real("omega", 1.5, low=0.0, high=2.0, low_open=True)
+    >>> omega
+    1.5
+
+    A value refused on one rank raises the same error on every rank:
+
+    >>> with agreed(comm):
+    ...     check_real("omega", 3.0 if comm.rank == 0 else 1.0, high=2.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: omega must be a real number in (-inf, 2], got 3.0...
     """
     exc = None
     try:

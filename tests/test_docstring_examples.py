@@ -115,6 +115,9 @@ def _run(tests: list[doctest.DocTest]) -> tuple[int, int, str]:
 
 @pytest.mark.parametrize("label", list(CASES))
 def test_examples_run_and_print_what_they_say(comm, label):
+    if label.startswith("dmsolve.petsc."):
+        # the optional extra, as tests/test_petsc.py (CI installs it: make petsc)
+        pytest.importorskip("petsc4py", reason="petsc4py not installed: run `make petsc`")
     failed, attempted, report = _run(CASES[label])
     assert_collective(comm, failed == 0,
                       "%s: %d of %d examples failed at %d ranks:\n%s"

@@ -155,20 +155,21 @@ def piece_components(keys, link_local, link_rank, link_remote, comm: MPI.Comm, *
     ----------
     .. [1] Y. Shiloach and U. Vishkin, "An O(log n) parallel connectivity
        algorithm", J. Algorithms 3(1), 57-67, 1982.
-    .. [2] Y. Zhang, A. Azad and Z. Hu, "FastSV: a distributed-memory
-       connected component algorithm with fast convergence", SIAM
-       Conference on Parallel Processing for Scientific Computing, 2020.
+    .. [2] Y. Zhang, A. Azad and Z. Hu, "FastSV: a distributed-memory connected
+       component algorithm with fast convergence", SIAM PP 2020.
 
     Examples
     --------
     A chain over the ranks, piece 0 of rank ``r`` linked to piece 0 of
     rank ``r - 1``:
 
-    >>> r = comm.rank                                       # doctest: +SKIP
-    >>> link = np.array([0] if r else [], dtype=np.int64)   # doctest: +SKIP
-    >>> out = piece_components(np.array([10 * r]), link, link + r - 1, link,
-    ...                        comm)                         # doctest: +SKIP
-    >>> out.root_key, out.root_rank                          # doctest: +SKIP
+    >>> import numpy as np
+    >>> from mpi4py import MPI
+    >>> comm = MPI.COMM_WORLD
+    >>> r = comm.rank
+    >>> link = np.array([0] if r else [], dtype=np.int64)
+    >>> out = piece_components(np.array([10 * r]), link, link + r - 1, link, comm)
+    >>> out.root_key, out.root_rank
     (array([0]), array([0]))
     """
     if not isinstance(comm, MPI.Comm):

@@ -224,8 +224,18 @@ def to_petsc(obj, copy: bool = True):
 
     Examples
     --------
-    >>> M = to_petsc(dmsolve.gallery.poisson3d(20, comm))     # doctest: +SKIP
-    >>> A = from_petsc(M)                                      # doctest: +SKIP
+    A matrix to PETSc and back:
+
+    >>> from mpi4py import MPI
+    >>> import dmsolve
+    >>> from dmsolve.petsc import from_petsc, to_petsc
+    >>> A = dmsolve.gallery.poisson3d(6, MPI.COMM_WORLD)
+    >>> M = to_petsc(A)
+    >>> M.getSize()
+    (216, 216)
+    >>> B = from_petsc(M)
+    >>> B.global_nnz() == A.global_nnz()
+    True
     """
     if isinstance(obj, DistCSR):
         return mat_to_petsc(obj)

@@ -135,8 +135,23 @@ def petsc_pc(ksp, M, **options):
 
     Examples
     --------
-    >>> ksp = PETSc.KSP().create(comm); ksp.setOperators(to_petsc(A))  # doctest: +SKIP
-    >>> ksp.setType("cg"); petsc_pc(ksp, "amg"); ksp.solve(b, x)        # doctest: +SKIP
+    PETSc's CG preconditioned by dmsolve's AMG:
+
+    >>> from mpi4py import MPI
+    >>> from petsc4py import PETSc
+    >>> import dmsolve
+    >>> from dmsolve.petsc import petsc_pc, to_petsc
+    >>> A = dmsolve.gallery.poisson2d(20, MPI.COMM_WORLD)
+    >>> ksp = PETSc.KSP().create(MPI.COMM_WORLD)
+    >>> ksp.setOperators(to_petsc(A))
+    >>> ksp.setType("cg")
+    >>> ksp.setTolerances(rtol=1e-8)
+    >>> ctx = petsc_pc(ksp, "amg")
+    >>> b = to_petsc(dmsolve.DistVector.full(A.row_layout, 1.0))
+    >>> x = b.duplicate()
+    >>> ksp.solve(b, x)
+    >>> ksp.getConvergedReason() > 0, ksp.getIterationNumber() < 20
+    (True, True)
     """
     PETSc = petsc()
     ctx = PythonPC(M, **options)
