@@ -76,8 +76,8 @@ def sor_sweep(first, last, indices, data, dinv, b, x, forward, from_zero):  # pr
 
     ``first``, ``last`` and ``indices`` are unsigned (see
     :func:`unsigned_index`): with signed indices numba checks every access
-    for a negative index, and that made the sweep up to 2x slower (a 3D
-    Poisson coarse level, 30 entries per row: 1.04 -> 0.51 ms).
+    for a negative index, which makes the sweep up to 2x slower (on a 3D
+    Poisson coarse level, 30 entries per row).
 
     A whole sweep passes ``indptr[:-1], indptr[1:]``. With ``from_zero`` the
     old ``x`` is taken as 0 (and not read): only the entries on the side
@@ -257,8 +257,7 @@ def upper_solve(Up, Ui, Ux, dinv, out):  # pragma: no cover
 
     Each row's entries are taken last to first, so that the one on the
     critical path, ``out[i+1]`` computed just before, comes last (the
-    forward solve gets that order for free): 1.65 -> 1.28 ms on the ILU(0)
-    factor of 3D Poisson 64^3.
+    forward solve gets that order for free).
 
     Not collective.
     """
