@@ -147,6 +147,29 @@ class Domain(Protocol):
         for a complex (it gathers the top simplices); a grid makes it on
         ``root`` alone."""
 
+    # -- top cells, for output (not collective) -----------------------------------------
+    @property
+    def has_points(self) -> bool:
+        """Whether the vertices have coordinates (:meth:`vertex_coordinates`)."""
+
+    @property
+    def mesh_cell_type(self) -> str:
+        """meshio's name of the top cells (``"triangle"``, ``"tetra"``,
+        ``"quad"``, ``"hexahedron"``, ...)."""
+
+    @property
+    def global_num_cells(self) -> int:
+        """Number of top cells over all ranks."""
+
+    def top_cell_layout(self) -> Layout | None:
+        """The layout of the top cells, or None when they are not stored (cell
+        fields are then global arrays). Not collective."""
+
+    def local_top_cells(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, global ids)`` of the top cells this rank writes: rows
+        of positions in :meth:`ghosted_ids` and their global ids. Not
+        collective."""
+
 
 def check_domain(domain, name: str = "domain") -> None:
     """Raise ``TypeError`` unless ``domain`` is a :class:`Domain` (a Grid or a
