@@ -4,10 +4,7 @@ Every test runs the same supersteps on a context with ``exchange="dense"`` and
 one with ``exchange="sparse"`` and asserts that they deliver the same messages
 (same tags, sources, order, dtypes, shapes and bytes), the same aggregates and
 votes, and the exact ledger counts each exchange documents. Collective on
-COMM_WORLD; runs at any number of ranks.
-"""
-
-from __future__ import annotations
+COMM_WORLD; runs at any number of ranks."""
 
 import time
 
@@ -18,11 +15,9 @@ from mpi4py import MPI
 from dmsolve import Layout
 from dmsolve.bsp import BSP, Ledger
 from dmsolve.bsp._superstep import SPARSE_MIN_RANKS
-from mpitest import (Checks, assert_collective, assert_equal_collective,
-                     assert_raises_collective)
+from mpitest import Checks, assert_collective, assert_equal_collective, assert_raises_collective
 
 pytestmark = pytest.mark.timeout(60)
-
 COMM = MPI.COMM_WORLD
 PATHS = ("dense", "sparse")
 HEADER_ROW = 8 * 24          # bytes of one row of the dense header

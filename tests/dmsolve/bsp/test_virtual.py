@@ -4,10 +4,7 @@ One BSP program (states, messages to the next processor, keyed sums with a
 combiner, aggregators and vote-to-halt) runs on a serial simulator written
 here from the BSP semantics, and on VirtualBSP at v in {1, 2, 8}, with
 everything in memory and under budgets that force states and messages to
-disk. Every run must give the simulator's answers exactly.
-"""
-
-from __future__ import annotations
+disk. Every run must give the simulator's answers exactly."""
 
 import os
 
@@ -19,7 +16,6 @@ from dmsolve.bsp import BSP, Inbox, VirtualBSP, parse_bytes
 from mpitest import Checks, assert_collective, assert_raises_collective
 
 pytestmark = pytest.mark.timeout(120)
-
 COMM = MPI.COMM_WORLD
 N = 500                 # float64 entries of a processor's state: 4000 bytes
 STEPS = 4
@@ -150,8 +146,8 @@ def test_virtual_processors_equal_the_serial_semantics(v, budget, exchange, tmp_
             checks.add(read == written == 0, "no I/O under the budget", (read, written))
         elif v > 1:
             checks.add(read > 0 and written > 0, "spilled beyond the budget", (read, written))
-        # I/O per superstep at most 2x the contexts and messages touched (the
-        # issue's figure); after the first (which also writes the initial
+        # I/O per superstep at most 2x the contexts and messages touched;
+        # after the first (which also writes the initial
         # states set_state spilled) a superstep reads each context and the
         # messages sent to it at most once, and writes each context and the
         # messages it receives at most once

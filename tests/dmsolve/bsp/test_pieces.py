@@ -4,10 +4,7 @@ at any number of ranks.
 Every rank builds the same global piece graph from a seed, keeps its own
 pieces and a share of the links, and checks its answer against
 scipy.sparse.csgraph.connected_components of the whole graph (the root of a
-component is its smallest piece by (key, rank, index)).
-"""
-
-from __future__ import annotations
+component is its smallest piece by (key, rank, index))."""
 
 import math
 
@@ -21,9 +18,9 @@ from dmsolve.bsp import Ledger, piece_components
 from mpitest import Checks, assert_raises_collective, same_on_all_ranks
 
 pytestmark = pytest.mark.timeout(60)
-
 COMM = MPI.COMM_WORLD
 R, P = COMM.rank, COMM.size
+
 
 #: the chain test's bound: supersteps <= C_CHAIN * log2(length)
 C_CHAIN = 4
