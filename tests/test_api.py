@@ -2,6 +2,7 @@
 no property communicates, the package layers import downwards only and
 through public names, and dmsolve leans on other projects' public APIs."""
 
+import ast
 import importlib
 import inspect
 import os
@@ -10,20 +11,18 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from mpi4py import MPI
 
 from dmsolve import DistCSR, DistLinearOperator, Preconditioner, gallery
 from dmsolve.bsp import BSP, Inbox
-from mpitest import assert_collective, child_env, on_rank0, wait_idle
+from mpitest import assert_collective, child_env, child_python, on_rank0
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("dmsolve", "preconditioners", "topology")
 # every public module: the API reference's list, which tests/test_docs.py
 # checks against the packages' modules
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-from apipages import MODULES as PUBLIC_MODULES  # noqa: E402
+from apipages import MODULES as PUBLIC_MODULES # noqa: E402
 
 
 def _ours(obj) -> bool:
@@ -204,25 +203,6 @@ def test_dmsolve_never_imports_the_packages_above_it_static(comm):
     assert_collective(comm, not hits, "dmsolve imports a package above it: %s" % hits)
 
 
-def _child_python(comm, code: str):
-    """Run ``python -c code`` in a fresh process (its own MPI world) on rank
-    0; return (returncode, output) on every rank."""
-    result = None
-    if comm.rank == 0:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")]
-                                                           if p])
-        try:
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                  text=True, timeout=300, env=env, cwd=str(ROOT))
-            result = (proc.returncode, proc.stdout + proc.stderr)
-        except subprocess.TimeoutExpired:
-            result = (None, "timed out after 300 s")  # still reach wait_idle below
-    wait_idle(comm)
-    return comm.bcast(result, root=0)
-
-
 def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
     code = (
         "import importlib, pkgutil, sys\n"
@@ -235,7 +215,7 @@ def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
         "print('modules', len([n for n in sys.modules if n.startswith('dmsolve')]))\n"
         "print('above', above)\n"
     )
-    code_, out = _child_python(comm, code)
+    code_, out = child_python(comm, code)
     assert_collective(comm, code_ == 0 and "above []" in out, out)
 
 
@@ -290,41 +270,22 @@ def test_no_private_api_of_mpi4py_or_scipy(comm):
     assert_collective(comm, not hits, "private APIs of mpi4py or scipy: %s" % hits)
 
 
-def test_scipy_without_sparsetools_fails_at_import_with_a_clear_message(comm):
-    code = (
-        "import sys\n"
-        "sys.modules['scipy.sparse._sparsetools'] = None   # a scipy without it\n"
-        "import scipy\n"
-        "try:\n"
-        "    import dmsolve\n"
-        "except ImportError as e:\n"
-        "    print('ImportError:', e)\n"
-        "    print('version', scipy.__version__)\n"
-        "else:\n"
-        "    print('imported')\n"
-    )
-    code_, out = _child_python(comm, code)
-    lines = out.splitlines()
-    version = lines[-1].split()[-1] if lines else "?"
-    ok = (code_ == 0 and "ImportError:" in out and "scipy.sparse._sparsetools" in out
-          and "csr_matvec" in out and "scipy %s" % version in out)
-    assert_collective(comm, ok, out)
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32, np.int64,
-                                   np.bool_, ">f8"], ids=str)
-def test_mpi_datatype_matches_the_buffer(comm, dtype):
-    from dmsolve._interop import mpi_datatype
-    t = mpi_datatype(dtype)
-    assert_collective(comm, t.Get_size() == np.dtype(dtype).itemsize,
-                      "%s: %d bytes" % (dtype, t.Get_size()))
-    assert_collective(comm, mpi_datatype(dtype) is t, "not cached")
-    assert_collective(comm, t != MPI.DATATYPE_NULL)
-
-
 def test_import_under_python_OO_without_docstrings(comm):
     # docstring templates (krylov, gallery) must not assume a docstring exists
     proc = on_rank0(comm, subprocess.run,
                     [sys.executable, "-OO", "-c", "import dmsolve, preconditioners, topology"],
                     capture_output=True, text=True, timeout=300, env=child_env(), cwd=str(ROOT))
     assert_collective(comm, proc.returncode == 0, proc.stderr[-2000:])
+
+
+def test_at_least_thirty_distinct_bad_input_cases():
+    """The bad-input cases of the unit test files (their ``BAD_INPUTS``
+    tables, read from the source) are at least thirty, with ids distinct
+    across the suite."""
+    ids = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BAD_INPUTS"
+                                                    for t in node.targets):
+                ids += [case.elts[0].value for case in node.value.elts]
+    assert len(set(ids)) == len(ids) >= 30, ids

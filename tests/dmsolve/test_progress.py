@@ -3,8 +3,6 @@ on every rank, a failing callable raised on every rank."""
 
 import io
 
-import pytest
-
 import dmsolve
 from mpitest import Checks, assert_raises_collective
 

@@ -3,10 +3,7 @@
 The triplets are written to binary COO files 4x (and 16x) larger than the
 memory budget; the assembled matrix must equal the in-memory assembly of
 the same triplets entry for entry, the spill files must have been used and
-be gone afterwards, and bad input must be the same error on every rank.
-"""
-
-from __future__ import annotations
+be gone afterwards, and bad input must be the same error on every rank."""
 
 import os
 import shutil
@@ -24,7 +21,6 @@ from dmsolve.io import COO_RECORD, write_coo
 from mpitest import Checks, assert_collective, assert_raises_collective
 
 pytestmark = pytest.mark.timeout(120)
-
 COMM = MPI.COMM_WORLD
 
 

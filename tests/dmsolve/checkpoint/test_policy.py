@@ -1,16 +1,14 @@
 """Checkpoint/restart of the Krylov solvers (dmsolve.checkpoint): resuming gives
 the uninterrupted run's answer and iteration count, on the same or another
-number of ranks; torn, corrupt and mismatched checkpoints are refused on every
-rank."""
+number of ranks; checkpoints of another problem, bad options and solves that
+cannot be checkpointed (complex systems, methods without support) are refused
+on every rank; a failed iteration is never written."""
 
-import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -18,15 +16,26 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
-from dmsolve import DistCSR, DistVector, Layout, gallery, solve
-from dmsolve import checkpoint as ck
-from dmsolve.checkpoint import _format as ckfmt  # fault injection into the writes
-from dmsolve.checkpoint import CheckpointError, Checkpointer
-from dmsolve.cli import main
+import dmsolve
+from bad_inputs import check_bad_input
+from dmsolve import DistCSR, DistVector, Layout, checkpoint as ck, gallery, krylov, solve
+from dmsolve.checkpoint import CheckpointError, Checkpointer, read_manifest
 from dmsolve.krylov import METHODS, cg, register_method
-from mpitest import (Checks, assert_allclose_collective, assert_collective,
-                     assert_equal_collective, assert_raises_collective, child_env, on_rank0,
-                     wait_idle)
+from krylov_cases import complex_rhs, hermitian
+from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
+                     assert_raises_collective, child_env, on_rank0, wait_idle)
+
+
+def test_checkpoint_of_a_complex_solve_is_refused(comm, shared_tmp_path):
+    A = DistCSR.from_global(hermitian(8), comm)
+    b = DistVector.from_global(complex_rhs(64), A.row_layout)
+    cp = ck.Checkpointer(str(shared_tmp_path / "cx"), every=2)
+    assert_raises_collective(comm, TypeError, krylov.cg, A, b, checkpoint=cp,
+                             match="checkpoints hold real systems only")
+    assert_raises_collective(comm, TypeError, dmsolve.solve, A, b, "gmres",
+                             checkpoint=str(shared_tmp_path / "cx2"), checkpoint_every=2,
+                             match="checkpoints hold real systems only")
+
 
 N = 14          # poisson2d N x N: 196 unknowns, ~40 CG iterations to 1e-10
 
@@ -103,33 +112,6 @@ def test_resume_after_a_crash_mid_solve(comm, shared_tmp_path):
     assert_allclose_collective(x2.local, x0.local, comm, rtol=0, atol=0)
 
 
-def test_manifest_and_files_describe_the_state(comm, shared_tmp_path):
-    A, b = _problem(comm)
-    path = str(shared_tmp_path / "ck")
-    seen = []
-    solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=24, checkpoint=path, checkpoint_every=7,
-          callback=lambda xk: seen.append(xk.gather()) if len(seen) < 21 else None)
-    man = ck.read_manifest(path)
-    lay = A.row_layout
-    ok = (man["method"] == "cg" and man["iteration"] == 21 and man["global_size"] == N * N
-          and man["ranges"] == lay.ranges.tolist() and len(man["files"]) == comm.size
-          and sorted(man["vectors"]) == ["p", "r", "x"] and man["options"]["pc"] == "jacobi"
-          and man["options"]["rtol"] == 1e-10 and man["options"]["maxiter"] == 24
-          and len(man["residual_norms"]) == 22 and set(man["scalars"]) == {"rz"})
-    assert_collective(comm, ok, json.dumps(man)[:400])
-    # only the last generation stays on disk: one file per rank + the manifest
-    names = sorted(os.listdir(path)) if comm.rank == 0 else None
-    names = comm.bcast(names, root=0)
-    assert_equal_collective(names, sorted([f["name"] for f in man["files"]] + [ck.MANIFEST]),
-                            comm)
-    # load() on this layout gives the saved iterate (the callback's 21st x)
-    man2, vecs = ck.load(path, comm, lay)
-    assert_allclose_collective(vecs["x"].gather(), seen[20], comm, rtol=0, atol=0)
-    r = b.copy()
-    r.axpy(-1.0, A @ vecs["x"])
-    assert_allclose_collective(vecs["r"].gather(), r.gather(), comm, rtol=0, atol=1e-10)
-
-
 # -- another number of ranks -----------------------------------------------------------
 
 def _resume_elsewhere(sub, paths, n=N):
@@ -161,7 +143,7 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
             import sys, json
             sys.path.insert(0, %r)
             from mpi4py import MPI
-            from test_checkpoint import _resume_elsewhere
+            from test_policy import _resume_elsewhere
             out = _resume_elsewhere(MPI.COMM_WORLD, %r)
             if MPI.COMM_WORLD.rank == 0:
                 with open(%r, "w") as f:
@@ -214,52 +196,6 @@ def test_resume_on_a_different_layout_same_ranks(comm, shared_tmp_path):
     assert_collective(comm, abs(info.iterations - i0.iterations) <= 1, str(info))
 
 
-# -- atomicity -------------------------------------------------------------------------
-
-def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monkeypatch):
-    A, b = _problem(comm)
-    path = str(shared_tmp_path / "ck")
-    real = ckfmt.write_atomic
-
-    def dies_writing_the_second_manifest(fpath, data):
-        if fpath.endswith(ck.MANIFEST) and os.path.exists(fpath):
-            with open(fpath + ".tmp", "wb") as f:   # torn temporary, never renamed
-                f.write(data[: len(data) // 2])
-            raise OSError("No space left on device")
-        real(fpath, data)
-
-    monkeypatch.setattr(ckfmt, "write_atomic", dies_writing_the_second_manifest)
-    assert_raises_collective(comm, OSError, solve, A, b, "cg", rtol=1e-10,
-                             checkpoint=path, checkpoint_every=10, match="manifest")
-    monkeypatch.setattr(ckfmt, "write_atomic", real)
-    man = ck.read_manifest(path)
-    assert_equal_collective(man["iteration"], 10, comm)
-    x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
-    x0, i0 = solve(A, b, "cg", rtol=1e-10)
-    assert_equal_collective(info.iterations, i0.iterations, comm)
-    assert_allclose_collective(x.local, x0.local, comm, rtol=0, atol=0)
-
-
-def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, monkeypatch):
-    A, b = _problem(comm)
-    path = str(shared_tmp_path / "ck")
-    real = ckfmt.write_atomic
-
-    def fails_on_last_rank(fpath, data):
-        if comm.rank == comm.size - 1 and not fpath.endswith(ck.MANIFEST):
-            with open(fpath + ".tmp", "wb") as f:
-                f.write(data[:10])
-            raise OSError("I/O error")
-        real(fpath, data)
-
-    monkeypatch.setattr(ckfmt, "write_atomic", fails_on_last_rank)
-    assert_raises_collective(comm, OSError, solve, A, b, "cg", checkpoint=path,
-                             checkpoint_every=5, match="rank-%05d" % (comm.size - 1))
-    monkeypatch.setattr(ckfmt, "write_atomic", real)
-    assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", resume=path,
-                             match="manifest.json is missing")
-
-
 # -- refusals --------------------------------------------------------------------------
 
 @pytest.fixture
@@ -268,65 +204,6 @@ def written(comm, shared_tmp_path):
     path = str(shared_tmp_path / "ck")
     solve(A, b, "cg", "jacobi", rtol=1e-10, maxiter=12, checkpoint=path, checkpoint_every=10)
     return A, b, path
-
-
-def _edit_rank_file(path, how):
-    man = ck.read_manifest(path)
-    f = os.path.join(path, man["files"][-1]["name"])
-    if how == "missing":
-        os.remove(f)
-    elif how == "truncated":
-        with open(f, "r+b") as fh:
-            fh.truncate(os.path.getsize(f) // 2)
-    elif how == "flipped":
-        with open(f, "r+b") as fh:
-            fh.seek(os.path.getsize(f) // 2)
-            c = fh.read(1)
-            fh.seek(-1, 1)
-            fh.write(bytes([c[0] ^ 0xFF]))
-
-
-def _edit_manifest(path, how):
-    mpath = os.path.join(path, ck.MANIFEST)
-    with open(mpath) as fh:
-        text = fh.read()
-    if how == "truncated":
-        text = text[: len(text) // 2]
-    elif how == "edited":
-        doc = json.loads(text)
-        doc["manifest"]["iteration"] = 5
-        text = json.dumps(doc)
-    elif how == "resigned-edit":
-        # an edit with a recomputed manifest checksum: the rank files disagree
-        doc = json.loads(text)
-        doc["manifest"]["iteration"] = 5
-        doc["sha256"] = hashlib.sha256(ckfmt.canonical(doc["manifest"])).hexdigest()
-        text = json.dumps(doc)
-    elif how == "not-json-object":
-        text = "[1, 2, 3]"
-    with open(mpath, "w") as fh:
-        fh.write(text)
-
-
-EDITS = [
-    ("rank-file-missing", _edit_rank_file, "missing", "is missing"),
-    ("rank-file-truncated", _edit_rank_file, "truncated", "truncated"),
-    ("rank-file-bad-checksum", _edit_rank_file, "flipped", "SHA-256"),
-    ("manifest-truncated", _edit_manifest, "truncated", "not valid JSON"),
-    ("manifest-edited", _edit_manifest, "edited", "fails its checksum"),
-    ("manifest-edited-and-resigned", _edit_manifest, "resigned-edit",
-     "does not belong to this manifest"),
-    ("manifest-not-ours", _edit_manifest, "not-json-object", "not a dmsolve checkpoint"),
-]
-
-
-@pytest.mark.parametrize("edit, how, match", [e[1:] for e in EDITS], ids=[e[0] for e in EDITS])
-def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, match):
-    A, b, path = written
-    on_rank0(comm, lambda: edit(path, how))
-    assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", "jacobi",
-                             rtol=1e-10, resume=path, match=match)
-    assert_raises_collective(comm, CheckpointError, ck.load, path, comm, match=match)
 
 
 MISMATCHES = [
@@ -356,12 +233,6 @@ def test_minres_shift_must_match(comm, shared_tmp_path):
     solve(A, b, "minres", shift=0.1, maxiter=12, checkpoint=path, checkpoint_every=10)
     assert_raises_collective(comm, CheckpointError, solve, A, b, "minres", shift=0.2,
                              resume=path, match="shift")
-
-
-def test_load_on_a_layout_of_another_size_is_refused(comm, written):
-    _, _, path = written
-    assert_raises_collective(comm, CheckpointError, ck.load, path, comm,
-                             Layout.block(N * N + 1, comm), match="global size")
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
@@ -409,26 +280,6 @@ def test_no_checkpoint_no_report(comm):
     assert_collective(comm, "checkpoint" not in info.extra)
 
 
-def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, shared_tmp_path):
-    A, b = _problem(comm)
-    path = str(shared_tmp_path / "ck")
-    # a stale rank file of an earlier run on 7 ranks
-    on_rank0(comm, lambda: (os.makedirs(path),
-                            open(os.path.join(path, "rank-00006-of-00007.ab12-10.npz"),
-                                 "wb").close()))
-    solve(A, b, "cg", maxiter=12, checkpoint=path, checkpoint_every=10)
-    man = ck.read_manifest(path)
-    names = comm.bcast(sorted(os.listdir(path)) if comm.rank == 0 else None, root=0)
-    assert_equal_collective(names, sorted([f["name"] for f in man["files"]] + [ck.MANIFEST]),
-                            comm)
-    # resuming from a directory and checkpointing into it again works
-    x, info = solve(A, b, "cg", rtol=1e-10, resume=path, checkpoint=path,
-                    checkpoint_every=10)
-    assert_collective(comm, info.converged and info.extra["checkpoint"]["writes"] >= 3,
-                      str(info.extra))
-    assert_collective(comm, ck.read_manifest(path)["iteration"] > 10)
-
-
 def test_zero_rhs_with_checkpoint(comm, shared_tmp_path):
     A, _ = _problem(comm)
     path = str(shared_tmp_path / "ck")
@@ -437,83 +288,57 @@ def test_zero_rhs_with_checkpoint(comm, shared_tmp_path):
     assert_collective(comm, info.iterations == 0 and x.norm() == 0.0)
 
 
-def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
+COMM = MPI.COMM_WORLD
+LAST = COMM.size - 1
+
+
+class GridError(Exception):
+    """A user's own exception type, with state of its own."""
+
+    def __init__(self, message, cell=None):
+        super().__init__(message)
+        self.cell = cell
+
+
+def small_poisson(n=12):
+    A = gallery.poisson2d(n, COMM)
+    return A, gallery.rhs(A, "random")
+
+
+@pytest.mark.timeout(60)
+def test_no_checkpoint_of_a_failed_iteration(shared_tmp_path):
+    # the callback fails at iteration 3, where a checkpoint is due: the
+    # error is agreed before the write, so the last checkpoint is iteration 2
+    A, b = small_poisson()
+    calls = [0]
+
+    def cb(xk):
+        calls[0] += 1
+        if COMM.rank == LAST and calls[0] == 3:
+            raise GridError("callback gave up")
     path = str(shared_tmp_path / "ck")
-    base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
-    code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
-                comm)
-    out1 = capsys.readouterr().out
-    code2 = main(base + ["--resume", path], comm)
-    out2 = capsys.readouterr().out
-    code3 = main(base, comm)
-    out3 = capsys.readouterr().out
-    with Checks(comm) as checks:
-        checks.add((code, code2, code3) == (1, 0, 0), "exit codes 1, 0, 0", (code, code2, code3))
-        if comm.rank == 0:
-            checks.add("checkpoints: 2 written" in out1, "checkpoints written", out1)
-            checks.add("resumed from iteration 20" in out2, "resumed", out2)
-            iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
-            checks.add(iters[0] == iters[1], "resumed iterations = uninterrupted", (out2, out3))
-    # a usage error, found before anything is built (exit status 2)
-    code4 = main(base + ["--checkpoint-every", "3"], comm)
-    err = capsys.readouterr().err
-    assert_collective(comm, code4 == 2 and ("needs --checkpoint DIR" in err or comm.rank > 0),
-                      err)
+    assert_raises_collective(COMM, GridError, dmsolve.solve, A, b, "cg", rtol=1e-12,
+                             callback=cb, checkpoint=path, checkpoint_every=1)
+    man = read_manifest(path) if COMM.rank == 0 else None
+    iteration = COMM.bcast(None if man is None else man["iteration"], root=0)
+    assert_collective(COMM, iteration == 2, "last checkpoint at iteration %r" % iteration)
 
 
-def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
-    # a child process writes a checkpoint at every iteration and is killed
-    # (SIGKILL) at arbitrary moments, mostly in the middle of writes; after
-    # each kill the directory holds a complete, verified checkpoint whose
-    # state is coherent (r is the residual of x)
-    ok, why = True, ""
-    if comm.rank == 0:
-        path = str(tmp_path / "ck")
-        script = tmp_path / "writer.py"
-        script.write_text(textwrap.dedent("""
-            import os, sys
-            from mpi4py import MPI
-            from dmsolve import gallery, solve
-            A = gallery.poisson2d(120, MPI.COMM_WORLD)
-            b = gallery.rhs(A, "random", seed=5)
-            path = sys.argv[1]
-            # continue from the last kill's checkpoint, writing into the same place
-            resume = path if os.path.exists(os.path.join(path, "manifest.json")) else None
-            solve(A, b, "cg", rtol=0.0, atol=0.0, divtol=None, maxiter=10**7,
-                  checkpoint=path, checkpoint_every=1, resume=resume)
-        """))
-        env = child_env()
-        rng = np.random.default_rng(0)
-        A = gallery.poisson2d(120, MPI.COMM_SELF)
-        b = gallery.rhs(A, "random", seed=5)
-        seen = []
-        for _ in range(2):
-            proc = subprocess.Popen([sys.executable, str(script), path], env=env,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            t0 = time.monotonic()
-            last = seen[-1] if seen else 0
-            while time.monotonic() - t0 < 60 and proc.poll() is None:
-                try:                    # wait for this child's first own write
-                    if ck.read_manifest(path)["iteration"] > last:
-                        break
-                except ck.CheckpointError:
-                    pass
-                time.sleep(0.01)
-            time.sleep(rng.uniform(0.1, 0.6))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            try:
-                man, vecs = ck.load(path, MPI.COMM_SELF)
-                r = b.copy()
-                r.axpy(-1.0, A @ vecs["x"])
-                drift = float(np.linalg.norm(r.local - vecs["r"].local))
-                seen.append(man["iteration"])
-                if not drift <= 1e-8 * b.norm():
-                    ok, why = False, "incoherent state, drift %g" % drift
-            except Exception as e:  # noqa: BLE001
-                ok, why = False, "after kill: %r" % e
-                break
-        if ok and not (len(seen) == 2 and 1 <= seen[0] < seen[1]):
-            ok, why = False, "iterations %s" % seen
-    wait_idle(comm)
-    assert_collective(comm, ok, why)
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("solve-checkpoint-into-a-plain-file", OSError, "checkpoint directory",
+     lambda e: solve(e.A, e.b, checkpoint=e.plainfile, checkpoint_every=2)),
+    ("solve-checkpoint-every-zero", ValueError, "positive",
+     lambda e: solve(e.A, e.b, checkpoint=os.path.join(e.dir, "ck"), checkpoint_every=0)),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

@@ -1,12 +1,10 @@
-"""Errors on one rank only, in process: the exception's type reaches every
-rank (pickled), CollectiveError when it cannot; a failing rank chains its own
-exception; the polling primitive; no checkpoint after a failure; and, next
-to them, ``monitor=k`` and the timings that leave numba's compilation out.
+"""Errors on one rank only, in process (dmsolve's error agreement): the
+exception's type reaches every rank (pickled), CollectiveError when it cannot;
+a failing rank chains its own exception; ``agree`` and the polling primitive.
 
 (A rank failing before its user code communicates aborts the job: those
 cases run as child jobs in test_faults.py.)"""
 
-import io
 import pickle
 import re
 import time
@@ -16,14 +14,13 @@ import pytest
 from mpi4py import MPI
 
 import dmsolve
-from dmsolve import DistLinearOperator, KSPMonitor, gallery
-from dmsolve import _errors
-from dmsolve.checkpoint import CheckpointError, read_manifest
+from dmsolve import DistLinearOperator, _errors, gallery
+from dmsolve.checkpoint import CheckpointError
+from krylov_cases import METHODS
 from mpitest import Checks, assert_collective, assert_raises_collective
 
 COMM = MPI.COMM_WORLD
 LAST = COMM.size - 1
-METHODS = ["cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres"]
 WHERE = "" if COMM.size == 1 else " [raised on rank %d]" % LAST
 
 
@@ -60,7 +57,7 @@ class Fussy(Exception):
         return _rebuild_on_all_but_rank0, (str(self),)
 
 
-def problem(n=12):
+def small_poisson(n=12):
     A = gallery.poisson2d(n, COMM)
     return A, gallery.rhs(A, "random")
 
@@ -69,7 +66,7 @@ def _solve_failing(method, stage, exc_factory, communicate=True, at=2):
     """Run ``method`` with ``stage`` (callback, pc or matvec) raising
     ``exc_factory()`` on the last rank at its ``at``-th call, after an
     allreduce (``communicate``); return (the exception caught, this rank's own)."""
-    A, b = problem()
+    A, b = small_poisson()
     calls = [0]
     own = []
 
@@ -213,157 +210,3 @@ def test_poll_gives_up_after_its_time():
     assert_collective(COMM, done and gave_up and grace <= waited < grace + 2.0,
                       "done %s, gave up %s after %.2f s" % (done, gave_up, waited))
     assert_collective(COMM, 1.0 <= _errors.AGREE_GRACE <= 5.0, "a few seconds")
-
-
-@pytest.mark.timeout(60)
-def test_no_checkpoint_of_a_failed_iteration(shared_tmp_path):
-    # the callback fails at iteration 3, where a checkpoint is due: the
-    # error is agreed before the write, so the last checkpoint is iteration 2
-    A, b = problem()
-    calls = [0]
-
-    def cb(xk):
-        calls[0] += 1
-        if COMM.rank == LAST and calls[0] == 3:
-            raise GridError("callback gave up")
-    path = str(shared_tmp_path / "ck")
-    assert_raises_collective(COMM, GridError, dmsolve.solve, A, b, "cg", rtol=1e-12,
-                             callback=cb, checkpoint=path, checkpoint_every=1)
-    man = read_manifest(path) if COMM.rank == 0 else None
-    iteration = COMM.bcast(None if man is None else man["iteration"], root=0)
-    assert_collective(COMM, iteration == 2, "last checkpoint at iteration %r" % iteration)
-
-
-# -- monitor=k ------------------------------------------------------------------------------
-
-def _printed(text: str) -> list[int]:
-    return [int(m) for m in re.findall(r"^\s*(\d+) KSP Residual norm", text, re.M)]
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("k", [1, 3, 7])
-def test_monitor_every_k_iterations(method, k):
-    A, b = problem()
-    out = io.StringIO()
-    mon = KSPMonitor(stream=out, every=k, record=True)
-    _, info = getattr(dmsolve, method)(A, b, rtol=1e-8, monitor=mon)
-    called = [it for it, _ in mon.history]
-    expected = [it for it in called if it % k == 0]
-    if called[-1] % k:
-        expected.append(called[-1])            # the last one, always
-    with Checks(COMM) as checks:
-        checks.add(info.converged and called[-1] >= info.iterations - 1 and called[0] == 0,
-                   "solved and monitored", (info.reason, called))
-        if COMM.rank == 0:
-            checks.add(_printed(out.getvalue()) == expected, "printed iterations",
-                       (_printed(out.getvalue()), expected))
-            checks.add(out.getvalue().rstrip().endswith("iterations %d" % info.iterations),
-                       "the reason comes last")
-        else:
-            checks.add(out.getvalue() == "", "only rank 0 prints")
-
-
-def test_monitor_int_in_a_solve(capsys):
-    A, b = problem()
-    _, info = dmsolve.solve(A, b, "cg", rtol=1e-8, monitor=4)
-    printed = _printed(capsys.readouterr().out)
-    expected = sorted(set(range(0, info.iterations + 1, 4)) | {info.iterations})
-    assert_collective(COMM, printed == (expected if COMM.rank == 0 else []),
-                      "%s vs %s" % (printed, expected))
-    _, info = dmsolve.cg(A, b, rtol=1e-8, monitor=np.int64(1))
-    assert_collective(COMM, len(_printed(capsys.readouterr().out))
-                      == (info.iterations + 1 if COMM.rank == 0 else 0))
-    _, info = dmsolve.cg(A, b, rtol=1e-8, monitor=True)      # True is every iteration
-    assert_collective(COMM, len(_printed(capsys.readouterr().out))
-                      == (info.iterations + 1 if COMM.rank == 0 else 0))
-
-
-def test_monitor_count_is_validated():
-    A, b = problem()
-    for bad, cls, match in [(0, ValueError, "monitor must be a positive integer, got 0"),
-                            (-2, ValueError, "monitor must be a positive integer"),
-                            (2.5, TypeError, "an int k >= 1")]:
-        assert_raises_collective(COMM, cls, dmsolve.cg, A, b, monitor=bad, match=match)
-    for bad, cls in [(0, ValueError), (True, TypeError), (1.0, TypeError), (None, TypeError)]:
-        assert_raises_collective(COMM, cls, KSPMonitor, every=bad, match="every must be")
-
-
-# -- numba's compilation is not set-up or solve time -------------------------------------
-
-def test_compile_time_is_left_out_of_the_timings():
-    import numba
-    from dmsolve import _compile
-    A, b = problem()
-
-    # defined here, so the first call compiles it (about a second)
-    @numba.njit(cache=False)
-    def scale(src, dst, alpha):
-        for i in range(src.shape[0]):
-            dst[i] = alpha * src[i]
-
-    def mv(x, out=None):
-        y = A.matvec(x, out=out)
-        scale(y.local, y.local, 1.0)
-        return y
-    op = DistLinearOperator(A.row_layout, A.col_layout, mv)
-    infos, walls = [], []
-    for _ in range(2):                        # the first solve compiles, the second not
-        t0 = time.perf_counter()
-        _, info = dmsolve.solve(op, b, "cg", rtol=1e-8)
-        walls.append(time.perf_counter() - t0)
-        infos.append(info)
-    first, second = infos
-    c = first.extra["compile_seconds"]
-    with Checks(COMM) as checks:
-        checks.add(first.converged and second.converged, "solved")
-        checks.add(c > 0.01, "the first solve compiled", c)
-        checks.add(second.extra["compile_seconds"] == 0.0, "the second did not",
-                   second.extra["compile_seconds"])
-        # the timings add up to the wall time without the compilation
-        total = first.setup_seconds + first.solve_seconds
-        checks.add(0 <= total and total + c <= walls[0] + 1e-6, "timings exclude it",
-                   (first.setup_seconds, first.solve_seconds, c, walls[0]))
-        checks.add(first.solve_seconds < walls[0] - 0.9 * c, "solve time excludes it",
-                   (first.solve_seconds, c, walls[0]))
-        checks.add(_compile.compile_seconds() >= c, "the process clock counts it")
-
-
-def test_compile_time_of_a_named_preconditioner_is_left_out():
-    import numba
-    import preconditioners
-    from dmsolve import PRECONDITIONERS
-    A, b = problem()
-
-    class Scaled(dmsolve.Preconditioner):
-        name = "test-compiling"
-
-        def __init__(self, A):
-            super().__init__(A)
-
-            @numba.njit(cache=False)
-            def invert(d, out):
-                for i in range(d.shape[0]):
-                    out[i] = 1.0 / d[i]
-            self.inv = np.empty(A.row_layout.local_size)
-            invert(A.diagonal().local, self.inv)       # compiles: set-up
-            self._done()
-
-        def _apply(self, r, out):
-            np.multiply(r, self.inv, out=out)
-
-    preconditioners.register("test-compiling", Scaled, replace=True)
-    try:
-        t0 = time.perf_counter()
-        _, info = dmsolve.solve(A, b, "cg", pc="test-compiling", rtol=1e-8)
-        wall = time.perf_counter() - t0
-    finally:
-        PRECONDITIONERS.unregister("test-compiling")
-    c = info.extra["compile_seconds"]
-    with Checks(COMM) as checks:
-        checks.add(info.converged, "solved")
-        checks.add(c > 0.01, "compiled in the set-up", c)
-        checks.add(info.setup_seconds + info.solve_seconds + c <= wall + 1e-6,
-                   "set-up time excludes it", (info.setup_seconds, c, wall))
-        checks.add(info.extra["pc"]["setup_seconds"] < wall - 0.9 * c,
-                   "the preconditioner's own set-up time excludes it",
-                   (info.extra["pc"]["setup_seconds"], c, wall))

@@ -18,11 +18,11 @@ from mpi4py import MPI
 import dmsolve
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import PRECONDITIONERS, DistCSR, DistVector, Layout
+from dmsolve import DistCSR, DistVector, Layout, PRECONDITIONERS
 from dmsolve._reprosum import accumulators, dot_into, normalize, sum_into, to_float
-from dmsolve.reproducible import exact_dot, exact_dots, exact_sum
 from dmsolve.krylov import bicgstab, cg, fgmres, gmres, minres, pipecg
 from dmsolve.partition import partition, redistribute
+from dmsolve.reproducible import exact_dot, exact_dots, exact_sum
 from mpitest import Checks, assert_collective, assert_raises_collective, wait_idle
 
 METHODS = {"cg": cg, "pipecg": pipecg, "gmres": gmres, "fgmres": fgmres,

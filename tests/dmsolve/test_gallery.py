@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
+from pyamg.gallery import diffusion_stencil_2d, poisson, stencil_grid
 
+from bad_inputs import check_bad_input
 from dmsolve import gallery
-from mpitest import (assert_collective, assert_equal_collective,
-                     assert_raises_collective, same_on_all_ranks)
-
-import pyamg  # noqa: E402 - a test dependency (the reference), never skipped
-from pyamg.gallery import diffusion_stencil_2d, poisson, stencil_grid  # noqa: E402
+from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+                     same_on_all_ranks)
 
 COMM = MPI.COMM_WORLD
 
@@ -252,3 +251,28 @@ def test_bad_edges_on_one_rank_raise_everywhere():
 def test_bad_rhs_kind():
     A = gallery.poisson1d(5, COMM)
     assert_raises_collective(COMM, ValueError, gallery.rhs, A, kind="zeros")
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("gallery-size-float", TypeError, "positive integer", lambda e: gallery.poisson2d(3.5, e.comm)),
+    ("gallery-epsilon-nan", ValueError, "epsilon",
+     lambda e: gallery.anisotropic_diffusion(4, e.comm, epsilon=float("nan"))),
+    ("gallery-comm-none", TypeError, "MPI.Comm", lambda e: gallery.poisson2d(4, None)),
+    ("gallery-size-zero", ValueError, "positive", lambda e: gallery.poisson2d(0, e.comm)),
+    ("gallery-rhs-unknown-kind", ValueError, "kind", lambda e: gallery.rhs(e.A, "zeros")),
+    ("gallery-rhs-negative-seed", ValueError, "seed",
+     lambda e: gallery.rhs(e.A, "random", seed=-1)),
+    ("gallery-rhs-of-a-numpy-array", TypeError, "row_layout", lambda e: gallery.rhs(np.eye(3))),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

@@ -1,30 +1,179 @@
-"""Issue 14's command-line defects: output paths checked before anything is
-built, help and version from the registries, ``--n`` checked against memory
-(from the gallery's size estimates), ``--monitor-every`` and ``--progress``.
+"""The ``python -m dmsolve`` command line, run in-process on every rank: solves,
+monitors, plots and checkpoints; output paths checked before anything is
+built; help and version from the registries; sizes and memory checked before
+allocating; and a non-zero exit when a solve does not converge.
 
-Each case runs ``dmsolve.cli.main`` in-process on every rank and checks the
-exit status everywhere, that only rank 0 printed, and what it printed.
-"""
+Each case checks the exit status everywhere, that only rank 0 printed, and
+what it printed."""
 
 import inspect
 import math
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import tomllib
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import dmsolve
-from dmsolve import PRECONDITIONERS, gallery
+from dmsolve import DistCSR, DistVector, PRECONDITIONERS, gallery, io
 from dmsolve.cli import main
 from dmsolve.krylov import METHODS
-from mpitest import Checks, assert_raises_collective
+from mpitest import Checks, assert_collective, assert_raises_collective, child_env, wait_idle
+
+
+def _run(comm, capsys, argv, expected: int = 0) -> str:
+    """Run the command line on every rank, check its exit code everywhere and
+    that only rank 0 printed; return rank 0's output (the same on every rank)."""
+    code = main(argv, comm)
+    out = capsys.readouterr().out
+    assert_collective(comm, code == expected, "exit code %d, expected %d" % (code, expected))
+    assert_collective(comm, comm.rank == 0 or out == "", "rank %d printed %r" % (comm.rank, out))
+    return comm.bcast(out, root=0)
+
+
+def _number_after(text: str, marker: str) -> float:
+    """The number that follows ``marker`` in ``text`` (NaN if there is none)."""
+    try:
+        return float(text.split(marker)[1].split()[0].rstrip(","))
+    except (IndexError, ValueError):
+        return float("nan")
+
+
+def test_solve_gallery_problem_converges(comm, capsys):
+    out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "20", "--rtol", "1e-8"])
+    assert_collective(comm, "CONVERGED_RTOL" in out and "rows 400" in out, out)
+    rel = _number_after(out, "||b|| = ")
+    assert_collective(comm, rel <= 1e-8 * 1.01, "true relative residual %r" % rel)
+
+
+def test_solve_monitor_prints_petsc_lines_on_rank_0(comm, capsys):
+    # non-convergence must exit non-zero
+    out = _run(comm, capsys, ["solve", "--problem", "poisson1d", "--n", "50", "--monitor",
+                              "--maxiter", "2"], expected=1)
+    assert_collective(comm, out.startswith("  0 KSP Residual norm "), out)
+    assert_collective(comm, "Linear solve did not converge due to DIVERGED_ITS iterations 2"
+                      in out, out)
+
+
+def test_solve_matrix_file_and_rhs(comm, capsys, shared_tmp_path):
+    n = 30
+    A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], (n, n), format="csr")
+    path = str(shared_tmp_path / "A.mtx")
+    rhs = str(shared_tmp_path / "b.mtx")
+    dA = DistCSR.from_global(A, comm)
+    io.write_matrix(path, dA)
+    io.write_vector(rhs, DistVector.from_global(np.arange(n, dtype=float), dA.row_layout))
+    out = _run(comm, capsys, ["solve", "--matrix", path, "--rhs", rhs, "--method", "gmres",
+                              "--pc", "jacobi", "--rtol", "1e-10"])
+    assert_collective(comm, "CONVERGED" in out and "rows 30" in out, out)
+
+
+def test_plot_is_written(comm, capsys, shared_tmp_path):
+    png = str(shared_tmp_path / "conv.png")
+    code = main(["solve", "--problem", "poisson2d", "--n", "10", "--plot", png], comm)
+    capsys.readouterr()
+    comm.Barrier()
+    assert_collective(comm, code == 0 and os.path.isfile(png) and os.path.getsize(png) > 1000)
+
+
+@pytest.mark.parametrize("argv, code, text", [
+    (["solve", "--problem", "nope"], 2, "unknown problem 'nope'"),
+    (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be a positive integer"),
+    (["solve", "--problem", "poisson2d", "--atol", "-1"], 2, "--atol must be a non-negative"),
+    (["solve", "--problem", "poisson2d", "--rtol", "nan"], 2, "--rtol"),
+    (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 1, "unknown preconditioner"),
+    (["solve", "--problem", "poisson2d", "--pc-opt", "novalue"], 2, "KEY=VALUE"),
+    (["solve", "--matrix", "/nonexistent/file.mtx"], 1, "cannot read"),
+    (["solve"], 2, "required"),
+    (["frobnicate"], 2, "invalid choice"),
+], ids=["bad-problem", "negative-n", "negative-atol", "nan-rtol", "bad-pc", "bad-pc-opt",
+        "missing-file", "no-source", "bad-command"])
+def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, text):
+    got = main(argv, comm)
+    cap = capsys.readouterr()
+    assert_collective(comm, got == code, "exit %d, expected %d" % (got, code))
+    err = comm.bcast(cap.err, root=0)
+    assert_collective(comm, text in err, err)
+    assert_collective(comm, comm.rank == 0 or cap.err == cap.out == "",
+                      "rank %d printed %r" % (comm.rank, cap.err + cap.out))
+
+
+def test_module_entry_point_runs(comm):
+    # `python -m dmsolve` in a fresh single process (its own MPI world)
+    if comm.rank == 0:
+        proc = subprocess.run([sys.executable, "-m", "dmsolve", "solve", "--problem",
+                               "poisson1d", "--n", "40"], capture_output=True, text=True,
+                              timeout=120, env=child_env())
+        ok = proc.returncode == 0 and "CONVERGED_RTOL" in proc.stdout
+    else:
+        ok = True
+    wait_idle(comm)
+    assert_collective(comm, ok, "python -m dmsolve failed")
+
+
+def test_amg_hierarchy_summary_in_output(comm, capsys):
+    out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "40", "--pc", "amg"])
+    assert_collective(comm, "level 0:      1600 rows" in out, out)
+    oc = _number_after(out, "operator complexity ")
+    assert_collective(comm, 1.0 <= oc <= 1.4, "operator complexity %r" % oc)
+
+
+def _saddle_point(comm):
+    # [[L, B^T], [B, 0]]: L the 2D Laplacian (400 rows), B random sparse 30 x 400
+    n = 20
+    T = sp.diags([-np.ones(n - 1), 2 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1])
+    L = sp.kron(sp.eye(n), T) + sp.kron(T, sp.eye(n))
+    B = sp.random(30, n * n, density=0.02, random_state=1, format="csr")
+    K = sp.bmat([[L, B.T], [B, None]], format="csr")
+    return DistCSR.from_global(K, comm)
+
+
+def test_cli_exits_nonzero_on_the_saddle_point_system(comm, shared_tmp_path, capsys):
+    # GMRES + amg on a saddle-point matrix must not claim CONVERGED_RTOL (its
+    # true residual is 0.12), and the CLI must exit non-zero
+    path = str(shared_tmp_path / "saddle.mtx")
+    dmsolve.io.write_matrix(path, _saddle_point(comm))
+    code = main(["solve", "--matrix", path, "--method", "gmres", "--pc", "amg",
+                 "--rtol", "1e-8", "--maxiter", "500"], comm)
+    out = capsys.readouterr()
+    with Checks(comm) as checks:
+        checks.add(code == 1, "exit code 1", code)
+        checks.add("CONVERGED_RTOL" not in out.out, "no false claim", out.out)
+
+
+def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
+    path = str(shared_tmp_path / "ck")
+    base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
+    code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
+                comm)
+    out1 = capsys.readouterr().out
+    code2 = main(base + ["--resume", path], comm)
+    out2 = capsys.readouterr().out
+    code3 = main(base, comm)
+    out3 = capsys.readouterr().out
+    with Checks(comm) as checks:
+        checks.add((code, code2, code3) == (1, 0, 0), "exit codes 1, 0, 0", (code, code2, code3))
+        if comm.rank == 0:
+            checks.add("checkpoints: 2 written" in out1, "checkpoints written", out1)
+            checks.add("resumed from iteration 20" in out2, "resumed", out2)
+            iters = [int(o.split(" in ")[1].split()[0]) for o in (out2, out3)]
+            checks.add(iters[0] == iters[1], "resumed iterations = uninterrupted", (out2, out3))
+    # a usage error, found before anything is built (exit status 2)
+    code4 = main(base + ["--checkpoint-every", "3"], comm)
+    err = capsys.readouterr().err
+    assert_collective(comm, code4 == 2 and ("needs --checkpoint DIR" in err or comm.rank > 0),
+                      err)
+
 
 CHECKOUT = pathlib.Path(dmsolve.__file__).resolve().parents[1]
 
 
-def _run(comm, capsys, argv):
+def _run_status(comm, capsys, argv):
     """``(exit status, rank 0's output, whether other ranks were silent)``, the
     same on every rank."""
     code = main(argv, comm)
@@ -48,7 +197,7 @@ def recorder():
     gallery.PROBLEMS.unregister("cli-test-recorder")
 
 
-# -- 1: output paths, before anything is built ------------------------------------------
+# -- output paths, before anything is built ------------------------------------------
 
 def _path_cases(tmp):
     """(id, extra argv, words the message must hold) of each unusable output path."""
@@ -83,7 +232,7 @@ def test_output_paths_are_checked_before_anything_is_built(comm, capsys, shared_
         (shared_tmp_path / "a-dir").mkdir()
     comm.Barrier()
     _, argv, words = {c[0]: c for c in _path_cases(shared_tmp_path)}[case]
-    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "cli-test-recorder",
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "cli-test-recorder",
                                            "--n", "6", *argv])
     with Checks(comm) as checks:
         checks.add(code == 2, "exit status 2 on every rank", code)
@@ -97,10 +246,10 @@ def test_good_output_paths_pass_and_are_written(comm, capsys, shared_tmp_path, r
     # a plot is written; the bad cases above are refused by the same checks
     ck = shared_tmp_path / "new" / "ck"
     png = shared_tmp_path / "conv.svg"
-    code, out, quiet = _run(comm, capsys, [
+    code, out, quiet = _run_status(comm, capsys, [
         "solve", "--problem", "poisson2d", "--n", "12", "--checkpoint", str(ck),
         "--checkpoint-every", "5", "--plot", str(png)])
-    bad, _, _ = _run(comm, capsys, ["solve", "--problem", "cli-test-recorder", "--n", "12",
+    bad, _, _ = _run_status(comm, capsys, ["solve", "--problem", "cli-test-recorder", "--n", "12",
                                     "--plot", str(shared_tmp_path / "nodir" / "c.png")])
     with Checks(comm) as checks:
         checks.add(code == 0 and "CONVERGED_RTOL" in out, "solved", out)
@@ -111,7 +260,7 @@ def test_good_output_paths_pass_and_are_written(comm, capsys, shared_tmp_path, r
                    "before the build", bad)
 
 
-# -- 2: help and version from the registries -----------------------------------------
+# -- help and version from the registries -----------------------------------------
 
 def _help_of(text: str, option: str) -> str:
     """The help paragraph of ``option`` in argparse's help ``text``, unwrapped."""
@@ -120,7 +269,7 @@ def _help_of(text: str, option: str) -> str:
 
 
 def test_solve_help_lists_the_registered_names_and_options(comm, capsys):
-    code, out, quiet = _run(comm, capsys, ["solve", "--help"])
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--help"])
     pcs = _help_of(out, "--pc")
     methods = _help_of(out, "--method")
     popts = out[out.find("\n  --problem-opt"):out.find("\n  --rhs")]
@@ -159,7 +308,7 @@ def test_problem_options_are_what_each_problem_accepts(comm):
 
 
 def test_problem_opt_that_the_problem_lacks_lists_its_options(comm, capsys):
-    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "poisson3d", "--n", "4",
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "poisson3d", "--n", "4",
                                            "--problem-opt", "epsilon=0.1"])
     with Checks(comm) as checks:
         checks.add(code == 2, "exit status 2", code)
@@ -170,7 +319,7 @@ def test_problem_opt_that_the_problem_lacks_lists_its_options(comm, capsys):
 
 def test_version_is_dmsolves(comm, capsys):
     declared = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["version"]
-    code, out, quiet = _run(comm, capsys, ["--version"])
+    code, out, quiet = _run_status(comm, capsys, ["--version"])
     with Checks(comm) as checks:
         checks.add(code == 0, "exit status 0", code)
         checks.add(out.strip() == "dmsolve %s" % dmsolve.__version__, "prints the version",
@@ -180,7 +329,7 @@ def test_version_is_dmsolves(comm, capsys):
         checks.add(quiet, "only rank 0 printed")
 
 
-# -- 3: sizes before building, memory before allocating --------------------------------
+# -- sizes before building, memory before allocating --------------------------------
 
 SIZE_CASES = [("poisson1d", 13, {}), ("poisson2d", 7, {}), ("poisson2d", 7, {"ny": 3}),
               ("poisson3d", 4, {"ny": 3, "nz": 5}), ("anisotropic2d", 6, {}),
@@ -215,7 +364,7 @@ def test_problem_size_counts_what_is_built(comm, name, n, opts):
     ("poisson3d", 10 ** 8, ["1e+24 points", "64-bit"]),
 ], ids=["poisson2d-1e8", "convdiff3d-1e6", "poisson3d-1e8-past-int64"])
 def test_n_too_large_for_memory_is_refused_before_allocating(comm, capsys, problem, n, words):
-    code, out, quiet = _run(comm, capsys, ["solve", "--problem", problem, "--n", str(n)])
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", problem, "--n", str(n)])
     with Checks(comm) as checks:
         checks.add(code == 2, "exit status 2 on every rank", code)
         checks.add(all(w in out for w in words), "the message names %s" % words, out)
@@ -230,7 +379,7 @@ def test_memory_message_counts_the_ranks_of_the_node(comm, capsys):
     size1 = gallery.problem_size("poisson2d", 1000)
     per_row = size1.build_bytes(1) / size1.rows
     n = math.isqrt(int(10 ** 4 * avail / per_row))
-    code, out, quiet = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", str(n)])
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", str(n)])
     with Checks(comm) as checks:
         checks.add(code == 2, "refused", (code, out))
         m = re.search(r"needs about (\S+ \S+) per rank before any preconditioner, (\S+ \S+) "
@@ -239,12 +388,12 @@ def test_memory_message_counts_the_ranks_of_the_node(comm, capsys):
                    % comm.size, out)
 
 
-# -- 8: --monitor-every and --progress --------------------------------------------------
+# -- --monitor-every and --progress --------------------------------------------------
 
 def test_monitor_every_prints_every_kth_norm_and_the_last(comm, capsys):
     argv = ["solve", "--problem", "poisson1d", "--n", "40", "--rtol", "1e-10"]
-    _, full, _ = _run(comm, capsys, argv + ["--monitor"])
-    code, every, quiet = _run(comm, capsys, argv + ["--monitor-every", "4"])
+    _, full, _ = _run_status(comm, capsys, argv + ["--monitor"])
+    code, every, quiet = _run_status(comm, capsys, argv + ["--monitor-every", "4"])
     norms = [l for l in full.splitlines() if "KSP Residual norm" in l]
     got = [l for l in every.splitlines() if "KSP Residual norm" in l]
     want = [l for i, l in enumerate(norms) if i % 4 == 0 or i == len(norms) - 1]
@@ -253,7 +402,7 @@ def test_monitor_every_prints_every_kth_norm_and_the_last(comm, capsys):
         checks.add(got == want, "every 4th norm and the last", (got, want))
         checks.add("Linear solve converged due to CONVERGED_RTOL" in every, "the reason line")
         checks.add(quiet, "only rank 0 printed")
-    bad, out, _ = _run(comm, capsys, argv + ["--monitor-every", "0"])
+    bad, out, _ = _run_status(comm, capsys, argv + ["--monitor-every", "0"])
     assert bad == 2 and "--monitor-every" in out, out
 
 
@@ -277,10 +426,10 @@ def test_progress_reports_the_preconditioner_set_up(comm, capsys):
     PRECONDITIONERS.register("cli-test-reporting", _Reporting)
     try:
         argv = ["solve", "--problem", "poisson2d", "--n", "8"]
-        code, out, quiet = _run(comm, capsys, argv + ["--pc", "cli-test-reporting",
+        code, out, quiet = _run_status(comm, capsys, argv + ["--pc", "cli-test-reporting",
                                                       "--progress"])
-        silent, plain, _ = _run(comm, capsys, argv + ["--pc", "cli-test-reporting"])
-        refused, why, _ = _run(comm, capsys, argv + ["--pc", "jacobi", "--progress"])
+        silent, plain, _ = _run_status(comm, capsys, argv + ["--pc", "cli-test-reporting"])
+        refused, why, _ = _run_status(comm, capsys, argv + ["--pc", "jacobi", "--progress"])
         reporters = sorted(n for n, f in PRECONDITIONERS.items()
                            if "progress" in inspect.signature(f).parameters)
     finally:

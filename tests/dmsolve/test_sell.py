@@ -8,8 +8,7 @@ import dmsolve.gallery as gallery
 from dmsolve import DistCSR, DistVector, Layout
 from dmsolve._sell import MAX_AUTO_BYTES, SlicedEll, choose_format, csr_nbytes
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
-
-from test_matrix import random_matrix
+from operands import random_matrix
 
 
 def poisson3d(n):
