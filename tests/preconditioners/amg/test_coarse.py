@@ -1,34 +1,30 @@
-"""AMG coarse levels on fewer ranks (issue 15, item 6): a level gathered onto
-the first ranks lives on a sub-communicator of them, the other ranks skip it.
-
-What is checked: the cycle is bit for bit the one without agglomeration
-(``agglomerate=False``, the hierarchy before it) at up to MAX_RANK_REDUCTION
-ranks; idle ranks hold nothing of the levels they skip; every level is the
-Galerkin product of the gathered matrices (scipy reference); the ranks shrink
-by at most MAX_RANK_REDUCTION per level; sub-communicators are made once
-(cached) and can be freed; describe() reports the right rows and nonzeros;
-an error on a gathered level is raised on every rank.
-"""
+"""AMG coarse levels: small levels gathered onto fewer ranks (the solve is
+unchanged, idle ranks hold nothing, levels stay Galerkin products),
+sub-communicators cached and freed, errors on a gathered level raised on
+every rank, and the coarsest level relaxed or solved densely."""
 
 import gc
+import os
+import resource
+import tracemalloc
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
+import dmsolve
 import dmsolve.gallery as gallery
 import preconditioners
 import preconditioners.amg.coarse as coarse
 from dmsolve import DistCSR, Layout, block_ranges
 from dmsolve.bsp import free_inner_comm
 from dmsolve.krylov import cg
-from mpitest import (Checks, assert_allclose_collective, assert_collective,
-                     assert_equal_collective, assert_raises_collective)
+from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
+                     assert_raises_collective)
 from preconditioners.amg import IdleLevel, Level
-from preconditioners.amg.coarse import (IdleCoarseSolver, coarse_layout,
-                                        free_sub_communicators, plan_coarse_level,
-                                        sub_communicator, sub_layout)
+from preconditioners.amg.coarse import (IdleCoarseSolver, coarse_layout, free_sub_communicators,
+                                        plan_coarse_level, sub_communicator, sub_layout)
 
 COMM = MPI.COMM_WORLD
 
@@ -60,6 +56,7 @@ PROBLEMS = {
     "aniso-32": lambda c: gallery.anisotropic_diffusion(32, c, epsilon=0.01),
     "empty-rank": _poisson2d_empty_rank,
 }
+
 
 # (problem, options): every case gathers its coarse levels at 2+ ranks
 CASES = [
@@ -96,7 +93,7 @@ def _comm_ranks_shrink_by_at_most(sizes, factor):
     return all(b <= a and b * factor >= a for a, b in zip(sizes, sizes[1:]))
 
 
-# -- 1. the same cycle, bit for bit --------------------------------------------------------
+# -- the same cycle, bit for bit --------------------------------------------------------
 
 @pytest.mark.parametrize("problem,opts", CASES)
 def test_agglomeration_leaves_the_solve_unchanged(problem, opts):
@@ -131,7 +128,7 @@ def test_agglomeration_leaves_the_solve_unchanged(problem, opts):
                           "the coarsest level was agglomerated: %s" % d["level_comm_ranks"])
 
 
-# -- 2. idle ranks hold nothing ---------------------------------------------------------------
+# -- idle ranks hold nothing ---------------------------------------------------------------
 
 def test_idle_ranks_hold_no_rows_of_the_levels_they_skip():
     A, M, x, info = _solve("poisson2d-64", {"max_coarse": 10})
@@ -167,7 +164,7 @@ def test_idle_ranks_hold_no_rows_of_the_levels_they_skip():
             checks.add(sizes[0] == COMM.size and sizes[-1] == 1, "gathered", sizes)
 
 
-# -- 3. the hierarchy is what the serial formulas give ------------------------------------
+# -- the hierarchy is what the serial formulas give ------------------------------------
 
 @pytest.mark.parametrize("reduction", [None, 2], ids=["default-limit", "limit-2"])
 def test_levels_are_galerkin_products_of_the_gathered_matrices(reduction, monkeypatch):
@@ -194,7 +191,7 @@ def test_levels_are_galerkin_products_of_the_gathered_matrices(reduction, monkey
             checks.add(sizes[:3] == [COMM.size, 2, 1], "4 (3) -> 2 -> 1", sizes)
 
 
-# -- 4. agglomeration happens, and the ranks shrink at most 4x -----------------------------
+# -- agglomeration happens, and the ranks shrink at most 4x -----------------------------
 
 @pytest.mark.mpi(min_size=3)
 def test_small_levels_are_agglomerated_onto_a_few_ranks():
@@ -243,7 +240,7 @@ def test_plan_coarse_level_limits_the_reduction():
         checks.add(np.array_equal(lay_g.ranges, block_ranges(2000 * size, size)), "balanced")
 
 
-# -- 5. sub-communicators: made once, cached, freed on request -------------------------------
+# -- sub-communicators: made once, cached, freed on request -------------------------------
 
 class _SplitCounter(MPI.Intracomm):
     """A communicator that counts the Splits made from it and its splits."""
@@ -339,7 +336,7 @@ def test_sub_communicator_and_sub_layout():
     dup.Free()
 
 
-# -- 6. describe() and the summary -------------------------------------------------------------
+# -- describe() and the summary -------------------------------------------------------------
 
 def test_describe_reports_rows_and_nonzeros_of_every_level():
     A, M, x, info = _solve("poisson3d-20", {"max_coarse": 10})
@@ -367,7 +364,7 @@ def test_describe_reports_rows_and_nonzeros_of_every_level():
     assert_collective(COMM, all(s == same[0] for s in same), "the same summary everywhere")
 
 
-# -- 7. an error on a gathered level --------------------------------------------------------------
+# -- an error on a gathered level --------------------------------------------------------------
 
 def _zero_coarse_diagonal(comm):
     """Blocks [[1,-1,-1],[-1,1,-1],[-1,-1,4]] (entries summing to zero) chained
@@ -405,3 +402,106 @@ def test_agglomerate_must_be_a_bool():
     A = gallery.poisson2d(10, COMM)
     assert_raises_collective(COMM, TypeError, preconditioners.make, "amg", A, agglomerate=1,
                              match="agglomerate must be True or False")
+
+
+# -- AMG that cannot coarsen --------------------------------------------------------
+
+def _max_local_rows(A):
+    return int(A.row_layout.local_sizes.max())
+
+
+@pytest.mark.parametrize("opts", [{"max_levels": 1}, {"max_coarse": 10 ** 9}],
+                         ids=["max_levels-1", "max_coarse-above-N"])
+def test_no_coarsening_relaxes_the_coarsest_level(opts):
+    A = gallery.poisson2d(60, COMM)                   # 3600 rows > max_dense_coarse
+    M = preconditioners.make("amg", A, **opts)
+    d = M.describe()
+    b = gallery.rhs(A, "random")
+    x, info = cg(A, b, rtol=1e-8, M=M, maxiter=1000)
+    rel = (b - A @ x).norm() / b.norm()
+    with Checks(COMM) as checks:
+        checks.add(len(d["levels"]) == 1, "one level", d["levels"])
+        checks.add(d["coarse"] == {"solver": "relax", "rows": 3600, "stored_bytes_max_rank": 0,
+                                   "max_dense_coarse": 2000, "sweeps": 2}, "coarse", d["coarse"])
+        # the dense pseudo-inverse was 3600^2 * 8 bytes = 104 MB on every rank; now
+        # A's CSR (some 64 bytes a row) and its sliced ELL copy (some 45)
+        checks.add(d["hierarchy_bytes_max_rank"] <= 150 * _max_local_rows(A),
+                   "hierarchy bytes", d["hierarchy_bytes_max_rank"])
+        checks.add(M.symmetric is True, "Chebyshev relaxation is symmetric")
+        checks.add(info.converged and rel <= 1e-8, "cg converges", (info.reason, rel))
+
+
+def test_dense_coarse_solve_up_to_max_dense_coarse_rows():
+    A = gallery.poisson2d(20, COMM)                   # 400 rows, no coarsening allowed
+    dense = preconditioners.make("amg", A, max_levels=1, max_dense_coarse=400)
+    relax = preconditioners.make("amg", A, max_levels=1, max_dense_coarse=399,
+                                 coarse_sweeps=3)
+    r = gallery.rhs(A, "random")
+    # the dense solve is exact: M = A^-1
+    err = (A @ dense(r) - r).norm() / r.norm()
+    with Checks(COMM) as checks:
+        checks.add(dense.describe()["coarse"]["solver"] == "dense", "dense at 400 rows")
+        checks.add(dense.describe()["coarse"]["stored_bytes_max_rank"]
+                   == 8 * 400 * (_max_local_rows(A) + 1), "only own rows of the inverse kept",
+                   dense.describe()["coarse"])
+        checks.add(err <= 1e-10, "dense coarse solve is exact", err)
+        checks.add(relax.describe()["coarse"]["solver"] == "relax"
+                   and relax.describe()["coarse"]["sweeps"] == 3, "relaxed at 399",
+                   relax.describe()["coarse"])
+
+
+def _address_space_limit(extra_bytes):
+    """A soft address-space limit ``extra_bytes`` above what this process maps
+    now, so that a set-up that tries to allocate tens of GB fails with
+    MemoryError instead of taking the shared machine down. Returns the old
+    limits (for ``resource.setrlimit``)."""
+    old = resource.getrlimit(resource.RLIMIT_AS)
+    if not os.path.exists("/proc/self/status"):       # not Linux: no limit
+        return old
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    soft = vm + extra_bytes
+    if old[1] != resource.RLIM_INFINITY:
+        soft = min(soft, old[1])
+    resource.setrlimit(resource.RLIMIT_AS, (soft, old[1]))
+    return old
+
+
+def test_diagonal_matrix_of_1e5_rows_stays_small_and_converges():
+    # a diagonal matrix has no couplings to aggregate: the coarsest level is A
+    # itself. A dense pseudo-inverse would take 10^10 entries (80 GB) per rank.
+    n = 10 ** 5
+    lay = dmsolve.Layout.block(n, COMM)
+    i = np.arange(*lay.owned_range)
+    d = 1.0 + (i % 7)
+    A = DistCSR.from_local_rows(sp.csr_matrix((d, (i - lay.start, i)), shape=(i.size, n)), lay)
+    preconditioners.make("amg", gallery.poisson2d(20, COMM))     # kernels compiled before
+    old = _address_space_limit(2 * 2 ** 30)
+    tracemalloc.start()
+    error = None
+    try:
+        M = preconditioners.make("amg", A)
+        peak = tracemalloc.get_traced_memory()[1]
+    except MemoryError as e:        # the old dense coarse solve
+        error, peak = "MemoryError: %s" % e, None
+    finally:
+        tracemalloc.stop()
+        resource.setrlimit(resource.RLIMIT_AS, old)
+    assert_collective(COMM, error is None, "set-up failed: %s" % error)
+    desc = M.describe()
+    b = gallery.rhs(A, "random")
+    x, info = cg(A, b, rtol=1e-10, M=M, maxiter=10)
+    rel = (b - A @ x).norm() / b.norm()
+    local = _max_local_rows(A)
+    with Checks(COMM) as checks:
+        checks.add(desc["levels"] == [{"rows": n, "nnz": n, "ranks": COMM.size}], "levels",
+                   desc["levels"])
+        checks.add(desc["coarse"]["solver"] == "relax" and desc["coarse"]["rows"] == n
+                   and desc["coarse"]["stored_bytes_max_rank"] == 0, "coarse", desc["coarse"])
+        checks.add(desc["hierarchy_bytes_max_rank"] <= 40 * local, "hierarchy bytes",
+                   desc["hierarchy_bytes_max_rank"])
+        # everything the set-up allocated at once, smoothers included: O(local rows)
+        checks.add(peak <= 200 * local, "set-up peak %d bytes for %d local rows" % (peak, local))
+        # Gauss-Seidel is exact on a diagonal matrix
+        checks.add(info.converged and info.iterations == 1 and rel <= 1e-10, "cg",
+                   (info.reason, info.iterations, rel))

@@ -1,47 +1,17 @@
-"""Mixed precision: float32 matrices (DistCSR.single) and amg(precision="single")
-inside float64 Krylov methods."""
+"""Mixed precision (``precision="single"``): smoothers, AMG and the other
+preconditioners in float32 inside a float64 Krylov method, within one
+iteration of float64, and refusals on every rank."""
 
 import numpy as np
 import pytest
 
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import cg, fgmres
 from mpitest import (assert_allclose_collective, assert_collective, assert_raises_collective,
                      same_on_all_ranks)
 from preconditioners.amg.coarse import CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver
 from preconditioners.smoothers import make_smoother
-
-
-@pytest.mark.parametrize("fmt", ["sell", "csr"])
-def test_single_matrix_products_round_to_float32(comm, fmt):
-    A = gallery.poisson3d(12, comm)
-    A.set_local_format(fmt)
-    S = A.single()
-    assert_collective(comm, S.dtype == np.float32 and S.product_format == fmt
-                      and S.copy().dtype == np.float32)
-    ref = A.to_scipy()
-    x = np.random.default_rng(0).standard_normal(ref.shape[0])
-    x32 = DistVector.from_global(x.astype(np.float32), S.col_layout)
-    y = S.matvec(x32)
-    assert_collective(comm, y.dtype == np.float32)
-    scale = abs(ref) @ abs(x)
-    # each product and sum rounded to float32: a few units of 2^-24 per entry
-    assert_allclose_collective(y.gather(), ref @ x, rtol=0, atol=1e-6 * scale.max())
-    assert_allclose_collective(S.rmatvec(x32).gather(), ref.T @ x, rtol=0,
-                               atol=1e-6 * scale.max())
-    # half the bytes of the float64 matrix's arrays
-    half = (S.diag.data.nbytes + S.offd.data.nbytes) * 2
-    assert_collective(comm, half == A.diag.data.nbytes + A.offd.data.nbytes)
-
-
-def test_single_refuses_complex_on_every_rank(comm):
-    A = gallery.poisson3d(4, comm).astype(complex)
-    assert_raises_collective(comm, TypeError, A.single, match="real matrices")
-    lay = A.row_layout
-    assert_raises_collective(comm, TypeError, DistCSR, A.diag, A.offd, A.ghosts, lay, lay,
-                             single=True, match="real matrices")
 
 
 @pytest.mark.parametrize("smoother", [("chebyshev", {}), ("jacobi", {}), ("l1-jacobi", {})])
@@ -58,7 +28,7 @@ def test_single_smoothers_match_double(comm, smoother):
     assert_allclose_collective(x32.astype(float), x, rtol=0, atol=1e-5 * np.abs(x).max())
 
 
-# the memory bound: issue 16's 0.6x of the float64 hierarchy (measured at 1 to 4
+# the memory bound: 0.6x of the float64 hierarchy (measured at 1 to 4
 # ranks: 0.46-0.48x on 3D Poisson 32^3, 0.55-0.58x on 2D Poisson 96^2, where column
 # indices and row pointers, which do not halve, weigh more)
 @pytest.mark.parametrize("problem,n", [("poisson3d", 32), ("poisson2d", 96)])
@@ -115,7 +85,7 @@ def test_amg_single_with_a_relaxed_coarsest_level(comm):
                       and M.coarse.kind == "relax")
 
 
-# precision="single" for the other preconditioners of issue 16 (and asm, which shares
+# precision="single" for the other preconditioners (and asm, which shares
 # bjacobi's local solvers): the data in float32 inside a float64 Krylov method, within
 # one iteration of float64, the true residual checked in float64
 SINGLE_CASES = {
@@ -180,29 +150,3 @@ def test_single_precision_refused_on_every_rank(comm, name):
         Z = A.astype(complex)
         assert_raises_collective(comm, TypeError, preconditioners.make, name, Z,
                                  precision="single", match="real matrices")
-
-
-def test_compact_single_copy_multiplies_alike_and_rebuilds_its_csr(comm):
-    # single(compact=True) keeps a block multiplied in sliced ELL in that form only
-    A = gallery.poisson3d(14, comm)                   # 2744 rows: sliced ELL where a rank has 256+
-    S, C = A.single(), A.single(compact=True)
-    sell = A.product_format == "sell"
-    assert_raises_collective(comm, TypeError, A.single, compact="yes", match="compact")
-    assert_collective(comm, C.compact == sell and not S.compact and C.product_format
-                      == S.product_format, "compact %s on a %s block" % (C.compact,
-                                                                        A.product_format))
-    x = DistVector.from_global(np.random.default_rng(4).standard_normal(A.shape[0])
-                               .astype(np.float32), A.col_layout)
-    same = (np.array_equal(C.matvec(x).local, S.matvec(x).local)
-            and np.array_equal(C.rmatvec(x).local, S.rmatvec(x).local))
-    assert_collective(comm, same, "compact products differ")
-    assert_collective(comm, C.local_nnz == S.local_nnz
-                      and (not sell or C.local_nbytes < S.local_nbytes),
-                      "%d / %d bytes" % (C.local_nbytes, S.local_nbytes))
-    # the CSR view is rebuilt on access, and comes back to stay where it is changed
-    assert_allclose_collective(C.to_scipy().toarray(), S.to_scipy().toarray(), comm,
-                               rtol=0, atol=0)
-    C.set_local_format("csr")
-    assert_collective(comm, not C.compact and C.product_format == "csr")
-    assert_allclose_collective(C.matvec(x).local, S.matvec(x).local, comm, rtol=1e-6,
-                               atol=1e-6 * float(np.abs(S.matvec(x).local).max(initial=1.0)))

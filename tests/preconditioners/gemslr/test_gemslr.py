@@ -1,27 +1,54 @@
-"""GeMSLR (multilevel Schur low-rank): the ordering, the block LDU with ILUT and the
-low-rank corrections each against a serial scipy reference, and the convergence
-targets of issue 5 at any rank count.
-
-The ``-large`` cases (parGeMSLR's 32^3 test operator, shifts 0, 0.1, 0.2) are
-the issue's targets; skip them with ``-k "not large"`` when iterating locally.
-"""
+"""GeMSLR (multilevel Schur low-rank) as a preconditioner against a serial
+scipy reference built from the same ordering: the block LDU with ILUT, the
+low-rank corrections, the interface, errors on every rank, progress, and
+parGeMSLR's operator at 32^3 whose low-rank correction cuts iterations."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.linalg import spilu, spsolve
+from scipy.sparse.linalg import spilu
 
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistCSR, DistVector, Layout
-from dmsolve.partition import Partition
+from dmsolve import DistCSR, DistVector
 from dmsolve.krylov import fgmres
-from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
-                     assert_raises_collective)
-from preconditioners.gemslr import multilevel_order
+from mpitest import (Checks, assert_allclose_collective, assert_collective,
+                     assert_raises_collective, same_on_all_ranks)
 
 COMM = MPI.COMM_WORLD
+GEMSLR = dict(nlev=3, ncomp=4, ilu_droptol=1e-3, ilu_max_row_nnz=50)
+
+
+# -- GeMSLR progress --------------------------------------------------------------------
+
+def test_gemslr_progress_reports_each_stage_and_level_as_describe_does():
+    A = gallery.shifted_laplacian(11, COMM, shift=0.2, ny=9, nz=13)
+    seen = []
+    M = preconditioners.make("gemslr", A, progress=lambda t, m, s: seen.append((t, m, s)),
+                             **GEMSLR)
+    d = M.describe()
+    h = d["hierarchy"]
+    want = ["order: %d levels, %d subdomains per level" % (d["nlev"], d["ncomp"])]
+    want += ["level %d: %d rows, %d subdomains, %d interior, %d interface"
+             % (L["level"], L["rows"], L["subdomains"], L["interior"], L["interface"])
+             for L in h[:-1]]
+    want.append("level %d (last): %d rows" % (h[-1]["level"], h[-1]["rows"]))
+    want.append("factor: %d ILUT nonzeros, %.3f of nnz(A)"
+                % (round(d["fill_ilu"] * A.global_nnz()), d["fill_ilu"]))
+    want += ["low rank level %d: rank %d, %d converged, %d restarts, %d Arnoldi steps"
+             % (L["level"], L["rank"], L["converged"], L["restarts"], L["arnoldi_steps"])
+             for L in reversed(h[:-1])]
+    want.append("done: %d levels" % d["nlev"])
+    messages = [m for _, m, _ in seen]
+    seconds = [s for _, _, s in seen]
+    with Checks(COMM) as checks:
+        checks.add(messages == want, "reports", (messages, want))
+        checks.add(all(t == "gemslr" for t, _, _ in seen), "task")
+        checks.add(all(b >= a >= 0 for a, b in zip(seconds, seconds[1:])), "seconds", seconds)
+    assert_collective(COMM, same_on_all_ranks(COMM, messages), "the same reports on every rank")
+
+
 SMALL = dict(nlev=3, ncomp=4, ilu_droptol=1e-3, ilu_max_row_nnz=50)
 
 
@@ -131,154 +158,6 @@ def test_registered_describe_and_apply_contract():
     assert_allclose_collective(M.apply(r * 3.0).local, 3.0 * out.local, rtol=1e-12, atol=1e-14)
 
 
-def test_ordering_separates_interiors_and_is_rank_count_independent():
-    A = _small()
-    M = preconditioners.make("gemslr", A, lr_rank=0, **SMALL)
-    Ag = A.to_scipy()
-    nparts = max(SMALL["ncomp"], COMM.size)
-    levels, last = multilevel_order(Ag, SMALL["nlev"], nparts)
-    my_levels, my_last = M.ordering()
-    assert len(levels) == len(my_levels) == SMALL["nlev"] - 1
-    for mine, ref in zip(my_levels, levels):
-        assert len(mine) == len(ref) == nparts
-        for a, b in zip(mine, ref):
-            assert_equal_collective(a, b)
-    assert_equal_collective(my_last, last)
-    # every node exactly once
-    allids = np.concatenate([np.concatenate(s) for s in levels] + [last])
-    assert_equal_collective(np.sort(allids), np.arange(Ag.shape[0]))
-    # interiors of different subdomains are not coupled (B is block diagonal), and
-    # the nodes left after level l are the interface of level l
-    G = abs(Ag) + abs(Ag.T)
-    remaining = np.arange(Ag.shape[0])
-    for subs in levels:
-        label = np.full(Ag.shape[0], -1)
-        for j, ids in enumerate(subs):
-            label[ids] = j
-        coo = G.tocoo()
-        both = (label[coo.row] >= 0) & (label[coo.col] >= 0)
-        assert_collective(COMM, np.all(label[coo.row][both] == label[coo.col][both]),
-                          "interiors of two subdomains are coupled")
-        inner = np.concatenate(subs)
-        remaining = np.setdiff1d(remaining, inner)
-    assert_equal_collective(remaining, last)
-    # a serial ordering of the same matrix gives the same levels at any rank count
-    if nparts == SMALL["ncomp"]:
-        M1 = preconditioners.make("gemslr", _small(comm=MPI.COMM_SELF), lr_rank=0, **SMALL)
-        for a, b in zip(M1.ordering()[0], my_levels):
-            for x, y in zip(a, b):
-                assert_equal_collective(x, y)
-
-
-def _check_levels(Ag, levels, last, nparts):
-    """Every node once; interiors of different subdomains uncoupled; the nodes
-    left after level l are exactly those with a neighbour (in A + A^T) in a part
-    of smaller number among the nodes of level l."""
-    n = Ag.shape[0]
-    allids = np.concatenate([np.concatenate(s) for s in levels] + [last])
-    ok = np.array_equal(np.sort(allids), np.arange(n))
-    G = (abs(Ag) + abs(Ag.T)).tocoo()
-    remaining = np.arange(n)
-    for subs in levels:
-        label = np.full(n, -1)
-        for j, ids in enumerate(subs):
-            label[ids] = j
-        both = (label[G.row] >= 0) & (label[G.col] >= 0)
-        ok &= bool(np.all(label[G.row][both] == label[G.col][both]))
-        remaining = np.setdiff1d(remaining, np.concatenate(subs))
-    return ok and np.array_equal(remaining, last) and len(levels[0]) == nparts
-
-
-def test_ordering_above_the_gather_limit_gathers_nothing(monkeypatch):
-    """With metis_partition's gather limit at 0 every level's subgraph is
-    partitioned in parallel (multilevel): with the last level factored per
-    rank ("bjacobi"; "redundant" gathers that small level by design) nothing
-    of the matrix is gathered, and the levels still separate the interiors."""
-    from dmsolve.partition import _metis
-    A = _small()
-    Ag = A.to_scipy()
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the gemslr ordering gathered the matrix")
-    monkeypatch.setattr(_metis, "METIS_GATHER_NNZ", 0)
-    monkeypatch.setattr(DistCSR, "to_scipy", refuse)
-    M = preconditioners.make("gemslr", A, lr_rank=0, last_level="bjacobi", **SMALL)
-    monkeypatch.undo()
-    levels, last = M.ordering()
-    assert_collective(COMM, _check_levels(Ag, levels, last, M.nparts), "ordering")
-    assert_collective(COMM, len(levels) == SMALL["nlev"] - 1, "levels")
-    x, info = fgmres(A, gallery.rhs(A, "ones"), M=M, rtol=1e-8, restart=50, maxiter=200)
-    assert_collective(COMM, info.converged, "fgmres + gemslr on the parallel ordering")
-
-
-@pytest.mark.parametrize("gather", [True, False], ids=["gathered", "parallel"])
-def test_uncoupled_parts_leave_no_last_level(gather, monkeypatch):
-    """A split that finds no interface (the remaining graph's components fall
-    whole into parts) makes every node an interior of that level and leaves
-    an empty last level; it used to stop there and make every node a last
-    level factored on every rank (the whole 25335-row interface of a 64-rank
-    slab). Eight uncoupled blocks into eight parts, serial METIS or the
-    parallel partitioner: one level of eight subdomains, no last level, the
-    serial ordering's levels, and the preconditioner exact (ILUT of a
-    tridiagonal block drops nothing)."""
-    from dmsolve.partition import _metis
-    blocks = [sp.diags([-1.0, 2.5 + 0.1 * k, -1.0], [-1, 0, 1], (150, 150)) for k in range(8)]
-    Ag = sp.block_diag(blocks, format="csr")
-    A = DistCSR.from_global(Ag, COMM)
-    if not gather:
-        monkeypatch.setattr(_metis, "METIS_GATHER_NNZ", 0)
-    M = preconditioners.make("gemslr", A, nlev=3, ncomp=8, lr_rank=0, last_level="bjacobi")
-    monkeypatch.undo()
-    levels, last = M.ordering()
-    assert_collective(COMM, M.nparts == 8 or COMM.size > 8, "parts")
-    assert_collective(COMM, len(levels) == 1 and last.size == 0,
-                      "levels %d, last level %d rows" % (len(levels), last.size))
-    assert_collective(COMM, _check_levels(Ag, levels, last, M.nparts), "ordering")
-    assert_collective(COMM, sorted(s.size for s in levels[0]) == [150] * 8, "subdomains")
-    if gather:
-        ref, ref_last = multilevel_order(Ag, 3, 8)
-        assert_collective(COMM, len(ref) == 1 and ref_last.size == 0, "serial ordering")
-        for a, b in zip(ref[0], levels[0]):
-            assert_equal_collective(a, b)
-    assert_equal_collective(M.describe()["interface_sizes"], [0])
-    b = gallery.rhs(A, "random")
-    x, info = fgmres(A, b, M=M, rtol=1e-10, restart=20, maxiter=20)
-    assert_collective(COMM, info.converged and info.iterations <= 2,
-                      "iterations %d" % info.iterations)
-    assert_allclose_collective(x.local, spsolve(Ag.tocsc(), b.gather())
-                               [A.row_layout.start:A.row_layout.stop], rtol=1e-8)
-
-
-def test_rows_are_placed_by_a_partition():
-    """The GeMSLR owners are a dmsolve Partition of A's rows: subdomain j of K on
-    rank j * size // K, the last level in contiguous blocks; each rank keeps its
-    own rows only."""
-    A = _small()
-    M = preconditioners.make("gemslr", A, lr_rank=0, **SMALL)
-    p = M.partition
-    assert isinstance(p, Partition)
-    assert_collective(COMM, p.old_layout == A.row_layout and p.new_layout == M.N[0])
-    levels, last = M.ordering()
-    K = M.nparts
-    want = np.empty(A.shape[0], dtype=np.int64)
-    for subs in levels:
-        for j, ids in enumerate(subs):
-            want[ids] = j * COMM.size // K
-    want[last] = Layout.block(last.size, COMM).owner(np.arange(last.size))
-    assert_equal_collective(p.parts(), want)
-    # this rank's interface rows of level 0 (their original ids) are its part of the
-    # levels 1, 2, ..., subdomain by subdomain, then its block of the last level
-    expect = [levels[l][j] for l in range(1, len(levels)) for j in range(K)
-              if j * COMM.size // K == COMM.rank]
-    assert_equal_collective(M.correction(0)[0],
-                            np.concatenate(expect + [last[want[last] == COMM.rank]]))
-    # nothing of the global size is kept: every array holds this rank's rows at most
-    # (or the redundant last level)
-    bound = max(A.row_layout.local_size, M.N[0].local_size, M.X[-1].global_size)
-    big = [k for k, v in vars(M).items() if isinstance(v, np.ndarray) and v.size > bound]
-    assert_collective(COMM, not big, "arrays of the global size: %s" % big)
-
-
 @pytest.mark.parametrize("shift", [0.0, 0.2], ids=["s0", "s0.2"])
 def test_no_low_rank_is_the_serial_block_ldu_with_ilut(shift):
     A = _small(shift)
@@ -380,13 +259,12 @@ def test_errors_agreed_across_ranks():
     Ag = A.to_scipy().tolil()
     Ag[5, :] = 0
     Ag[:, 5] = 0
-    from dmsolve import DistCSR
     Z = DistCSR.from_global(Ag.tocsr(), COMM)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "gemslr", Z,
                              match="pivot|singular", **SMALL)
 
 
-# -- issue 5 targets: parGeMSLR's operator at 32^3 ----------------------------------------
+# -- targets: parGeMSLR's operator at 32^3 ------------------------------------------------
 
 SHIFTS = (0.0, 0.1, 0.2)
 
