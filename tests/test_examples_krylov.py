@@ -1,7 +1,5 @@
 """examples/poisson_solve.py and examples/convdiff_solve.py run at any rank
-count and converge (their usage lines run in test_examples.py)."""
-
-from __future__ import annotations
+count and converge."""
 
 import pytest
 from mpi4py import MPI
@@ -9,7 +7,6 @@ from mpi4py import MPI
 from mpitest import Checks, assert_collective, load_example, same_on_all_ranks
 
 pytestmark = pytest.mark.timeout(120)
-
 COMM = MPI.COMM_WORLD
 
 
