@@ -22,7 +22,7 @@ from dmsolve import DistCSR, DistVector, Layout, checkpoint as ck, gallery, kryl
 from dmsolve.checkpoint import CheckpointError, Checkpointer, read_manifest
 from dmsolve.krylov import METHODS, cg, register_method
 from krylov_cases import complex_rhs, hermitian
-from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
+from mpitest import (ROOT, assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, child_env, on_rank0, wait_idle)
 
 
@@ -141,7 +141,7 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
         result = shared_tmp_path / "result.json"
         script.write_text(textwrap.dedent("""
             import sys, json
-            sys.path.insert(0, %r)
+            sys.path[:0] = %r
             from mpi4py import MPI
             from test_policy import _resume_elsewhere
             out = _resume_elsewhere(MPI.COMM_WORLD, %r)
@@ -149,7 +149,7 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
                 with open(%r, "w") as f:
                     json.dump([[pc, x.tolist(), it, conv, rep]
                                for pc, (x, it, conv, rep) in out.items()], f)
-        """ % (os.path.dirname(__file__), paths, str(result))))
+        """ % ([os.path.dirname(__file__), str(ROOT / "tests")], paths, str(result))))
         env = child_env()
         mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
         proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script)],
