@@ -329,34 +329,7 @@ def test_version_is_dmsolves(comm, capsys):
         checks.add(quiet, "only rank 0 printed")
 
 
-# -- sizes before building, memory before allocating --------------------------------
-
-SIZE_CASES = [("poisson1d", 13, {}), ("poisson2d", 7, {}), ("poisson2d", 7, {"ny": 3}),
-              ("poisson3d", 4, {"ny": 3, "nz": 5}), ("anisotropic2d", 6, {}),
-              ("anisotropic2d", 6, {"theta": 0.4}), ("convdiff2d", 7, {}),
-              ("convdiff3d", 4, {"wind": (0.0, 1.0, 0.0)}), ("shifted3d", 4, {}),
-              ("shifted3d", 3, {"alpha": (0.0, 0.0, 0.0), "ny": 2}),
-              ("random-spd", 101, {}), ("random-spd", 60, {"density": 0.3, "seed": 4})]
-
-
-@pytest.mark.parametrize("name, n, opts", SIZE_CASES,
-                         ids=["%s-%d-%s" % (c[0], c[1], "-".join(c[2]) or "defaults")
-                              for c in SIZE_CASES])
-def test_problem_size_counts_what_is_built(comm, name, n, opts):
-    size = gallery.problem_size(name, n, **opts)
-    A = gallery.PROBLEMS[name](n, comm, **opts)
-    nnz = A.global_nnz()
-    with Checks(comm) as checks:
-        checks.add(size.rows == A.shape[0], "rows", (size.rows, A.shape[0]))
-        if size.exact:
-            checks.add(size.nnz == nnz, "nonzeros exactly", (size.nnz, nnz))
-        else:       # a bound, and not a loose one
-            checks.add(nnz <= size.nnz <= 1.2 * nnz, "nonzeros bounded", (size.nnz, nnz))
-        checks.add(size.build_bytes(comm.size) >= size.nnz / comm.size * 8,
-                   "build memory at least the values", size.build_bytes(comm.size))
-    assert_raises_collective(comm, TypeError, gallery.problem_size, name, n, nosuch=1,
-                             match="its options")
-
+# -- memory checked before allocating -------------------------------------------------
 
 @pytest.mark.parametrize("problem, n, words", [
     ("poisson2d", 10 ** 8, ["--n 100000000", "1e+16 rows", "available", "per rank"]),

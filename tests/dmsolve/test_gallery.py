@@ -8,7 +8,7 @@ from pyamg.gallery import diffusion_stencil_2d, poisson, stencil_grid
 
 from bad_inputs import check_bad_input
 from dmsolve import gallery
-from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
+from mpitest import (Checks, assert_collective, assert_equal_collective, assert_raises_collective,
                      same_on_all_ranks)
 
 COMM = MPI.COMM_WORLD
@@ -251,6 +251,37 @@ def test_bad_edges_on_one_rank_raise_everywhere():
 def test_bad_rhs_kind():
     A = gallery.poisson1d(5, COMM)
     assert_raises_collective(COMM, ValueError, gallery.rhs, A, kind="zeros")
+
+
+# -- sizes before building -------------------------------------------------------------
+
+SIZE_CASES = [("poisson1d", 13, {}), ("poisson2d", 7, {}), ("poisson2d", 7, {"ny": 3}),
+              ("poisson3d", 4, {"ny": 3, "nz": 5}), ("anisotropic2d", 6, {}),
+              ("anisotropic2d", 6, {"theta": 0.4}), ("convdiff2d", 7, {}),
+              ("convdiff3d", 4, {"wind": (0.0, 1.0, 0.0)}), ("shifted3d", 4, {}),
+              ("shifted3d", 3, {"alpha": (0.0, 0.0, 0.0), "ny": 2}),
+              ("random-spd", 101, {}), ("random-spd", 60, {"density": 0.3, "seed": 4})]
+
+
+@pytest.mark.parametrize("name, n, opts", SIZE_CASES,
+                         ids=["%s-%d-%s" % (c[0], c[1], "-".join(c[2]) or "defaults")
+                              for c in SIZE_CASES])
+def test_problem_size_counts_what_is_built(comm, name, n, opts):
+    """problem_size counts the rows and nonzeros (or a tight bound on them) each
+    problem builds, and the build memory; an option the problem lacks is refused."""
+    size = gallery.problem_size(name, n, **opts)
+    A = gallery.PROBLEMS[name](n, comm, **opts)
+    nnz = A.global_nnz()
+    with Checks(comm) as checks:
+        checks.add(size.rows == A.shape[0], "rows", (size.rows, A.shape[0]))
+        if size.exact:
+            checks.add(size.nnz == nnz, "nonzeros exactly", (size.nnz, nnz))
+        else:       # a bound, and not a loose one
+            checks.add(nnz <= size.nnz <= 1.2 * nnz, "nonzeros bounded", (size.nnz, nnz))
+        checks.add(size.build_bytes(comm.size) >= size.nnz / comm.size * 8,
+                   "build memory at least the values", size.build_bytes(comm.size))
+    assert_raises_collective(comm, TypeError, gallery.problem_size, name, n, nosuch=1,
+                             match="its options")
 
 
 # -- bad input: the same exception on every rank -------------------------------------------
