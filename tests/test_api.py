@@ -80,6 +80,7 @@ def _lacking_note(module_name: str) -> list[str]:
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_every_public_call_says_whether_it_is_collective(comm, module_name):
+    """Every public call of the module says whether it is collective."""
     missing = _lacking_note(module_name)
     assert_collective(comm, not missing,
                       "%s: no 'Collective ...' or 'Not collective' in the docstring of %s"
@@ -107,6 +108,7 @@ def _properties():
 
 
 def test_no_property_calls_mpi(comm):
+    """No public property's source makes an MPI call."""
     found = sorted({(label, m.group(0)) for label, prop in _properties()
                     for m in _COMMUNICATING.finditer(inspect.getsource(prop.fget))})
     assert_collective(comm, list(_properties()), "found no properties to check")
@@ -139,6 +141,7 @@ def _core_objects(comm):
 
 
 def test_core_properties_touch_no_communicator(comm):
+    """Reading the core classes' properties makes no call on their communicator."""
     objects = _core_objects(comm)
     recorder = _RecordingComm(comm)
     for obj in objects:                 # from here on, every comm is the recorder
@@ -164,6 +167,7 @@ def test_core_properties_touch_no_communicator(comm):
 
 
 def test_core_classes_with_properties_are_all_checked(comm):
+    """Every core class with properties is among those checked."""
     # the test above must not miss a class of the core that grows a property
     checked = {type(o) for o in _core_objects(comm)}
     with_properties = {obj for m in ("dmsolve", "dmsolve.bsp")
@@ -176,6 +180,7 @@ def test_core_classes_with_properties_are_all_checked(comm):
 
 
 def test_transpose_is_a_method_not_a_property(comm):
+    """Transposing communicates, so it is a method, not a property."""
     A = gallery.poisson2d(4, comm)
     assert_collective(comm, not hasattr(DistCSR, "T"), "DistCSR.T communicates; use transpose()")
     assert_collective(comm, A.transpose().shape == A.shape)
@@ -197,6 +202,7 @@ def _matches(package: str, pattern: str) -> list[str]:
 
 
 def test_dmsolve_never_imports_the_packages_above_it_static(comm):
+    """No source file of dmsolve imports preconditioners or topology."""
     hits = _matches("dmsolve", r"^\s*(?:from|import)\s+(?:preconditioners|topology)\b.*$"
                                r"|import_module\(\s*['\"](?:preconditioners|topology)")
     assert_collective(comm, _sources("dmsolve"), "no sources found under dmsolve/")
@@ -204,6 +210,7 @@ def test_dmsolve_never_imports_the_packages_above_it_static(comm):
 
 
 def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
+    """Importing every module of dmsolve loads neither preconditioners nor topology."""
     code = (
         "import importlib, pkgutil, sys\n"
         "import dmsolve\n"
@@ -220,6 +227,7 @@ def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
 
 
 def test_no_package_imports_another_packages_private_names(comm):
+    """No package imports another package's private names."""
     private_of = {
         "dmsolve": r"(?:from\s+dmsolve(?:\.\w+)*\._\w+\s+import"
                    r"|import\s+dmsolve(?:\.\w+)*\._\w+"
@@ -239,6 +247,7 @@ def test_no_package_imports_another_packages_private_names(comm):
 
 
 def test_the_distribution_ships_every_package_and_the_registry_entry_point(comm):
+    """pyproject.toml ships every package and subpackage and the registry's entry point."""
     # pyproject.toml's package list decides what a wheel holds: a subpackage left out
     # of it (dmsolve.krylov, preconditioners.gemslr, ...) works in an editable
     # install and is missing from a real one.
@@ -261,6 +270,7 @@ def test_the_distribution_ships_every_package_and_the_registry_entry_point(comm)
 # -- other projects' public APIs ----------------------------------------------------------
 
 def test_no_private_api_of_mpi4py_or_scipy(comm):
+    """dmsolve uses no private API of mpi4py or scipy, but the one guarded exception."""
     # scipy's accumulating products are the one exception, imported and
     # guarded in dmsolve/_interop.py
     hits = []
@@ -271,6 +281,7 @@ def test_no_private_api_of_mpi4py_or_scipy(comm):
 
 
 def test_import_under_python_OO_without_docstrings(comm):
+    """The packages import under python -OO, without docstrings."""
     # docstring templates (krylov, gallery) must not assume a docstring exists
     proc = on_rank0(comm, subprocess.run,
                     [sys.executable, "-OO", "-c", "import dmsolve, preconditioners, topology"],

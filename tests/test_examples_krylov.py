@@ -14,6 +14,8 @@ COMM = MPI.COMM_WORLD
                                   ["--n", "8", "--dim", "3", "--method", "pipecg",
                                    "--pc", "none", "--quiet"]])
 def test_poisson_example(argv):
+    """examples/poisson_solve.py converges for each set of arguments, with a true relative
+    residual below 1e-7 and the same iterations on every rank."""
     info = load_example("poisson_solve").main(COMM, argv)
     assert_collective(COMM, info.converged and info.extra["true_relative_residual"] < 1e-7,
                       str(info))
@@ -21,6 +23,7 @@ def test_poisson_example(argv):
 
 
 def test_convdiff_example():
+    """examples/convdiff_solve.py converges with GMRES, FGMRES and BiCGStab."""
     results = load_example("convdiff_solve").main(COMM, ["--n", "12", "--quiet"])
     checks = Checks(COMM)
     checks.add(sorted(results) == ["bicgstab", "fgmres", "gmres"], "methods", sorted(results))

@@ -16,6 +16,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_critical_points_example_writes_vtu(shared_tmp_path):
+    """The critical-points example writes its VTU files."""
     out = str(shared_tmp_path / "cp.vtu")
     counts = load_example("critical_points").main(COMM, ["--n", "12", "--bumps", "5",
                                                          "--out", out])
@@ -34,6 +35,7 @@ def test_critical_points_example_writes_vtu(shared_tmp_path):
 
 
 def test_hodge_example_plots_three_parts(shared_tmp_path):
+    """The Hodge example plots the three parts of the decomposition."""
     out = os.path.join(shared_tmp_path, "hodge.png")
     res = load_example("hodge").main(COMM, ["--n", "14", "--out", out])
     assert_equal_collective(res["betti"], [1, 2, 0])
@@ -71,6 +73,7 @@ def test_edge_flows_example_figures(shared_tmp_path):
 
 
 def test_edge_flows_example_partition_independent(shared_tmp_path):
+    """The edge-flow example prints the same figures at any rank count and partition."""
     base = load_example("edge_flows").main(COMM, ["--order", "16", "--out", ""])
     metis = load_example("edge_flows").main(COMM, ["--order", "16", "--out", "",
                                                    "--partition", "metis"])
@@ -85,6 +88,7 @@ def test_edge_flows_example_partition_independent(shared_tmp_path):
 
 
 def test_persistence_example_writes_plot_csv_vtu(shared_tmp_path):
+    """The persistence example writes its plot, CSV and VTU."""
     prefix = str(shared_tmp_path / "pd")
     ex = load_example("persistence")
     argv = ["--n", "14", "--noise", "0.3", "--min-persistence", "0.2", "--out", prefix]

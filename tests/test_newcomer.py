@@ -45,6 +45,7 @@ def _load(path: pathlib.Path):
 
 
 def test_convdiff_example_shows_every_method_converging(comm, capsys):
+    """examples/convdiff_solve.py shows every method converging."""
     example = _load(CHECKOUT / "examples" / "convdiff_solve.py")
     results = example.main(comm, [])            # the docstring's usage line, as written
     out = comm.bcast(capsys.readouterr().out, root=0)
@@ -70,6 +71,7 @@ def test_convdiff_example_shows_every_method_converging(comm, capsys):
 # -- the numba warm-up of make setup ----------------------------------------------------
 
 def test_make_setup_warms_every_numba_kernel(comm):
+    """tools/warm_kernels.py (run by make setup) compiles every numba kernel."""
     makefile = (CHECKOUT / "Makefile").read_text()
     # `setup` depends on a target whose recipe runs the warm-up
     setup = re.search(r"^setup:(.*)$", makefile, re.M)
@@ -92,6 +94,7 @@ def test_make_setup_warms_every_numba_kernel(comm):
 # -- docs/guide/install.md "Running on a cluster", as far as this machine allows --------------------------
 
 def test_readme_hostfile_launch_and_mpi_library(comm, shared_tmp_path):
+    """The README's hostfile launch starts the ranks and mpi4py names the MPI library it loaded."""
     # the wheel's mpiexec with a hostfile of host:slots lines (here localhost:2)
     # starts the ranks; mpi4py says which libmpi it loaded (the wheel's, in the venv)
     hosts = shared_tmp_path / "hosts"

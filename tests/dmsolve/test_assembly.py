@@ -16,6 +16,8 @@ from operands import real_matrix, uneven_layout
 @pytest.mark.parametrize("shape", [(13, 13), (7, 11), (11, 3)], ids=["13x13", "7x11", "11x3"])
 @pytest.mark.parametrize("mode", ["add", "insert"])
 def test_from_coo_any_rank_any_row(comm, shape, mode):
+    """from_coo assembles triplets that any rank gives for any row (duplicates summed) into
+    scipy's matrix."""
     rng = np.random.default_rng(100 + comm.rank)
     k = 40
     rows = rng.integers(0, shape[0], k)
@@ -36,6 +38,7 @@ def test_from_coo_any_rank_any_row(comm, shape, mode):
 
 
 def test_from_coo_all_entries_to_one_other_rank(comm):
+    """from_coo assembles when every rank's entries belong to one other rank."""
     # every rank contributes only to the last rank's rows, with heavy duplication
     n = 10
     lay = Layout.block(n, comm)
@@ -49,6 +52,7 @@ def test_from_coo_all_entries_to_one_other_rank(comm):
 
 
 def test_from_coo_options_are_keyword_only(comm):
+    """from_coo's layouts, mode and check_finite are keyword-only."""
     # the triplets, the shape and the communicator are positional; the
     # layouts, mode and check_finite only by name
     lay = Layout.block(4, comm)
@@ -60,6 +64,7 @@ def test_from_coo_options_are_keyword_only(comm):
 
 # -- bad input: the same exception on every rank ---------------------------------------
 def test_from_coo_out_of_range_on_one_rank(comm):
+    """An index out of range on one rank is refused on every rank."""
     bad = comm.rank == comm.size - 1
     rows = np.array([0, 12 if bad else 1])
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, rows, np.array([0, 1]),
@@ -70,18 +75,21 @@ def test_from_coo_out_of_range_on_one_rank(comm):
 
 
 def test_from_coo_non_integer_indices(comm):
+    """Non-integer indices are refused."""
     rows = np.array([0.5, 1.0]) if comm.rank == 0 else np.array([0, 1])
     assert_raises_collective(comm, TypeError, DistCSR.from_coo, rows, np.array([0, 1]),
                              np.ones(2), (10, 10), comm, match="integers")
 
 
 def test_from_coo_non_finite_values(comm):
+    """Non-finite values are refused."""
     vals = np.array([1.0, np.nan if comm.rank == 0 else 2.0])
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0, 1]),
                              np.array([0, 1]), vals, (10, 10), comm, match="finite")
 
 
 def test_from_coo_mismatched_lengths_and_shapes(comm):
+    """Triplets of different lengths and bad shapes are refused."""
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0, 1]),
                              np.array([0]), np.ones(2), (10, 10), comm)
     assert_raises_collective(comm, TypeError, DistCSR.from_coo, np.array([0]), np.array([0]),
@@ -92,12 +100,14 @@ def test_from_coo_mismatched_lengths_and_shapes(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_from_coo_shapes_differ_between_ranks(comm):
+    """Shapes that differ between ranks are refused on every rank."""
     shape = (10, 11) if comm.rank == 0 else (10, 10)
     assert_raises_collective(comm, ValueError, DistCSR.from_coo, np.array([0]),
                              np.array([0]), np.ones(1), shape, comm, match="shapes")
 
 
 def test_from_global_bad_input(comm):
+    """from_global refuses what is not a 2-D matrix."""
     assert_raises_collective(comm, TypeError, DistCSR.from_global, [[1, 2]], comm)
     assert_raises_collective(comm, ValueError, DistCSR.from_global, sp.identity(5), comm,
                              layout=Layout.block(6, comm))
@@ -105,11 +115,13 @@ def test_from_global_bad_input(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_from_global_matrices_differ_between_ranks(comm):
+    """Global matrices that differ between ranks are refused on every rank."""
     A = sp.identity(5 if comm.rank == 0 else 6, format="csr")
     assert_raises_collective(comm, ValueError, DistCSR.from_global, A, comm)
 
 
 def test_from_local_rows_bad_input(comm):
+    """from_local_rows refuses blocks of the wrong row count or shape."""
     lay = Layout.block(8, comm)
     local = sp.csr_matrix((lay.local_size + (1 if comm.rank == 0 else 0), 8))
     assert_raises_collective(comm, ValueError, DistCSR.from_local_rows, local, lay)
@@ -123,6 +135,7 @@ def test_from_local_rows_bad_input(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_from_local_rows_column_counts_differ_between_ranks(comm):
+    """Column counts that differ between ranks are refused on every rank."""
     lay = Layout.block(8, comm)
     local = sp.csr_matrix((lay.local_size, 9 if comm.rank == comm.size - 1 else 8))
     assert_raises_collective(comm, ValueError, DistCSR.from_local_rows, local, lay)
@@ -160,6 +173,8 @@ def _build(constructor, M, dtype, comm):
 
 @pytest.mark.parametrize("name", list(DTYPES), ids=list(DTYPES))
 def test_every_constructor_stores_float64_or_complex128(comm, name):
+    """Every constructor stores an integer, float32 or bool matrix as float64 (complex as
+    complex128), with products to match."""
     dtype = np.dtype(DTYPES[name])
     M = _matrix_of(dtype)
     want = np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
@@ -183,6 +198,7 @@ def test_every_constructor_stores_float64_or_complex128(comm, name):
 
 @pytest.mark.mpi(min_size=2)
 def test_complex_entries_on_one_rank_make_the_matrix_complex_everywhere(comm):
+    """Complex entries on one rank make the matrix complex on every rank."""
     M = _matrix_of(np.complex128)
     lay = Layout.block(M.shape[0], comm)
     s, e = lay.owned_range

@@ -45,6 +45,7 @@ def _number_after(text: str, marker: str) -> float:
 
 
 def test_solve_gallery_problem_converges(comm, capsys):
+    """``solve`` on a gallery problem converges and says so."""
     out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "20", "--rtol", "1e-8"])
     assert_collective(comm, "CONVERGED_RTOL" in out and "rows 400" in out, out)
     rel = _number_after(out, "||b|| = ")
@@ -52,6 +53,7 @@ def test_solve_gallery_problem_converges(comm, capsys):
 
 
 def test_solve_monitor_prints_petsc_lines_on_rank_0(comm, capsys):
+    """--monitor prints PETSc-style lines on rank 0, and non-convergence exits non-zero."""
     # non-convergence must exit non-zero
     out = _run(comm, capsys, ["solve", "--problem", "poisson1d", "--n", "50", "--monitor",
                               "--maxiter", "2"], expected=1)
@@ -61,6 +63,7 @@ def test_solve_monitor_prints_petsc_lines_on_rank_0(comm, capsys):
 
 
 def test_solve_matrix_file_and_rhs(comm, capsys, shared_tmp_path):
+    """``solve`` reads a matrix file and a right-hand side file."""
     n = 30
     A = sp.diags([-1.0, 2.5, -1.0], [-1, 0, 1], (n, n), format="csr")
     path = str(shared_tmp_path / "A.mtx")
@@ -74,6 +77,7 @@ def test_solve_matrix_file_and_rhs(comm, capsys, shared_tmp_path):
 
 
 def test_plot_is_written(comm, capsys, shared_tmp_path):
+    """--plot writes the residual history plot."""
     png = str(shared_tmp_path / "conv.png")
     code = main(["solve", "--problem", "poisson2d", "--n", "10", "--plot", png], comm)
     capsys.readouterr()
@@ -94,6 +98,7 @@ def test_plot_is_written(comm, capsys, shared_tmp_path):
 ], ids=["bad-problem", "negative-n", "negative-atol", "nan-rtol", "bad-pc", "bad-pc-opt",
         "missing-file", "no-source", "bad-command"])
 def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, text):
+    """Each bad input prints one message and exits with the same status on every rank."""
     got = main(argv, comm)
     cap = capsys.readouterr()
     assert_collective(comm, got == code, "exit %d, expected %d" % (got, code))
@@ -104,6 +109,7 @@ def test_bad_input_one_message_same_exit_everywhere(comm, capsys, argv, code, te
 
 
 def test_module_entry_point_runs(comm):
+    """``python -m dmsolve`` runs in a fresh process."""
     # `python -m dmsolve` in a fresh single process (its own MPI world)
     if comm.rank == 0:
         proc = subprocess.run([sys.executable, "-m", "dmsolve", "solve", "--problem",
@@ -117,6 +123,7 @@ def test_module_entry_point_runs(comm):
 
 
 def test_amg_hierarchy_summary_in_output(comm, capsys):
+    """A solve with amg prints the hierarchy's summary."""
     out = _run(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "40", "--pc", "amg"])
     assert_collective(comm, "level 0:      1600 rows" in out, out)
     oc = _number_after(out, "operator complexity ")
@@ -134,6 +141,8 @@ def _saddle_point(comm):
 
 
 def test_cli_exits_nonzero_on_the_saddle_point_system(comm, shared_tmp_path, capsys):
+    """A solve that does not truly converge (GMRES + amg on a saddle-point matrix) exits non-
+    zero."""
     # GMRES + amg on a saddle-point matrix must not claim CONVERGED_RTOL (its
     # true residual is 0.12), and the CLI must exit non-zero
     path = str(shared_tmp_path / "saddle.mtx")
@@ -147,6 +156,7 @@ def test_cli_exits_nonzero_on_the_saddle_point_system(comm, shared_tmp_path, cap
 
 
 def test_cli_checkpoint_and_resume(comm, shared_tmp_path, capsys):
+    """--checkpoint writes a checkpoint and --resume ends like the uninterrupted run."""
     path = str(shared_tmp_path / "ck")
     base = ["solve", "--problem", "poisson2d", "--n", "16", "--rtol", "1e-10"]
     code = main(base + ["--maxiter", "25", "--checkpoint", path, "--checkpoint-every", "10"],
@@ -227,6 +237,7 @@ def _path_cases(tmp):
 @pytest.mark.parametrize("case", [c[0] for c in _path_cases(pathlib.Path("/x"))])
 def test_output_paths_are_checked_before_anything_is_built(comm, capsys, shared_tmp_path,
                                                            recorder, case):
+    """Each unusable output path is refused before any problem is built, naming the path."""
     if comm.rank == 0:
         (shared_tmp_path / "a-file").write_text("not a directory")
         (shared_tmp_path / "a-dir").mkdir()
@@ -242,6 +253,7 @@ def test_output_paths_are_checked_before_anything_is_built(comm, capsys, shared_
 
 
 def test_good_output_paths_pass_and_are_written(comm, capsys, shared_tmp_path, recorder):
+    """Usable output paths pass the checks and are written."""
     # a checkpoint directory that does not exist yet (two levels) is created,
     # a plot is written; the bad cases above are refused by the same checks
     ck = shared_tmp_path / "new" / "ck"
@@ -269,6 +281,8 @@ def _help_of(text: str, option: str) -> str:
 
 
 def test_solve_help_lists_the_registered_names_and_options(comm, capsys):
+    """``solve --help`` lists the registered methods, preconditioners, problems and their
+    options."""
     code, out, quiet = _run_status(comm, capsys, ["solve", "--help"])
     pcs = _help_of(out, "--pc")
     methods = _help_of(out, "--method")
@@ -292,6 +306,7 @@ def test_solve_help_lists_the_registered_names_and_options(comm, capsys):
 
 
 def test_problem_options_are_what_each_problem_accepts(comm):
+    """--problem-opt takes exactly the options each problem lists."""
     # each problem built with its listed defaults given explicitly is the problem
     # built without them; an option it does not list is refused
     with Checks(comm) as checks:
@@ -308,6 +323,7 @@ def test_problem_options_are_what_each_problem_accepts(comm):
 
 
 def test_problem_opt_that_the_problem_lacks_lists_its_options(comm, capsys):
+    """An option a problem lacks is refused with the list of its options."""
     code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "poisson3d", "--n", "4",
                                            "--problem-opt", "epsilon=0.1"])
     with Checks(comm) as checks:
@@ -318,6 +334,7 @@ def test_problem_opt_that_the_problem_lacks_lists_its_options(comm, capsys):
 
 
 def test_version_is_dmsolves(comm, capsys):
+    """--version prints dmsolve's version."""
     declared = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]["version"]
     code, out, quiet = _run_status(comm, capsys, ["--version"])
     with Checks(comm) as checks:
@@ -337,6 +354,7 @@ def test_version_is_dmsolves(comm, capsys):
     ("poisson3d", 10 ** 8, ["1e+24 points", "64-bit"]),
 ], ids=["poisson2d-1e8", "convdiff3d-1e6", "poisson3d-1e8-past-int64"])
 def test_n_too_large_for_memory_is_refused_before_allocating(comm, capsys, problem, n, words):
+    """An --n too large for memory is refused before allocating."""
     code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", problem, "--n", str(n)])
     with Checks(comm) as checks:
         checks.add(code == 2, "exit status 2 on every rank", code)
@@ -345,6 +363,7 @@ def test_n_too_large_for_memory_is_refused_before_allocating(comm, capsys, probl
 
 
 def test_memory_message_counts_the_ranks_of_the_node(comm, capsys):
+    """The memory message counts the ranks sharing the node."""
     # a poisson2d about 10**4 times larger than this node's memory (large
     # enough that a build without the check fails at its first allocation)
     from dmsolve.cli import available_memory
@@ -364,6 +383,7 @@ def test_memory_message_counts_the_ranks_of_the_node(comm, capsys):
 # -- --monitor-every and --progress --------------------------------------------------
 
 def test_monitor_every_prints_every_kth_norm_and_the_last(comm, capsys):
+    """--monitor-every k prints every k-th norm and the last."""
     argv = ["solve", "--problem", "poisson1d", "--n", "40", "--rtol", "1e-10"]
     _, full, _ = _run_status(comm, capsys, argv + ["--monitor"])
     code, every, quiet = _run_status(comm, capsys, argv + ["--monitor-every", "4"])
@@ -396,6 +416,7 @@ class _Reporting(dmsolve.Preconditioner):
 
 
 def test_progress_reports_the_preconditioner_set_up(comm, capsys):
+    """--progress reports the preconditioner's set-up stages."""
     PRECONDITIONERS.register("cli-test-reporting", _Reporting)
     try:
         argv = ["solve", "--problem", "poisson2d", "--n", "8"]

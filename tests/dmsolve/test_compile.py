@@ -21,6 +21,7 @@ def small_poisson(n=12):
 # -- numba's compilation is not set-up or solve time -------------------------------------
 
 def test_compile_time_is_left_out_of_the_timings():
+    """A solve's set-up and solve times leave numba's compilation out."""
     import numba
     from dmsolve import _compile
     A, b = small_poisson()
@@ -59,6 +60,7 @@ def test_compile_time_is_left_out_of_the_timings():
 
 
 def test_compile_time_of_a_named_preconditioner_is_left_out():
+    """A named preconditioner's set-up time leaves numba's compilation out."""
     import numba
     import preconditioners
     from dmsolve import PRECONDITIONERS

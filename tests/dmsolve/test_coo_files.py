@@ -58,6 +58,8 @@ def spill_left(d):
 
 @pytest.mark.parametrize("ratio", [4, 16])
 def test_files_larger_than_the_budget_assemble_like_from_coo(ratio, shared_dir):
+    """COO files larger than the memory budget assemble to from_coo's matrix, entry for entry,
+    through spill files that are gone afterwards."""
     n, m = 3000, 1000000
     r, c, v = triplets(n, m, band=20)      # 41 entries a row: 8 triplets per entry
     paths = write_files(shared_dir, r, c, v)
@@ -100,6 +102,7 @@ def test_files_larger_than_the_budget_assemble_like_from_coo(ratio, shared_dir):
 
 
 def test_layouts_and_no_budget(shared_dir):
+    """from_coo_files takes layouts, and works without a budget."""
     n, m = 500, 40000
     r, c, v = triplets(n, m, seed=1)
     c = c % 300
@@ -117,6 +120,7 @@ def test_layouts_and_no_budget(shared_dir):
 
 
 def test_bad_input_is_an_error_on_every_rank(shared_dir, monkeypatch):
+    """Bad files and arguments are errors on every rank."""
     n = 100
     r, c, v = triplets(n, 1000, seed=2)
     good = write_files(shared_dir, r, c, v, parts=1)[0]

@@ -111,6 +111,7 @@ def _solve_failing(method, stage, exc_factory, communicate=True, at=2):
 @pytest.mark.parametrize("stage", ["callback", "pc", "matvec"])
 @pytest.mark.parametrize("method", METHODS)
 def test_custom_exception_keeps_its_type_on_every_rank(method, stage):
+    """A user's exception raised on one rank reaches every rank with its type, message and state."""
     # the stage communicates, then raises on the last rank: every rank raises
     # a GridError with the failing rank's message and state; the failing
     # rank's is chained to its own exception
@@ -128,6 +129,7 @@ def test_custom_exception_keeps_its_type_on_every_rank(method, stage):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("method", ["cg", "gmres"])
 def test_non_communicating_callback_failure_keeps_type(method):
+    """A failing callback that communicates nothing still reaches every rank with its type."""
     got, own = _solve_failing(method, "callback", lambda: LookupError("no such cell"),
                               communicate=False)
     with Checks(COMM) as checks:
@@ -137,6 +139,8 @@ def test_non_communicating_callback_failure_keeps_type(method):
 
 @pytest.mark.timeout(60)
 def test_unpicklable_exception_is_a_collective_error():
+    """An exception that cannot be pickled (or unpickled on some ranks) becomes a
+    CollectiveError on every rank."""
     got, _ = _solve_failing("cg", "callback", lambda: Unpicklable("cannot travel"))
     with Checks(COMM) as checks:
         checks.add(isinstance(got, dmsolve.CollectiveError), "CollectiveError", repr(got))
@@ -154,6 +158,7 @@ def test_unpicklable_exception_is_a_collective_error():
 
 
 def test_agree_transports_types():
+    """agree() gives every rank the failing rank's exception type."""
     def failing(exc):
         return lambda: _errors.agree(COMM, exc if COMM.rank == LAST else None)
     # the kinds raised as before, message and all
@@ -180,6 +185,7 @@ def test_agree_transports_types():
 
 
 def test_agree_with_grace_when_every_rank_arrives():
+    """agree() with grace gives the same agreed exception when every rank arrives in time."""
     # a rank holding an error waits for the others, which arrive: the same
     # agreed exception as without grace, and soon
     t0 = time.monotonic()
@@ -192,6 +198,8 @@ def test_agree_with_grace_when_every_rank_arrives():
 
 
 def test_poll_gives_up_after_its_time():
+    """poll() completes a request that completes, and gives up on one that never does after its
+    time, leaving it active."""
     grace = 0.3
     dup = COMM.Dup()
     try:

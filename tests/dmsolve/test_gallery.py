@@ -52,6 +52,7 @@ POISSON_CASES = [
 
 @pytest.mark.parametrize("build, reference", POISSON_CASES)
 def test_poisson_matches_pyamg(build, reference):
+    """The Poisson matrices equal pyamg's, bit for bit."""
     assert_same_sparse(build().to_scipy(), reference())
 
 
@@ -59,6 +60,7 @@ def test_poisson_matches_pyamg(build, reference):
                                             (1e-2, -2.0)],
                          ids=["eps1e-3-theta0", "eps0.1-pi6", "iso-0.3", "eps1e-2-neg"])
 def test_anisotropic_matches_pyamg_fd_stencil(epsilon, theta):
+    """anisotropic_diffusion equals pyamg's finite-difference stencil."""
     S = diffusion_stencil_2d(epsilon=epsilon, theta=theta, type="FD")
     # pyamg's stencil is indexed [x, y]; its grid numbers the last axis fastest
     ref = stencil_grid(S.T, (5, 7), format="csr")
@@ -70,6 +72,7 @@ def test_anisotropic_matches_pyamg_fd_stencil(epsilon, theta):
 
 
 def test_anisotropic_theta0_is_weighted_poisson():
+    """anisotropic_diffusion at theta = 0 is a weighted Poisson matrix."""
     A = gallery.anisotropic_diffusion(7, COMM, epsilon=0.25).to_scipy()
     Tx = poisson((7,))
     I = sp.identity(7)
@@ -101,6 +104,7 @@ def _upwind_reference(n, dim, wind, nu):
                                           (3, 5, (1.0, 0.5, 0.25))],
                          ids=["2d-7", "2d-13-negwind", "3d-5"])
 def test_convection_diffusion_is_upwind(dim, n, wind):
+    """convection_diffusion is the upwind discretisation of its reference."""
     nu = 0.05
     A = gallery.convection_diffusion(n, COMM, dim=dim, wind=wind, diffusion=nu).to_scipy()
     ref = sp.csr_matrix(sum(_upwind_reference(n, dim, wind, nu)))
@@ -120,6 +124,7 @@ def test_convection_diffusion_is_upwind(dim, n, wind):
 
 
 def test_shifted_laplacian_signs_and_values():
+    """shifted_laplacian has the signs and values of its formula."""
     s, alpha = 0.2, (0.01, -0.01, 0.0)
     n = 5
     A = gallery.shifted_laplacian(n, COMM, shift=s, alpha=alpha).to_scipy().tocsr()
@@ -137,6 +142,7 @@ def test_shifted_laplacian_signs_and_values():
 
 
 def test_shifted_laplacian_indefinite_for_positive_shift():
+    """shifted_laplacian is indefinite for a shift past the smallest eigenvalue."""
     # smallest eigenvalue of the unshifted operator: 6 (1 - cos(pi / (n + 1))) = 1.15
     n = 4
     A = gallery.shifted_laplacian(n, COMM, shift=2.0, alpha=(0, 0, 0)).to_scipy()
@@ -145,6 +151,7 @@ def test_shifted_laplacian_indefinite_for_positive_shift():
 
 
 def test_random_spd_rank_count_independent_and_spd():
+    """random_spd is the same at any rank count, and SPD."""
     for n in (1, 13, 40):
         A = gallery.random_spd(n, COMM, density=0.2, seed=3).to_scipy()
         assert_same_sparse(A, serial(gallery.random_spd, n, density=0.2, seed=3))
@@ -157,6 +164,7 @@ def test_random_spd_rank_count_independent_and_spd():
 
 
 def test_graph_laplacian_from_distributed_edges():
+    """graph_laplacian from edges spread over the ranks is scipy's Laplacian."""
     n = 13
     rng = np.random.default_rng(5)
     edges = rng.integers(0, n, size=(40, 2))
@@ -173,6 +181,7 @@ def test_graph_laplacian_from_distributed_edges():
 
 
 def test_graph_laplacian_edge_given_twice_by_different_ranks():
+    """An edge given twice by different ranks counts once."""
     edges = np.array([[0, 1]]) if COMM.rank in (0, COMM.size - 1) else np.zeros((0, 2), int)
     L = gallery.graph_laplacian(edges, 3, COMM).to_scipy().toarray()
     k = 2.0 if COMM.size > 1 else 1.0
@@ -181,6 +190,7 @@ def test_graph_laplacian_edge_given_twice_by_different_ranks():
 
 @pytest.mark.parametrize("name", sorted(gallery.PROBLEMS))
 def test_registry_rank_count_independent(name):
+    """Every registered problem is the same at any rank count."""
     n = {"poisson1d": 13, "random_spd": 13}.get(name, 5)
     A = gallery.PROBLEMS[name](n, COMM).to_scipy()
     B = gallery.PROBLEMS[name](n, MPI.COMM_SELF).to_scipy()
@@ -189,6 +199,7 @@ def test_registry_rank_count_independent(name):
 
 
 def test_rows_are_built_locally_in_blocks():
+    """A gallery matrix is in block rows: each rank holds the rows of its block_range."""
     A = gallery.poisson2d(7, COMM)
     from dmsolve import block_range
     start, stop = block_range(49, COMM.size, COMM.rank)
@@ -198,6 +209,7 @@ def test_rows_are_built_locally_in_blocks():
 
 @pytest.mark.parametrize("kind", ["ones", "random"])
 def test_rhs_rank_count_independent(kind):
+    """rhs() gives the same vector at any rank count."""
     A = gallery.poisson1d(13, COMM)
     b = gallery.rhs(A, kind=kind, seed=2).gather()
     ref = gallery.rhs(gallery.poisson1d(13, MPI.COMM_SELF), kind=kind, seed=2).local
@@ -228,15 +240,18 @@ BAD = [
 
 @pytest.mark.parametrize("exc, fn, args, kwargs", BAD)
 def test_bad_arguments_raise_on_every_rank(exc, fn, args, kwargs):
+    """Each bad argument raises on every rank."""
     assert_raises_collective(COMM, exc, fn, *args, COMM, **kwargs)
 
 
 def test_bad_n_on_one_rank_only_raises_everywhere():
+    """A bad n on one rank raises on every rank."""
     n = -1 if COMM.rank == COMM.size - 1 else 5
     assert_raises_collective(COMM, ValueError, gallery.poisson2d, n, COMM)
 
 
 def test_bad_edges_on_one_rank_raise_everywhere():
+    """Bad edges on one rank raise on every rank."""
     bad = COMM.rank == COMM.size - 1
     edges = np.array([[0, 9]]) if bad else np.array([[0, 1]])
     assert_raises_collective(COMM, ValueError, gallery.graph_laplacian, edges, 5, COMM,
@@ -249,6 +264,7 @@ def test_bad_edges_on_one_rank_raise_everywhere():
 
 
 def test_bad_rhs_kind():
+    """An unknown rhs kind is refused."""
     A = gallery.poisson1d(5, COMM)
     assert_raises_collective(COMM, ValueError, gallery.rhs, A, kind="zeros")
 

@@ -18,6 +18,8 @@ from mpitest import (Checks, assert_allclose_collective, assert_collective,
 
 
 def test_solve_takes_scipy_complex_inputs(comm):
+    """dmsolve.solve takes a global complex scipy matrix and a numpy b, and returns spsolve's
+    answer."""
     # the scipy way: the same global matrix and numpy b on every rank
     Ag = hermitian(10)
     b = complex_rhs(Ag.shape[0], seed=2)
@@ -44,6 +46,8 @@ def _system(n=101):
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("form", ["csr", "coo", "dense", "linear-operator"])
 def test_solve_takes_scipy_and_numpy_inputs(comm, form):
+    """dmsolve.solve takes global scipy, numpy and LinearOperator inputs and returns scipy's
+    answer."""
     A, b, ref = _system()
     given = {"csr": A, "coo": A.tocoo(), "dense": A.toarray(),
              "linear-operator": spla.aslinearoperator(A)}[form]
@@ -59,6 +63,7 @@ def test_solve_takes_scipy_and_numpy_inputs(comm, form):
 
 @pytest.mark.timeout(600)
 def test_solve_numpy_x0_and_nullspace_with_a_global_matrix(comm):
+    """A global matrix takes a numpy x0 and a numpy null space."""
     # a singular consistent system: the 1D Neumann Laplacian, constant null space
     n = 37
     L = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n), format="lil")
@@ -79,6 +84,7 @@ def test_solve_numpy_x0_and_nullspace_with_a_global_matrix(comm):
 
 @pytest.mark.timeout(600)
 def test_linear_operator_failing_on_one_rank_raises_on_every_rank(comm):
+    """A scipy LinearOperator failing on one rank raises on every rank."""
     A, b, _ = _system(40)
     calls = [0]
 
@@ -95,6 +101,7 @@ def test_linear_operator_failing_on_one_rank_raises_on_every_rank(comm):
 
 @pytest.mark.timeout(600)
 def test_mixed_inputs_name_the_one_line_conversion(comm):
+    """Mixed global and distributed inputs are refused with the one-line conversion to use."""
     A, b, _ = _system(23)
     dA = DistCSR.from_global(A, comm)
     assert_raises_collective(comm, TypeError, dmsolve.solve, dA, b,
@@ -110,6 +117,7 @@ def test_mixed_inputs_name_the_one_line_conversion(comm):
 @pytest.mark.timeout(600)
 @pytest.mark.mpi(min_size=2)
 def test_ranks_passing_different_kinds_of_input_are_refused_everywhere(comm):
+    """Ranks passing different kinds of input are refused on every rank."""
     A, b, _ = _system(23)
     dA = DistCSR.from_global(A, comm)
     db = DistVector.from_global(b, dA.row_layout)       # collective: on every rank
@@ -119,6 +127,8 @@ def test_ranks_passing_different_kinds_of_input_are_refused_everywhere(comm):
 
 
 def test_scipy_without_sparsetools_fails_at_import_with_a_clear_message(comm):
+    """Without scipy's sparsetools, import dmsolve fails with a message naming them and scipy's
+    version."""
     code = (
         "import sys\n"
         "sys.modules['scipy.sparse._sparsetools'] = None   # a scipy without it\n"
@@ -142,6 +152,7 @@ def test_scipy_without_sparsetools_fails_at_import_with_a_clear_message(comm):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32, np.int64,
                                    np.bool_, ">f8"], ids=str)
 def test_mpi_datatype_matches_the_buffer(comm, dtype):
+    """mpi_datatype gives an MPI datatype of the buffer's item size, cached."""
     from dmsolve._interop import mpi_datatype
     t = mpi_datatype(dtype)
     assert_collective(comm, t.Get_size() == np.dtype(dtype).itemsize,

@@ -43,6 +43,7 @@ def assert_exact(A, B):
 @pytest.mark.parametrize("name, n", [("random_spd", 13), ("convdiff2d", 4),
                                      ("anisotropic2d", 5), ("poisson1d", 7)])
 def test_matrix_round_trip_exact(shared_tmp_path, name, n):
+    """A matrix written and read back is the same bit for bit."""
     path = os.path.join(shared_tmp_path, name + ".mtx")
     A = gallery.PROBLEMS[name](n, COMM)
     io.write_matrix(path, A, comment="written by dmsolve\nsecond line")
@@ -54,6 +55,7 @@ def test_matrix_round_trip_exact(shared_tmp_path, name, n):
 
 
 def test_read_scipy_written_files(shared_tmp_path):
+    """Files scipy writes read as scipy reads them."""
     rng = np.random.default_rng(0)
     M = sp.random(13, 7, density=0.3, random_state=1, format="csr")  # rectangular
     S = gallery.random_spd(13, MPI.COMM_SELF, density=0.3).to_scipy()
@@ -82,6 +84,7 @@ def test_read_scipy_written_files(shared_tmp_path):
 
 
 def test_read_with_layout_and_empty_rank(shared_tmp_path):
+    """A file read onto a given layout, with an empty rank, gives the right rows."""
     path = os.path.join(shared_tmp_path, "m.mtx")
     A = gallery.poisson2d(4, COMM)
     io.write_matrix(path, A)
@@ -105,6 +108,7 @@ def test_read_with_layout_and_empty_rank(shared_tmp_path):
 
 
 def test_compressed_file(shared_tmp_path):
+    """A gzip-compressed file reads like the plain one."""
     path = os.path.join(shared_tmp_path, "sym.mtx.gz")
     S = gallery.random_spd(13, MPI.COMM_SELF, density=0.3).to_scipy()
 
@@ -120,6 +124,7 @@ def test_compressed_file(shared_tmp_path):
 
 @pytest.mark.parametrize("n", [1, 7, 13])
 def test_vector_round_trip_exact(shared_tmp_path, n):
+    """A vector written and read back is the same bit for bit."""
     path = os.path.join(shared_tmp_path, "x%d.mtx" % n)
     A = gallery.poisson1d(n, COMM)
     x = gallery.rhs(A, kind="random", seed=4)
@@ -131,6 +136,7 @@ def test_vector_round_trip_exact(shared_tmp_path, n):
 
 
 def test_vector_integer_and_complex(shared_tmp_path):
+    """Integer and complex vectors round-trip."""
     layout = Layout.block(7, COMM)
     idx = np.arange(layout.start, layout.stop)
     for name, local in (("i.mtx", idx * 3 - 5), ("c.mtx", idx * (0.5 - 1.25j))):
@@ -143,6 +149,7 @@ def test_vector_integer_and_complex(shared_tmp_path):
 
 
 def test_read_vector_from_coordinate_file(shared_tmp_path):
+    """read_vector reads a coordinate-format vector."""
     path = os.path.join(shared_tmp_path, "sparsevec.mtx")
     write_text(path, "%%MatrixMarket matrix coordinate real general\n"
                      "% a sparse vector\n9 1 3\n2 1 1.5\n9 1 -2\n5 1 4\n")
@@ -153,6 +160,7 @@ def test_read_vector_from_coordinate_file(shared_tmp_path):
 
 
 def test_complex_matrix_round_trip(shared_tmp_path):
+    """A complex matrix round-trips."""
     path = os.path.join(shared_tmp_path, "z.mtx")
     Z = (sp.random(7, 7, density=0.4, random_state=5) * (1 - 3j)).tocsr()
     A = DistCSR.from_global(Z, COMM)
@@ -175,24 +183,28 @@ MALFORMED = {
 
 @pytest.mark.parametrize("fname", sorted(MALFORMED))
 def test_malformed_file_raises_value_error_everywhere(shared_tmp_path, fname):
+    """Each malformed file raises ValueError on every rank."""
     path = os.path.join(shared_tmp_path, fname)
     write_text(path, MALFORMED[fname])
     assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM)
 
 
 def test_missing_file_raises_os_error_everywhere(shared_tmp_path):
+    """A missing file raises OSError on every rank."""
     path = os.path.join(shared_tmp_path, "does-not-exist.mtx")
     assert_raises_collective(COMM, OSError, io.read_matrix, path, COMM)
     assert_raises_collective(COMM, OSError, io.read_vector, path, COMM)
 
 
 def test_unwritable_path_raises_os_error_everywhere(shared_tmp_path):
+    """An unwritable path raises OSError on every rank."""
     A = gallery.poisson1d(5, COMM)
     path = os.path.join(shared_tmp_path, "no", "such", "dir", "a.mtx")
     assert_raises_collective(COMM, OSError, io.write_matrix, path, A)
 
 
 def test_wrong_layout_or_shape_raises(shared_tmp_path):
+    """A layout or shape that does not fit the file is refused."""
     path = os.path.join(shared_tmp_path, "p.mtx")
     io.write_matrix(path, gallery.poisson2d(3, COMM))
     assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM,
@@ -201,6 +213,7 @@ def test_wrong_layout_or_shape_raises(shared_tmp_path):
 
 
 def test_mminfo_everywhere(shared_tmp_path):
+    """mminfo gives the header on every rank."""
     path = os.path.join(shared_tmp_path, "info.mtx")
     io.write_matrix(path, gallery.poisson1d(7, COMM))
     info = io.mminfo(path, COMM)
@@ -238,6 +251,7 @@ def _still_in_step():
 # -- compressed files ---------------------------------------------------------------------
 
 def test_every_compressed_kind_reads_like_scipy(shared_tmp_path):
+    """gzip, bz2 and xz files read as scipy reads them."""
     S = _matrix()
     D = np.random.default_rng(1).standard_normal((9, 4))
     for kind, pack in COMPRESS.items():
@@ -274,6 +288,7 @@ DAMAGE = [(k, h) for k in COMPRESS for h in ("truncated", "corrupt", "not-compre
 
 @pytest.mark.parametrize("kind, how", DAMAGE, ids=["%s-%s" % d for d in DAMAGE])
 def test_damaged_compressed_file_fails_on_every_rank(shared_tmp_path, kind, how):
+    """A truncated, corrupt or mislabelled compressed file fails on every rank."""
     raw = _mm_bytes(_matrix(60, seed=2))
     path = _put(shared_tmp_path / ("m.mtx." + kind), _damaged(raw, kind, how))
     e = assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM,
@@ -329,6 +344,7 @@ MESSAGES = [
 
 @pytest.mark.parametrize("edit, pattern", [m[1:] for m in MESSAGES], ids=[m[0] for m in MESSAGES])
 def test_messages_name_the_file_line_and_row(shared_tmp_path, edit, pattern):
+    """Each damaged line is named by file, line and row in the message, on every rank."""
     last = _last_line(shared_tmp_path)
     edit = {(last if k == -1 else k): v for k, v in edit.items()}
     path = _lines_file(shared_tmp_path, "m.mtx", edit)
@@ -339,6 +355,7 @@ def test_messages_name_the_file_line_and_row(shared_tmp_path, edit, pattern):
 
 
 def test_integer_and_skew_files_name_the_line(shared_tmp_path):
+    """Damaged integer and skew-symmetric files name the line."""
     path = _lines_file(shared_tmp_path, "i.mtx", {5: b"3 2 1.5"}, field="integer")
     assert_raises_collective(COMM, ValueError, io.read_matrix, path, COMM,
                              match=r"i\.mtx line 5: malformed entry '3 2 1\.5': '1\.5' is not an "
@@ -350,6 +367,7 @@ def test_integer_and_skew_files_name_the_line(shared_tmp_path):
 
 
 def test_plain_file_cut_mid_line(shared_tmp_path):
+    """A plain file cut mid-line fails on every rank, naming the line."""
     raw = _mm_bytes(_matrix(40, 3))
     lines = raw.rstrip(b"\n").split(b"\n")
     # cut inside the last entry's value: "i j" remains of the last line
@@ -368,6 +386,7 @@ def test_plain_file_cut_mid_line(shared_tmp_path):
 
 
 def test_comment_lines_inside_the_data_keep_the_numbering(shared_tmp_path):
+    """Comment lines inside the data keep the line numbers in messages right."""
     raw = _mm_bytes(_matrix(40, 3)).rstrip(b"\n").split(b"\n")
     k = len(raw) // 2
     lines = raw[:k] + [b"% a comment", b""] + raw[k:]
@@ -378,6 +397,7 @@ def test_comment_lines_inside_the_data_keep_the_numbering(shared_tmp_path):
 
 
 def test_bad_reader_arguments(shared_tmp_path):
+    """Bad reader arguments are refused on every rank."""
     path = str(shared_tmp_path / "p.mtx")
     io.write_matrix(path, gallery.poisson1d(5, COMM))
     assert_raises_collective(COMM, TypeError, io.read_matrix, None, COMM, match="path")
@@ -393,6 +413,7 @@ def test_bad_reader_arguments(shared_tmp_path):
 # -- writers ------------------------------------------------------------------------------
 
 def test_writers_fail_with_os_error_on_every_rank(shared_tmp_path):
+    """A writer that cannot write fails with OSError on every rank."""
     A = gallery.poisson1d(5, COMM)
     x = DistVector(Layout.block(5, COMM), np.arange(Layout.block(5, COMM).local_size, dtype=float))
     for write, obj in ((io.write_matrix, A), (io.write_vector, x)):
@@ -413,6 +434,7 @@ def test_writers_fail_with_os_error_on_every_rank(shared_tmp_path):
 
 
 def test_check_writable_changes_nothing(shared_tmp_path):
+    """check_writable leaves nothing behind."""
     new = str(shared_tmp_path / "new.txt")
     old = str(shared_tmp_path / "old.txt")
     on_rank0(COMM, lambda: open(old, "w").write("keep me"))
@@ -429,6 +451,7 @@ def test_check_writable_changes_nothing(shared_tmp_path):
 
 
 def test_complex_through_matrix_market_and_redistribution(comm, shared_tmp_path):
+    """A complex matrix and vector survive a Matrix Market round trip and redistribution."""
     M = complex_matrix(21, 21, seed=12) + sp.identity(21)
     A = DistCSR.from_global(sp.csr_matrix(M), comm)
     g = vector(21, 6, "complex")

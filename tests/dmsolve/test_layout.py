@@ -15,6 +15,7 @@ from operands import real_matrix
 @pytest.mark.parametrize("n", [0, 1, 7, 13, 101])
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 7])
 def test_block_range_partitions(n, size):
+    """block_range cuts n into nearly equal contiguous blocks that cover it."""
     ranges = block_ranges(n, size)
     assert ranges[0] == 0 and ranges[-1] == n
     for r in range(size):
@@ -24,6 +25,7 @@ def test_block_range_partitions(n, size):
 
 
 def test_block_range_rejects_bad_arguments():
+    """block_range refuses negative sizes and ranks out of range."""
     with pytest.raises(ValueError):
         block_range(10, 2, 2)
     with pytest.raises(ValueError):
@@ -31,6 +33,7 @@ def test_block_range_rejects_bad_arguments():
 
 
 def test_layout_owner_with_empty_ranks(comm):
+    """Layout.owner finds each index's rank when some ranks own nothing."""
     size = comm.size
     # rank 0 owns nothing, the last rank owns everything else but one
     counts = np.zeros(size, dtype=int)
@@ -49,6 +52,7 @@ def test_layout_owner_with_empty_ranks(comm):
 
 
 def test_layout_from_local_size_and_weights(comm):
+    """Layout.from_local_size and weighted layouts give the expected ranges."""
     lay = Layout.from_local_size(comm.rank + 1, comm)
     assert_collective(comm, lay.global_size == comm.size * (comm.size + 1) // 2)
     assert_collective(comm, lay.local_size == comm.rank + 1)
@@ -61,6 +65,7 @@ def test_layout_from_local_size_and_weights(comm):
 
 
 def test_layout_from_local_size_bad_value_raises_everywhere(comm):
+    """A bad local size on one rank raises on every rank."""
     assert_raises_collective(comm, ValueError, Layout.from_local_size,
                              -1 if comm.rank == comm.size - 1 else 3, comm)
     assert_raises_collective(comm, TypeError, Layout.from_local_size,
@@ -68,6 +73,7 @@ def test_layout_from_local_size_bad_value_raises_everywhere(comm):
 
 
 def test_layout_equality(comm):
+    """Layouts are equal exactly when their ranges and communicators are."""
     a = Layout.block(13, comm)
     b = Layout.block(13, comm)
     c = Layout.block(14, comm)
@@ -95,6 +101,7 @@ def skewed_layout(n, comm):
 # -- layouts with different ranges on different ranks --------------------------------
 
 def test_layout_verify_and_agreed_flag(comm):
+    """verify() checks that every rank holds the same ranges, and marks the layout as agreed."""
     with Checks(comm) as checks:
         lay = Layout.block(10, comm)
         checks.add(not lay.agreed, "a layout from given ranges is not agreed yet")
@@ -109,6 +116,7 @@ def test_layout_verify_and_agreed_flag(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_layout_with_different_ranges_is_refused_at_every_collective(comm):
+    """A layout whose ranges differ between ranks is refused by every collective that uses it."""
     n = 4 * comm.size + 3
     M = real_matrix(n, n, seed=8)
     msg = "different ownership ranges"

@@ -44,6 +44,7 @@ def _layouts(kind, A, comm):
 @pytest.mark.parametrize("layouts", ["block", "uneven"])
 @pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
 def test_matvec_rmatvec_match_scipy(comm, case, layouts, fmt):
+    """matvec and rmatvec equal scipy's products on uneven layouts, with empty rows and columns."""
     spec = dict(CASES[case])
     m, n = spec.pop("m"), spec.pop("n")
     A = random_matrix(m, n, seed=7, **spec)
@@ -69,6 +70,7 @@ def test_matvec_rmatvec_match_scipy(comm, case, layouts, fmt):
 
 
 def test_matvec_repeated_reuses_buffers(comm):
+    """Repeated matvecs reuse their buffers."""
     A = random_matrix(40, 40, seed=3)
     dA = DistCSR.from_global(A, comm)
     x, y = dA.create_vectors()
@@ -83,6 +85,7 @@ def test_matvec_repeated_reuses_buffers(comm):
 
 
 def test_diagonal_row_sums_and_scale(comm):
+    """diagonal, row sums and scale equal scipy's."""
     A = random_matrix(13, 13, seed=11, density=0.4) + sp.identity(13)
     dA = DistCSR.from_global(A, comm, layout=uneven_layout(13, comm))
     assert_allclose_collective(dA.diagonal().gather(), A.diagonal())
@@ -104,6 +107,7 @@ def test_diagonal_row_sums_and_scale(comm):
 
 
 def test_rectangular_diagonal(comm):
+    """The diagonal of a rectangular matrix equals scipy's."""
     A = random_matrix(11, 7, seed=2, density=0.6)
     dA = DistCSR.from_global(A, comm)
     d = np.zeros(11)
@@ -112,6 +116,7 @@ def test_rectangular_diagonal(comm):
 
 
 def test_local_rows_and_block(comm):
+    """local_rows and the local block hold this rank's rows."""
     A = random_matrix(13, 13, seed=4)
     dA = DistCSR.from_global(A, comm)
     s, e = dA.row_layout.owned_range
@@ -121,6 +126,7 @@ def test_local_rows_and_block(comm):
 
 
 def test_memory_within_bound_of_scipy(comm):
+    """A DistCSR's local memory is within 1.3x scipy's for its rows, plus its halo buffers."""
     n = 20
     T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (n, n))
     I = sp.identity(n)
@@ -136,6 +142,7 @@ def test_memory_within_bound_of_scipy(comm):
 
 
 def test_matvec_wrong_vectors(comm):
+    """matvec refuses vectors of the wrong layout."""
     A = DistCSR.from_global(random_matrix(7, 11, seed=1), comm)
     x_wrong = DistVector.zeros(Layout.block(7, comm))
     assert_raises_collective(comm, ValueError, A.matvec, x_wrong, match="layout")
@@ -144,6 +151,7 @@ def test_matvec_wrong_vectors(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_matvec_vector_on_a_reordered_communicator(comm):
+    """matvec refuses a vector on a communicator with the ranks in another order."""
     A = DistCSR.from_global(random_matrix(7, 11, seed=1), comm)
     sub = comm.Split(0, comm.size - 1 - comm.rank)
     try:
@@ -217,6 +225,8 @@ _DTYPE_SEQUENCE = """
 
 @pytest.mark.timeout(200)
 def test_integer_float32_bool_matrices_then_later_products_exit_cleanly(comm):
+    """Products with integer, float32 and bool matrices, then later products, exit cleanly (in
+    a child job)."""
     # a bad-dtype product, later products, then exit: a wrong halo buffer
     # would show as heap corruption at exit, so this runs in a child job
     rc, out = run_child(comm, _DTYPE_SEQUENCE)
@@ -234,6 +244,7 @@ def _read_only(v):
 
 @pytest.mark.parametrize("product", ["matvec", "rmatvec"])
 def test_an_exception_inside_a_product_leaves_no_exchange_active(comm, product):
+    """An exception inside a product leaves no halo exchange active, and later products work."""
     M = real_matrix(23, 23, seed=5)
     A = DistCSR.from_global(M, comm)
     x = DistVector.from_global(np.arange(23.0), A.col_layout)
@@ -252,6 +263,8 @@ def test_an_exception_inside_a_product_leaves_no_exchange_active(comm, product):
 
 
 def test_double_start_finish_without_start_and_free_while_active_are_clear_errors(comm):
+    """Starting a halo exchange twice, finishing one not started or freeing one active are
+    clear errors on every rank."""
     A = DistCSR.from_global(real_matrix(17, 17, seed=6), comm)
     x = DistVector.from_global(np.ones(17), A.col_layout)
     halo = A.halo
@@ -274,6 +287,8 @@ def test_double_start_finish_without_start_and_free_while_active_are_clear_error
 
 @pytest.mark.parametrize("method", ["p2p", "graph"])
 def test_dtype_variant_of_a_pattern_exchanges_the_same_entries(comm, method):
+    """A pattern's variant for another dtype exchanges the same entries, cached, with its
+    reverse."""
     lay = Layout.block(19, comm)
     s, e = lay.owned_range
     ghosts = np.array([g for g in (0, 5, 9, 18) if not s <= g < e], dtype=np.int64)
@@ -317,6 +332,8 @@ _BAD_VECTOR = """
 
 @pytest.mark.timeout(200)
 def test_product_with_a_vector_whose_layout_differs_between_ranks_is_refused(comm):
+    """A product with a vector whose layout differs between ranks is refused on every rank (in
+    a child job)."""
     # neither may rank 0 compute with uninitialised memory nor rank 1 raise alone
     rc, out = run_child(comm, _BAD_VECTOR, timeout=90)
     assert_collective(comm, rc == 0 and out.count("REFUSED") == 2
@@ -324,6 +341,7 @@ def test_product_with_a_vector_whose_layout_differs_between_ranks_is_refused(com
 
 
 def test_distcsr_with_numpy_arrays_is_a_clear_error(comm):
+    """A DistCSR multiplied by a numpy array is a clear error."""
     A = DistCSR.from_global(real_matrix(6, 6), comm)
     assert_raises_collective(comm, TypeError, lambda: A @ np.ones(6),
                              match=r"DistVector\.from_global")
@@ -344,6 +362,7 @@ PAIRS = {"real-A-complex-x": ("real", "complex"), "complex-A-real-x": ("complex"
 @pytest.mark.parametrize("pair", list(PAIRS), ids=list(PAIRS))
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
 def test_products_of_real_and_complex_operands_match_scipy(comm, shape, pair, layouts):
+    """Products of real and complex matrices and vectors, in every pairing, equal scipy's."""
     m, n = SHAPES[shape]
     akind, xkind = PAIRS[pair]
     M = complex_matrix(m, n, seed=3) if akind == "complex" else real_matrix(m, n, seed=3)
@@ -376,6 +395,7 @@ def test_products_of_real_and_complex_operands_match_scipy(comm, shape, pair, la
 
 @pytest.mark.parametrize("pair", ["real-A-complex-x", "complex-A-real-x"])
 def test_mixed_products_allocate_nothing_after_the_first(comm, pair):
+    """Mixed real/complex products allocate nothing after the first."""
     akind, xkind = PAIRS[pair]
     n = 3000
     M = dominant(n, seed=4, kind=akind, density=0.002)
@@ -412,6 +432,7 @@ def test_mixed_products_allocate_nothing_after_the_first(comm, pair):
 
 
 def test_a_real_out_for_a_complex_product_is_a_type_error(comm):
+    """A real ``out`` for a complex product is a TypeError."""
     M = real_matrix(17, 17, seed=8)
     A = DistCSR.from_global(M, comm)
     x = DistVector.from_global(vector(17, 5, "complex"), A.col_layout)
@@ -429,6 +450,7 @@ def test_a_real_out_for_a_complex_product_is_a_type_error(comm):
 
 
 def test_complex_matrix_structure_matches_scipy(comm):
+    """A complex matrix's structure (diagonal, transpose, conjugate, ...) equals scipy's."""
     M = complex_matrix(19, 19, seed=11) + sp.diags(np.arange(1, 20) * (1 - 1j))
     M = sp.csr_matrix(M)
     A = DistCSR.from_global(M, comm, layout=uneven_layout(19, comm),
@@ -462,6 +484,7 @@ def test_complex_matrix_structure_matches_scipy(comm):
 
 @pytest.mark.parametrize("fmt", ["sell", "csr"])
 def test_single_matrix_products_round_to_float32(comm, fmt):
+    """Products of single() copies equal scipy's in float32 rounding."""
     A = gallery.poisson3d(12, comm)
     A.set_local_format(fmt)
     S = A.single()
@@ -483,6 +506,7 @@ def test_single_matrix_products_round_to_float32(comm, fmt):
 
 
 def test_single_refuses_complex_on_every_rank(comm):
+    """single() refuses a complex matrix on every rank."""
     A = gallery.poisson3d(4, comm).astype(complex)
     assert_raises_collective(comm, TypeError, A.single, match="real matrices")
     lay = A.row_layout
@@ -491,6 +515,7 @@ def test_single_refuses_complex_on_every_rank(comm):
 
 
 def test_compact_single_copy_multiplies_alike_and_rebuilds_its_csr(comm):
+    """A compact single() copy multiplies like the full one and rebuilds its CSR on request."""
     # single(compact=True) keeps a block multiplied in sliced ELL in that form only
     A = gallery.poisson3d(14, comm)                   # 2744 rows: sliced ELL where a rank has 256+
     S, C = A.single(), A.single(compact=True)

@@ -16,6 +16,7 @@ COMM = MPI.COMM_WORLD
 # -- operators, preconditioners by name, monitors -----------------------------------
 
 def test_generic_operator_without_out():
+    """An operator whose matvec takes no ``out`` works in a solve."""
     A, b = distribute("convdiff")
     op = DistLinearOperator(A.row_layout, A.col_layout, lambda x: A @ x)
     assert_collective(COMM, dmsolve.aslinearoperator(A) is A)
@@ -25,6 +26,7 @@ def test_generic_operator_without_out():
 
 
 def test_complex_distlinearoperator(comm):
+    """A complex DistLinearOperator solves to spsolve's answer."""
     Ag = general(9)
     A = DistCSR.from_global(Ag, comm)
     op = DistLinearOperator(A.row_layout, A.col_layout, A.matvec, dtype=np.complex128)
@@ -34,6 +36,7 @@ def test_complex_distlinearoperator(comm):
 
 
 def test_linear_operators_carry_a_dtype(comm):
+    """Linear operators carry the dtype of what they compute."""
     A = DistCSR.from_global(complex_matrix(9, 9, seed=2), comm)
     op = DistLinearOperator(A.row_layout, A.col_layout, A.matvec, dtype=np.complex128)
 

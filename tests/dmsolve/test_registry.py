@@ -22,6 +22,7 @@ def _shapes() -> Registry:
 
 
 def test_names_ignore_case_and_dash_underscore():
+    """Registry names ignore case and treat dashes and underscores alike."""
     reg = _shapes()
     with Checks(COMM) as checks:
         checks.add(reg["Unit_Square"] == "square", "Unit_Square finds unit-square")
@@ -36,6 +37,7 @@ def test_names_ignore_case_and_dash_underscore():
 
 
 def test_unknown_name_and_wrong_type_say_the_same_everywhere():
+    """An unknown name or a wrong type raises the same message on every rank."""
     reg = _shapes()
     assert_raises_collective(COMM, ValueError, reg.__getitem__, "circle",
                              match=r"unknown shape 'circle'; available: disc, nothing, "
@@ -50,6 +52,7 @@ def test_unknown_name_and_wrong_type_say_the_same_everywhere():
 
 
 def test_decorator_replace_and_unregister():
+    """Registration by decorator, replacement and unregistering work as documented."""
     reg = _shapes()
 
     @reg.register("triangle", aliases=("tri",))
@@ -69,6 +72,7 @@ def test_decorator_replace_and_unregister():
 
 
 def test_descriptors_are_parsed_in_one_place():
+    """``(name, options)`` descriptors are parsed in one place, with one wording for errors."""
     reg = _shapes()
     with Checks(COMM) as checks:
         checks.add(split_descriptor("jacobi") == ("jacobi", {}), "a name")
@@ -87,6 +91,8 @@ def test_descriptors_are_parsed_in_one_place():
 
 
 def test_preconditioners_fill_the_core_registry_through_the_entry_point():
+    """The preconditioners reach dmsolve's registry through the entry point, in a process that
+    imports only dmsolve."""
     # a fresh process that imports only dmsolve: the lookup itself finds the
     # preconditioners package through its entry point (PETSc's PCRegister)
     code = ("import sys, dmsolve\n"

@@ -65,6 +65,7 @@ def wide_range(rng, n: int) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_exact_sum_and_dot_are_correctly_rounded(comm, seed):
+    """exact_sum and exact_dot equal the correctly rounded rational sum."""
     rng = np.random.default_rng(seed)
     n = 3 * 512 + 37                    # crosses the kernels' chunks of 512
     x = wide_range(rng, n)
@@ -84,6 +85,8 @@ def test_exact_sum_and_dot_are_correctly_rounded(comm, seed):
 @pytest.mark.parametrize("low,high", [(-1074, -1020), (-960, -840), (-1000, -975), (-60, 60),
                                       (0, 20), (-200, 200), (940, 1010), (990, 1012)])
 def test_exact_sum_every_exponent_window(comm, low, high):
+    """exact_sum is correctly rounded for chunks on either side of every threshold between the
+    fast path and the exponent buckets."""
     # chunks whose largest entry sits on either side of the kernels' thresholds
     # between a fast path and the exponent buckets (near under- and overflow),
     # chunks of a narrow range (the fewest error-free parts) and of a wide one,
@@ -104,6 +107,7 @@ def test_exact_sum_every_exponent_window(comm, low, high):
 
 
 def test_exact_sum_rounds_ties_and_overflow_exactly(comm):
+    """exact_sum rounds ties to even and overflows exactly."""
     ulp_half = 2.0 ** 970               # half an ulp of MAX
     cases = [
         ([1.0, 2.0 ** -53], 1.0),                                     # tie: to even
@@ -133,6 +137,7 @@ def test_exact_sum_rounds_ties_and_overflow_exactly(comm):
 
 
 def test_exact_sum_infinities_and_nan(comm):
+    """exact_sum gives IEEE's answer with infinities and NaN."""
     inf, nan = math.inf, math.nan
     cases = [([1.0, inf, -5.0], inf), ([-inf, MAX, MAX], -inf), ([inf, inf], inf)]
     with Checks(comm) as checks:
@@ -153,6 +158,7 @@ def test_exact_sum_infinities_and_nan(comm):
 
 @pytest.mark.parametrize("kind", ["sum", "dot"])
 def test_exact_sum_order_and_split_independent(comm, kind):
+    """exact_sum gives the same bits in any order and any split over ranks."""
     rng = np.random.default_rng(7)
     x = wide_range(rng, 4000)
     y = np.ldexp(rng.random(x.size) + 0.5, rng.integers(-100, 40, x.size))
@@ -181,6 +187,7 @@ def test_exact_sum_order_and_split_independent(comm, kind):
 
 
 def test_exact_dots_over_ranks_is_the_serial_exact_dot(comm):
+    """exact_dots over the ranks is the serial exact dot."""
     rng = np.random.default_rng(11)
     x = wide_range(rng, 1001)
     y = rng.standard_normal(x.size)
@@ -383,6 +390,7 @@ def _x0_of(layout: Layout) -> DistVector:
 @pytest.mark.parametrize("method,pc", [("cg", "cheby"), ("minres", "jacobi"),
                                        ("bicgstab", "jacobi")])
 def test_reproducible_with_x0_and_a_rank_owning_no_rows(comm, method, pc):
+    """A reproducible solve with x0, and a rank owning no rows, gives the serial bits."""
     # the last rank owns nothing; x0 is not zero (and not mutated); the bits
     # are those of the serial solve
     problem = _problem_of(method)
@@ -406,6 +414,7 @@ def test_reproducible_with_x0_and_a_rank_owning_no_rows(comm, method, pc):
 
 @pytest.mark.timeout(60)
 def test_reproducible_with_a_nullspace(comm):
+    """A reproducible solve with a null space gives the same bits at every rank count."""
     # singular Neumann Laplacian, consistent b, the constants projected out: the
     # projections' reductions and updates are exact and entrywise too
     n = 17
@@ -429,6 +438,7 @@ def test_reproducible_with_a_nullspace(comm):
 
 
 def test_krylov_functions_are_solve(comm):
+    """The Krylov functions in reproducible mode give solve()'s bits."""
     # dmsolve.solve(pc=NAME, reproducible=True) is the Krylov function with
     # M = make(NAME, A, reproducible=True): the same bits
     A, b = build("poisson2d", comm)
@@ -444,6 +454,7 @@ def test_krylov_functions_are_solve(comm):
 
 @pytest.mark.parametrize("method", list(METHODS))
 def test_reproducible_false_is_the_default(comm, method):
+    """reproducible=False is the default and gives the ordinary solve."""
     A, b = build(_problem_of(method), comm)
     func = METHODS[method]
     runs = [dmsolve.solve(A, b, method, pc="jacobi", rtol=RTOL),
@@ -465,6 +476,8 @@ def test_reproducible_false_is_the_default(comm, method):
 
 @pytest.mark.parametrize("name", ["bjacobi", "asm", "gemslr"])
 def test_partition_dependent_preconditioners_refused(comm, name):
+    """Preconditioners that depend on the partition are refused in reproducible mode, on every
+    rank."""
     A, b = build("convdiff", comm)
     alternatives = "jacobi, cheby, amg"
     assert_raises_collective(comm, ValueError, preconditioners.make, name, A,
@@ -478,6 +491,7 @@ def test_partition_dependent_preconditioners_refused(comm, name):
 
 
 def test_preconditioner_built_without_reproducible_refused(comm):
+    """A preconditioner built without reproducible=True is refused in a reproducible solve."""
     A, b = build("poisson2d", comm)
     for name in ("jacobi", "cheby"):
         M = preconditioners.make(name, A)
@@ -500,6 +514,7 @@ def test_preconditioner_built_without_reproducible_refused(comm):
 
 
 def test_complex_systems_refused(comm):
+    """Complex systems are refused in reproducible mode."""
     A, b = build("poisson2d", comm)
     bz = DistVector(b.layout, b.local * (1 + 1j))
     for func in METHODS.values():
@@ -514,6 +529,7 @@ def test_complex_systems_refused(comm):
 
 
 def test_reproducible_must_be_a_bool(comm):
+    """reproducible must be a bool."""
     A, b = build("poisson2d", comm)
     for bad in ("yes", 1, None):
         for func in METHODS.values():
@@ -531,6 +547,7 @@ def test_reproducible_must_be_a_bool(comm):
 # -- a matrix changed in place, or copied --------------------------------------------------
 
 def test_reproducible_solve_after_scaling_in_place(comm):
+    """A reproducible solve after A.scale() solves the scaled system."""
     # the canonical copy kept on A must not outlive A.scale() (it would multiply
     # by the old entries and "converge" on the old system)
     A = gallery.poisson2d(20, comm)
@@ -545,6 +562,7 @@ def test_reproducible_solve_after_scaling_in_place(comm):
 
 
 def test_copy_of_a_redistributed_matrix_keeps_its_keys(comm):
+    """A copy of a redistributed matrix keeps its canonical keys and sums in the same order."""
     # DistCSR.copy() keeps origin, the canonical keys redistribute gave the rows:
     # else a copy of a moved matrix sums in another order
     A, b = build("poisson2d", comm)
@@ -564,6 +582,7 @@ def test_copy_of_a_redistributed_matrix_keeps_its_keys(comm):
 
 @pytest.mark.parametrize("name", ["bjacobi", "asm", "gemslr"])
 def test_reproducible_false_accepted_by_every_preconditioner(comm, name):
+    """Every preconditioner takes reproducible=False as if it were not given."""
     # make() takes reproducible=False (numpy's too) for the preconditioners
     # without a reproducible mode, as if it were not given
     A = gallery.convection_diffusion(12, comm)
@@ -577,6 +596,7 @@ def test_reproducible_false_accepted_by_every_preconditioner(comm, name):
 
 
 def test_numpy_true_builds_a_reproducible_preconditioner_in_solve(comm):
+    """np.True_ builds the named preconditioner reproducibly in solve()."""
     # np.True_, which the Krylov methods take, builds the named preconditioner
     # reproducibly in solve() too (not a default one that is then refused)
     A, b = build("poisson2d", comm)
@@ -591,6 +611,7 @@ def test_numpy_true_builds_a_reproducible_preconditioner_in_solve(comm):
 
 
 def test_astype_and_conj_keep_the_rows_origin(comm):
+    """astype() and conj() copies keep the rows' origin."""
     # a converted copy of a moved matrix still sums in its original ids' order
     A = gallery.poisson2d(12, comm)
     if comm.size > 1:
@@ -603,6 +624,7 @@ def test_astype_and_conj_keep_the_rows_origin(comm):
 
 
 def test_petsc_backend_refuses_reproducible_on_every_rank(comm):
+    """backend="petsc" refuses reproducible=True on every rank."""
     A = gallery.poisson2d(8, comm)
     b = gallery.rhs(A, "ones")
     assert_raises_collective(comm, ValueError, dmsolve.solve, A, b, "cg",

@@ -55,6 +55,7 @@ LOCAL = {
 
 @pytest.mark.parametrize("name", list(LOCAL))
 def test_sliced_ell_products_match_scipy(name):
+    """Sliced ELL products equal scipy's CSR products on stencil, ragged and banded blocks."""
     B = LOCAL[name]()
     S = SlicedEll.from_csr(B)
     rng = np.random.default_rng(1)
@@ -72,6 +73,7 @@ def test_sliced_ell_products_match_scipy(name):
 
 
 def test_stencil_is_run_slots_with_fewer_bytes_than_csr():
+    """A stencil block is stored in run slots, in fewer bytes than CSR."""
     B = poisson3d(24)
     S = SlicedEll.from_csr(B)
     # everything but the chunks at the grid's two ends is a run slot
@@ -83,6 +85,7 @@ def test_stencil_is_run_slots_with_fewer_bytes_than_csr():
 
 
 def test_auto_keeps_csr_where_padding_is_large():
+    """The automatic format keeps CSR where sliced ELL would pad too much."""
     # a few dense rows among short ones: the chunks holding them pad every lane
     n = 4096
     B = sp.lil_matrix((n, n))
@@ -100,6 +103,7 @@ def test_auto_keeps_csr_where_padding_is_large():
 
 
 def test_distcsr_in_sell_takes_a_complex_vector_by_csr(comm):
+    """A DistCSR in sliced ELL multiplies a complex vector through its CSR."""
     # (real vectors in sell: test_matrix's products run at both local formats)
     A = random_matrix(101, 101, seed=7)
     dA = DistCSR.from_global(A, comm)
@@ -115,6 +119,7 @@ def test_distcsr_in_sell_takes_a_complex_vector_by_csr(comm):
 
 @pytest.mark.parametrize("problem", ["poisson3d", "convdiff3d"])
 def test_gallery_auto_is_sell_and_matches_csr(comm, problem):
+    """Gallery matrices pick sliced ELL automatically and multiply like CSR."""
     n = 18                                  # 5832 rows: >= 1024 per rank at 4 ranks
     A = gallery.PROBLEMS[problem](n, comm)
     ref = A.to_scipy(root=None)
@@ -134,6 +139,7 @@ def test_gallery_auto_is_sell_and_matches_csr(comm, problem):
 
 
 def test_scale_and_set_local_format_rebuild_the_copy(comm):
+    """scale() and set_local_format() rebuild the sliced ELL copy."""
     A = poisson3d(14)
     dA = DistCSR.from_global(A, comm)
     dA.set_local_format("sell")
@@ -156,6 +162,7 @@ def test_scale_and_set_local_format_rebuild_the_copy(comm):
 
 
 def test_bad_local_format_is_refused_on_every_rank(comm):
+    """A bad local format is refused on every rank."""
     A = poisson3d(4)
     lay = Layout.block(A.shape[0], comm)
     dA = DistCSR.from_global(A, comm, layout=lay)

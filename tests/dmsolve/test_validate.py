@@ -46,10 +46,12 @@ def _shapes() -> Registry:
         "real-nan", "real-negative", "real-open-low", "real-open-high", "real-inf", "real-str",
         "real-bool", "bool-int", "choice-unknown", "choice-type"])
 def test_checks_refuse_with_one_wording(call, kind, match):
+    """Each check refuses a bad value with the one wording, naming the argument."""
     assert_raises_collective(COMM, kind, call, match=match)
 
 
 def test_checks_return_the_canonical_value():
+    """Each check returns the canonical value."""
     reg = _shapes()
     with Checks(COMM) as checks:
         checks.add(check_int("n", np.int32(3), low=1) == 3, "numpy integers accepted")
@@ -62,6 +64,7 @@ def test_checks_return_the_canonical_value():
 
 
 def test_agreed_raises_the_same_error_on_every_rank():
+    """agreed() raises a check failing on one rank on every rank."""
     # the check fails on the last rank only: every rank must raise it
     def bad_on_last_rank():
         with agreed(COMM):

@@ -15,6 +15,7 @@ from operands import uneven_layout, vector
 
 @pytest.mark.parametrize("n", [0, 7, 13, 101])
 def test_scatter_gather_round_trip_exact(comm, n):
+    """Scatter then gather gives the array back bit for bit, on every layout."""
     rng = np.random.default_rng(42)
     x = rng.standard_normal(n)
     lay = Layout.block(n, comm)
@@ -29,6 +30,7 @@ def test_scatter_gather_round_trip_exact(comm, n):
 
 
 def test_vector_arithmetic_matches_numpy(comm):
+    """DistVector arithmetic and reductions equal numpy's on the gathered data."""
     rng = np.random.default_rng(1)
     n = 101
     a, b = rng.standard_normal(n), rng.standard_normal(n)
@@ -59,6 +61,7 @@ def test_vector_arithmetic_matches_numpy(comm):
 
 
 def test_vector_copy_is_deep(comm):
+    """copy() is a deep copy."""
     lay = Layout.block(13, comm)
     x = DistVector.full(lay, 1.0)
     y = x.copy()
@@ -67,6 +70,7 @@ def test_vector_copy_is_deep(comm):
 
 
 def test_vector_layout_mismatch_raises_everywhere(comm):
+    """Vectors of mismatched layouts raise on every rank."""
     x = DistVector.zeros(Layout.block(13, comm))
     y = DistVector.zeros(Layout.block(14, comm))
     assert_raises_collective(comm, ValueError, x.axpy, 1.0, y, match="layout")
@@ -76,6 +80,7 @@ def test_vector_layout_mismatch_raises_everywhere(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_vector_from_other_communicator_raises_everywhere(comm):
+    """A vector on another communicator raises on every rank."""
     other = comm.Dup()
     try:
         x = DistVector.zeros(Layout.block(13, comm))
@@ -91,12 +96,14 @@ def test_vector_from_other_communicator_raises_everywhere(comm):
 
 
 def test_from_global_wrong_length_on_one_rank_raises_everywhere(comm):
+    """from_global with the wrong length on one rank raises on every rank."""
     lay = Layout.block(10, comm)
     x = np.zeros(11 if comm.rank == comm.size - 1 else 10)
     assert_raises_collective(comm, ValueError, DistVector.from_global, x, lay)
 
 
 def test_local_part_wrong_length_raises():
+    """A local part of the wrong length is refused."""
     lay = Layout.block(5, MPI.COMM_SELF)
     with pytest.raises(ValueError, match="expected"):
         DistVector(lay, np.zeros(4))
@@ -105,6 +112,7 @@ def test_local_part_wrong_length_raises():
 
 
 def test_reductions_identical_on_every_rank(comm):
+    """Reductions give identical bits on every rank."""
     rng = np.random.default_rng(3)
     x = DistVector.from_global(rng.standard_normal(1001), comm)
     assert same_on_all_ranks(comm, x.norm())
@@ -114,6 +122,7 @@ def test_reductions_identical_on_every_rank(comm):
 @pytest.mark.parametrize("dtype", [np.float32, np.complex128, np.int32, np.int64, np.bool_,
                                    ">f8"], ids=str)
 def test_gather_keeps_every_dtype(comm, dtype):
+    """gather keeps every dtype."""
     # the MPI datatype of each dtype comes from mpi4py's public dtlib
     x = (np.arange(13) % 3 == 0) if dtype is np.bool_ else \
         (np.arange(13) * (1 + 1j if dtype is np.complex128 else 1)).astype(dtype)
@@ -128,6 +137,7 @@ def test_gather_keeps_every_dtype(comm, dtype):
 # -- numpy conversion ---------------------------------------------------------------
 
 def test_numpy_conversion_of_a_distvector_is_a_clear_error(comm):
+    """Converting a DistVector to a numpy array is a clear error."""
     lay = Layout.block(7, comm)
     x = DistVector.from_global(np.arange(7.0), lay)
     for f in (np.asarray, np.array, lambda v: np.linalg.norm(v), lambda v: np.dot(v, v)):
@@ -141,6 +151,7 @@ def test_numpy_conversion_of_a_distvector_is_a_clear_error(comm):
 
 
 def test_numpy_elementwise_functions_give_distvectors(comm):
+    """numpy elementwise functions of DistVectors give DistVectors."""
     lay = Layout.block(9, comm)
     g = np.linspace(0.5, 4.0, 9)
     x = DistVector.from_global(g, lay)
@@ -166,6 +177,7 @@ def test_numpy_elementwise_functions_give_distvectors(comm):
 
 @pytest.mark.mpi(min_size=2)
 def test_axpy_on_a_rank_that_owns_nothing(comm):
+    """axpy works when a rank owns nothing."""
     # BLAS axpy refused the empty local part on that rank only (the others
     # then waited in the next collective)
     counts = [0] + [len(c) for c in np.array_split(np.arange(10), comm.size - 1)]
@@ -183,6 +195,7 @@ def test_axpy_on_a_rank_that_owns_nothing(comm):
 
 
 def test_complex_vectors_reduce_like_numpy(comm):
+    """Complex vectors' dots and norms equal numpy's (vdot conjugates)."""
     lay = uneven_layout(23, comm)
     g, h = vector(23, 1, "complex"), vector(23, 2, "complex")
     x, y = DistVector.from_global(g, lay), DistVector.from_global(h, lay)

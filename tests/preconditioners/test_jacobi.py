@@ -13,6 +13,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_jacobi_matches_serial():
+    """Jacobi applies omega r / diag(A), as the serial formula does."""
     A = gallery.poisson3d(7, COMM)
     M = preconditioners.make("jacobi", A, omega=0.5)
     r = gallery.rhs(A, "random")

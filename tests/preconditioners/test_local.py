@@ -18,6 +18,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_ilu0_is_incomplete_lu_on_the_pattern():
+    """ILU(0) is the textbook incomplete LU on the pattern."""
     # dense reference ILU(0) (Saad, Alg. 10.4) on a small nonsymmetric matrix
     rng = np.random.default_rng(3)
     S = gallery.convection_diffusion(6, MPI.COMM_SELF).to_scipy()
@@ -43,6 +44,7 @@ def test_ilu0_is_incomplete_lu_on_the_pattern():
 
 
 def test_ilu0_missing_diagonal_is_named():
+    """A missing diagonal entry is refused naming its row."""
     S = sp.csr_matrix(np.array([[1.0, 2.0], [3.0, 0.0]]))
     S.eliminate_zeros()
     with pytest.raises(ValueError, match="no diagonal entry\\) at local row 1"):
@@ -50,6 +52,7 @@ def test_ilu0_missing_diagonal_is_named():
 
 
 def test_ilu0_zero_pivot_from_elimination():
+    """A pivot that elimination makes zero is refused."""
     # [[1, 1], [1, 1]] has a nonzero diagonal but a zero second pivot
     S = sp.csr_matrix(np.array([[1.0, 1.0], [1.0, 1.0]]))
     with pytest.raises(ValueError, match="pivot"):
@@ -57,6 +60,7 @@ def test_ilu0_zero_pivot_from_elimination():
 
 
 def test_local_solver_options_are_checked_and_completed():
+    """Local solver options are checked and completed with their defaults."""
     ilut = ("ilut", {"drop_tol": 1e-3, "fill_factor": 10.0})
     assert check_local_solver("ILUT", {"drop_tol": 1e-3}) == ilut
     assert check_local_solver("lu", None) == ("lu", {})
@@ -67,6 +71,7 @@ def test_local_solver_options_are_checked_and_completed():
 
 
 def test_ilut_options_reach_the_factorisation():
+    """ILUT's options reach the factorisation."""
     A = gallery.poisson2d(24, COMM)
     loose = preconditioners.make("bjacobi", A, sub="ilut", sub_options={"drop_tol": 0.5})
     tight = preconditioners.make("bjacobi", A, sub="ilut", sub_options={"drop_tol": 0.0})
@@ -92,6 +97,7 @@ def _with_broken_last_row(kind):
 
 @pytest.mark.parametrize("fill_factor", [1e6, 1e12, 1e300])
 def test_ilut_huge_fill_factor_means_no_fill_limit(fill_factor):
+    """A huge ILUT fill factor means no fill limit, not a failure."""
     # SuperLU multiplies fill_factor by nnz(A) in a 32-bit integer: it failed
     # with "Not enough memory" (printed from C) instead of factoring
     A = gallery.poisson2d(30, COMM)
@@ -106,6 +112,7 @@ def test_ilut_huge_fill_factor_means_no_fill_limit(fill_factor):
 @pytest.mark.parametrize("name,sub", [("bjacobi", "ilut"), ("bjacobi", "lu"), ("asm", "ilut"),
                                       ("asm", "lu"), ("bjacobi", "ilu0")])
 def test_singular_block_names_the_rank_block_and_global_row(name, sub):
+    """A singular block is refused naming the rank, block and global row."""
     A = _with_broken_last_row("empty")
     last = COMM.size - 1
     e = assert_raises_collective(COMM, ValueError, preconditioners.make, name, A, sub=sub,
@@ -117,6 +124,7 @@ def test_singular_block_names_the_rank_block_and_global_row(name, sub):
 
 @pytest.mark.parametrize("sub", ["ilut", "lu"])
 def test_numerically_singular_block_says_so_without_superlu_paths(sub):
+    """A numerically singular block says so, without SuperLU's internal paths."""
     A = _with_broken_last_row("copy")
     e = assert_raises_collective(COMM, ValueError, preconditioners.make, "bjacobi", A, sub=sub,
                                  match=r"bjacobi\(sub='%s'\): the block of rank %d "

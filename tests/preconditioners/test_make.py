@@ -98,6 +98,7 @@ def pc_reference(name, opts, M, ranges, r):
 
 @pytest.mark.parametrize("case", list(PCS), ids=list(PCS))
 def test_complex_preconditioners_match_serial_references(comm, case):
+    """Preconditioners that take complex systems match their serial references."""
     name, opts = PCS[case]
     n = 41
     M = dominant(n, seed=21)
@@ -120,6 +121,7 @@ def test_complex_preconditioners_match_serial_references(comm, case):
 
 @pytest.mark.parametrize("case", list(PCS), ids=list(PCS))
 def test_real_preconditioners_apply_to_complex_vectors_by_linearity(comm, case):
+    """Preconditioners built on a real A apply to complex vectors by linearity."""
     name, opts = PCS[case]
     n = 41
     A = DistCSR.from_global(dominant(n, seed=22, kind="real"), comm)
@@ -136,6 +138,7 @@ REAL_ONLY = {"amg": {}, "cheby": {}, "gemslr": {"nlev": 2}}
 
 @pytest.mark.parametrize("name", list(REAL_ONLY))
 def test_real_only_preconditioners_refuse_complex_at_the_door(comm, name):
+    """Preconditioners for real systems only refuse a complex A at the door, on every rank."""
     n = 60
     A = DistCSR.from_global(dominant(n, seed=23), comm)
     assert_raises_collective(comm, TypeError, preconditioners.make, name, A,
@@ -157,6 +160,7 @@ COMM = MPI.COMM_WORLD
 # -- interface -------------------------------------------------------------------------
 
 def test_registry_names_and_descriptors():
+    """The registry names every preconditioner and takes ``(name, options)`` descriptors."""
     for name in ("none", "jacobi", "bjacobi", "asm", "cheby", "amg"):
         assert name in preconditioners.available()
     A = gallery.poisson2d(13, COMM)
@@ -187,6 +191,7 @@ def test_options_after_the_matrix_are_keyword_only(cls, args):
                                        ("cheby", {"degree": 3}), ("amg", {})],
                          ids=["none", "jacobi", "bjacobi", "ras", "asm", "cheby", "amg"])
 def test_apply_out_call_and_linear_operator(name, opts):
+    """apply with and without ``out``, the call and the linear operator give the same result."""
     A = gallery.poisson2d(23, COMM)
     M = preconditioners.make(name, A, **opts)
     r = gallery.rhs(A, "random")
@@ -228,6 +233,7 @@ def _matrix_with_bad_row(kind):
                                        ("cheby", {})],
                          ids=["jacobi", "bjacobi-ilu0", "bjacobi-lu", "asm-ilu0", "cheby"])
 def test_zero_pivot_is_an_error_on_every_rank(name, opts):
+    """A zero pivot in the last rank's rows is an error on every rank."""
     A = _matrix_with_bad_row("row")
     assert_raises_collective(COMM, ValueError, preconditioners.make, name, A, **opts,
                              match="pivot|diagonal|singular")
@@ -235,12 +241,14 @@ def test_zero_pivot_is_an_error_on_every_rank(name, opts):
 
 @pytest.mark.parametrize("sub", ["ilu0", "lu"])
 def test_nonfinite_entry_is_an_error_on_every_rank(sub):
+    """A non-finite entry in the last rank's rows is an error on every rank."""
     A = _matrix_with_bad_row("nan")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "bjacobi", A, sub=sub,
                              match="non-finite")
 
 
 def test_bad_options_raise_everywhere():
+    """Bad options of bjacobi, asm and cheby raise on every rank."""
     A = gallery.poisson2d(9, COMM)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "bjacobi", A, sub="qr")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "asm", A, overlap=-1)
@@ -299,6 +307,7 @@ BAD = [
 
 @pytest.mark.parametrize("case,name,exc,match,opts", BAD, ids=[c[0] for c in BAD])
 def test_bad_options_refused_on_every_rank(case, name, exc, match, opts):
+    """Each bad option (too large, out of range, of the wrong type) is refused on every rank."""
     A = gallery.poisson2d(12, COMM)
     assert_raises_collective(COMM, exc, preconditioners.make, name, A, match=match, **opts)
 
@@ -383,6 +392,7 @@ def _symmetry_params():
 
 @pytest.mark.parametrize("name,opts,claim", _symmetry_params())
 def test_symmetric_claim_holds_numerically(name, opts, claim):
+    """A preconditioner that claims to be symmetric is, numerically."""
     A = _symmetric_matrix(COMM)
     M = preconditioners.make(name, A, **opts)
     asym = _asymmetry(M, A)
@@ -398,6 +408,7 @@ def test_symmetric_claim_holds_numerically(name, opts, claim):
 @pytest.mark.parametrize("name,opts", [("asm", {"overlap": 1}), ("gemslr", GEMSLR)],
                          ids=["ras", "gemslr"])
 def test_symmetric_claim_does_not_depend_on_the_rank_count(name, opts):
+    """The symmetric claim is the same at any rank count."""
     # the claim of a nonsymmetric preconditioner stays False on one rank,
     # where restricted Schwarz has no overlap and happens to be symmetric
     A = _symmetric_matrix(MPI.COMM_SELF)
@@ -406,6 +417,7 @@ def test_symmetric_claim_does_not_depend_on_the_rank_count(name, opts):
 
 
 def test_symmetric_is_a_property_of_every_preconditioner():
+    """Every preconditioner says whether it is symmetric, as a property."""
     # every registered preconditioner is in SYMMETRY, and says it as a
     # property (no communication); a subclass that does not say is unknown
     covered = {name for _, name, _, _, _ in SYMMETRY}

@@ -16,6 +16,7 @@ from preconditioners.smoothers import make_smoother
 
 @pytest.mark.parametrize("smoother", [("chebyshev", {}), ("jacobi", {}), ("l1-jacobi", {})])
 def test_single_smoothers_match_double(comm, smoother):
+    """Smoothers in float32 match float64 within float32 rounding."""
     A = gallery.poisson3d(10, comm)
     S = make_smoother(smoother, A)
     S32 = S.single(A.single())
@@ -33,6 +34,8 @@ def test_single_smoothers_match_double(comm, smoother):
 # indices and row pointers, which do not halve, weigh more)
 @pytest.mark.parametrize("problem,n", [("poisson3d", 32), ("poisson2d", 96)])
 def test_amg_single_precision_within_one_iteration_and_float64_residual(comm, problem, n):
+    """amg(precision="single") is within one iteration of float64, with a float64 residual and
+    within the memory bound."""
     A = gallery.PROBLEMS[problem](n, comm)
     b = gallery.rhs(A, "random")
     runs = {}
@@ -64,6 +67,7 @@ def test_amg_single_precision_within_one_iteration_and_float64_residual(comm, pr
 
 
 def test_amg_single_refuses_gauss_seidel_on_every_rank(comm):
+    """amg in single precision refuses Gauss-Seidel on every rank."""
     A = gallery.poisson2d(16, comm)
     assert_raises_collective(comm, ValueError, preconditioners.make, "amg", A,
                              precision="single", presmoother="gauss-seidel",
@@ -73,6 +77,7 @@ def test_amg_single_refuses_gauss_seidel_on_every_rank(comm):
 
 
 def test_amg_single_with_a_relaxed_coarsest_level(comm):
+    """amg in single precision relaxes the coarsest level in float64."""
     # no coarsening: the coarsest level is A itself, relaxed in float64
     A = gallery.poisson2d(50, comm)                   # 2500 rows > max_dense_coarse
     M = preconditioners.make("amg", A, precision="single", max_levels=1,
@@ -101,6 +106,7 @@ SINGLE_CASES = {
 
 @pytest.mark.parametrize("case", list(SINGLE_CASES))
 def test_single_preconditioners_within_one_iteration(comm, case):
+    """The other preconditioners in single precision are within one iteration of float64."""
     problem, n, method, (name, opts) = SINGLE_CASES[case]
     A = gallery.PROBLEMS[problem](n, comm)
     b = gallery.rhs(A, "random", seed=1)
@@ -129,6 +135,7 @@ def test_single_preconditioners_within_one_iteration(comm, case):
 
 
 def test_single_preconditioner_applies_like_double(comm):
+    """One application in single precision is within float32 rounding of float64."""
     # one application: float32 data, float64 result, within float32 rounding
     A = gallery.poisson3d(10, comm)
     r = gallery.rhs(A, "random", seed=2)
@@ -143,6 +150,7 @@ def test_single_preconditioner_applies_like_double(comm):
 
 @pytest.mark.parametrize("name", ["jacobi", "cheby", "bjacobi", "asm", "amg"])
 def test_single_precision_refused_on_every_rank(comm, name):
+    """Single precision is refused where it cannot be, on every rank."""
     A = gallery.poisson2d(12, comm)
     assert_raises_collective(comm, ValueError, preconditioners.make, name, A,
                              precision="half", match="precision")

@@ -23,6 +23,7 @@ def _iters(A, M, method=cg, rtol=1e-8, maxiter=3000):
 
 
 def test_asm_matches_serial_restricted_schwarz():
+    """asm equals the serial restricted additive Schwarz."""
     A = gallery.poisson2d(11, COMM)
     S = A.to_scipy().tocsr()
     b = gallery.rhs(A, "random")
@@ -48,6 +49,7 @@ def test_asm_matches_serial_restricted_schwarz():
 
 @pytest.mark.parametrize("problem", ["poisson2d-64", "poisson3d-16"])
 def test_bjacobi_and_asm_reduce_cg_iterations(problem):
+    """bjacobi, asm and cheby cut CG's iterations by at least 40%."""
     A = gallery.poisson2d(64, COMM) if problem == "poisson2d-64" else gallery.poisson3d(16, COMM)
     plain = _iters(A, None)
     bj = _iters(A, preconditioners.make("bjacobi", A, sub="ilu0"))
@@ -61,6 +63,7 @@ def test_bjacobi_and_asm_reduce_cg_iterations(problem):
 
 @pytest.mark.parametrize("problem", ["poisson2d-64", "poisson3d-16"])
 def test_asm_overlap1_beats_bjacobi_gmres(problem):
+    """asm with overlap 1 takes fewer GMRES iterations than bjacobi."""
     A = gallery.poisson2d(64, COMM) if problem == "poisson2d-64" else gallery.poisson3d(16, COMM)
     bj = _iters(A, preconditioners.make("bjacobi", A, sub="ilu0"), method=gmres)
     ras = _iters(A, preconditioners.make("asm", A, overlap=1, sub="ilu0"), method=gmres)
@@ -71,6 +74,7 @@ def test_asm_overlap1_beats_bjacobi_gmres(problem):
 
 
 def test_asm_overlap1_exact_solves_beats_bjacobi_cg():
+    """asm with overlap 1 and exact local solves takes fewer CG iterations than bjacobi."""
     A = gallery.poisson2d(48, COMM)
     bj = _iters(A, preconditioners.make("bjacobi", A, sub="lu"))
     asm = _iters(A, preconditioners.make("asm", A, overlap=1, sub="lu", restricted=False))
@@ -78,6 +82,7 @@ def test_asm_overlap1_exact_solves_beats_bjacobi_cg():
 
 
 def test_gmres_asm_solves_convection_diffusion():
+    """GMRES + asm solves convection-diffusion."""
     A = gallery.convection_diffusion(48, COMM)
     b = gallery.rhs(A, "random")
     x, info = solve(A, b, method="gmres", pc=("asm", {"overlap": 1}), rtol=1e-8, maxiter=500)
@@ -89,6 +94,7 @@ def test_gmres_asm_solves_convection_diffusion():
 
 
 def test_bjacobi_ilut_and_lu_with_gmres():
+    """bjacobi with ILUT and LU local solves converges under GMRES."""
     A = gallery.convection_diffusion(32, COMM)
     for sub in ("ilut", "lu"):
         it = _iters(A, preconditioners.make("bjacobi", A, sub=sub), method=gmres)
@@ -97,6 +103,7 @@ def test_bjacobi_ilut_and_lu_with_gmres():
 
 @pytest.mark.timeout(120)
 def test_asm_huge_overlap_stops_when_nothing_is_left_to_add():
+    """A huge overlap stops growing when nothing is left to add."""
     # each layer was a collective fetch, 10^12 of them
     A = gallery.poisson2d(12, COMM)
     huge = preconditioners.make("asm", A, overlap=10 ** 12, sub="lu")

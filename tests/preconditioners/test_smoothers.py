@@ -18,6 +18,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_smoother_option_errors_name_the_smoother():
+    """An option error names the smoother."""
     A = gallery.poisson2d(24, COMM)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
                              presmoother=("sor", {"omega": 2.0}),
@@ -37,6 +38,7 @@ def _with_empty_row(comm):
 
 @pytest.mark.parametrize("smoother", ["jacobi", "chebyshev", "gauss-seidel", "l1-jacobi"])
 def test_smoothers_refuse_a_zero_diagonal_but_leave_an_empty_row_alone(smoother):
+    """Smoothers refuse a zero diagonal but leave an empty row alone."""
     A = saddle_point(COMM)
     if smoother == "l1-jacobi":        # divides by the row sums, which are not zero here
         make_smoother(smoother, A)

@@ -66,6 +66,8 @@ KEYED_CASES = [(op, width) for op in ("sum", "min", "max", "first", "last", "pro
 @pytest.mark.parametrize("op,width", KEYED_CASES,
                          ids=["%s-%s" % (op, "1d" if w is None else "2d") for op, w in KEYED_CASES])
 def test_send_keyed_combiners_match_serial_reduce(op, width):
+    """Keyed messages combined by every built-in combiner (sum, min, max, first, last, prod,
+    ...) at each width give the serial reduction of the concatenated inputs in rank order."""
     rank, size = COMM.rank, COMM.size
     nkeys = 13 * size + 2
     layout = Layout.block(nkeys, COMM)
@@ -95,6 +97,8 @@ def test_send_keyed_combiners_match_serial_reduce(op, width):
 
 
 def test_send_keyed_callable_owner_and_empty_rank():
+    """send_keyed with an owner given as a callable, and with a rank that sends nothing,
+    delivers each key's combined value to its owner."""
     rank, size = COMM.rank, COMM.size
     # keys owned round-robin; the last rank contributes nothing at all
     keys = np.arange(50, dtype=np.int32) % 17 if rank != size - 1 or size == 1 \
@@ -117,6 +121,8 @@ def payload_bytes(ctx, keys, values, combine, layout):
 
 
 def test_send_keyed_auto_follows_documented_skip_rule():
+    """send_keyed's automatic choice combines locally before sending exactly when the
+    documented rule says so, as the payload bytes show."""
     rank, size = COMM.rank, COMM.size
     layout = Layout.block(10_000, COMM)
     rng = np.random.default_rng(rank)
@@ -138,6 +144,8 @@ def test_send_keyed_auto_follows_documented_skip_rule():
 
 
 def test_estimate_distinct_fraction_accuracy():
+    """estimate_distinct_fraction is close to the true fraction of distinct keys, and exact for
+    arrays no longer than its sample."""
     rng = np.random.default_rng(3)
     cases = []
     for mult in (1, 2, 3, 7, 50):
@@ -158,6 +166,7 @@ def test_estimate_distinct_fraction_accuracy():
 
 @pytest.mark.parametrize("op", sorted(COMBINERS))
 def test_reduce_by_key_matches_reference(op):
+    """reduce_by_key gives the serial reduction of equal keys for every combiner."""
     rng = np.random.default_rng(5)
     keys = rng.integers(-4, 9, 200)
     values = rng.integers(-9, 9, (200, 3)).astype(np.float64)

@@ -88,6 +88,8 @@ CASES = {"sparse": 0.15, "ring-ish": 0.4, "dense": 1.0, "nobody": 0.0}
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_patterns_deliver_the_same(case, seed):
+    """Random message patterns, sparse to dense, deliver the same messages on the sparse
+    exchange as on the dense one."""
     rank, size = COMM.rank, COMM.size
     plan = random_plan(rank, size, CASES[case], seed)
 
@@ -122,6 +124,8 @@ def test_random_patterns_deliver_the_same(case, seed):
 
 
 def test_control_bytes_are_exact_and_the_sparse_ones_do_not_grow_with_p():
+    """The control bytes each exchange moves are exactly those documented, and the sparse
+    exchange's do not grow with the number of ranks."""
     rank, size = COMM.rank, COMM.size
 
     def step(ctx):
@@ -156,6 +160,7 @@ def test_control_bytes_are_exact_and_the_sparse_ones_do_not_grow_with_p():
 
 
 def test_empty_supersteps_and_self_messages():
+    """Empty supersteps and messages a rank sends itself are delivered alike by both exchanges."""
     rank, size = COMM.rank, COMM.size
     out = run_both(lambda ctx: None)
     assert_same_delivery(out)
@@ -178,6 +183,7 @@ def test_empty_supersteps_and_self_messages():
 
 
 def test_large_payloads():
+    """Large payloads are delivered intact by both exchanges."""
     rank, size = COMM.rank, COMM.size
     n = 300_000           # 2.4 MB per message: beyond any eager limit
 
@@ -193,6 +199,7 @@ def test_large_payloads():
 
 @pytest.mark.parametrize("op", ["sum", "min", "max", "first", "last", "prod", "any"])
 def test_combiners(op):
+    """Keyed messages with combiners give the same values on both exchanges."""
     rank, size = COMM.rank, COMM.size
     nkeys = 11 * size + 3
     layout = Layout.block(nkeys, COMM)
@@ -216,6 +223,7 @@ def test_combiners(op):
 
 
 def test_aggregators_and_votes():
+    """Aggregators and votes give the same values on both exchanges."""
     rank, size = COMM.rank, COMM.size
 
     def step(ctx):
@@ -247,6 +255,7 @@ def test_aggregators_and_votes():
 
 
 def test_vote_to_halt_runs_the_same():
+    """A run ended by vote-to-halt takes the same supersteps on both exchanges."""
     rank, size = COMM.rank, COMM.size
     steps, seen = {}, {}
     for path in PATHS:
@@ -271,6 +280,7 @@ def test_vote_to_halt_runs_the_same():
 @pytest.mark.parametrize("where", ["queue", "compute",
                                    pytest.param("aggregator", marks=pytest.mark.mpi(min_size=2))])
 def test_error_on_one_rank_is_raised_everywhere_on_the_sparse_path(where):
+    """An error on one rank during a sparse sync is raised on every rank, none left waiting."""
     # every rank has payload for the failing rank queued, and the failing rank
     # for everybody: it takes part in NBX like the others, the failure is
     # agreed in the Iallreduce that ends it, and nobody waits for anybody
@@ -304,6 +314,8 @@ def test_error_on_one_rank_is_raised_everywhere_on_the_sparse_path(where):
 
 
 def test_exchange_choice_keyword_and_environment(monkeypatch):
+    """The exchange is chosen by the ``exchange`` keyword or DMSOLVE_BSP_EXCHANGE, and a bad
+    choice is refused."""
     size = COMM.size
     monkeypatch.delenv("DMSOLVE_BSP_EXCHANGE", raising=False)
     auto = "sparse" if size >= SPARSE_MIN_RANKS else "dense"
@@ -324,12 +336,15 @@ def test_exchange_choice_keyword_and_environment(monkeypatch):
 
 @pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_ranks_on_different_exchanges():
+    """Debug mode catches ranks that chose different exchanges."""
     path = "sparse" if COMM.rank == 0 else "dense"
     ctx = BSP(COMM, debug=True, exchange=path)
     assert_raises_collective(COMM, RuntimeError, ctx.sync, match="sparse exchange")
 
 
 def test_many_supersteps_do_not_mix_messages():
+    """Messages of consecutive supersteps are never delivered in the wrong one, however far
+    ahead a rank runs."""
     # A rank that sees sync s complete may send its messages of s + 1 to a
     # rank still receiving in s: they must wait for s + 1 (two alternating
     # tags per private communicator, shared by every BSP context on it).

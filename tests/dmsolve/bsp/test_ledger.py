@@ -30,6 +30,8 @@ def message_bytes(arr: np.ndarray) -> int:
 # -- ledger and probe ------------------------------------------------------------------
 
 def test_ledger_counts_supersteps_and_h_relation():
+    """The ledger counts each superstep and its h-relation (the most bytes a rank sends or
+    receives) exactly."""
     rank, size = COMM.rank, COMM.size
 
     def plan(r):

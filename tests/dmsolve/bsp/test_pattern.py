@@ -51,6 +51,9 @@ EXCHANGE_CASES = [(lay, m, dt) for lay in ("block29", "empty-rank") for m in ("p
 @pytest.mark.parametrize("layout_name,method,dtype", EXCHANGE_CASES,
                          ids=["-".join(c) for c in EXCHANGE_CASES])
 def test_neighbor_exchange_from_ghosts(layout_name, method, dtype):
+    """A neighbour exchange built from ghost lists delivers each ghost's owned value, forward
+    and in reverse (accumulated), reusing its buffers, on a block layout and on one with an
+    empty rank; the ledger counts its calls."""
     layout = ghost_layouts()[layout_name]
     rank, size = COMM.rank, COMM.size
     ghosts = random_ghosts(layout, seed=len(layout_name))
@@ -95,6 +98,8 @@ def test_neighbor_exchange_from_ghosts(layout_name, method, dtype):
 
 
 def test_neighbor_exchange_start_finish_and_explicit_pattern():
+    """An explicitly given pattern exchanges by start/finish on both methods; a bad method and
+    positional options are refused."""
     # ring: each rank sends its two last entries to the next rank
     rank, size = COMM.rank, COMM.size
     nxt, prv = (rank + 1) % size, (rank - 1) % size
@@ -115,6 +120,8 @@ def test_neighbor_exchange_start_finish_and_explicit_pattern():
 
 
 def test_from_ghosts_rejects_bad_ghost_lists_everywhere():
+    """A ghost out of range or owned by the rank itself, on one rank only, is refused on every
+    rank."""
     layout = Layout.block(20, COMM)
     empty = np.zeros(0, dtype=np.int64)
     last = COMM.rank == COMM.size - 1
@@ -127,6 +134,7 @@ def test_from_ghosts_rejects_bad_ghost_lists_everywhere():
 
 @pytest.mark.mpi(min_size=2)
 def test_from_ghosts_rejects_unsorted_ghosts_everywhere():
+    """Unsorted ghosts on one rank are refused on every rank."""
     layout = Layout.block(20, COMM)
     others = [i for i in range(20) if not layout.is_local(i)]
     unsorted = np.array(others[:2][::-1]) if COMM.rank == 0 else np.zeros(0, dtype=np.int64)

@@ -123,6 +123,8 @@ CASES = ["sparse", "dense", "ties", "no-links", "empty", "one-piece", "ends-empt
 
 @pytest.mark.parametrize("case", CASES)
 def test_components_equal_scipy(case, method):
+    """Piece components, roots included, equal scipy's connected components of the whole graph
+    for every case and both methods."""
     gr, holder = random_graph(case, 11 + CASES.index(case))
     ledger = Ledger(COMM)
     out = piece_components(gr.local_keys(), *gr.links(holder)[:3], COMM, ledger=ledger,
@@ -186,6 +188,8 @@ def _gathered(gr, out):
 
 @pytest.mark.parametrize("holder", ["one-side", "both-sides"])
 def test_parity_on_an_orientable_graph(holder, method):
+    """On an orientable signed graph every piece's sign agrees with the parities of its links,
+    with both methods."""
     gr, s = _signed("orientable")
     h = np.zeros(gr.a.size, int) if holder == "one-side" else np.full(gr.a.size, 2)
     out = piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3],
@@ -202,6 +206,8 @@ def test_parity_on_an_orientable_graph(holder, method):
 
 
 def test_parity_on_an_odd_cycle_does_not_hang_and_is_deterministic(method):
+    """An odd cycle of parities (not orientable) ends, with the same answer on every run and
+    rank count."""
     gr, _ = _signed("odd-cycle")
     h = np.zeros(gr.a.size, int)
     runs = [piece_components(gr.local_keys(), *gr.links(h)[:3], COMM, parity=gr.links(h)[3],
@@ -277,6 +283,7 @@ def test_links_given_by_the_larger_end_only(method):
 
 @pytest.mark.mpi(min_size=2)
 def test_max_supersteps_raises_on_every_rank(method):
+    """A run that needs more supersteps than allowed raises on every rank."""
     t = np.arange(60)
     gr = Graph(t % P, t, t[:-1], t[1:])
     ll, lr, lv, _ = gr.links(np.zeros(59, int))
@@ -316,6 +323,7 @@ def _bad(what):
                                   "rank-out-of-range", "lengths", "parity-not-sign",
                                   "parity-on-some-ranks", "max-supersteps-zero"])
 def test_bad_input_raises_on_every_rank(what, method):
+    """Each bad input, given on one rank, raises the same exception on every rank."""
     args, kwargs, exc = _bad(what)
     if what == "parity-on-some-ranks" and P == 1:
         kwargs = {"parity": np.array([3], np.int64)}     # one rank: a bad parity instead

@@ -24,6 +24,7 @@ def exchange(request, monkeypatch):
 
 
 def test_probe_returns_finite_non_negative_parameters():
+    """probe() returns finite, non-negative g and l, the same on every rank."""
     params = probe(COMM, sizes=(0, 1 << 10, 1 << 14), repeats=3)
     checks = Checks(COMM)
     checks.add(math.isfinite(params.g) and math.isfinite(params.l), "finite g and l", params)

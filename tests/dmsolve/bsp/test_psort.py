@@ -76,6 +76,8 @@ def _reference(everything: np.ndarray, gids: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("case", CASES)
 def test_psort_matches_lexsort_of_the_gathered_keys(case):
+    """psort gives each rank its block of numpy's lexsort of the gathered keys, balanced, for
+    every kind of keys."""
     rng = np.random.default_rng(100 + R)
     keys = _keys(case, rng)
     n = keys.shape[0]
@@ -126,6 +128,7 @@ def test_both_first_rounds_give_the_same_order(case, histogram, monkeypatch):
 @pytest.mark.parametrize("case", ["int-ties", "all-equal", "3-col", "one-rank-holds-all",
                                   "empty", "fewer-than-ranks"])
 def test_rank_of_gives_global_positions(case):
+    """rank_of gives each item its position in the global order."""
     rng = np.random.default_rng(7 + R)
     keys = _keys(case, rng)
     pos = rank_of(keys, COMM)
@@ -141,6 +144,7 @@ def test_rank_of_gives_global_positions(case):
 
 
 def test_gids_break_ties_then_rank_then_input_order():
+    """Equal keys are ordered by gid, then by rank, then by input order."""
     rng = np.random.default_rng(R)
     n = 40 + 3 * R
     keys = rng.integers(0, 3, n)
@@ -184,6 +188,7 @@ def test_local_order_is_lexsorts_with_and_without_the_fast_paths(gids, ncols, n)
 
 
 def test_signed_zero_and_infinities_sort_like_numpy():
+    """Signed zeros and infinities sort as numpy sorts them."""
     keys = np.array([np.inf, -0.0, 0.0, -np.inf, 1e-300, -1e300][R % 6:] * 3)
     out = psort(keys, COMM)
     every = np.concatenate(COMM.allgather(keys))
@@ -194,6 +199,7 @@ def test_signed_zero_and_infinities_sort_like_numpy():
 
 
 def test_nan_on_one_rank_is_refused_on_every_rank():
+    """A NaN key on one rank is refused on every rank."""
     keys = np.arange(5, dtype=np.float64)
     if R == P - 1:
         keys[2] = np.nan
@@ -204,6 +210,7 @@ def test_nan_on_one_rank_is_refused_on_every_rank():
 
 @pytest.mark.mpi(min_size=2)
 def test_disagreeing_ranks_are_refused_on_every_rank():
+    """Ranks that disagree on the key columns or dtype are refused on every rank."""
     cols = np.zeros((4, 2 if R == 0 else 3), np.int64)
     assert_raises_collective(COMM, ValueError, psort, cols, COMM, match="disagree")
     kind = np.zeros(3, np.float64 if R == 0 else np.int64)
@@ -214,6 +221,7 @@ def test_disagreeing_ranks_are_refused_on_every_rank():
 
 
 def test_bad_arguments_on_one_rank_are_raised_on_every_rank():
+    """A bad argument on one rank is raised on every rank."""
     keys = np.array(["a", "b"]) if R == 0 else np.zeros(2)
     assert_raises_collective(COMM, TypeError, psort, keys, COMM, match="keys")
     gids = np.zeros(3 if R == P - 1 else 2, np.int64)

@@ -60,6 +60,7 @@ def counting_comm() -> CountingComm:
 # -- queues ----------------------------------------------------------------------------
 
 def test_send_sync_delivers_per_source_and_tag():
+    """Messages queued by destination and tag are delivered at the sync, by source and by tag."""
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM)
     for d in range(size):
@@ -102,6 +103,7 @@ DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[np.dtype(d).name for d in DTYPES])
 def test_typed_payloads_roundtrip(dtype):
+    """Payloads of every numeric dtype arrive with their dtype, shape and values."""
     rank, size = COMM.rank, COMM.size
     dest = (rank + 1) % size
     src = (rank - 1) % size
@@ -129,6 +131,7 @@ def test_typed_payloads_roundtrip(dtype):
 
 
 def test_non_native_byte_order_payload():
+    """A big-endian payload arrives with its values, not byte-swapped."""
     # Regression: a big-endian array arrived byte-swapped, because the receiver
     # rebuilds the dtype from its char code (native order).
     rank, size = COMM.rank, COMM.size
@@ -142,6 +145,7 @@ def test_non_native_byte_order_payload():
 
 
 def test_several_messages_per_destination_keep_send_order():
+    """Several messages to one destination arrive in the order they were sent."""
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM)
     for i in range(6):
@@ -160,6 +164,7 @@ def test_several_messages_per_destination_keep_send_order():
 
 
 def test_send_rows_routes_rows_in_order():
+    """send_rows delivers each row to its destination, in order."""
     rank, size = COMM.rank, COMM.size
     rng = np.random.default_rng(10 + rank)
     n = 37 + 5 * rank
@@ -202,6 +207,7 @@ def test_send_rows_to_one_rank_is_one_message_taken_at_the_call():
 
 
 def test_empty_superstep_costs_one_collective(exchange):
+    """A superstep that sends nothing costs one collective on the user's communicator."""
     comm = counting_comm()
     ctx = BSP(comm)
     checks = Checks(COMM)
@@ -229,6 +235,7 @@ def test_empty_superstep_costs_one_collective(exchange):
 # -- aggregators -------------------------------------------------------------------------
 
 def test_aggregators_mixed_dtypes_in_one_sync(exchange):
+    """Aggregators of several dtypes and operations reduce correctly in one sync."""
     rank, size = COMM.rank, COMM.size
     ranks = np.arange(size)
     comm = counting_comm()
@@ -273,6 +280,7 @@ def test_aggregators_mixed_dtypes_in_one_sync(exchange):
 
 
 def test_aggregators_alone_cost_one_collective(exchange):
+    """A sync with aggregators and no messages costs one collective."""
     comm = counting_comm()
     ctx = BSP(comm)
     ctx.aggregate("n", "sum", np.arange(3) * comm.rank)
@@ -286,6 +294,7 @@ def test_aggregators_alone_cost_one_collective(exchange):
 
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_run_passes_a_token_around_the_ring(rounds):
+    """run() passes a token around the ring of ranks, one superstep per hop."""
     rank, size = COMM.rank, COMM.size
     hops = rounds * size
     seen = []
@@ -306,6 +315,7 @@ def test_run_passes_a_token_around_the_ring(rounds):
 
 
 def test_run_keeps_going_while_some_rank_votes():
+    """run() goes on while any rank votes to continue."""
     rank, size = COMM.rank, COMM.size
     calls = []
 
@@ -320,6 +330,7 @@ def test_run_keeps_going_while_some_rank_votes():
 
 
 def test_run_max_steps_raises_on_every_rank():
+    """run() past max_steps raises on every rank."""
     def compute(ctx, inbox):
         ctx.vote()
 
@@ -328,6 +339,7 @@ def test_run_max_steps_raises_on_every_rank():
 
 
 def test_run_exception_in_compute_on_one_rank_is_raised_everywhere():
+    """An exception in one rank's compute step is raised on every rank."""
     def compute(ctx, inbox):
         ctx.vote()
         ctx.send(COMM.rank, np.ones(1))
@@ -370,6 +382,8 @@ def misuse_cases():
 
 @pytest.mark.parametrize("case", sorted(misuse_cases()))
 def test_misuse_on_one_rank_raises_on_every_rank_at_next_sync(case):
+    """Each misuse on one rank (bad destination, tag, payload, ...) raises on every rank at the
+    next sync."""
     exc_type, match, misuse = misuse_cases()[case]
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM)
@@ -387,6 +401,7 @@ def test_misuse_on_one_rank_raises_on_every_rank_at_next_sync(case):
 
 
 def test_bad_aggregator_raises_on_every_rank():
+    """A bad aggregator raises on every rank."""
     ctx = BSP(COMM)
     ctx.aggregate("x", "median", 1.0)
     assert_raises_collective(COMM, ValueError, ctx.sync, match="aggregator op")
@@ -395,6 +410,7 @@ def test_bad_aggregator_raises_on_every_rank():
 
 
 def test_bsp_requires_a_communicator():
+    """BSP refuses anything but an MPI communicator."""
     with pytest.raises(TypeError, match="comm"):
         BSP("COMM_WORLD")
 
@@ -403,6 +419,7 @@ def test_bsp_requires_a_communicator():
 
 @pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_a_different_label():
+    """Debug mode catches ranks that sync with different labels."""
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM, debug=True)
     ctx.sync("setup")                                  # all agree
@@ -414,6 +431,7 @@ def test_debug_mode_detects_a_different_label():
 
 @pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_a_skipped_superstep():
+    """Debug mode catches a rank that skipped a superstep."""
     ctx = BSP(COMM, debug=True)
     if COMM.rank == 0:
         ctx.step += 1                                  # as if rank 0 synced once more
@@ -422,6 +440,7 @@ def test_debug_mode_detects_a_skipped_superstep():
 
 @pytest.mark.mpi(min_size=2)
 def test_debug_mode_detects_mismatched_aggregators():
+    """Debug mode catches ranks that registered different aggregators."""
     # Without debug, ranks registering different aggregators is erroneous MPI
     # (the header Alltoall sizes differ); debug mode catches it first.
     ctx = BSP(COMM, debug=True)
@@ -431,6 +450,8 @@ def test_debug_mode_detects_mismatched_aggregators():
 
 @pytest.mark.mpi(min_size=2)
 def test_mismatched_aggregators_raise_everywhere_without_debug():
+    """Without debug mode, ranks with different aggregators raise on every rank instead of
+    hanging."""
     # one rank registers an extra aggregator: the fixed-width header lets every
     # rank see the mismatch and raise instead of hanging in the Alltoall
     ctx = BSP(COMM)
@@ -448,6 +469,7 @@ def test_mismatched_aggregators_raise_everywhere_without_debug():
 
 
 def test_bad_aggregator_value_on_one_rank_raises_everywhere():
+    """A bad aggregator value on one rank raises on every rank."""
     ctx = BSP(COMM)
     value = "not a number" if COMM.rank == 0 else 1.0
 
@@ -459,6 +481,8 @@ def test_bad_aggregator_value_on_one_rank_raises_everywhere():
 
 
 def test_large_aggregators_use_the_fallback():
+    """Aggregators too large for the fixed header block are reduced correctly through the
+    fallback."""
     ctx = BSP(COMM)
     ctx.aggregate("big", "sum", np.arange(100, dtype=np.float64) * (COMM.rank + 1))
     ctx.aggregate("small", "max", COMM.rank)

@@ -26,6 +26,7 @@ def exchange(request, monkeypatch):
 # -- tags by name ------------------------------------------------------------------------
 
 def test_tags_are_fresh_named_and_agree_across_ranks():
+    """ctx.tags hands out fresh tags, by name, the same on every rank."""
     ctx = BSP(COMM)
     first = ctx.tags("edges", "records")
     second = ctx.tags("edges")                  # the same name again: a new tag
@@ -46,6 +47,7 @@ def test_tags_are_fresh_named_and_agree_across_ranks():
 
 
 def test_named_and_plain_tags_deliver_apart():
+    """Messages on named tags and on plain tags are delivered apart."""
     rank, size = COMM.rank, COMM.size
     left, right = (rank - 1) % size, (rank + 1) % size
     ctx = BSP(COMM)
@@ -72,12 +74,14 @@ def test_named_and_plain_tags_deliver_apart():
     (("_a",), ValueError, "bad tag names"),
 ], ids=["not-a-string", "twice", "not-an-identifier", "underscore"])
 def test_bad_tag_names_raise_on_every_rank(names, exc, match):
+    """A bad tag name raises on every rank."""
     ctx = BSP(COMM)
     assert_raises_collective(COMM, exc, ctx.tags, *names, match=match)
     assert_collective(COMM, ctx.tags("a")[0] == 2**29, "a failed call hands out nothing")
 
 
 def test_tags_run_out_with_an_error():
+    """Asking for more tags than the range holds is an error, not a reused tag."""
     from dmsolve.bsp._tags import TagAllocator
     tags = TagAllocator(10, 13)
     assert_collective(COMM, tuple(tags.take(("a", "b"))) == (10, 11), "two of three")

@@ -127,6 +127,8 @@ def spill_files(tmp_path):
                                                for b in (None, "1MiB", 12000)]
                          + [(2, 12000, "sparse"), (8, None, "sparse")])
 def test_virtual_processors_equal_the_serial_semantics(v, budget, exchange, tmp_path):
+    """VirtualBSP at v in {1, 2, 8}, in memory and spilling to disk, gives the serial
+    simulator's answers exactly, with bounded I/O per superstep."""
     ctx, states, steps, history, ledger = run_virtual(v, budget, tmp_path, exchange)
     assert_collective(COMM, ctx.exchange == exchange, ctx.exchange)
     ref_states, ref_steps, ref_history = Serial(ctx.nprocs).run(make_program(ctx.nprocs))
@@ -165,6 +167,7 @@ def test_virtual_processors_equal_the_serial_semantics(v, budget, exchange, tmp_
 
 
 def test_one_processor_per_rank_is_the_plain_layer(tmp_path):
+    """virtual=1 without a budget runs the program like the plain BSP layer."""
     plain = BSP(COMM, virtual=1)
     assert_collective(COMM, type(plain) is BSP, "virtual=1 gives %s" % type(plain))
     compute = make_program(COMM.size)
@@ -229,6 +232,7 @@ def test_tags_by_name_on_virtual_processors(v, tmp_path):
 
 
 def test_errors_are_raised_everywhere_and_remove_the_spill_files(tmp_path):
+    """An error in one virtual processor is raised on every rank and removes the spill files."""
     ctx = BSP(COMM, virtual=4, memory_budget=1000, spill_dir=tmp_path)
     for vp in ctx.processors:
         ctx.set_state(vp, x=np.zeros(50))           # 400 bytes: two fit
@@ -254,6 +258,7 @@ def test_errors_are_raised_everywhere_and_remove_the_spill_files(tmp_path):
 
 
 def test_bad_arguments_are_errors_on_every_rank(tmp_path):
+    """Bad arguments (budget, spill directory, v) are errors on every rank."""
     missing = str(tmp_path / "missing") if COMM.rank == COMM.size - 1 else str(tmp_path)
     cases = [
         (ValueError, dict(virtual=2, memory_budget="1MiB", spill_dir=missing), "not a directory"),
@@ -283,6 +288,8 @@ def test_bad_arguments_are_errors_on_every_rank(tmp_path):
 
 
 def test_a_run_that_does_not_halt_is_an_error_and_removes_the_spill_files(tmp_path):
+    """A run that does not halt within max_steps is an error on every rank and removes the
+    spill files."""
     ctx = BSP(COMM, virtual=3, memory_budget=1000, spill_dir=tmp_path)
     for vp in ctx.processors:
         ctx.set_state(vp, x=np.zeros(60))               # 480 bytes: not all three fit

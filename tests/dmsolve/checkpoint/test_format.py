@@ -34,6 +34,8 @@ def _problem(comm, method="cg", n=N):
 
 
 def test_manifest_and_files_describe_the_state(comm, shared_tmp_path):
+    """The manifest and the rank files hold the solve's state: method, options, layout,
+    iteration and vectors, with checksums."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     seen = []
@@ -63,6 +65,7 @@ def test_manifest_and_files_describe_the_state(comm, shared_tmp_path):
 # -- atomicity -------------------------------------------------------------------------
 
 def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monkeypatch):
+    """A write that fails on one rank leaves the previous checkpoint loadable, on every rank."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     real = ckfmt.write_atomic
@@ -87,6 +90,7 @@ def test_failed_write_keeps_the_previous_checkpoint(comm, shared_tmp_path, monke
 
 
 def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, monkeypatch):
+    """A first write that fails leaves nothing that loads as a checkpoint."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     real = ckfmt.write_atomic
@@ -168,6 +172,8 @@ EDITS = [
 
 @pytest.mark.parametrize("edit, how, match", [e[1:] for e in EDITS], ids=[e[0] for e in EDITS])
 def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, match):
+    """Each kind of damage (missing, truncated or corrupt files, a bad manifest) is refused on
+    every rank with a message naming it."""
     A, b, path = written
     on_rank0(comm, lambda: edit(path, how))
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", "jacobi",
@@ -176,12 +182,14 @@ def test_damaged_checkpoint_is_refused_on_every_rank(comm, written, edit, how, m
 
 
 def test_load_on_a_layout_of_another_size_is_refused(comm, written):
+    """Loading onto a layout of another global size is refused."""
     _, _, path = written
     assert_raises_collective(comm, CheckpointError, ck.load, path, comm,
                              Layout.block(N * N + 1, comm), match="global size")
 
 
 def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, shared_tmp_path):
+    """A checkpoint written over one of another rank count leaves none of the old rank files."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     # a stale rank file of an earlier run on 7 ranks
@@ -202,6 +210,7 @@ def test_writing_over_a_checkpoint_of_another_rank_count_cleans_it(comm, shared_
 
 
 def test_killed_writer_always_leaves_a_loadable_checkpoint(comm, tmp_path):
+    """A writer killed at any moment, mostly mid-write, always leaves a checkpoint that loads."""
     # a child process writes a checkpoint at every iteration and is killed
     # (SIGKILL) at arbitrary moments, mostly in the middle of writes; after
     # each kill the directory holds a complete, verified checkpoint whose
@@ -331,6 +340,8 @@ RESIGNED = [
 
 @pytest.mark.parametrize("edit, match", [r[1:] for r in RESIGNED], ids=[r[0] for r in RESIGNED])
 def test_resigned_malformed_manifest_is_a_checkpoint_error(small_checkpoint, edit, match):
+    """A malformed manifest with a valid checksum is a CheckpointError naming what is wrong, on
+    every rank."""
     A, b, path = small_checkpoint
     if edit is None:
         def write_list():
@@ -351,6 +362,7 @@ def test_resigned_malformed_manifest_is_a_checkpoint_error(small_checkpoint, edi
 
 
 def test_resigned_manifest_without_a_scalar(small_checkpoint):
+    """A re-signed manifest missing a scalar is a CheckpointError on every rank."""
     A, b, path = small_checkpoint
     on_rank0(COMM, _resign, path, _set("scalars", {}))
     assert_raises_collective(COMM, CheckpointError, solve, A, b, "cg", "jacobi", rtol=1e-10,
@@ -359,6 +371,7 @@ def test_resigned_manifest_without_a_scalar(small_checkpoint):
 
 
 def test_deeply_nested_manifest_json(small_checkpoint):
+    """A deeply nested manifest is a CheckpointError, not a RecursionError."""
     A, b, path = small_checkpoint
     on_rank0(COMM, lambda: open(os.path.join(path, ck.MANIFEST), "w").write("[" * 200000))
     assert_raises_collective(COMM, CheckpointError, solve, A, b, "cg", "jacobi", rtol=1e-10,
@@ -368,6 +381,7 @@ def test_deeply_nested_manifest_json(small_checkpoint):
 
 
 def test_rank_file_whose_meta_is_not_a_record(small_checkpoint):
+    """A rank file whose meta entry is not a record is a CheckpointError on every rank."""
     A, b, path = small_checkpoint
 
     def forge():

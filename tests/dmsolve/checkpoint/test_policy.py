@@ -27,6 +27,7 @@ from mpitest import (ROOT, assert_allclose_collective, assert_collective, assert
 
 
 def test_checkpoint_of_a_complex_solve_is_refused(comm, shared_tmp_path):
+    """A checkpoint of a complex solve is refused at the door, on every rank."""
     A = DistCSR.from_global(hermitian(8), comm)
     b = DistVector.from_global(complex_rhs(64), A.row_layout)
     cp = ck.Checkpointer(str(shared_tmp_path / "cx"), every=2)
@@ -65,6 +66,8 @@ METHOD_CASES = [
                          ids=["%s-%s%s" % (m, p or "none", "-" + "-".join(k) if k else "")
                               for m, p, k in METHOD_CASES])
 def test_resume_same_ranks_is_the_uninterrupted_run(comm, shared_tmp_path, method, pc, kw):
+    """Resuming on the same ranks gives the uninterrupted run's x and iteration count, for
+    every method and preconditioner."""
     A, b = _problem(comm, method)
     path = str(shared_tmp_path / "ck")
     x0, i0 = solve(A, b, method, pc, rtol=1e-10, **kw)
@@ -90,6 +93,8 @@ def test_resume_same_ranks_is_the_uninterrupted_run(comm, shared_tmp_path, metho
 
 
 def test_resume_after_a_crash_mid_solve(comm, shared_tmp_path):
+    """A solve that fails mid-way resumes from its last checkpoint and ends like an
+    uninterrupted one."""
     # a failure at iteration 33 (the job "dies"); the checkpoint of
     # iteration 30 survives and the resumed solve ends like an uninterrupted one
     A, b = _problem(comm)
@@ -126,6 +131,8 @@ def _resume_elsewhere(sub, paths, n=N):
 
 
 def test_resume_on_another_rank_count(comm, shared_tmp_path):
+    """A checkpoint resumes on another number of ranks: CG without a preconditioner goes on as
+    if uninterrupted, a block preconditioner restarts from x."""
     A, b = _problem(comm)
     paths, full = [], {}
     for pc in (None, "bjacobi"):
@@ -179,6 +186,7 @@ def test_resume_on_another_rank_count(comm, shared_tmp_path):
 
 
 def test_resume_on_a_different_layout_same_ranks(comm, shared_tmp_path):
+    """A checkpoint resumes on a different layout of the same ranks."""
     # written on a nonzero-balanced layout, resumed on the block layout
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
@@ -221,6 +229,8 @@ MISMATCHES = [
 @pytest.mark.parametrize("make, method, pc, kw, match", [m[1:] for m in MISMATCHES],
                          ids=[m[0] for m in MISMATCHES])
 def test_mismatched_checkpoint_is_refused(comm, written, make, method, pc, kw, match):
+    """A checkpoint of another problem (size, method, preconditioner, options) is refused on
+    every rank."""
     _, _, path = written
     A, b = make(comm)
     assert_raises_collective(comm, CheckpointError, solve, A, b, method, pc, rtol=1e-10,
@@ -228,6 +238,7 @@ def test_mismatched_checkpoint_is_refused(comm, written, make, method, pc, kw, m
 
 
 def test_minres_shift_must_match(comm, shared_tmp_path):
+    """MINRES resumes only with the shift it was written with."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "ck")
     solve(A, b, "minres", shift=0.1, maxiter=12, checkpoint=path, checkpoint_every=10)
@@ -247,6 +258,7 @@ def test_minres_shift_must_match(comm, shared_tmp_path):
 ], ids=["path-type", "path-empty", "every-missing", "every-zero", "every-bool",
         "every-float", "every-alone", "x0-and-resume"])
 def test_bad_checkpoint_options(comm, kwargs, exc, match):
+    """Bad checkpoint options are refused on every rank."""
     A, b = _problem(comm)
     if kwargs.get("x0") == "set":
         kwargs = dict(kwargs, x0=b.copy())
@@ -254,6 +266,7 @@ def test_bad_checkpoint_options(comm, kwargs, exc, match):
 
 
 def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_path):
+    """A method without checkpoint support, or a checkpoint that is not a path, is refused."""
     A, b = _problem(comm)
     register_method("plain-test-method", lambda A, b, x0=None, **kw: cg(A, b, x0, **kw))
     try:
@@ -267,6 +280,7 @@ def test_method_without_checkpoint_support_and_bad_checkpoint_object(comm, tmp_p
 
 
 def test_unwritable_checkpoint_directory(comm, shared_tmp_path):
+    """An unwritable checkpoint directory is refused before the solve."""
     A, b = _problem(comm)
     path = str(shared_tmp_path / "file")
     on_rank0(comm, lambda: open(path, "w").close())   # a file where a directory should be
@@ -275,12 +289,14 @@ def test_unwritable_checkpoint_directory(comm, shared_tmp_path):
 
 
 def test_no_checkpoint_no_report(comm):
+    """A solve without a checkpoint reports no checkpoint."""
     A, b = _problem(comm)
     _, info = solve(A, b, "cg")
     assert_collective(comm, "checkpoint" not in info.extra)
 
 
 def test_zero_rhs_with_checkpoint(comm, shared_tmp_path):
+    """A zero right-hand side with a checkpoint ends at once, with x = 0."""
     A, _ = _problem(comm)
     path = str(shared_tmp_path / "ck")
     b = DistVector.zeros(A.row_layout)
@@ -307,6 +323,8 @@ def small_poisson(n=12):
 
 @pytest.mark.timeout(60)
 def test_no_checkpoint_of_a_failed_iteration(shared_tmp_path):
+    """An iteration whose callback failed is not written: the last checkpoint is the iteration
+    before."""
     # the callback fails at iteration 3, where a checkpoint is due: the
     # error is agreed before the write, so the last checkpoint is iteration 2
     A, b = small_poisson()

@@ -26,6 +26,7 @@ def _scipy_count(solver, Ag, bg, **kw):
 
 
 def test_cg_iterations_match_scipy():
+    """CG takes scipy's iteration count on the same system and stopping test."""
     Ag, bg = problem("poisson2d")
     A, b = distribute("poisson2d")
     _, info = dmsolve.cg(A, b, rtol=1e-8)
@@ -36,6 +37,7 @@ def test_cg_iterations_match_scipy():
 
 @pytest.mark.parametrize("method", ["cg", "pipecg"])
 def test_cg_on_indefinite_matrix_reports_indefinite_mat(method):
+    """CG on an indefinite matrix reports INDEFINITE_MAT on every rank."""
     A, b = distribute("indefinite")
     b.fill(1.0)
     x, info = getattr(dmsolve, method)(A, b, rtol=1e-8)

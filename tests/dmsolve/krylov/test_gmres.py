@@ -19,12 +19,16 @@ COMM = MPI.COMM_WORLD
 
 
 def test_check_gmres_options_is_public():
+    """check_gmres_options is public: it accepts good options and refuses bad ones on every
+    rank."""
     check_gmres_options(5, "mgs", "left")
     for args in [(0, "cgs"), (5, "householder"), (5, "cgs", "middle")]:
         assert_raises_collective(COMM, ValueError, check_gmres_options, *args)
 
 
 def test_gmres_options_checked():
+    """Bad GMRES options (restart, side, orthogonalisation), and a bad norm type, are refused on
+    every rank."""
     A, b = distribute("convdiff")
     assert_raises_collective(COMM, ValueError, dmsolve.gmres, A, b, restart=0)
     assert_raises_collective(COMM, ValueError, dmsolve.gmres, A, b, side="middle")
@@ -33,6 +37,7 @@ def test_gmres_options_checked():
 
 
 def test_gmres_restart_reports_true_residual():
+    """At a restart GMRES reports the true residual norm, not the least-squares estimate."""
     Ag, bg = problem("convdiff")
     A, b = distribute("convdiff")
     x5, info5 = dmsolve.gmres(A, b, restart=5, maxiter=5, rtol=1e-14)
@@ -52,6 +57,8 @@ def test_gmres_restart_reports_true_residual():
     ("fgmres", "jacobi", {})], ids=["gmres", "gmres-right-jacobi", "gmres-left-jacobi",
                                     "fgmres-jacobi"])
 def test_gmres_checkpoints_inside_a_cycle(comm, shared_tmp_path, method, pc, kw):
+    """GMRES writes checkpoints in the middle of a cycle, and resuming from one ends like the
+    uninterrupted run."""
     A = gallery.convection_diffusion(14, comm)
     b = gallery.rhs(A, "random", seed=3)
     path = str(shared_tmp_path / "ck")
@@ -84,6 +91,7 @@ def test_gmres_checkpoints_inside_a_cycle(comm, shared_tmp_path, method, pc, kw)
 
 @pytest.mark.mpi(min_size=2)
 def test_gmres_mid_cycle_checkpoint_resumed_on_another_layout(comm, shared_tmp_path):
+    """A mid-cycle checkpoint resumes on another layout and converges."""
     # a partition-dependent preconditioner on another layout: GMRES restarts
     # from the saved iterate and converges
     A = gallery.convection_diffusion(14, comm)
@@ -106,6 +114,7 @@ def test_gmres_mid_cycle_checkpoint_resumed_on_another_layout(comm, shared_tmp_p
 
 @pytest.mark.parametrize("orthog", ["cgs", "cgs2", "mgs"])
 def test_gmres_complex_with_every_orthogonalisation_and_restarts(comm, orthog):
+    """Complex GMRES and FGMRES match scipy with every orthogonalisation, across restarts."""
     Ag = general(12)
     b = complex_rhs(Ag.shape[0], seed=3)
     A = DistCSR.from_global(Ag, comm)

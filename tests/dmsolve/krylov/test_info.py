@@ -14,6 +14,8 @@ COMM = MPI.COMM_WORLD
 
 
 def test_solve_info_fields():
+    """SolveInfo: its norm type (left and right GMRES), timings, reason and residual
+    norms."""
     A, b = distribute("poisson2d")
     _, info = dmsolve.gmres(A, b, M=preconditioners.make("jacobi", A))
     assert_collective(COMM, isinstance(info, SolveInfo) and info.norm_type == "preconditioned")

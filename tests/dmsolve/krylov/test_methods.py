@@ -69,6 +69,8 @@ def case_id(case):
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_case_matrix_against_scipy(case):
+    """Each problem x method x preconditioner case converges to scipy's solution of the
+    gathered system."""
     prob, method, pc, opts = case
     opts = dict(opts)
     A, b = distribute(prob)
@@ -90,6 +92,7 @@ def test_case_matrix_against_scipy(case):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_rank_without_rows(method):
+    """Every method converges when the last rank owns no rows."""
     prob = "convdiff" if method in ("gmres", "fgmres", "bicgstab") else "poisson2d"
     Ag, _ = problem(prob)
     A, b = distribute(prob, layout=empty_last_layout(Ag.shape[0], COMM))
@@ -109,6 +112,7 @@ def _serial_count(name, method, **kw):
                                          ("convdiff", "gmres"), ("poisson2d", "gmres"),
                                          ("convdiff", "bicgstab"), ("indefinite", "minres")])
 def test_iteration_counts_independent_of_rank_count(name, method):
+    """Iteration counts at this rank count are within a few of the serial ones."""
     kw = dict(rtol=1e-8, maxiter=3000)
     ser = _serial_count(name, method, **kw)
     A, b = distribute(name)
@@ -145,6 +149,7 @@ class CountingComm(MPI.Intracomm):
 @pytest.mark.parametrize("method,per_iteration", [("pipecg", 1), ("cg", 2),
                                                   ("bicgstab", 3), ("minres", 2)])
 def test_reductions_per_iteration(method, per_iteration):
+    """Each method makes the global reductions per iteration it documents."""
     Ag, bg = problem("poisson2d")
     cc = CountingComm(COMM)
     A = DistCSR.from_global(Ag, cc)
@@ -164,6 +169,7 @@ def test_reductions_per_iteration(method, per_iteration):
 
 
 def test_pipecg_one_reduction_per_iteration_with_pc():
+    """Pipelined CG makes one (non-blocking) reduction per iteration with a preconditioner too."""
     A, b = distribute("poisson2d")
     M = preconditioners.make("jacobi", A)
     infos = [dmsolve.pipecg(A, b, M=M, rtol=1e-14, maxiter=k)[1] for k in (3, 9)]
@@ -174,6 +180,7 @@ def test_pipecg_one_reduction_per_iteration_with_pc():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_x0_not_mutated_and_used(method):
+    """x0 is used as the starting guess and left unchanged."""
     A, b = distribute("poisson2d")
     x0 = DistVector.from_global(np.linspace(-1, 1, A.shape[0]), A.col_layout)
     keep = x0.local.copy()
@@ -185,6 +192,7 @@ def test_x0_not_mutated_and_used(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_zero_rhs_gives_zero(method):
+    """b = 0 gives x = 0 at once, converged."""
     A, b = distribute("poisson2d")
     b.fill(0.0)
     x0 = DistVector.full(A.col_layout, 3.0)
@@ -196,6 +204,7 @@ def test_zero_rhs_gives_zero(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_exact_x0_takes_no_iterations(method):
+    """An exact x0 ends in zero iterations."""
     A, b = distribute("poisson2d")
     x0 = DistVector.from_global(reference("poisson2d"), A.col_layout)
     x, info = getattr(dmsolve, method)(A, b, x0, rtol=1e-8)
@@ -205,6 +214,7 @@ def test_exact_x0_takes_no_iterations(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_maxiter_one_gives_one_callback(method):
+    """maxiter=1 calls the callback once."""
     A, b = distribute("convdiff" if method in ("gmres", "fgmres", "bicgstab") else "poisson2d")
     seen = []
     x, info = getattr(dmsolve, method)(A, b, maxiter=1, callback=lambda xk: seen.append(
@@ -217,6 +227,7 @@ def test_maxiter_one_gives_one_callback(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_callbacks_equal_iterations(method):
+    """The callback is called once per iteration."""
     A, b = distribute("poisson2d")
     n = [0]
 
@@ -228,12 +239,15 @@ def test_callbacks_equal_iterations(method):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_positional_tolerance_is_a_type_error(method):
+    """A tolerance given by position is a TypeError."""
     A, b = distribute("poisson2d")
     assert_raises_collective(COMM, TypeError, getattr(dmsolve, method), A, b, None, 1e-5)
 
 
 @pytest.mark.parametrize("method", ["cg", "pipecg", "minres"])
 def test_indefinite_preconditioner(method):
+    """An indefinite preconditioner is reported as INDEFINITE_PC by the methods that need a
+    definite one."""
     A, b = distribute("poisson2d")
     _, info = getattr(dmsolve, method)(A, b, M=lambda r: -r)
     assert_collective(COMM, info.reason is ConvergedReason.INDEFINITE_PC, str(info))
@@ -255,6 +269,8 @@ def make_pc(pc, A, method):
 @pytest.mark.parametrize("pc", PCS, ids=str)
 @pytest.mark.parametrize("method", HERMITIAN_METHODS)
 def test_hermitian_system_matches_spsolve(comm, method, pc):
+    """Every method solves a Hermitian positive definite system to spsolve's answer, with each
+    preconditioner."""
     Ag = hermitian()
     b = complex_rhs(Ag.shape[0])
     A = DistCSR.from_global(Ag, comm)
@@ -267,6 +283,8 @@ def test_hermitian_system_matches_spsolve(comm, method, pc):
 @pytest.mark.parametrize("pc", PCS, ids=str)
 @pytest.mark.parametrize("method", GENERAL_METHODS)
 def test_general_complex_system_matches_spsolve(comm, method, pc):
+    """GMRES, FGMRES and BiCGStab solve a general complex system to spsolve's answer, with each
+    preconditioner."""
     Ag = general()
     b = complex_rhs(Ag.shape[0], seed=5)
     A = DistCSR.from_global(Ag, comm)
@@ -277,6 +295,7 @@ def test_general_complex_system_matches_spsolve(comm, method, pc):
 
 @pytest.mark.parametrize("method", ["cg", "gmres", "bicgstab"])
 def test_iteration_counts_follow_scipy(comm, method):
+    """Complex solves take scipy's iteration counts, within one."""
     # the same Krylov space and the same stopping test: scipy's complex
     # solvers take the same number of iterations, up to rounding (+-1)
     Ag = hermitian(12)
@@ -299,6 +318,7 @@ def test_iteration_counts_follow_scipy(comm, method):
 
 @pytest.mark.parametrize("method", ["cg", "gmres", "bicgstab", "minres"])
 def test_real_matrix_with_complex_rhs(comm, method):
+    """A real A with a complex b is a complex solve with spsolve's answer."""
     # a real A and a complex b: a complex solve, x = A^{-1} Re b + i A^{-1} Im b
     Ag = sp.csr_matrix(laplacian(12) + 0.5 * sp.eye(144))
     b = complex_rhs(144, seed=11)
@@ -311,6 +331,7 @@ def test_real_matrix_with_complex_rhs(comm, method):
 
 @pytest.mark.parametrize("method", ["gmres", "bicgstab"])
 def test_complex_matrix_with_real_rhs_and_complex_x0(comm, method):
+    """A complex A with a real b, and a complex x0, give a complex solve with spsolve's answer."""
     Ag = general(10)
     N = Ag.shape[0]
     b = np.random.default_rng(4).standard_normal(N)

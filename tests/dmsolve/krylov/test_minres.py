@@ -14,6 +14,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_minres_shift_checked_at_the_door():
+    """A bad MINRES shift is refused at the door, on every rank."""
     A, b = distribute("poisson2d")
     assert_raises_collective(COMM, ValueError, dmsolve.minres, A, b, shift=float("nan"),
                              match="shift must be a finite real number")
@@ -22,6 +23,7 @@ def test_minres_shift_checked_at_the_door():
 
 
 def test_minres_shift_matches_scipy():
+    """MINRES with a shift matches scipy's MINRES with the same shift."""
     Ag, bg = problem("poisson2d")
     A, b = distribute("poisson2d")
     x, info = dmsolve.minres(A, b, shift=1.5, rtol=1e-10, maxiter=1000)
@@ -31,6 +33,7 @@ def test_minres_shift_matches_scipy():
 
 
 def test_minres_shifted_hermitian_indefinite(comm):
+    """MINRES solves a shifted Hermitian indefinite system to spsolve's answer."""
     Ag = hermitian(10)
     N = Ag.shape[0]
     shift = 1.3              # inside the spectrum: A - shift I is indefinite

@@ -18,6 +18,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_monitor_prints_petsc_lines_on_rank_zero():
+    """KSPMonitor prints PETSc-style residual lines on rank 0 only."""
     A, b = distribute("poisson2d")
     out = io.StringIO()
     _, info = dmsolve.cg(A, b, rtol=1e-6, monitor=KSPMonitor(stream=out))
@@ -40,6 +41,7 @@ def test_monitor_prints_petsc_lines_on_rank_zero():
 
 
 def test_library_is_silent_by_default(capsys):
+    """A solve prints nothing unless asked."""
     A, b = distribute("poisson2d")
     for method in METHODS:
         getattr(dmsolve, method)(A, b, maxiter=5)
@@ -61,6 +63,7 @@ def _printed(text: str) -> list[int]:
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("k", [1, 3, 7])
 def test_monitor_every_k_iterations(method, k):
+    """A monitor every k iterations prints every k-th norm and the last."""
     A, b = small_poisson()
     out = io.StringIO()
     mon = KSPMonitor(stream=out, every=k, record=True)
@@ -82,6 +85,7 @@ def test_monitor_every_k_iterations(method, k):
 
 
 def test_monitor_int_in_a_solve(capsys):
+    """monitor=k in dmsolve.solve prints every k-th norm."""
     A, b = small_poisson()
     _, info = dmsolve.solve(A, b, "cg", rtol=1e-8, monitor=4)
     printed = _printed(capsys.readouterr().out)
@@ -97,6 +101,7 @@ def test_monitor_int_in_a_solve(capsys):
 
 
 def test_monitor_count_is_validated():
+    """A bad monitor count is refused on every rank."""
     A, b = small_poisson()
     for bad, cls, match in [(0, ValueError, "monitor must be a positive integer, got 0"),
                             (-2, ValueError, "monitor must be a positive integer"),

@@ -18,6 +18,8 @@ COMM = MPI.COMM_WORLD
 
 
 def test_nullspace_keeps_iterates_orthogonal():
+    """With a null space, every iterate stays orthogonal to it and x is the minimum-norm
+    solution."""
     A, b = distribute("neumann")
     ones = constants(A)
     for method in ("cg", "pipecg", "minres", "gmres", "fgmres", "bicgstab"):
@@ -34,6 +36,7 @@ def test_nullspace_keeps_iterates_orthogonal():
 
 
 def test_nullspace_checks():
+    """Null-space vectors of the wrong layout or linearly dependent ones are refused."""
     A, b = distribute("neumann")
     ones = constants(A)
     assert_raises_collective(COMM, ValueError, dmsolve.cg, A, b,
@@ -54,6 +57,8 @@ def _neumann(comm, nx=9, ny=11):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_vector_not_in_the_null_space_is_refused(method):
+    """A vector that is not in A's null space is refused on every rank, not taken for
+    convergence."""
     # the constants are not in the null space of the Dirichlet Laplacian: it
     # said CONVERGED_RTOL with a true residual of 1.0, depending on the ranks
     A = gallery.poisson2d(12, COMM)
@@ -73,6 +78,7 @@ def test_vector_not_in_the_null_space_is_refused(method):
 
 
 def test_nullspace_ratio_is_rank_independent_and_correct():
+    """The ratio the refusal quotes is the serial ||A q|| / (||A v|| / ||v||), at any rank count."""
     # the ratio in the message is ||A q|| / (||A v|| / ||v||), computed here serially
     A = gallery.poisson2d(12, COMM)
     b = gallery.rhs(A, "random", seed=1)
@@ -89,6 +95,7 @@ def test_nullspace_ratio_is_rank_independent_and_correct():
 
 
 def test_nullspace_removed_part_of_b_is_reported():
+    """The part of b the null space removes is reported in the SolveInfo."""
     A, S = _neumann(COMM)
     n = S.shape[0]
     rng = np.random.default_rng(5)
@@ -115,6 +122,7 @@ def test_nullspace_removed_part_of_b_is_reported():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_rhs_in_the_null_space_is_not_convergence(method):
+    """A right-hand side in the null space is not reported as convergence with x = 0."""
     # MINRES said RTOL with x = 0 for b in the null space (Lanczos beta = 0 at
     # iteration 1, phibar zeroed by the eps-clamped rotation)
     A, _ = _neumann(COMM)
@@ -129,6 +137,8 @@ def test_rhs_in_the_null_space_is_not_convergence(method):
 
 
 def test_hermitian_null_space(comm):
+    """A Hermitian positive semi-definite system with a complex null vector is solved
+    orthogonally to it."""
     # a gauge-transformed graph Laplacian D^H L D (D a diagonal of phases) is
     # Hermitian positive semi-definite with null vector conj(d)
     n = 10

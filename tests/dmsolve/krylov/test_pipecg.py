@@ -17,6 +17,7 @@ COMM = MPI.COMM_WORLD
 
 @pytest.mark.parametrize("name", ["varpoisson", "path101"])
 def test_pipecg_matches_cg(name):
+    """Pipelined CG's iterates and iteration count match CG's."""
     A, b = distribute(name)
     for pc in (None, "jacobi"):
         _, i1 = dmsolve.solve(A, b, method="cg", pc=pc, rtol=1e-8)
@@ -28,6 +29,8 @@ def test_pipecg_matches_cg(name):
 
 @pytest.mark.parametrize("rtol", [1e-12, 1e-13])
 def test_pipecg_drift_is_restarted_not_claimed(rtol):
+    """When pipelined CG's recurrence residual drifts from the true one, it restarts rather
+    than claims convergence."""
     # pipelined CG's recurrence residual drifts from the true one: at 1e-12 it
     # said RTOL with a true relative residual of 4.7e-12
     A = gallery.poisson2d(64, COMM)
@@ -43,6 +46,7 @@ def test_pipecg_drift_is_restarted_not_claimed(rtol):
 @pytest.mark.parametrize("pc", [None, "jacobi"])
 @pytest.mark.parametrize("rtol", [1e-12, 1e-13])
 def test_pipecg_on_spd_is_never_indefinite(pc, rtol):
+    """Pipelined CG never reports INDEFINITE_MAT on an SPD problem at tight tolerances."""
     # at 1e-12 the recurrence's p^T A p can turn negative on an SPD problem:
     # the residual is replaced rather than DIVERGED_INDEFINITE_MAT reported
     A = gallery.anisotropic_diffusion(40, COMM)
@@ -60,6 +64,7 @@ def test_pipecg_on_spd_is_never_indefinite(pc, rtol):
 
 
 def test_pipecg_indefinite_matrix_is_still_reported():
+    """Pipelined CG still reports an indefinite matrix as indefinite."""
     # the direct measurement of p^T A p keeps the honest verdict on an
     # indefinite matrix (and the recurrence restarts only on an SPD one)
     S = gallery.poisson2d(11, COMM, ny=9).to_scipy()

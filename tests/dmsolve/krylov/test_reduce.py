@@ -23,6 +23,7 @@ COMM = MPI.COMM_WORLD
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("method", METHODS)
 def test_callback_failing_on_one_rank_raises_everywhere(method):
+    """A callback failing on one rank is raised on every rank, in every method."""
     A, b = distribute("poisson2d")
     last = COMM.Get_size() - 1
     calls = [0]
@@ -40,6 +41,7 @@ def test_callback_failing_on_one_rank_raises_everywhere(method):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("method", METHODS)
 def test_preconditioner_failing_on_one_rank_raises_everywhere(method):
+    """A preconditioner failing on one rank is raised on every rank, in every method."""
     A, b = distribute("poisson2d")
     calls = [0]
 
@@ -58,6 +60,7 @@ def test_preconditioner_failing_on_one_rank_raises_everywhere(method):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("method", ["cg", "gmres"])
 def test_final_callback_failure_is_agreed(method):
+    """A callback failing after the last reduction is still raised on every rank."""
     # the failure happens after the last reduction: the final agreement catches it
     A, b = distribute("poisson2d")
 
@@ -70,6 +73,7 @@ def test_final_callback_failure_is_agreed(method):
 
 @pytest.mark.timeout(60)
 def test_operator_failing_on_one_rank_raises_everywhere():
+    """An operator failing on one rank is raised on every rank."""
     A, b = distribute("poisson2d")
     calls = [0]
 

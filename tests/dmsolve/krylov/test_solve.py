@@ -16,6 +16,8 @@ COMM = MPI.COMM_WORLD
 
 
 def test_backends_registry():
+    """The backends registry names dmsolve and petsc, looks names up by the registry's rule, and
+    refuses unknown or non-string names."""
     A, b = distribute("poisson2d")
     assert_collective(COMM, BACKENDS.names() == ["dmsolve", "petsc"], str(BACKENDS))
     # one rule for names, one error wording (the Registry's)
@@ -28,6 +30,8 @@ def test_backends_registry():
 
 
 def test_solve_registry_and_pc_resolution():
+    """dmsolve.solve looks methods and preconditioners up by name (and descriptor) and gives
+    the same answer as the method called directly."""
     A, b = distribute("poisson2d")
     assert_collective(COMM, set(METHODS) <= set(available_methods()))
     assert_collective(COMM, {"jacobi", "none"} <= set(preconditioners.available()))

@@ -13,6 +13,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_nan_from_preconditioner_is_reported():
+    """A preconditioner that returns NaN ends the solve with NANORINF on every rank."""
     A, b = distribute("poisson2d")
 
     def bad(r):
@@ -25,6 +26,7 @@ def test_nan_from_preconditioner_is_reported():
 
 
 def test_divergence_tolerance():
+    """A residual growing past divtol ends the solve with DIVTOL."""
     A, b = distribute("poisson2d")
     _, info = dmsolve.cg(A, b, divtol=0.0)
     assert_collective(COMM, info.reason is ConvergedReason.DIVTOL and info.iterations == 1)
@@ -33,6 +35,7 @@ def test_divergence_tolerance():
 
 
 def test_atol_reason():
+    """A solve stopped by atol reports ATOL."""
     A, b = distribute("poisson2d")
     _, info = dmsolve.cg(A, b, rtol=0.0, atol=1e-6 * np.sqrt(A.shape[0]))
     assert_collective(COMM, info.reason is ConvergedReason.ATOL and info.converged)

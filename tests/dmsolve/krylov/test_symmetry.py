@@ -38,6 +38,7 @@ class Unsymmetric(Preconditioner):
 
 @pytest.mark.parametrize("method", ["minres", "cg", "pipecg"])
 def test_symmetry_check(method):
+    """check=True accepts symmetric A and M and refuses nonsymmetric ones, on every rank."""
     f = getattr(dmsolve, method)
     A = gallery.convection_diffusion(12, COMM)
     b = gallery.rhs(A, "random", seed=1)
@@ -61,6 +62,7 @@ def test_symmetry_check(method):
 
 @pytest.mark.mpi(min_size=2)
 def test_symmetry_check_same_verdict_on_any_layout():
+    """The symmetry check gives the serial verdict on any layout, a rank without rows included."""
     # the test vectors are functions of the global index: a rank without rows
     # and uneven blocks give the verdict of the serial check
     Ag = gallery.shifted_laplacian(7, MPI.COMM_SELF).to_scipy()
@@ -84,6 +86,7 @@ def test_symmetry_check_same_verdict_on_any_layout():
 
 @pytest.mark.parametrize("method", ["cg", "pipecg", "minres"])
 def test_nonsymmetric_preconditioner_is_refused(method):
+    """A preconditioner that says it is not symmetric is refused under CG and MINRES."""
     A = gallery.poisson2d(12, COMM)
     b = gallery.rhs(A, "random", seed=1)
     assert_raises_collective(COMM, ValueError, getattr(dmsolve, method), A, b,
@@ -101,6 +104,7 @@ def test_nonsymmetric_preconditioner_is_refused(method):
 
 @pytest.mark.parametrize("method", ["cg", "minres"])
 def test_symmetry_check_needs_hermitian(comm, method):
+    """check=True refuses a complex symmetric matrix that is not Hermitian."""
     # complex symmetric (A^T = A) but not Hermitian: check=True refuses it
     Ag = sp.csr_matrix(laplacian(8) * (1.0 + 0.5j))
     A = DistCSR.from_global(Ag, comm)

@@ -24,6 +24,8 @@ COMM = MPI.COMM_WORLD
 
 @pytest.mark.parametrize("method", METHODS)
 def test_door_checks(method):
+    """Each bad argument is refused at the door of every method, with the same exception on
+    every rank."""
     f = getattr(dmsolve, method)
     A, b = distribute("poisson2d")
     n = A.shape[0]
@@ -48,6 +50,7 @@ def test_door_checks(method):
 
 
 def test_check_system_is_the_door_of_every_method():
+    """Every method checks its inputs through check_system, and nothing else."""
     A, b = distribute("poisson2d")
     n = A.shape[0]
     s = check_system("cg", A, b, rtol=0.5, atol=0, maxiter=None, divtol=None, monitor=True,
@@ -76,6 +79,8 @@ def test_check_system_is_the_door_of_every_method():
 
 @pytest.mark.parametrize("name", ["amg", "cheby", "gemslr"])
 def test_real_only_preconditioners_refused_for_a_complex_solve(comm, name):
+    """Preconditioners built for real systems are refused in a complex solve, at the door, on
+    every rank."""
     # built on a real A, applied in a complex solve (complex b): refused at
     # the door, before any iteration, on every rank
     Ar = DistCSR.from_global(sp.csr_matrix(laplacian(8) + 0.1 * sp.eye(64)), comm)
@@ -92,6 +97,7 @@ def test_real_only_preconditioners_refused_for_a_complex_solve(comm, name):
 
 
 def test_other_dtypes_still_refused(comm):
+    """Integer, string and other non-float dtypes are refused at the door."""
     A = DistCSR.from_global(hermitian(6), comm)
     b = DistVector.from_global(complex_rhs(36), A.row_layout)
     bad = DistVector(b.layout, np.array(["x"] * b.layout.local_size))

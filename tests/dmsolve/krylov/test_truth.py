@@ -45,6 +45,8 @@ SINGULAR_PC_CASES = [("gmres", {}), ("cg", {"norm_type": "preconditioned"}),
 @pytest.mark.parametrize("method, kw", SINGULAR_PC_CASES,
                          ids=["-".join([m] + list(k.values())) for m, k in SINGULAR_PC_CASES])
 def test_singular_preconditioner_is_false_convergence(method, kw):
+    """A preconditioner that zeroes rows makes the method's norm meet the test falsely: the
+    truth test reports it, not convergence."""
     # the method's norm (||M r|| or r^T M r) cannot see the rows M zeroes:
     # it meets the test while ||b - A x|| / ||b|| is about 0.5
     A = gallery.poisson2d(20, COMM)
@@ -66,6 +68,7 @@ def test_singular_preconditioner_is_false_convergence(method, kw):
 
 
 def test_true_residual_norm_is_reported_at_every_exit():
+    """SolveInfo's true residual norm is ||b - A x|| of the returned x, at every kind of exit."""
     A = gallery.convection_diffusion(14, COMM)
     b = gallery.rhs(A, "random", seed=3)
     S = gallery.poisson2d(14, COMM)
@@ -86,6 +89,8 @@ def test_true_residual_norm_is_reported_at_every_exit():
 
 
 def test_minres_drift_is_restarted_not_claimed():
+    """MINRES whose recurrence reaches rtol before the true residual restarts rather than
+    claims convergence."""
     # shifted3d n=16 (slightly nonsymmetric) at rtol 1e-8: MINRES's recurrence
     # reaches rtol while the true relative residual is 3.8e-8
     A = gallery.shifted_laplacian(16, COMM, shift=0.2)
@@ -102,6 +107,7 @@ def test_minres_drift_is_restarted_not_claimed():
 
 
 def test_minres_shifted_truth_uses_the_shift():
+    """The truth test of a shifted MINRES measures ||b - (A - shift I) x||."""
     A = gallery.poisson2d(12, COMM)
     b = gallery.rhs(A, "random", seed=4)
     x, info = dmsolve.minres(A, b, shift=1.5, rtol=1e-10, maxiter=1000)
@@ -112,6 +118,8 @@ def test_minres_shifted_truth_uses_the_shift():
 
 
 def test_truth_check_leaves_good_solves_alone():
+    """The truth test adds no restart or iteration to ordinary solves, only one product and one
+    reduction."""
     # no restart, no extra iteration on the ordinary gallery solves, and one
     # product + one reduction more than the iterations need
     A = gallery.poisson2d(16, COMM)
@@ -127,6 +135,7 @@ def test_truth_check_leaves_good_solves_alone():
 
 
 def test_truth_constants_are_documented():
+    """The truth test's constants are named in the stopping-test notes every method shares."""
     # the stopping-test notes every method shares name what happens at a claim
     for method in METHODS:
         doc = getattr(dmsolve, method).__doc__ or ""

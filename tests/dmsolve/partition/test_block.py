@@ -14,6 +14,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_nnz_partition_balances_nonzeros():
+    """The nnz partitioner balances nonzeros on a matrix whose rows differ widely in length."""
     # rows with very different lengths: arrow matrix
     n = 40
     S = sp.lil_matrix((n, n))
@@ -29,6 +30,7 @@ def test_nnz_partition_balances_nonzeros():
 
 @pytest.mark.parametrize("empty_rank0", [False, True], ids=["blocks", "rank0-empty"])
 def test_nnz_cuts_equal_from_weights_on_the_gathered_row_lengths(empty_rank0):
+    """The nnz partitioner's cuts equal those computed from the gathered row lengths as weights."""
     n = 101
     rng = np.random.default_rng(5)
     S = sp.random(n, n, density=0.08, random_state=6, format="csr")

@@ -38,6 +38,8 @@ def grid_cells(dim, bits):
 # -- Hilbert keys --------------------------------------------------------------------------------
 @pytest.mark.parametrize("dim,bits", [(2, 1), (2, 3), (2, 5), (3, 1), (3, 3), (1, 4)])
 def test_hilbert_keys_walk_the_grid_cell_by_cell(dim, bits):
+    """Hilbert keys order the cells of a grid along the curve, each next cell a neighbour, as
+    the classic serial index does."""
     g = grid_cells(dim, bits)
     k = part.hilbert_keys(g + 0.5, np.zeros(dim), np.full(dim, 2.0 ** bits), bits=bits)
     assert np.array_equal(np.sort(k), np.arange(g.shape[0]))       # a bijection
@@ -52,6 +54,7 @@ def test_hilbert_keys_walk_the_grid_cell_by_cell(dim, bits):
 
 
 def test_hilbert_keys_scale_isotropically_and_clip():
+    """Hilbert keys scale all axes alike and clip points outside the box."""
     lo, hi = np.array([0.0, 0.0]), np.array([4.0, 1.0])     # the long side sets the scale
     k = part.hilbert_keys(np.array([[3.9, 0.9], [-1.0, 5.0]]), lo, hi, bits=2)
     ref = part.hilbert_keys(np.array([[3.0, 0.0], [0.0, 3.0]]), np.zeros(2), np.full(2, 4.0),
@@ -78,6 +81,7 @@ def my_points(total, dim, seed, empty_rank0=False):
     (2, 101, None, False), (3, 257, None, True), (2, 13, 5, False), (3, 1000, 7, False)],
     ids=["2d-101", "3d-257-empty-rank0", "2d-13-nparts5", "3d-1000-nparts7"])
 def test_hilbert_matches_the_serial_sort_of_the_same_keys(dim, total, nparts, empty):
+    """The Hilbert partition is the serial sort of the same keys, cut into balanced parts."""
     allpts, mine = my_points(total, dim, seed=dim + total, empty_rank0=empty)
     p = part.hilbert(mine, COMM, nparts=nparts)
     k = nparts or COMM.size
@@ -91,6 +95,7 @@ def test_hilbert_matches_the_serial_sort_of_the_same_keys(dim, total, nparts, em
 
 
 def test_hilbert_registered_and_checked_at_the_door():
+    """The Hilbert partitioner is registered, and bad coordinates are refused on every rank."""
     A = gallery.poisson2d(9, COMM)
     i = np.arange(A.row_layout.start, A.row_layout.stop)
     xy = np.column_stack((i % 9, i // 9)).astype(float)

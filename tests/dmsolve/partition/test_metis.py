@@ -18,6 +18,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_metis_beats_block_on_scrambled_matrix():
+    """METIS cuts a scrambled Poisson matrix far better than blocks of rows."""
     A, S = scrambled_poisson2d(16)
     qb = part.partition_quality(A, part.block_partition(A))
     qm = part.partition_quality(A, part.partition(A, "metis"))
@@ -32,6 +33,7 @@ def test_metis_beats_block_on_scrambled_matrix():
 
 
 def test_metis_graph_parts_is_what_metis_partition_runs():
+    """metis_graph_parts on the gathered graph gives the parts metis_partition assigns."""
     A, S = scrambled_poisson2d(9)
     C = sp.coo_matrix(S)
     for nparts in (1, 3):
@@ -43,6 +45,7 @@ def test_metis_graph_parts_is_what_metis_partition_runs():
 
 
 def test_metis_hands_large_graphs_to_multilevel():
+    """METIS hands graphs above its gather limit to the multilevel partitioner."""
     A = gallery.poisson2d(30, COMM)
     routed = part.metis_partition(A, seed=2, gather_limit=100)
     if COMM.size > 1:

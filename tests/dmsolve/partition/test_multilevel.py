@@ -40,6 +40,7 @@ def multilevel_cases():
 
 
 def test_multilevel_cut_and_balance_against_serial_metis():
+    """The multilevel partitioner's cut and balance are close to serial METIS's."""
     # 4 parts: nparts == size at 4 ranks, nparts != size below
     nparts = 4
     checks = Checks(COMM)
@@ -61,6 +62,7 @@ def test_multilevel_cut_and_balance_against_serial_metis():
 
 
 def test_multilevel_gathers_only_the_coarse_graph(monkeypatch):
+    """The multilevel partitioner gathers only the coarse graph, never the whole one."""
     A = gallery.poisson2d(60, COMM)              # 3600 vertices, coarse graph <= 200
     seen = []
     widths = []
@@ -90,6 +92,8 @@ def test_multilevel_gathers_only_the_coarse_graph(monkeypatch):
 
 
 def test_multilevel_small_graph_is_metis_on_the_weights_and_checked():
+    """On a small graph the multilevel partitioner is METIS on the weights, and its options are
+    checked."""
     A = gallery.poisson2d(7, COMM)                 # below coarse_size: METIS directly
     p = part.partition(A, ("multilevel", {"seed": 1}))
     S = A.to_scipy()
@@ -107,6 +111,8 @@ def test_multilevel_small_graph_is_metis_on_the_weights_and_checked():
 
 @pytest.mark.parametrize("wide", [False, True], ids=["int32", "int64"])
 def test_gather_to_root_is_the_concatenation_in_either_width(wide, monkeypatch):
+    """gather_to_root gives root the concatenation of every rank's array, in 32- and 64-bit
+    widths."""
     top = 2 ** 40 if wide else 2 ** 31 - 1
     mine = np.arange(COMM.rank + 1, dtype=np.int64) * 7 + COMM.rank
     mine[-1] = top - COMM.rank

@@ -30,6 +30,8 @@ def make_partitions():
 
 @pytest.mark.parametrize("name", ["block", "nnz", "metis", "random", "rcb"])
 def test_numbering_is_contiguous_permutation(name):
+    """Each partitioner's new numbering is a permutation that gives every part contiguous
+    indices."""
     parts, A = make_partitions()
     p = parts[name]
     owner = p.parts()
@@ -49,6 +51,7 @@ def test_numbering_is_contiguous_permutation(name):
 
 @pytest.mark.parametrize("name", ["block", "nnz", "metis", "random", "rcb"])
 def test_redistribute_round_trip_exact(name):
+    """Redistributing matrices and vectors to a partition and back gives them bit for bit."""
     parts, A = make_partitions()
     p = parts[name]
     S = A.to_scipy()
@@ -88,6 +91,7 @@ def test_redistribute_round_trip_exact(name):
 
 
 def test_bad_inputs_raise_everywhere():
+    """Bad inputs to the partition functions raise on every rank."""
     layout = Layout.block(10, COMM)
     last = COMM.rank == COMM.size - 1
     wrong = np.zeros(layout.local_size + (1 if last else 0), dtype=int)
@@ -113,6 +117,7 @@ def test_bad_inputs_raise_everywhere():
 # -- the registry and the public helpers ---------------------------------------------
 
 def test_partitioners_registry_and_names():
+    """The partitioner registry names every partitioner and partition() looks them up."""
     assert isinstance(part.PARTITIONERS, Registry)
     assert part.PARTITIONERS.names() == ["block", "hilbert", "metis", "multilevel", "nnz", "rcb"]
     A, _ = scrambled_poisson2d(7)
@@ -143,11 +148,13 @@ def test_partitioners_registry_and_names():
 ], ids=["partition-nparts-float", "partition-nparts-0", "metis-nparts-str",
         "metis-seed-float", "metis-nparts-0", "rcb-nparts-bool"])
 def test_option_types_raise_everywhere(kind, call):
+    """Partitioner options of the wrong type raise on every rank."""
     A = gallery.poisson1d(10, COMM)
     assert_raises_collective(COMM, kind, call, A)
 
 
 def test_partition_counts_need_no_size_by_nparts_table():
+    """A partition into any number of parts needs no table of size x nparts."""
     layout = Layout.block(23, COMM)
     rng = np.random.default_rng(COMM.rank)
     p = part.Partition(layout, rng.integers(0, 5, layout.local_size), nparts=5)

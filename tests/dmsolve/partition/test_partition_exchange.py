@@ -11,6 +11,8 @@ COMM = MPI.COMM_WORLD
 
 
 def test_exchange_and_fetch_against_serial():
+    """exchange and fetch move array elements to and from the given ranks as a serial reference
+    does."""
     layout = Layout.block(13, COMM)
     rng = np.random.default_rng(7 + COMM.rank)
     # every rank sends 5 rows (value, and a 2-column payload) to random ranks

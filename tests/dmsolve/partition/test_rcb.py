@@ -15,6 +15,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_rcb_grid_is_balanced_and_rank_count_independent():
+    """RCB of a grid's points is balanced and the same at any rank count."""
     n = 13
     layout = Layout.block(n * n, COMM)
     idx = np.arange(layout.start, layout.stop)
@@ -34,6 +35,7 @@ def test_rcb_grid_is_balanced_and_rank_count_independent():
 
 
 def test_rcb_ties_and_empty_ranks():
+    """RCB breaks ties by global index and handles ranks with no points."""
     # every point at the same place: ties broken by global index
     k = 5 if COMM.rank == 0 else 0
     p = part.rcb(np.zeros((k, 3)), COMM, nparts=2)
@@ -41,6 +43,7 @@ def test_rcb_ties_and_empty_ranks():
 
 
 def test_rcb_registered_is_the_direct_call():
+    """The registered rcb partitioner gives the direct call's parts."""
     A, _ = scrambled_poisson2d(7)
     coords = np.random.default_rng(5 + COMM.rank).random((A.row_layout.local_size, 3))
     for nparts in (None, 2, 5):

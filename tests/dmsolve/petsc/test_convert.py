@@ -58,6 +58,8 @@ MATRICES = {
 
 @pytest.mark.parametrize("name", sorted(MATRICES))
 def test_matrix_round_trip_exact_without_malloc(PETSc, name):
+    """A matrix converted to PETSc and back is the same bit for bit, with no malloc during
+    assembly."""
     A = MATRICES[name](COMM)
     M = dp.to_petsc(A)
     (lr, gr), (lc, gc) = M.getSizes()
@@ -88,6 +90,7 @@ def test_matrix_round_trip_exact_without_malloc(PETSc, name):
 
 
 def test_new_nonzero_outside_the_pattern_is_an_error(PETSc):
+    """A new nonzero outside the converted pattern is an error in PETSc."""
     A = gallery.poisson1d(40, COMM)
     M = dp.to_petsc(A)
     start, stop = A.row_layout.owned_range
@@ -104,6 +107,7 @@ def test_new_nonzero_outside_the_pattern_is_an_error(PETSc):
 
 
 def test_matmult_equals_our_matvec(PETSc):
+    """PETSc's MatMult of a converted matrix equals our matvec."""
     A = gallery.convection_diffusion(12, COMM, dim=3)
     x = gallery.rhs(A, "random", seed=3)
     y = A.matvec(x)
@@ -116,6 +120,7 @@ def test_matmult_equals_our_matvec(PETSc):
 
 
 def test_from_petsc_native_matrix_uneven_ranks_and_dense(PETSc):
+    """A native PETSc matrix (uneven ranks, and dense) converts to the same DistCSR."""
     n = 29
     lay = _uneven_layout(n, COMM)
     start, stop = lay.owned_range
@@ -145,6 +150,7 @@ def test_from_petsc_native_matrix_uneven_ranks_and_dense(PETSc):
 # -- vectors -----------------------------------------------------------------------------
 
 def test_vector_round_trips_copy_and_share(PETSc):
+    """Vectors convert both ways, by copy or sharing memory as asked."""
     lay = _uneven_layout(31, COMM)
     x = DistVector(lay, np.arange(lay.start, lay.stop) * 0.5 - 3.0)
     v = dp.to_petsc(x)
@@ -180,6 +186,7 @@ def _last_rank_nan(b):
 
 
 def test_import_dmsolve_leaves_petsc4py_unimported(comm):
+    """import dmsolve registers the petsc backend without importing petsc4py."""
     # the "petsc" backend is registered by `import dmsolve`, petsc4py is not imported
     ok, why = True, ""
     if comm.rank == 0:
@@ -196,6 +203,7 @@ def test_import_dmsolve_leaves_petsc4py_unimported(comm):
 
 
 def test_layout_and_value_errors_on_every_rank():
+    """Layout and value errors of the conversions are raised on every rank."""
     A = gallery.poisson2d(7, COMM)
     b = gallery.rhs(gallery.poisson2d(6, COMM))
     assert_raises_collective(COMM, ValueError, solve, A, b, backend="petsc",
@@ -210,6 +218,7 @@ def test_layout_and_value_errors_on_every_rank():
 
 
 def test_missing_petsc4py_names_make_petsc(monkeypatch):
+    """Without petsc4py the conversions say to run ``make petsc``."""
     monkeypatch.setitem(sys.modules, "petsc4py", None)
     monkeypatch.setitem(sys.modules, "petsc4py.PETSc", None)
     A = gallery.poisson1d(9, COMM)

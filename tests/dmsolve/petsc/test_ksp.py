@@ -47,6 +47,7 @@ _PROBLEM = {"poisson3d": lambda c: gallery.poisson3d(9, c),
 
 @pytest.mark.parametrize("case", sorted(SOLVE_CASES))
 def test_backend_petsc_agrees_with_scipy(PETSc, case):
+    """backend="petsc" solves each case to scipy's answer."""
     prob, method, pc, ksp_type, pc_type = SOLVE_CASES[case]
     A = _PROBLEM[prob](COMM)
     b = gallery.rhs(A, "random", seed=2)
@@ -77,6 +78,7 @@ def test_backend_petsc_agrees_with_scipy(PETSc, case):
 
 @pytest.mark.parametrize("method,pc", [("cg", None), ("gmres", "jacobi"), ("cg", "jacobi")])
 def test_backend_petsc_iterations_match_ours(method, pc):
+    """backend="petsc" takes our methods' iteration counts."""
     # the same algorithm, stopping test and preconditioner: the same iteration count
     A = gallery.poisson3d(10, COMM)
     b = gallery.rhs(A, "random", seed=4)
@@ -90,6 +92,7 @@ def test_backend_petsc_iterations_match_ours(method, pc):
 
 
 def test_backend_petsc_x0_callback_monitor_nullspace():
+    """backend="petsc" honours x0, callback, monitor and null space."""
     A = gallery.poisson2d(12, COMM)
     b = gallery.rhs(A, "random", seed=6)
     x, info = solve(A, b, "cg", rtol=1e-10, backend="petsc")
@@ -120,6 +123,7 @@ def test_backend_petsc_x0_callback_monitor_nullspace():
 
 
 def test_backend_petsc_reasons_and_failure():
+    """backend="petsc" reports PETSc's reasons under our names, and failure as failure."""
     A = gallery.poisson3d(8, COMM)
     b = gallery.rhs(A, "random")
     _, info = solve(A, b, "cg", rtol=1e-12, maxiter=3, backend="petsc")
@@ -133,6 +137,7 @@ def test_backend_petsc_reasons_and_failure():
 
 
 def test_convert_reason_covers_every_petsc_reason(PETSc):
+    """convert_reason maps every KSPConvergedReason PETSc has."""
     CR = PETSc.KSP.ConvergedReason
     names = [n for n in dir(CR) if n.startswith(("CONVERGED_", "DIVERGED_"))
              and n != "CONVERGED_ITERATING"]
@@ -179,6 +184,7 @@ BAD_OPTIONS = [
 @pytest.mark.parametrize("kw,exc,match", BAD_OPTIONS,
                          ids=["-".join(map(str, k)) for k, _, _ in BAD_OPTIONS])
 def test_option_mapping_errors_on_every_rank(kw, exc, match):
+    """Options PETSc cannot take are refused on every rank, with a message naming them."""
     A = gallery.poisson2d(7, COMM)
     b = gallery.rhs(A)
     kw = dict(kw)
@@ -214,6 +220,7 @@ SAME_DOOR = {
 
 @pytest.mark.parametrize("case", sorted(SAME_DOOR))
 def test_petsc_backend_refuses_like_our_methods(case):
+    """backend="petsc" refuses bad inputs as our methods do."""
     A = gallery.poisson2d(7, COMM)
     b = gallery.rhs(A)
     method, kw, exc = SAME_DOOR[case]
@@ -228,6 +235,7 @@ def test_petsc_backend_refuses_like_our_methods(case):
 
 
 def test_petsc_names_follow_the_registry_rule(PETSc):
+    """PETSc's method and preconditioner names follow the registry's naming rule."""
     A = gallery.poisson2d(9, COMM)
     b = gallery.rhs(A)
     _, info = solve(A, b, "BiCGStab", pc="Jacobi", rtol=1e-8, backend="PETSc")
@@ -240,6 +248,7 @@ def test_petsc_names_follow_the_registry_rule(PETSc):
 
 
 def test_complex_system_is_refused_by_the_real_petsc_build():
+    """The real PETSc build refuses a complex system with a TypeError naming the dmsolve backend."""
     # the PETSc that `make petsc` builds is real: a complex system is a
     # TypeError naming the dmsolve backend, which solves it
     A = gallery.poisson2d(7, COMM)

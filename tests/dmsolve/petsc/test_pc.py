@@ -45,6 +45,7 @@ PC_CASES = {
 
 @pytest.mark.parametrize("case", sorted(PC_CASES))
 def test_our_pc_inside_petsc_ksp(PETSc, case):
+    """Our preconditioners inside PETSc's KSP give the iteration counts of our own methods."""
     make_A, method, name, opts = PC_CASES[case]
     A = make_A(COMM)
     b = gallery.rhs(A, "random", seed=1)
@@ -83,6 +84,7 @@ def test_our_pc_inside_petsc_ksp(PETSc, case):
 
 
 def test_python_pc_checks_layout(PETSc):
+    """The python PC refuses a vector of the wrong layout."""
     A = gallery.poisson2d(9, COMM)
     B = gallery.poisson2d(10, COMM)
     Mat = dp.to_petsc(B)

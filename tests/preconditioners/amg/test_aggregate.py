@@ -17,6 +17,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_aggregation_one_rank_matches_pyamg():
+    """At one rank, standard aggregation gives pyamg's aggregates."""
     import pyamg
     A = gallery.poisson2d(37, MPI.COMM_SELF)
     S = symmetric_strength(A, 0.0)
@@ -31,6 +32,7 @@ def test_aggregation_one_rank_matches_pyamg():
 
 
 def test_aggregates_cover_and_stay_on_rank():
+    """Aggregates cover every node and stay on the node's rank."""
     A = gallery.poisson3d(9, COMM)
     S, agg, count, T, Bc = hierarchy_pieces(A)
     ok = agg.size == 0 or (agg.min() >= 0 and np.array_equal(np.unique(agg), np.arange(count)))

@@ -97,6 +97,8 @@ def _comm_ranks_shrink_by_at_most(sizes, factor):
 
 @pytest.mark.parametrize("problem,opts", CASES)
 def test_agglomeration_leaves_the_solve_unchanged(problem, opts):
+    """Gathering small levels onto fewer ranks leaves the solve's iterations and answer
+    unchanged."""
     A, M, x, info = _solve(problem, opts)
     _, M0, x0, info0 = _solve(problem, opts, agglomerate=False)
     d, d0 = M.describe(), M0.describe()
@@ -131,6 +133,7 @@ def test_agglomeration_leaves_the_solve_unchanged(problem, opts):
 # -- idle ranks hold nothing ---------------------------------------------------------------
 
 def test_idle_ranks_hold_no_rows_of_the_levels_they_skip():
+    """Ranks idle on a gathered level hold none of its rows."""
     A, M, x, info = _solve("poisson2d-64", {"max_coarse": 10})
     sizes = M.describe()["level_comm_ranks"]
     nlev = len(sizes)
@@ -168,6 +171,7 @@ def test_idle_ranks_hold_no_rows_of_the_levels_they_skip():
 
 @pytest.mark.parametrize("reduction", [None, 2], ids=["default-limit", "limit-2"])
 def test_levels_are_galerkin_products_of_the_gathered_matrices(reduction, monkeypatch):
+    """Gathered levels are Galerkin products of the gathered matrices."""
     if reduction is not None:
         monkeypatch.setattr(coarse, "MAX_RANK_REDUCTION", reduction)
     limit = coarse.MAX_RANK_REDUCTION
@@ -195,6 +199,7 @@ def test_levels_are_galerkin_products_of_the_gathered_matrices(reduction, monkey
 
 @pytest.mark.mpi(min_size=3)
 def test_small_levels_are_agglomerated_onto_a_few_ranks():
+    """Small levels are gathered onto a few ranks, shrinking at most 4x per level."""
     A, M, x, info = _solve("poisson2d-64", {"max_coarse": 10})
     d = M.describe()
     sizes = d["level_comm_ranks"]
@@ -212,6 +217,7 @@ def test_small_levels_are_agglomerated_onto_a_few_ranks():
 
 
 def test_plan_coarse_level_limits_the_reduction():
+    """plan_coarse_level limits how far the rank count is reduced."""
     size = COMM.size
     # a few rows on every rank: all would go to rank 0 without the limit
     for limit in (None, 2, 4):
@@ -254,6 +260,7 @@ class _SplitCounter(MPI.Intracomm):
 
 
 def test_sub_communicators_are_cached_and_can_be_freed():
+    """Sub-communicators are made once, cached, and freed on request."""
     dup = COMM.Dup()
     comm = _SplitCounter(dup)
     A = gallery.poisson2d(64, comm)
@@ -302,6 +309,7 @@ def test_sub_communicators_are_cached_and_can_be_freed():
 
 
 def test_sub_communicator_and_sub_layout():
+    """sub_communicator and sub_layout give the expected ranks and ranges."""
     size = COMM.size
     with Checks(COMM) as checks:
         checks.add(sub_communicator(COMM, size) is COMM, "all ranks: the communicator itself")
@@ -339,6 +347,7 @@ def test_sub_communicator_and_sub_layout():
 # -- describe() and the summary -------------------------------------------------------------
 
 def test_describe_reports_rows_and_nonzeros_of_every_level():
+    """describe() reports the rows and nonzeros of every level."""
     A, M, x, info = _solve("poisson3d-20", {"max_coarse": 10})
     d = M.describe()
     nlev = len(d["levels"])
@@ -380,6 +389,7 @@ def _zero_coarse_diagonal(comm):
 
 
 def test_an_error_on_a_gathered_level_is_raised_on_every_rank():
+    """An error on a gathered level is raised on every rank, idle ones included."""
     A = _zero_coarse_diagonal(COMM)
     match = (r"amg level 1 \(420 rows\): smoother 'chebyshev': the diagonal of A is zero "
              r"or not finite in 420 rows, the first at global row 0")
@@ -399,6 +409,7 @@ def test_an_error_on_a_gathered_level_is_raised_on_every_rank():
 
 
 def test_agglomerate_must_be_a_bool():
+    """agglomerate must be a bool."""
     A = gallery.poisson2d(10, COMM)
     assert_raises_collective(COMM, TypeError, preconditioners.make, "amg", A, agglomerate=1,
                              match="agglomerate must be True or False")
@@ -413,6 +424,7 @@ def _max_local_rows(A):
 @pytest.mark.parametrize("opts", [{"max_levels": 1}, {"max_coarse": 10 ** 9}],
                          ids=["max_levels-1", "max_coarse-above-N"])
 def test_no_coarsening_relaxes_the_coarsest_level(opts):
+    """A matrix that cannot coarsen is relaxed on the coarsest level, not solved densely."""
     A = gallery.poisson2d(60, COMM)                   # 3600 rows > max_dense_coarse
     M = preconditioners.make("amg", A, **opts)
     d = M.describe()
@@ -432,6 +444,7 @@ def test_no_coarsening_relaxes_the_coarsest_level(opts):
 
 
 def test_dense_coarse_solve_up_to_max_dense_coarse_rows():
+    """The coarsest level is solved densely up to max_dense_coarse rows, and relaxed above."""
     A = gallery.poisson2d(20, COMM)                   # 400 rows, no coarsening allowed
     dense = preconditioners.make("amg", A, max_levels=1, max_dense_coarse=400)
     relax = preconditioners.make("amg", A, max_levels=1, max_dense_coarse=399,
@@ -468,6 +481,7 @@ def _address_space_limit(extra_bytes):
 
 
 def test_diagonal_matrix_of_1e5_rows_stays_small_and_converges():
+    """A diagonal matrix of 1e5 rows stays within a small memory bound and converges."""
     # a diagonal matrix has no couplings to aggregate: the coarsest level is A
     # itself. A dense pseudo-inverse would take 10^10 entries (80 GB) per rank.
     n = 10 ** 5

@@ -14,6 +14,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_cycle_is_symmetric_and_describe():
+    """The V and W cycles are symmetric, and describe() says what they are."""
     A = gallery.poisson2d(40, COMM)
     M = preconditioners.make("amg", A, max_coarse=20)
     d = M.describe()
@@ -33,6 +34,7 @@ def test_cycle_is_symmetric_and_describe():
                          ids=["jacobi", "l1-jacobi", "chebyshev", "hybrid-gs", "sor"])
 @pytest.mark.parametrize("cycle", ["V", "W"])
 def test_smoothers_and_cycles_converge(smoother, cycle):
+    """Every smoother and cycle converges on Poisson."""
     A = gallery.poisson2d(64, COMM)
     _, info = amg_solve(A, presmoother=smoother, postsmoother=smoother, cycle=cycle)
     limit = 12 if smoother[0] in ("gauss-seidel", "sor") else 25
@@ -43,6 +45,8 @@ def test_smoothers_and_cycles_converge(smoother, cycle):
 @pytest.mark.parametrize("smoother", [("l1-jacobi", {}), ("chebyshev", {"degree": 3})],
                          ids=["l1-jacobi", "chebyshev"])
 def test_rank_independent_smoothers_give_rank_independent_cycle_on_one_level_blocks(smoother):
+    """Smoothers that do not depend on the partition give iteration counts close to the serial
+    ones."""
     # with a 1D problem every rank's aggregates are intervals in both runs, and
     # these smoothers do not depend on the partition: counts must agree closely
     A = gallery.poisson2d(48, COMM)

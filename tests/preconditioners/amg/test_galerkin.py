@@ -18,6 +18,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_galerkin_product_equals_scipy():
+    """galerkin_product equals scipy's P^T A P."""
     A = gallery.poisson3d(8, COMM)
     S, agg, count, T, Bc = hierarchy_pieces(A)
     P, _ = smooth_prolongator(A, T)
@@ -29,6 +30,7 @@ def test_galerkin_product_equals_scipy():
 
 
 def test_galerkin_with_gathered_coarse_layout():
+    """galerkin_product onto a coarse layout on fewer ranks equals scipy's P^T A P."""
     # coarse unknowns moved onto fewer ranks than made them
     A = gallery.poisson2d(15, COMM)
     S = symmetric_strength(A, 0.0)

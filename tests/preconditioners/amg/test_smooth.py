@@ -16,6 +16,7 @@ COMM = MPI.COMM_WORLD
 
 @pytest.mark.parametrize("theta", [0.0, 0.3], ids=["theta0", "theta0.3"])
 def test_smoothed_prolongator_equals_serial_formula(theta):
+    """smooth_prolongator equals the serial formula (I - omega/rho D^-1 A_F) T."""
     A = gallery.anisotropic_diffusion(17, COMM, epsilon=0.1)
     S, agg, count, T, Bc = hierarchy_pieces(A, theta=theta)
     P, rho = smooth_prolongator(A, T, omega=4.0 / 3.0, theta=theta)
@@ -36,6 +37,7 @@ def test_smoothed_prolongator_equals_serial_formula(theta):
 
 
 def test_unsmoothed_aggregation_keeps_the_tentative_prolongator():
+    """smooth="none" keeps the tentative prolongator."""
     A = gallery.poisson2d(40, COMM)
     M, info = amg_solve(A, smooth="none", max_coarse=20, min_rows_per_rank=1)
     _, _, _, T, _ = hierarchy_pieces(A)

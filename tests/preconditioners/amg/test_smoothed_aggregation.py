@@ -36,6 +36,7 @@ def _prolongators(M):
 
 
 def test_descriptor_form_gives_the_keyword_form_hierarchy():
+    """PyAMG's descriptor form of the options builds the hierarchy the keyword form builds."""
     A = gallery.anisotropic_diffusion(32, COMM, epsilon=0.01)
     kw, info_kw = amg_solve(A, theta=0.08, omega=1.2, max_coarse=20)
     desc, info_desc = amg_solve(A, strength=("symmetric", {"theta": 0.08}),
@@ -63,6 +64,7 @@ def test_descriptor_form_gives_the_keyword_form_hierarchy():
 
 
 def test_default_options_are_recorded_in_descriptor_form():
+    """The default options are recorded in descriptor form."""
     A = gallery.poisson2d(20, COMM)
     opts = preconditioners.make("amg", A, presmoother="sor", cycle="w").describe()["options"]
     want = {"strength": ("symmetric", {"theta": 0.0}),
@@ -93,6 +95,8 @@ CASES = [
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name,max_complexity", CASES)
 def test_cg_amg_poisson_targets(name, max_complexity):
+    """CG + AMG reaches each Poisson problem's iteration target and operator complexity, within
+    two iterations of pyamg's serial count."""
     A = amg_problem(name, COMM)
     M, info = amg_solve(A)
     oc = M.operator_complexity()
@@ -106,6 +110,7 @@ def test_cg_amg_poisson_targets(name, max_complexity):
 
 @pytest.mark.parametrize("name", ["poisson2d-96", "poisson3d-20"])
 def test_iterations_differ_by_at_most_two_from_serial(name):
+    """CG + AMG takes at most two iterations more or fewer than at one rank."""
     A = amg_problem(name, COMM)
     _, info = amg_solve(A)
     serial = serial_iterations(name)
@@ -114,6 +119,7 @@ def test_iterations_differ_by_at_most_two_from_serial(name):
 
 
 def test_anisotropic_diffusion_256():
+    """CG + AMG converges on anisotropic diffusion at 256^2."""
     A = gallery.anisotropic_diffusion(256, COMM, epsilon=1e-3, theta=0.0)
     M, info = amg_solve(A, theta=0.1)
     assert_collective(COMM, info.converged and info.iterations <= 25,
@@ -122,6 +128,7 @@ def test_anisotropic_diffusion_256():
 
 @pytest.mark.parametrize("problem", ["graph-laplacian-80", "neumann-poisson2d-80"])
 def test_singular_laplacian_with_nullspace(problem):
+    """CG + AMG with the null space solves the singular Laplacian."""
     n = 80
     lay = Layout.block(n * n, COMM)
     v = np.arange(*lay.owned_range)
@@ -145,6 +152,7 @@ def test_singular_laplacian_with_nullspace(problem):
 
 
 def test_amg_bad_input_raises_everywhere():
+    """Bad inputs to amg raise on every rank."""
     A = gallery.poisson2d(9, COMM)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A, cycle="X")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
@@ -156,6 +164,7 @@ def test_amg_bad_input_raises_everywhere():
 # -- a zero diagonal ---------------------------------------------------------------
 
 def test_amg_refuses_a_saddle_point_on_every_rank():
+    """amg refuses a saddle-point matrix (zero diagonal) on every rank."""
     A = saddle_point(COMM)
     match = r"amg: the diagonal of A is zero or not finite in 30 rows, the first at global row 400"
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A, match=match)
@@ -216,6 +225,7 @@ BAD_OPTIONS = [
 
 @pytest.mark.parametrize("case,exc,match,opts", BAD_OPTIONS, ids=[c[0] for c in BAD_OPTIONS])
 def test_bad_amg_options_refused_on_every_rank(case, exc, match, opts):
+    """Each bad amg option is refused on every rank."""
     A = gallery.poisson2d(24, COMM)
     assert_raises_collective(COMM, exc, preconditioners.make, "amg", A, max_coarse=20,
                              match=match, **opts)
@@ -232,12 +242,14 @@ BAD_B = [("nan", ValueError, "B has non-finite entries"),
 
 @pytest.mark.parametrize("kind,exc,match", BAD_B, ids=[c[0] for c in BAD_B])
 def test_bad_near_null_space_refused_on_every_rank(kind, exc, match):
+    """Each bad near null space (NaN, zero column, wrong shape, ...) is refused on every rank."""
     A = gallery.poisson2d(24, COMM)
     assert_raises_collective(COMM, exc, preconditioners.make, "amg", A, B=_bad_b(kind, A),
                              match=match)
 
 
 def test_dependent_candidates_refused_independent_ones_accepted():
+    """Linearly dependent candidates are refused, independent ones accepted."""
     A = gallery.poisson2d(24, COMM)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
                              B=_bad_b("dependent", A),
@@ -248,6 +260,7 @@ def test_dependent_candidates_refused_independent_ones_accepted():
 
 @pytest.mark.mpi(min_size=2)
 def test_candidates_with_different_column_counts_refused():
+    """Candidates with different column counts on different ranks are refused."""
     A = gallery.poisson2d(24, COMM)
     B = _local_ones(A, 1 if COMM.rank == 0 else 2)
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A, B=B,
@@ -257,6 +270,7 @@ def test_candidates_with_different_column_counts_refused():
 
 @pytest.mark.mpi(min_size=2)
 def test_progress_given_on_some_ranks_only_refused():
+    """progress given on some ranks only is refused on every rank."""
     A = gallery.poisson2d(24, COMM)
     progress = (lambda *a: None) if COMM.rank == 0 else None
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
@@ -268,6 +282,7 @@ def test_progress_given_on_some_ranks_only_refused():
 @pytest.mark.parametrize("opts", [{"max_coarse": 20}, {"max_levels": 1}],
                          ids=["hierarchy", "one-level-relaxed"])
 def test_progress_reports_every_level_as_describe_does(opts):
+    """progress reports every level as describe() does."""
     A = gallery.poisson2d(64 if opts.get("max_levels") != 1 else 50, COMM)
     seen = []
     M = preconditioners.make("amg", A, progress=lambda task, msg, s: seen.append((task, msg, s)),
@@ -292,6 +307,7 @@ def test_progress_reports_every_level_as_describe_does(opts):
 
 
 def test_progress_true_prints_on_rank0_only(capsys):
+    """progress=True prints on rank 0 only."""
     A = gallery.poisson2d(24, COMM)
     preconditioners.make("amg", A, max_coarse=20, progress=True)
     out = capsys.readouterr().out

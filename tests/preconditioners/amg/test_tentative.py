@@ -13,6 +13,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_tentative_orthonormal_and_reproduces_candidates():
+    """The tentative prolongator has orthonormal columns and reproduces the candidates."""
     A = gallery.poisson2d(21, COMM)
     n = A.row_layout.local_size
     x = np.arange(A.row_layout.start, A.row_layout.stop) % 21
@@ -27,6 +28,8 @@ def test_tentative_orthonormal_and_reproduces_candidates():
 
 
 def test_fit_candidates_constant_case():
+    """fit_candidates on constants gives each aggregate a normalised indicator column (none for
+    an unaggregated node) and R the norms."""
     agg = np.array([0, 0, 1, 1, 1, -1])
     T, R = fit_candidates(agg, 2, np.ones((6, 1)))
     np.testing.assert_allclose(T.toarray(), [[2 ** -.5, 0], [2 ** -.5, 0], [0, 3 ** -.5],

@@ -13,6 +13,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_gemslr_huge_row_fill_limit_builds():
+    """A huge ILUT row fill limit builds."""
     A = gallery.shifted_laplacian(6, COMM, shift=0.1, ny=5, nz=7)
     M = preconditioners.make("gemslr", A, nlev=2, ncomp=2, ilu_max_row_nnz=10 ** 12)
     d = M.describe()
@@ -21,6 +22,7 @@ def test_gemslr_huge_row_fill_limit_builds():
 
 
 def test_gemslr_singular_subdomain_names_the_global_row():
+    """A singular subdomain block is refused naming its global row."""
     # an empty row in a subdomain block: its original global id is named
     K = gallery.shifted_laplacian(6, MPI.COMM_SELF, shift=0.1, ny=5, nz=7).to_scipy().tolil()
     K[0, :] = 0.0

@@ -19,6 +19,7 @@ COMM = MPI.COMM_WORLD
 
 
 def test_gemslr_more_parts_than_rows_is_one_level():
+    """More parts than rows gives one level."""
     A = gallery.shifted_laplacian(6, COMM, shift=0.1, ny=5, nz=7)       # 210 rows
     huge = preconditioners.make("gemslr", A, ncomp=10 ** 12)
     d = huge.describe()
@@ -34,6 +35,7 @@ def _small(shift=0.2, comm=COMM):
 
 
 def test_ordering_separates_interiors_and_is_rank_count_independent():
+    """The ordering separates the interiors of a level and is the same at any rank count."""
     A = _small()
     M = preconditioners.make("gemslr", A, lr_rank=0, **SMALL)
     Ag = A.to_scipy()
