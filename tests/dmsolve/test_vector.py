@@ -178,8 +178,8 @@ def test_numpy_elementwise_functions_give_distvectors(comm):
 @pytest.mark.mpi(min_size=2)
 def test_axpy_on_a_rank_that_owns_nothing(comm):
     """axpy works when a rank owns nothing."""
-    # BLAS axpy refused the empty local part on that rank only (the others
-    # then waited in the next collective)
+    # BLAS axpy refuses an empty array: were it called on that rank only, the
+    # others would wait in the next collective
     counts = [0] + [len(c) for c in np.array_split(np.arange(10), comm.size - 1)]
     lay = Layout(np.concatenate(([0], np.cumsum(counts))), comm)
     g, h = np.arange(10.0), np.linspace(1.0, 2.0, 10)

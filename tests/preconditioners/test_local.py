@@ -98,8 +98,8 @@ def _with_broken_last_row(kind):
 @pytest.mark.parametrize("fill_factor", [1e6, 1e12, 1e300])
 def test_ilut_huge_fill_factor_means_no_fill_limit(fill_factor):
     """A huge ILUT fill factor means no fill limit, not a failure."""
-    # SuperLU multiplies fill_factor by nnz(A) in a 32-bit integer: it failed
-    # with "Not enough memory" (printed from C) instead of factoring
+    # SuperLU multiplies fill_factor by nnz(A) in a 32-bit integer: a huge one
+    # must not reach it (it would fail with "Not enough memory", printed from C)
     A = gallery.poisson2d(30, COMM)
     huge = preconditioners.make("bjacobi", A, sub="ilut",
                                 sub_options={"fill_factor": fill_factor, "drop_tol": 0.0})

@@ -104,7 +104,7 @@ def test_bjacobi_ilut_and_lu_with_gmres():
 @pytest.mark.timeout(120)
 def test_asm_huge_overlap_stops_when_nothing_is_left_to_add():
     """A huge overlap stops growing when nothing is left to add."""
-    # each layer was a collective fetch, 10^12 of them
+    # each layer is a collective fetch: 10^12 of them must not be attempted
     A = gallery.poisson2d(12, COMM)
     huge = preconditioners.make("asm", A, overlap=10 ** 12, sub="lu")
     whole = preconditioners.make("asm", A, overlap=30, sub="lu")   # > the graph's diameter

@@ -132,8 +132,8 @@ def test_typed_payloads_roundtrip(dtype):
 
 def test_non_native_byte_order_payload():
     """A big-endian payload arrives with its values, not byte-swapped."""
-    # Regression: a big-endian array arrived byte-swapped, because the receiver
-    # rebuilds the dtype from its char code (native order).
+    # the receiver rebuilds the dtype from its char code (native order), so the
+    # byte order must travel with it
     rank, size = COMM.rank, COMM.size
     ctx = BSP(COMM)
     ctx.send((rank + 1) % size, np.arange(5, dtype=">i4") + rank)

@@ -59,8 +59,8 @@ def _neumann(comm, nx=9, ny=11):
 def test_vector_not_in_the_null_space_is_refused(method):
     """A vector that is not in A's null space is refused on every rank, not taken for
     convergence."""
-    # the constants are not in the null space of the Dirichlet Laplacian: it
-    # said CONVERGED_RTOL with a true residual of 1.0, depending on the ranks
+    # the constants are not in the null space of the Dirichlet Laplacian:
+    # projecting them out would claim CONVERGED_RTOL with a true residual of 1.0
     A = gallery.poisson2d(12, COMM)
     b = gallery.rhs(A, "random", seed=1)
     ones = DistVector.full(A.col_layout, 1.0)
@@ -123,8 +123,8 @@ def test_nullspace_removed_part_of_b_is_reported():
 @pytest.mark.parametrize("method", METHODS)
 def test_rhs_in_the_null_space_is_not_convergence(method):
     """A right-hand side in the null space is not reported as convergence with x = 0."""
-    # MINRES said RTOL with x = 0 for b in the null space (Lanczos beta = 0 at
-    # iteration 1, phibar zeroed by the eps-clamped rotation)
+    # for b in the null space MINRES meets Lanczos beta = 0 at iteration 1, and
+    # the eps-clamped rotation zeroes phibar: that is not RTOL with x = 0
     A, _ = _neumann(COMM)
     b = DistVector.full(A.row_layout, 1.0)
     x, info = getattr(dmsolve, method)(A, b, rtol=1e-8)

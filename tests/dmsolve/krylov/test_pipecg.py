@@ -31,8 +31,8 @@ def test_pipecg_matches_cg(name):
 def test_pipecg_drift_is_restarted_not_claimed(rtol):
     """When pipelined CG's recurrence residual drifts from the true one, it restarts rather
     than claims convergence."""
-    # pipelined CG's recurrence residual drifts from the true one: at 1e-12 it
-    # said RTOL with a true relative residual of 4.7e-12
+    # pipelined CG's recurrence residual drifts from the true one: at 1e-12 the
+    # recurrence meets the test while the true relative residual is 4.7e-12
     A = gallery.poisson2d(64, COMM)
     b = gallery.rhs(A, "random", seed=0)
     x, info = dmsolve.pipecg(A, b, rtol=rtol)
