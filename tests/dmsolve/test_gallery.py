@@ -1,4 +1,6 @@
-"""The problem gallery equals serial scipy/pyamg references at any rank count."""
+"""The problem gallery equals serial scipy/pyamg references at any rank count;
+its size estimates count what it builds, and bad arguments are refused on
+every rank."""
 
 import numpy as np
 import pytest

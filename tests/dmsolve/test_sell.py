@@ -1,4 +1,5 @@
-"""Sliced ELL with run slots (dmsolve._sell) against scipy's CSR products."""
+"""Sliced ELL with run slots (dmsolve._sell) against scipy's CSR products, and
+the choice between it and CSR."""
 
 import numpy as np
 import pytest

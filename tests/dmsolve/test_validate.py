@@ -1,5 +1,5 @@
-"""dmsolve.Registry (one rule for names, one error wording) and dmsolve.validate
-(the one door for option checks, agreed across ranks)."""
+"""dmsolve.validate, the one door for option checks: one wording for each
+refusal, the canonical value returned, and errors agreed across ranks."""
 
 import math
 
