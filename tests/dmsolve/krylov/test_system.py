@@ -50,7 +50,8 @@ def test_door_checks(method):
 
 
 def test_check_system_is_the_door_of_every_method():
-    """Every method checks its inputs through check_system, and nothing else."""
+    """check_system completes the options (maxiter, monitor, null space), and each of its
+    refusals is the exception and message the method itself raises."""
     A, b = distribute("poisson2d")
     n = A.shape[0]
     s = check_system("cg", A, b, rtol=0.5, atol=0, maxiter=None, divtol=None, monitor=True,
