@@ -74,14 +74,16 @@ test-mpi: setup
 
 # The numba kernels (preconditioners/_kernels.py, topology/kernels/, topology/morse/,
 # topology/persistence/, topology/outofcore/, dmsolve/_sell_kernels.py,
-# dmsolve/krylov/_fused_kernels.py) index without bounds checks; this
-# recompiles them with checks (own cache) and runs their tests.
+# dmsolve/krylov/_fused_kernels.py, dmsolve/_reprosum.py, dmsolve/bsp/_merge_kernel.py)
+# index without bounds checks; this recompiles them with checks (own cache) and
+# runs their tests.
 test-boundscheck: setup
 	NUMBA_BOUNDSCHECK=1 NUMBA_CACHE_DIR=$(CURDIR)/.numba-boundscheck \
 	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
-	  tests/test_precond.py tests/test_amg.py tests/test_examples.py \
-	  tests/test_gemslr.py tests/test_sell.py tests/test_precision.py tests/test_krylov.py \
-	  tests/test_reproducible.py tests/topology/morse tests/topology/persistence \
+	  tests/preconditioners tests/dmsolve/krylov tests/dmsolve/test_sell.py \
+	  tests/dmsolve/test_matrix.py tests/dmsolve/test_reproducible.py \
+	  tests/dmsolve/bsp/test_unique.py tests/test_examples.py \
+	  tests/topology/morse tests/topology/persistence \
 	  tests/topology/outofcore tests/topology/core/test_rawfield.py \
 	  tests/topology/domains/test_grid.py tests/topology/signals/test_hodge.py
 

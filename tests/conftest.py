@@ -2,8 +2,9 @@
 any number of ranks (the suite runs serially and under mpiexec -n 2, 3, 4),
 except those marked ``pytest.mark.mpi(min_size=N)``, which run from N ranks up.
 
-Fixtures: ``comm`` (COMM_WORLD) and ``shared_tmp_path`` (one directory for all
-ranks). Collective helpers for the tests themselves are in mpitest.py."""
+Fixtures: ``comm`` (COMM_WORLD), ``shared_tmp_path`` (one directory for all
+ranks) and ``bad_input_env`` (the operands of the bad-input cases, see
+bad_inputs.py). Collective helpers for the tests themselves are in mpitest.py."""
 
 import hashlib
 import os
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from mpi4py import MPI
 
+from bad_inputs import make_env
 from mpitest import wait_idle
 
 
@@ -22,7 +24,7 @@ def pytest_configure(config):
     # temporary root so that their clean-ups of old directories cannot race.
     # (PMI_RANK is set by MPICH's launcher; no MPI call is needed here.) The
     # checkout's path is in the name, so suites run at once from two
-    # checkouts (git worktrees) cannot delete each other's directories.
+    # checkouts of the project cannot delete each other's directories.
     rank = os.environ.get("PMI_RANK")
     if rank is not None and config.option.basetemp is None:
         checkout = hashlib.sha1(str(config.rootpath).encode()).hexdigest()[:8]
@@ -73,6 +75,13 @@ def shared_tmp_path(comm):
     wait_idle(comm)
     if comm.rank == 0:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def bad_input_env(tmp_path_factory):
+    """Small operands and files the bad-input cases of one test file share
+    (paths from rank 0). Collective on COMM_WORLD."""
+    return make_env(tmp_path_factory)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -221,3 +221,20 @@ def same_on_all_ranks(comm, value) -> bool:
         elif v != first:
             return False
     return True
+
+
+def child_python(comm, code: str):
+    """Run ``python -c code`` in a fresh process (its own MPI world) on rank
+    0, from the checkout's root; return ``(returncode, output)`` on every rank
+    (``returncode`` None if it did not end within 300 s). Collective on
+    ``comm``."""
+    result = None
+    if comm.rank == 0:
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                  text=True, timeout=300, env=child_env(), cwd=str(ROOT))
+            result = (proc.returncode, proc.stdout + proc.stderr)
+        except subprocess.TimeoutExpired:
+            result = (None, "timed out after 300 s")  # still reach wait_idle below
+    wait_idle(comm)
+    return comm.bcast(result, root=0)

@@ -54,11 +54,14 @@ MPI4PY_RUN_CASES = {
 
 @pytest.mark.parametrize("case", sorted(MPI4PY_RUN_CASES))
 def test_mpi4py_run_aborts_when_one_rank_raises(comm, tmp_path, case):
+    """Under ``python -m mpi4py`` an exception on one rank ends the whole job, wherever the
+    others wait."""
     code, message = MPI4PY_RUN_CASES[case]
     _check(comm, _run_job(comm, tmp_path, code, "-m", "mpi4py"), message)
 
 
 def test_cli_aborts_when_one_rank_raises(comm, tmp_path):
+    """The command line ends the whole job when one rank raises while the others communicate."""
     # `python -m dmsolve solve ...` where building the right-hand side fails
     # on rank 1 only, while rank 0 goes on into collective calls
     code = (
@@ -78,6 +81,7 @@ def test_cli_aborts_when_one_rank_raises(comm, tmp_path):
 
 
 def test_cli_error_on_every_rank_exits_with_one_message(comm, tmp_path):
+    """A collective error in the command line exits 1 with one message, without an abort."""
     # a collective error (unreadable matrix file): no abort, one message, status 1
     code = (
         "import runpy, sys\n"
@@ -92,6 +96,7 @@ def test_cli_error_on_every_rank_exits_with_one_message(comm, tmp_path):
 
 @pytest.mark.parametrize("where", ["rank0", "all"])
 def test_cli_unexpected_error_on_every_rank_reports_once(comm, tmp_path, where):
+    """An unexpected error in the command line prints its traceback once."""
     # an unexpected exception kind raised on every rank (or only on rank 0,
     # which then aborts): the traceback is printed once either way
     cond = "True" if where == "all" else "MPI.COMM_WORLD.rank == 0"

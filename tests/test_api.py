@@ -2,6 +2,7 @@
 no property communicates, the package layers import downwards only and
 through public names, and dmsolve leans on other projects' public APIs."""
 
+import ast
 import importlib
 import inspect
 import os
@@ -10,20 +11,18 @@ import re
 import subprocess
 import sys
 
-import numpy as np
 import pytest
-from mpi4py import MPI
 
 from dmsolve import DistCSR, DistLinearOperator, Preconditioner, gallery
 from dmsolve.bsp import BSP, Inbox
-from mpitest import assert_collective, child_env, on_rank0, wait_idle
+from mpitest import assert_collective, child_env, child_python, on_rank0
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("dmsolve", "preconditioners", "topology")
 # every public module: the API reference's list, which tests/test_docs.py
 # checks against the packages' modules
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
-from apipages import MODULES as PUBLIC_MODULES  # noqa: E402
+from apipages import MODULES as PUBLIC_MODULES # noqa: E402
 
 
 def _ours(obj) -> bool:
@@ -81,6 +80,7 @@ def _lacking_note(module_name: str) -> list[str]:
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_every_public_call_says_whether_it_is_collective(comm, module_name):
+    """Every public call of the module says whether it is collective."""
     missing = _lacking_note(module_name)
     assert_collective(comm, not missing,
                       "%s: no 'Collective ...' or 'Not collective' in the docstring of %s"
@@ -108,6 +108,7 @@ def _properties():
 
 
 def test_no_property_calls_mpi(comm):
+    """No public property's source makes an MPI call."""
     found = sorted({(label, m.group(0)) for label, prop in _properties()
                     for m in _COMMUNICATING.finditer(inspect.getsource(prop.fget))})
     assert_collective(comm, list(_properties()), "found no properties to check")
@@ -140,6 +141,7 @@ def _core_objects(comm):
 
 
 def test_core_properties_touch_no_communicator(comm):
+    """Reading the core classes' properties makes no call on their communicator."""
     objects = _core_objects(comm)
     recorder = _RecordingComm(comm)
     for obj in objects:                 # from here on, every comm is the recorder
@@ -165,6 +167,7 @@ def test_core_properties_touch_no_communicator(comm):
 
 
 def test_core_classes_with_properties_are_all_checked(comm):
+    """Every core class with properties is among those checked."""
     # the test above must not miss a class of the core that grows a property
     checked = {type(o) for o in _core_objects(comm)}
     with_properties = {obj for m in ("dmsolve", "dmsolve.bsp")
@@ -177,6 +180,7 @@ def test_core_classes_with_properties_are_all_checked(comm):
 
 
 def test_transpose_is_a_method_not_a_property(comm):
+    """Transposing communicates, so it is a method, not a property."""
     A = gallery.poisson2d(4, comm)
     assert_collective(comm, not hasattr(DistCSR, "T"), "DistCSR.T communicates; use transpose()")
     assert_collective(comm, A.transpose().shape == A.shape)
@@ -198,32 +202,15 @@ def _matches(package: str, pattern: str) -> list[str]:
 
 
 def test_dmsolve_never_imports_the_packages_above_it_static(comm):
+    """No source file of dmsolve imports preconditioners or topology."""
     hits = _matches("dmsolve", r"^\s*(?:from|import)\s+(?:preconditioners|topology)\b.*$"
                                r"|import_module\(\s*['\"](?:preconditioners|topology)")
     assert_collective(comm, _sources("dmsolve"), "no sources found under dmsolve/")
     assert_collective(comm, not hits, "dmsolve imports a package above it: %s" % hits)
 
 
-def _child_python(comm, code: str):
-    """Run ``python -c code`` in a fresh process (its own MPI world) on rank
-    0; return (returncode, output) on every rank."""
-    result = None
-    if comm.rank == 0:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_"))}
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")]
-                                                           if p])
-        try:
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                                  text=True, timeout=300, env=env, cwd=str(ROOT))
-            result = (proc.returncode, proc.stdout + proc.stderr)
-        except subprocess.TimeoutExpired:
-            result = (None, "timed out after 300 s")  # still reach wait_idle below
-    wait_idle(comm)
-    return comm.bcast(result, root=0)
-
-
 def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
+    """Importing every module of dmsolve loads neither preconditioners nor topology."""
     code = (
         "import importlib, pkgutil, sys\n"
         "import dmsolve\n"
@@ -235,11 +222,12 @@ def test_importing_all_of_dmsolve_loads_neither_package_above_it(comm):
         "print('modules', len([n for n in sys.modules if n.startswith('dmsolve')]))\n"
         "print('above', above)\n"
     )
-    code_, out = _child_python(comm, code)
+    code_, out = child_python(comm, code)
     assert_collective(comm, code_ == 0 and "above []" in out, out)
 
 
 def test_no_package_imports_another_packages_private_names(comm):
+    """No package imports another package's private names."""
     private_of = {
         "dmsolve": r"(?:from\s+dmsolve(?:\.\w+)*\._\w+\s+import"
                    r"|import\s+dmsolve(?:\.\w+)*\._\w+"
@@ -259,6 +247,7 @@ def test_no_package_imports_another_packages_private_names(comm):
 
 
 def test_the_distribution_ships_every_package_and_the_registry_entry_point(comm):
+    """pyproject.toml ships every package and subpackage and the registry's entry point."""
     # pyproject.toml's package list decides what a wheel holds: a subpackage left out
     # of it (dmsolve.krylov, preconditioners.gemslr, ...) works in an editable
     # install and is missing from a real one.
@@ -281,6 +270,7 @@ def test_the_distribution_ships_every_package_and_the_registry_entry_point(comm)
 # -- other projects' public APIs ----------------------------------------------------------
 
 def test_no_private_api_of_mpi4py_or_scipy(comm):
+    """dmsolve uses no private API of mpi4py or scipy, but the one guarded exception."""
     # scipy's accumulating products are the one exception, imported and
     # guarded in dmsolve/_interop.py
     hits = []
@@ -290,41 +280,23 @@ def test_no_private_api_of_mpi4py_or_scipy(comm):
     assert_collective(comm, not hits, "private APIs of mpi4py or scipy: %s" % hits)
 
 
-def test_scipy_without_sparsetools_fails_at_import_with_a_clear_message(comm):
-    code = (
-        "import sys\n"
-        "sys.modules['scipy.sparse._sparsetools'] = None   # a scipy without it\n"
-        "import scipy\n"
-        "try:\n"
-        "    import dmsolve\n"
-        "except ImportError as e:\n"
-        "    print('ImportError:', e)\n"
-        "    print('version', scipy.__version__)\n"
-        "else:\n"
-        "    print('imported')\n"
-    )
-    code_, out = _child_python(comm, code)
-    lines = out.splitlines()
-    version = lines[-1].split()[-1] if lines else "?"
-    ok = (code_ == 0 and "ImportError:" in out and "scipy.sparse._sparsetools" in out
-          and "csr_matvec" in out and "scipy %s" % version in out)
-    assert_collective(comm, ok, out)
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int32, np.int64,
-                                   np.bool_, ">f8"], ids=str)
-def test_mpi_datatype_matches_the_buffer(comm, dtype):
-    from dmsolve._interop import mpi_datatype
-    t = mpi_datatype(dtype)
-    assert_collective(comm, t.Get_size() == np.dtype(dtype).itemsize,
-                      "%s: %d bytes" % (dtype, t.Get_size()))
-    assert_collective(comm, mpi_datatype(dtype) is t, "not cached")
-    assert_collective(comm, t != MPI.DATATYPE_NULL)
-
-
 def test_import_under_python_OO_without_docstrings(comm):
+    """The packages import under python -OO, without docstrings."""
     # docstring templates (krylov, gallery) must not assume a docstring exists
     proc = on_rank0(comm, subprocess.run,
                     [sys.executable, "-OO", "-c", "import dmsolve, preconditioners, topology"],
                     capture_output=True, text=True, timeout=300, env=child_env(), cwd=str(ROOT))
     assert_collective(comm, proc.returncode == 0, proc.stderr[-2000:])
+
+
+def test_at_least_thirty_distinct_bad_input_cases():
+    """The bad-input cases of the unit test files (their ``BAD_INPUTS``
+    tables, read from the source) are at least thirty, with ids distinct
+    across the suite."""
+    ids = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "BAD_INPUTS"
+                                                    for t in node.targets):
+                ids += [case.elts[0].value for case in node.value.elts]
+    assert len(set(ids)) == len(ids) >= 30, ids

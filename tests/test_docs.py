@@ -70,6 +70,7 @@ def _pages_with_code():
 
 @pytest.mark.parametrize("path", _pages_with_code(), ids=_id)
 def test_page_runs_and_prints_what_it_says(comm, shared_tmp_path, path):
+    """Every code block of the page runs and prints what the page says."""
     text = path.read_text()
     page = docblocks.blocks(text)
     checks = Checks(comm)
@@ -135,6 +136,7 @@ def _public_modules():
 
 
 def test_every_public_module_is_in_the_reference(comm):
+    """Every public module is in the API reference."""
     listed = set(apipages.MODULES)
     missing = [m for m in _public_modules() if m not in listed and m not in apipages.INTERNAL]
     assert_collective(comm, not missing, "public modules missing from docs/_ext/apipages.py "
@@ -142,6 +144,7 @@ def test_every_public_module_is_in_the_reference(comm):
 
 
 def test_every_public_name_is_in_the_reference(comm, tmp_path):
+    """Every public name is in the API reference."""
     apipages.write_pages(tmp_path)
     missing = []
     for module in apipages.MODULES:
@@ -155,6 +158,7 @@ def test_every_public_name_is_in_the_reference(comm, tmp_path):
 
 
 def test_the_collective_column_quotes_the_docstring(comm):
+    """The reference's collective column quotes each docstring's note."""
     import dmsolve
     import topology
     notes = {name: apipages.collective_note(obj) for name, obj in

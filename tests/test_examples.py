@@ -54,6 +54,7 @@ USAGE_LINES = usage_lines()
 @pytest.mark.parametrize("ranks, name, argv", [case[1:] for case in USAGE_LINES],
                          ids=[case[0] for case in USAGE_LINES])
 def test_usage_line_runs(comm, shared_tmp_path, ranks, name, argv):
+    """Each usage line of each example runs as written."""
     small, expected = SMALL[name]
     code, out, seconds = run_mpi_job(
         comm, ranks, ["-m", "mpi4py", EXAMPLES / (name + ".py"), *argv, *small],
@@ -66,6 +67,7 @@ def test_usage_line_runs(comm, shared_tmp_path, ranks, name, argv):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_example_follows_house_style(comm, name):
+    """Each example follows the house style: usage line, argparse, main(comm), things to try."""
     text = (EXAMPLES / (name + ".py")).read_text()
     checks = Checks(comm)
     checks.add(any(m.group(2) == name for m in USAGE.finditer(docstring(name))),
@@ -80,6 +82,7 @@ def test_example_follows_house_style(comm, name):
 
 
 def test_demo_runs_and_checks_itself(comm, capsys):
+    """examples/demo.py runs and its own checks pass."""
     load_example("demo").main(comm, ["--n", "10"])
     out = comm.bcast(capsys.readouterr().out, root=0)      # rank 0 prints
     with Checks(comm) as checks:

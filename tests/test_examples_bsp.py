@@ -54,6 +54,7 @@ RANDOM_CASES = {
 
 @pytest.mark.parametrize("case", sorted(RANDOM_CASES))
 def test_random_graph_components(case):
+    """bsp_components finds scipy's components of random graphs."""
     n, k, extra = RANDOM_CASES[case]
     example = load_example("bsp_components")
     args = ["-n", str(n), "-k", str(k), "--extra", str(extra), "--seed", "3", "--quiet"]
@@ -70,6 +71,7 @@ def test_random_graph_components(case):
 
 
 def test_edge_list_file(shared_tmp_path):
+    """bsp_components reads an edge-list file."""
     path = shared_tmp_path / "graph.txt"
     if COMM.rank == 0:
         path.write_text("# a comment\n0 1\n1 2\n5 6\n9 9\n3 8\n8 2\n12 11\n")
@@ -84,6 +86,7 @@ def test_edge_list_file(shared_tmp_path):
 
 
 def test_edge_list_with_negative_id_raises_on_every_rank(shared_tmp_path):
+    """An edge list with a negative id raises on every rank."""
     path = shared_tmp_path / "bad.txt"
     if COMM.rank == 0:
         path.write_text("0 1\n" * 5 + "2 -3\n")

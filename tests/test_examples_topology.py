@@ -1,4 +1,6 @@
-"""The topology examples run, at any rank count, with their documented options."""
+"""The topology examples run, at any rank count, with their documented
+options: critical points and persistence written as VTU, CSV and plots, the
+Hodge decomposition plotted, and the edge-flow figures checked."""
 
 import os
 
@@ -6,13 +8,15 @@ import meshio
 import numpy as np
 from mpi4py import MPI
 
-from mpitest import (Checks, assert_allclose_collective, assert_collective,
-                     assert_equal_collective, load_example)
+from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
+                     load_example)
+from topology import Grid, persistence_diagram
 
 COMM = MPI.COMM_WORLD
 
 
 def test_critical_points_example_writes_vtu(shared_tmp_path):
+    """The critical-points example writes its VTU files."""
     out = str(shared_tmp_path / "cp.vtu")
     counts = load_example("critical_points").main(COMM, ["--n", "12", "--bumps", "5",
                                                          "--out", out])
@@ -31,6 +35,7 @@ def test_critical_points_example_writes_vtu(shared_tmp_path):
 
 
 def test_hodge_example_plots_three_parts(shared_tmp_path):
+    """The Hodge example plots the three parts of the decomposition."""
     out = os.path.join(shared_tmp_path, "hodge.png")
     res = load_example("hodge").main(COMM, ["--n", "14", "--out", out])
     assert_equal_collective(res["betti"], [1, 2, 0])
@@ -68,6 +73,7 @@ def test_edge_flows_example_figures(shared_tmp_path):
 
 
 def test_edge_flows_example_partition_independent(shared_tmp_path):
+    """The edge-flow example prints the same figures at any rank count and partition."""
     base = load_example("edge_flows").main(COMM, ["--order", "16", "--out", ""])
     metis = load_example("edge_flows").main(COMM, ["--order", "16", "--out", "",
                                                    "--partition", "metis"])
@@ -79,3 +85,30 @@ def test_edge_flows_example_partition_independent(shared_tmp_path):
                                rtol=1e-8)
     assert_allclose_collective(metis["interpolation"], base["interpolation"], rtol=1e-8)
     assert_equal_collective(metis["filled"]["triangles"], base["filled"]["triangles"])
+
+
+def test_persistence_example_writes_plot_csv_vtu(shared_tmp_path):
+    """The persistence example writes its plot, CSV and VTU."""
+    prefix = str(shared_tmp_path / "pd")
+    ex = load_example("persistence")
+    argv = ["--n", "14", "--noise", "0.3", "--min-persistence", "0.2", "--out", prefix]
+    res = ex.main(COMM, argv)
+    report = res["report"]
+    kept = sum(r["kept"] + r["essential"] for r in report.values())
+    finite = sum(r["kept"] for r in report.values())
+    assert_collective(COMM, report[0]["kept"] >= 1 and report[2]["kept"] >= 1, str(report))
+    assert_collective(COMM, report[0]["nonzero"] > 5 * report[0]["kept"], "noise pairs")
+    COMM.Barrier()                  # rank 0 has written the files; every rank reads them
+    rows = len(np.atleast_1d(np.genfromtxt(prefix + ".csv", delimiter=",", names=True)))
+    npts = len(meshio.read(prefix + ".vtu").points)
+    png = os.path.getsize(prefix + ".png")
+    assert_equal_collective(rows, kept)
+    assert_equal_collective(npts, kept + finite)
+    assert_collective(COMM, png > 10000, "no plot written")
+    # the same field serially gives the same pairs
+    grid = Grid((14,) * 3, MPI.COMM_SELF)
+    f = ex.noisy_field(grid, 8, 0.3, 0)
+    serial = persistence_diagram(grid, f, min_persistence=0.2).gather()
+    whole = res["diagram"].gather()
+    for k in serial.pairs:
+        assert_equal_collective(whole.pairs[k], serial.pairs[k], err_msg=k)

@@ -50,6 +50,8 @@ def _faults(out: str) -> list[float]:
 @pytest.mark.timeout(2 * TIMEOUT)
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_fault_after_communication_is_raised_on_every_rank(comm, tmp_path, nprocs):
+    """A fault at each stage of every method, after it communicates, is raised on every rank as
+    the same exception."""
     # four stages of every method after they communicate, and the checkpoint
     # write, one after another in one job: each raised on every rank as the
     # same (non-built-in) type, with the failing rank named
@@ -78,6 +80,7 @@ def test_fault_after_communication_is_raised_on_every_rank(comm, tmp_path, nproc
                          ids=["%d-%s-%s" % (n, *c) for n in (2, 3) for c in ABORTS]
                          + ["3-%s-%s" % c for c in MORE_ABORTS])
 def test_fault_before_communication_aborts_the_job(comm, tmp_path, nprocs, method, stage):
+    """A fault before a stage communicates aborts the whole job within the time limit."""
     code, out, seconds, end = _job(comm, tmp_path, nprocs, ["%s:%s:before" % (method, stage)])
     failing = 1
     message = "InjectedFault: injected in %s %s before on rank %d" % (method, stage, failing)

@@ -32,6 +32,7 @@ def _others(per_rank, rank):
 
 
 def test_allreduce_and_iallreduce_of_k_doubles(comm, ccomm):
+    """Allreduce and Iallreduce of k doubles count 8k bytes."""
     k = 7
     x = np.arange(k, dtype=np.float64) + comm.rank
     y = np.empty(k)
@@ -46,6 +47,7 @@ def test_allreduce_and_iallreduce_of_k_doubles(comm, ccomm):
 
 
 def test_alltoallv_with_known_counts(comm, ccomm):
+    """Alltoallv counts the bytes of its known counts."""
     p, r = comm.size, comm.rank
     scount = np.array([r + 2 * j + 1 for j in range(p)])
     rcount = np.array([j + 2 * r + 1 for j in range(p)])
@@ -68,6 +70,7 @@ def test_alltoallv_with_known_counts(comm, ccomm):
 
 
 def test_gathers_bcast_and_pickle_calls(comm, ccomm):
+    """Gathers, bcast and pickle calls are counted."""
     p, r = comm.size, comm.rank
     counts = np.arange(1, p + 1)
     out = np.empty(int(counts.sum()))
@@ -94,6 +97,7 @@ def test_gathers_bcast_and_pickle_calls(comm, ccomm):
 
 
 def test_neighbour_alltoallv_on_a_ring(comm, ccomm):
+    """Neighbour_alltoallv on a ring counts each neighbour's bytes."""
     p, r = comm.size, comm.rank
     if p == 1:
         srcs = dsts = []
@@ -151,6 +155,7 @@ def test_distcsr_matvec_halo_bytes_match_the_halo(comm, ccomm):
 
 
 def test_dmsolve_inner_comm_and_bsp_supersteps_are_counted(comm, ccomm):
+    """Calls on dmsolve's private communicator and BSP supersteps are counted."""
     from dmsolve.bsp import BSP
     from dmsolve.bsp._comm import inner_comm
     ctx = BSP(ccomm)
@@ -169,6 +174,7 @@ def test_dmsolve_inner_comm_and_bsp_supersteps_are_counted(comm, ccomm):
 
 
 def test_sparse_bsp_exchange_receives_are_counted(comm, ccomm):
+    """The sparse BSP exchange's receives are counted."""
     # the NBX path receives by Improbe + Message.Recv: the matched probe counts
     from dmsolve.bsp import BSP
     ctx = BSP(ccomm, exchange="sparse")
@@ -199,6 +205,7 @@ def _synthetic_runs(h0, h1, s0, s1, mem1=0.0):
 
 
 def test_projection_recovers_linear_and_log_growth():
+    """The projection recovers linear and logarithmic growth in p."""
     import scale_project as sp_
     runs = _synthetic_runs(1000, 64, 10, 4, mem1=2048)
     t = sp_._terms(runs)
@@ -214,6 +221,7 @@ def test_projection_recovers_linear_and_log_growth():
 
 
 def test_projection_keeps_flat_terms_flat_and_writes_every_case():
+    """The projection keeps flat terms flat and writes every case."""
     import scale_project as sp_
     flat = _synthetic_runs(5000, 0, 20, 0)
     t = sp_._terms(flat)

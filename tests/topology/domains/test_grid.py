@@ -9,6 +9,8 @@ import pytest
 from mpi4py import MPI
 
 import gudhi_ref
+import topology
+from bad_inputs import check_bad_input
 from dmsolve import DistVector
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective)
@@ -128,3 +130,22 @@ def test_out_of_core_grid_refuses_bad_budgets_and_slabs(tmp_path):
     assert_raises_collective(COMM, ValueError, Grid, (6, 5, 7), COMM, virtual=99)
     left = [n for n in os.listdir(os.path.dirname(raw.path)) if n.startswith("dmsolve-bsp")]
     assert left == []
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("grid-four-dimensions", TypeError, "2 or 3", lambda e: topology.Grid((2, 2, 2, 2), e.comm)),
+    ("grid-comm-not-a-comm", TypeError, "MPI.Comm", lambda e: topology.Grid((4, 4), "world")),
+    ("grid-dimension-one", ValueError, "at least 2", lambda e: topology.Grid((1, 4), e.comm)),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

@@ -8,6 +8,8 @@ import pytest
 from mpi4py import MPI
 
 import gudhi_ref
+import topology
+from bad_inputs import check_bad_input
 from dmsolve import DistVector
 from mpitest import (Checks, assert_collective, assert_equal_collective,
                      assert_raises_collective)
@@ -180,3 +182,33 @@ def test_simplices_refuses_a_negative_dimension():
     g = Grid((4, 5), COMM)
     assert_raises_collective(COMM, ValueError, lambda: g.to_complex().simplices(-1),
                              match="k must be an integer >= 0")
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("complex-nan-points", ValueError, "finite",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm,
+                                          points=np.full((3, 2), np.nan))),
+    ("complex-degenerate-simplex-on-rank-0", ValueError, "degenerate",
+     lambda e: topology.SimplicialComplex(np.array([[0, 0, 1]]) if e.rank == 0
+                                          else np.zeros((0, 3), dtype=int), e.comm)),
+    ("complex-unknown-partition", ValueError, "partition",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm, partition="nope")),
+    ("complex-dimension-four", ValueError, "at most 3",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2, 3, 4]]), e.comm)),
+    ("complex-vertex-id-beyond-points", ValueError, "out of range",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm, points=np.zeros((2, 2)))),
+    ("complex-partition-not-a-string", TypeError, "partition",
+     lambda e: topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm, partition=None)),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

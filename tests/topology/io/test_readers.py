@@ -6,10 +6,12 @@ import os
 
 import meshio
 import numpy as np
+import pytest
 from mpi4py import MPI
 
+from bad_inputs import check_bad_input
 from mpitest import assert_equal_collective, assert_raises_collective, on_rank0
-from topology import Grid, critical_points
+from topology import Grid, critical_points, io as tio
 from topology.io import read_image, read_mesh, write_vtu
 from topology_cases import write_delaunay_mesh
 
@@ -96,3 +98,27 @@ def test_damaged_images_and_meshes(shared_tmp_path):
 def test_read_mesh_refuses_a_path_that_is_none():
     """A path of None is a TypeError on every rank."""
     assert_raises_collective(COMM, TypeError, lambda: read_mesh(None, COMM), match="path")
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("topology-read-mesh-missing-file", OSError, "cannot read",
+     lambda e: tio.read_mesh(os.path.join(e.dir, "none.vtu"), e.comm)),
+    ("topology-read-mesh-unknown-format", OSError, "cannot read",
+     lambda e: tio.read_mesh(e.garbage, e.comm)),
+    ("topology-read-image-missing-file", OSError, "No such file",
+     lambda e: tio.read_image(os.path.join(e.dir, "none.npy"), e.comm)),
+    ("topology-read-mesh-unknown-partition", ValueError, "unknown partition",
+     lambda e: tio.read_mesh(os.path.join(e.dir, "none.vtu"), e.comm, partition="nope")),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

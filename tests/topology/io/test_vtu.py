@@ -13,10 +13,11 @@ import pytest
 from mpi4py import MPI
 from scipy.spatial import Delaunay
 
+from bad_inputs import check_bad_input
 from dmsolve import DistVector
 from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
                      on_rank0)
-from topology import Grid, SimplicialComplex, critical_points, persistence_diagram
+from topology import Grid, SimplicialComplex, critical_points, io as tio, persistence_diagram
 from topology.core import cube_cells as _cube_cells, grid_cells as _grid_cells
 from topology.io import read_mesh, write_pvtu, write_vtu
 from topology_cases import delaunay, uneven_rows, write_delaunay_mesh
@@ -470,3 +471,21 @@ def test_local_points_pvtu_pieces_carry_the_points(tmp_path_factory):
     piece = meshio.read("%s/m/m_%d.vtu" % (d, COMM.rank))
     gid = piece.point_data["GlobalPointIds"]
     assert_equal_collective(piece.points[:, :2], pts[gid])
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("topology-write-vtu-point-data-a-list", TypeError, "point_data",
+     lambda e: tio.write_vtu(os.path.join(e.dir, "x.vtu"), e.grid, point_data=[np.ones(16)])),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from dmsolve import DistVector
-from mpitest import assert_collective, assert_equal_collective
+import topology
+from bad_inputs import check_bad_input
+from dmsolve import DistVector, Layout
+from mpitest import assert_allclose_collective, assert_collective, assert_equal_collective
 from topology import Grid, SimplicialComplex, critical_points
 from topology_cases import GRID_SHAPES, delaunay, my_share, random_field
 from topology_reference import UnionFind, grid_cells, reference_critical, reference_types
@@ -124,3 +126,41 @@ def test_reference_link_components_match_networkx():
     for a, b in sub.edges:
         uf.union(a, b)
     assert uf.count() == nx.number_connected_components(sub)
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("critical-points-values-wrong-length", ValueError, "shape",
+     lambda e: topology.critical_points(e.grid, np.ones(15))),
+    ("critical-points-complex-values", TypeError, "real",
+     lambda e: topology.critical_points(e.grid, np.ones(16, dtype=complex))),
+    ("critical-points-string-values", TypeError, "real",
+     lambda e: topology.critical_points(e.grid, np.array(["a"] * 16))),
+    ("critical-points-nan-values", ValueError, "finite",
+     lambda e: topology.critical_points(e.grid, np.full(16, np.nan))),
+    ("critical-points-values-on-comm-self", ValueError, "another layout",
+     lambda e: topology.critical_points(e.grid, DistVector.zeros(Layout.block(16, MPI.COMM_SELF)))),
+    ("critical-points-on-a-numpy-array", TypeError, "Grid or SimplicialComplex",
+     lambda e: topology.critical_points(np.zeros((4, 4)), np.ones(16))),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)
+
+
+def test_critical_points_when_a_rank_owns_no_plane(comm):
+    """A 2 x 3 grid has 3 planes (at 4 ranks one rank owns none): its critical
+    points are those found on one rank."""
+    values = np.array([0.0, 5.0, 1.0, 4.0, 2.0, 3.0])
+    cp = topology.critical_points(topology.Grid((2, 3), comm), values)
+    ref = topology.critical_points(topology.Grid((2, 3), MPI.COMM_SELF), values)
+    got, want = cp.gather(), ref.gather()
+    assert_allclose_collective(np.concatenate(got), np.concatenate(want), comm)

@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+import topology
+from bad_inputs import check_bad_input
+from dmsolve import DistVector
 from mpitest import assert_equal_collective
 from topology import Grid, global_order
 from topology_cases import GRID_SHAPES, random_field
@@ -60,3 +63,29 @@ def test_global_order_all_ties_and_unbalanced():
         ref = np.empty(n, dtype=np.int64)
         ref[np.lexsort((np.arange(n), fld))] = np.arange(n)
         assert_equal_collective(got, ref)
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("global-order-of-a-numpy-array", TypeError, "DistVector",
+     lambda e: topology.global_order(np.ones(16))),
+    ("global-order-oversample-zero", ValueError, "oversample",
+     lambda e: topology.global_order(e.grid.vertex_values(np.ones(16)), oversample=0)),
+    ("global-order-ids-wrong-length-on-last-rank", ValueError, "ids",
+     lambda e: topology.global_order(e.grid.vertex_values(np.ones(16)), ids=np.arange(
+         e.grid.local_num_vertices + (e.rank == e.size - 1)))),
+    ("global-order-nan-values", ValueError, "finite",
+     lambda e: topology.global_order(DistVector(e.grid.vertex_layout, np.full(
+         e.grid.local_num_vertices, np.nan)))),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

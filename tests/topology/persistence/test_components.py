@@ -8,6 +8,8 @@ import pytest
 import scipy.ndimage as ndi
 from mpi4py import MPI
 
+import topology
+from bad_inputs import check_bad_input
 from dmsolve import DistVector
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from topology import Grid, SimplicialComplex, connected_components
@@ -146,3 +148,27 @@ def test_cubical_components_follow_the_grid_edges(case, sublevel):
         want[ids] = ids.min()
     assert_equal_collective(lab, want)
     assert_collective(COMM, n >= 3, "too easy: %d components" % n)
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("components-threshold-nan", ValueError, "threshold",
+     lambda e: topology.connected_components(e.grid, np.ones(16), threshold=float("nan"))),
+    ("components-threshold-a-string", TypeError, "threshold",
+     lambda e: topology.connected_components(e.grid, np.ones(16), threshold="low")),
+    ("components-sublevel-not-a-bool", TypeError, "sublevel",
+     lambda e: topology.connected_components(e.grid, np.ones(16), 0.5, sublevel=1)),
+    ("components-max-steps-zero", ValueError, "max_steps",
+     lambda e: topology.connected_components(e.grid, max_steps=0)),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

@@ -13,6 +13,8 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 import gudhi_ref
+import topology
+from bad_inputs import check_bad_input
 from mpitest import (ROOT, assert_allclose_collective, assert_collective,
                      assert_equal_collective, assert_raises_collective)
 from topology import (Grid, SimplicialComplex, betti_numbers, boundary_matrix,
@@ -403,3 +405,30 @@ def test_betti_rank0_receives_its_share():
     if P > 1:
         # what gathering B_2 alone would have brought to rank 0
         assert_collective(COMM, recv[0] < nbytes * (P - 1) / P, "%d >= %d" % (recv[0], nbytes))
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("hodge-laplacian-of-a-grid", TypeError, "SimplicialComplex",
+     lambda e: topology.hodge_laplacian(e.grid, 0)),
+    ("hodge-laplacian-unknown-part", ValueError, "part",
+     lambda e: topology.hodge_laplacian(topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm),
+                                        0, "sideways")),
+    ("hodge-decomposition-rtol-nan", ValueError, "rtol",
+     lambda e: topology.hodge_decomposition(
+         topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm), np.ones(3), rtol=np.nan)),
+    ("hodge-decomposition-orient-not-a-bool", TypeError, "orient",
+     lambda e: topology.hodge_decomposition(
+         topology.SimplicialComplex(np.array([[0, 1, 2]]), e.comm), np.ones(3), orient="yes")),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)

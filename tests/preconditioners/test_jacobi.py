@@ -1,0 +1,44 @@
+"""Point Jacobi against its serial formula."""
+
+import pytest
+from mpi4py import MPI
+
+import dmsolve.gallery as gallery
+import preconditioners
+from bad_inputs import check_bad_input, make_pc, zero_diagonal_matrix
+from dmsolve import DistVector, Layout, solve
+from mpitest import assert_allclose_collective
+
+COMM = MPI.COMM_WORLD
+
+
+def test_jacobi_matches_serial():
+    """Jacobi applies omega r / diag(A), as the serial formula does."""
+    A = gallery.poisson3d(7, COMM)
+    M = preconditioners.make("jacobi", A, omega=0.5)
+    r = gallery.rhs(A, "random")
+    S = A.to_scipy()
+    assert_allclose_collective(M.apply(r).gather(), 0.5 * r.gather() / S.diagonal(), rtol=1e-15)
+
+
+# -- bad input: the same exception on every rank -------------------------------------------
+
+BAD_INPUTS = [
+    ("jacobi-zero-diagonal-in-last-row", ValueError, "diagonal",
+     lambda e: preconditioners.make("jacobi", zero_diagonal_matrix(e, 8))),
+    ("solve-pc-jacobi-zero-diagonal-in-first-row", ValueError, "diagonal",
+     lambda e: solve(zero_diagonal_matrix(e, 0), DistVector.full(
+         Layout.block(9, e.comm), 1.0), pc="jacobi")),
+    ("jacobi-omega-zero", ValueError, "omega", make_pc("jacobi", omega=0.0)),
+    ("jacobi-omega-nan", ValueError, "omega", make_pc("jacobi", omega=float("nan"))),
+]
+
+
+@pytest.mark.parametrize("exc, match, call", [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, request, exc, match,
+                                                           call):
+    """Each case of BAD_INPUTS raises the same exception type, with a message
+    that matches, on every rank (or works, at one rank, where a COMM_SELF
+    operand is valid)."""
+    check_bad_input(bad_input_env, request, exc, match, call)
