@@ -32,10 +32,14 @@ class Blocks(NamedTuple):
     col_layout: Layout
 
 
-def local_rows(local, row_layout: Layout, col_layout: Layout | None = None,
+def local_rows(held: list, row_layout: Layout, col_layout: Layout | None = None,
                check_finite: bool = True) -> Blocks:
-    """The blocks of :meth:`DistCSR.from_local_rows <dmsolve.DistCSR.from_local_rows>`.
+    """The blocks of :meth:`DistCSR.from_local_rows <dmsolve.DistCSR.from_local_rows>`
+    from ``held = [local]``, a list this function empties: the caller's
+    matrix is let go once it is converted to CSR, as :func:`coo_rows` does.
     Collective on ``row_layout.comm``."""
+    local, = held
+    held.clear()
     comm = row_layout.comm
     row_layout.verify()
     if col_layout is not None:
@@ -107,14 +111,19 @@ def global_rows(A, comm: MPI.Comm, layout: Layout | None = None,
         np.asarray(A)[start:stop])
     if col_layout is None and shape[1] == shape[0]:
         col_layout = layout
-    return local_rows(local, layout, col_layout)
+    return local_rows([local], layout, col_layout)
 
 
-def coo_rows(rows, cols, vals, shape, comm: MPI.Comm, *, layout: Layout | None = None,
+def coo_rows(triplets: list, shape, comm: MPI.Comm, *, layout: Layout | None = None,
              col_layout: Layout | None = None, mode: str = "add",
              check_finite: bool = True) -> Blocks:
-    """The blocks of :meth:`DistCSR.from_coo <dmsolve.DistCSR.from_coo>`.
-    Collective on ``comm`` (one BSP superstep)."""
+    """The blocks of :meth:`DistCSR.from_coo <dmsolve.DistCSR.from_coo>`
+    from ``triplets = [rows, cols, vals]``, a list this function empties:
+    the caller's arrays are let go as soon as they are converted, so that a
+    caller's temporaries do not stay alive beside their copies. Collective
+    on ``comm`` (one BSP superstep)."""
+    rows, cols, vals = triplets
+    triplets.clear()
     for lay in (layout, col_layout):
         if lay is not None:
             lay.verify()

@@ -184,7 +184,9 @@ class DistCSR:
         layout's ranges differ between ranks. Entries are stored as float64
         (complex128 if any rank's are complex).
         """
-        return cls(*local_rows(local, row_layout, col_layout, check_finite))
+        held = [local]
+        del local                   # local_rows lets it go once it has converted it
+        return cls(*local_rows(held, row_layout, col_layout, check_finite))
 
     @classmethod
     def from_global(cls, A, comm: MPI.Comm, layout: Layout | None = None,
@@ -267,7 +269,9 @@ class DistCSR:
         >>> y.gather()
         array([1., 0., 0., 0., 0., 0., 0., 0., 0., 1.])
         """
-        return cls(*coo_rows(rows, cols, vals, shape, comm, layout=layout,
+        triplets = [rows, cols, vals]
+        del rows, cols, vals        # coo_rows lets them go once it has converted them
+        return cls(*coo_rows(triplets, shape, comm, layout=layout,
                              col_layout=col_layout, mode=mode,
                              check_finite=check_finite))
 

@@ -5,6 +5,7 @@ confirmed with the true residual ``b - A x``, else the method restarts from
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -55,11 +56,19 @@ class Truth:
     """
 
     def __init__(self, system):
-        self.system = system
+        # a weak reference: the system owns this object, and a cycle would
+        # keep the solve's vectors and preconditioner alive until the
+        # garbage collector ran, not until the solve returned
+        self._system = weakref.ref(system)
         self.restarts = 0
         self.last: tuple[int, float] | None = None
         self._restarted_at = None       # len(norms) at the last restart
         self._work = None
+
+    @property
+    def system(self):
+        """The solve this truth test belongs to."""
+        return self._system()
 
     def measure(self, r: DistVector, work: DistVector) -> float:
         """``r = b - (A - shift I) x`` from ``x`` (never from a recurrence), and

@@ -14,6 +14,8 @@ brings a subclass of :class:`Kernels` with these steps.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..core import component_table, cubical_structure, link_structure
@@ -34,7 +36,14 @@ class Kernels:
     ``domain.comm`` as the analysis that calls it."""
 
     def __init__(self, domain):
-        self.domain = domain
+        # a weak reference: the domain owns its kernels, and a cycle would
+        # keep a deleted domain's arrays alive until the garbage collector ran
+        self._domain = weakref.ref(domain)
+
+    @property
+    def domain(self):
+        """The domain these kernels belong to."""
+        return self._domain()
 
     # -- whole analyses ----------------------------------------------------------------
     def critical_points(self, values, axes):
@@ -154,7 +163,11 @@ class OutOfCoreKernels:
 
     def __init__(self, inner: Kernels):
         self.inner = inner
-        self.domain = inner.domain
+
+    @property
+    def domain(self):
+        """The grid these kernels belong to."""
+        return self.inner.domain
 
     def critical_points(self, values, axes):
         return ooc_critical_points(self.domain, values, axes)
