@@ -111,6 +111,11 @@ def gudhi_worker(n: int, kind: str) -> dict:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
 
 
+def _count(dg, d: int, what: str) -> int:
+    """``dg.report[d][what]``, 0 for a dimension the diagram cannot have."""
+    return dg.report[d][what] if d in dg.dims else 0
+
+
 # -- ours ----------------------------------------------------------------------------------------
 def ours(comm, n: int, kind: str, repeats: int) -> dict:
     from mpi4py import MPI
@@ -146,9 +151,10 @@ def ours(comm, n: int, kind: str, repeats: int) -> dict:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return {"seconds_d0_d2": best_sweeps, "seconds_full": best_full,
             "peak_rss_mb_d0_d2_per_rank": comm.allgather(rss_d0_d2),
-            "pairs": [dg.report[d]["pairs"] + dg.report[d]["essential"] for d in range(4)],
-            "nonzero": [dg.report[d]["nonzero"] for d in range(4)],
-            "essential": [dg.report[d]["essential"] for d in range(4)],
+            # D0..D3 as gudhi lists them (a grid's diagram has no D3: dims 0..2)
+            "pairs": [_count(dg, d, "pairs") + _count(dg, d, "essential") for d in range(4)],
+            "nonzero": [_count(dg, d, "nonzero") for d in range(4)],
+            "essential": [_count(dg, d, "essential") for d in range(4)],
             "missing": dg.missing, "peak_rss_mb_per_rank": comm.allgather(rss)}
 
 

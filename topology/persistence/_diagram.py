@@ -41,7 +41,13 @@ class PersistenceDiagram:
     Attributes
     ----------
     dimension : int
-        Dimension of the domain (2 or 3); diagrams exist for 0 .. dimension.
+        Dimension of the domain (2 or 3).
+    dims : tuple of int
+        The dimensions the diagram can have pairs in, the keys of
+        :attr:`report`: ``0 .. dimension - 1`` on a domain that is a ball
+        (a grid, Freudenthal or cubical: its sublevel sets have no
+        ``dimension``-classes), ``0 .. dimension`` on a simplicial complex
+        (a closed surface or volume has an essential top class).
     local_pairs : dict of arrays
         This rank's kept pairs, all dimensions together: ``dim`` (int),
         ``birth``, ``death`` (float, ``inf`` for essential classes),
@@ -56,7 +62,7 @@ class PersistenceDiagram:
         Whether this rank holds the whole diagram.
     min_persistence : float
     report : dict
-        Per dimension, over the whole diagram: ``pairs`` (vertex-level pairs
+        Per dimension of :attr:`dims`, over the whole diagram: ``pairs`` (vertex-level pairs
         found), ``nonzero`` (death > birth), ``kept`` (persistence above
         ``min_persistence``) and ``essential``.
     missing : list of str
@@ -72,9 +78,11 @@ class PersistenceDiagram:
 
     _FIELDS = ("dim", "birth", "death", "birth_vertex", "death_vertex")
 
-    def __init__(self, comm, dimension, raw, min_persistence, missing, *, complete=None):
+    def __init__(self, comm, dimension, raw, min_persistence, missing, *, dims,
+                 complete=None):
         self.comm = comm
         self.dimension = dimension
+        self.dims = tuple(dims)
         self.local_raw_pairs = raw
         self.min_persistence = float(min_persistence)
         self.missing = list(missing)
@@ -83,15 +91,15 @@ class PersistenceDiagram:
         pers = np.where(fin, raw["death"] - raw["birth"], np.inf)
         keep = ~fin | (pers > self.min_persistence)
         self.local_pairs = {k: v[keep] for k, v in raw.items()}
-        counts = np.zeros((dimension + 1, 4), np.int64)
-        for d in range(dimension + 1):
+        counts = np.zeros((len(self.dims), 4), np.int64)
+        for i, d in enumerate(self.dims):
             m = raw["dim"] == d
-            counts[d] = (np.count_nonzero(m & fin), np.count_nonzero(m & fin & (pers > 0)),
+            counts[i] = (np.count_nonzero(m & fin), np.count_nonzero(m & fin & (pers > 0)),
                          np.count_nonzero(m & fin & keep), np.count_nonzero(m & ~fin))
         if not self.complete:
             comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
         self.report = {d: dict(zip(("pairs", "nonzero", "kept", "essential"),
-                                   map(int, counts[d]))) for d in range(dimension + 1)}
+                                   map(int, counts[i]))) for i, d in enumerate(self.dims)}
 
     def __repr__(self) -> str:
         parts = ["D%d: %d (+%d essential)" % (d, r["kept"], r["essential"])
@@ -137,7 +145,7 @@ class PersistenceDiagram:
         if root is not None and self.comm.Get_rank() != root:
             return None
         return PersistenceDiagram(self.comm, self.dimension, raw, self.min_persistence,
-                                  self.missing, complete=True)
+                                  self.missing, dims=self.dims, complete=True)
 
     def finite(self, d: int) -> np.ndarray:
         """``(k, 2)`` array of the kept finite ``(birth, death)`` pairs of
@@ -350,9 +358,15 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     Parameters
     ----------
     domain : Grid or SimplicialComplex
-        A 2D or 3D grid (TTK's Freudenthal triangulation), or a triangle or
-        tetrahedral mesh. D(d-1) needs a manifold (every (d-1)-simplex a face
-        of one or two d-simplices, no dangling lower simplices).
+        A 2D or 3D grid, as TTK's Freudenthal triangulation (the default)
+        or as a cubical complex (``Grid(shape, comm, complex="cubical")``:
+        pixels and voxels, gudhi's ``CubicalComplex(vertices=...)``), in
+        memory or, Freudenthal only, out of core (``virtual=`` or
+        ``memory_budget=``); or a triangle or tetrahedral
+        mesh (:class:`SimplicialComplex`), whose D(d-1) needs a manifold
+        (every (d-1)-simplex a face of one or two d-simplices, no dangling
+        lower simplices). A grid's diagram has dimensions ``0 .. d-1``, a
+        mesh's ``0 .. d`` (:attr:`PersistenceDiagram.dims`).
     values : DistVector on ``domain.vertex_layout``, or the global array
     min_persistence : float
         Finite pairs are kept when ``death - birth > min_persistence``
@@ -473,7 +487,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
 
     >>> whole = dg.gather()
     >>> print(whole)
-    PersistenceDiagram(D0: 1 (+1 essential), D1: 1 (+0 essential), D2: 0 (+0 essential))
+    PersistenceDiagram(D0: 1 (+1 essential), D1: 1 (+0 essential))
 
     The basin of 1 merges into the older one of 0 at the saddle 3; the
     basin of 0 never dies; the loop of 5s closes at 5 and is filled at 6:
@@ -491,5 +505,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
     parts, missing = domain.kernels.diagram_parts(values, axes, report)
+    # a ball has no homology above degree 0, so its sublevel sets have no
+    # classes of the top dimension; a closed complex has an essential one
+    top = domain.dimension if domain.is_ball else domain.dimension + 1
     return PersistenceDiagram(comm, domain.dimension, sorted_block(comm, parts),
-                              min_persistence, missing)
+                              min_persistence, missing, dims=range(top))

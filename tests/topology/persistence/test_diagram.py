@@ -108,6 +108,9 @@ def test_min_persistence_report(threshold):
     for d in range(4):
         iv = np.asarray(st.persistence_intervals_in_dimension(d)).reshape(-1, 2)
         fin = iv[np.isfinite(iv[:, 1])]
+        if d not in dg.dims:                # a grid (a ball) has no top-dimensional class
+            assert_equal_collective(len(iv), 0, err_msg="gudhi's D%d of a grid" % d)
+            continue
         assert_equal_collective(dg.report[d]["kept"], len(fin), err_msg="D%d kept" % d)
         assert_equal_collective(dg.finite(d), fin[np.lexsort((fin[:, 1], fin[:, 0]))])
         r = dg.report[d]
@@ -118,6 +121,38 @@ def test_min_persistence_report(threshold):
     assert_raises_collective(COMM, ValueError, persistence_diagram, g, f, min_persistence=-1.0)
     assert_raises_collective(COMM, ValueError, persistence_diagram, g, f,
                              min_persistence=float("nan"))
+
+
+@pytest.mark.parametrize("complex_", ["cubical", "freudenthal"])
+def test_a_2d_grid_diagram_has_dimensions_0_and_1(complex_):
+    """A 2-D image's diagram reports dimensions 0 and 1, as gudhi's
+    CubicalComplex does (``dims``, ``report``, ``describe()``, ``repr``),
+    with gudhi's counts in each; a closed surface (an octahedron) keeps its
+    essential dimension-2 class."""
+    f = np.random.default_rng(7).random((9, 11))          # numpy order [y, x]
+    g = Grid(f.shape[::-1], COMM, complex=complex_)
+    dg = persistence_diagram(g, f, axes="yx")
+    cc = gudhi.CubicalComplex(vertices=f)
+    ref = cc.persistence(homology_coeff_field=2, min_persistence=-1.0)
+    gudhi_dims = sorted({d for d, _ in ref})
+    assert_equal_collective(gudhi_dims, [0, 1])
+    for shown in (dg, dg.gather()):
+        assert_equal_collective(shown.dims, (0, 1))
+        assert_equal_collective(sorted(shown.report), [0, 1])
+        text = shown.describe() + repr(shown)
+        assert_collective(COMM, "D2" not in text and "D1" in text, text)
+    if complex_ == "cubical":
+        whole = dg.gather()
+        for d in (0, 1):
+            iv = np.asarray(cc.persistence_intervals_in_dimension(d)).reshape(-1, 2)
+            fin = iv[np.isfinite(iv[:, 1]) & (iv[:, 1] > iv[:, 0])]
+            assert_equal_collective(whole.report[d]["nonzero"], len(fin), err_msg="D%d" % d)
+            assert_equal_collective(whole.report[d]["essential"],
+                                    int(np.count_nonzero(~np.isfinite(iv[:, 1]))))
+    sphere = SimplicialComplex([my_share(octahedron())], COMM)
+    ds = persistence_diagram(sphere, np.arange(6, dtype=float))
+    assert_equal_collective(ds.dims, (0, 1, 2))
+    assert_equal_collective(ds.report[2]["essential"], 1)
 
 
 # -- Morse and Euler ----------------------------------------------------------------------------
