@@ -358,15 +358,11 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     Parameters
     ----------
     domain : Grid or SimplicialComplex
-        A 2D or 3D grid, as TTK's Freudenthal triangulation (the default)
-        or as a cubical complex (``Grid(shape, comm, complex="cubical")``:
-        pixels and voxels, gudhi's ``CubicalComplex(vertices=...)``), in
-        memory or, Freudenthal only, out of core (``virtual=`` or
-        ``memory_budget=``); or a triangle or tetrahedral
-        mesh (:class:`SimplicialComplex`), whose D(d-1) needs a manifold
-        (every (d-1)-simplex a face of one or two d-simplices, no dangling
-        lower simplices). A grid's diagram has dimensions ``0 .. d-1``, a
-        mesh's ``0 .. d`` (:attr:`PersistenceDiagram.dims`).
+        A 2D or 3D grid, TTK's Freudenthal triangulation or, with
+        ``complex="cubical"``, its cubical complex (pixels and voxels, as gudhi's
+        ``CubicalComplex(vertices=...)``); or a triangle or tetrahedral mesh,
+        whose D(d-1) needs a manifold (every (d-1)-simplex a face of one or two
+        d-simplices, no dangling lower simplices).
     values : DistVector on ``domain.vertex_layout``, or the global array
     min_persistence : float
         Finite pairs are kept when ``death - birth > min_persistence``
@@ -389,11 +385,11 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     Returns
     -------
     PersistenceDiagram
-        Distributed: each rank holds one block of the pairs sorted by
-        ``(dim, birth_vertex, death_vertex)`` (``.local_pairs``); the counts
-        (``.report``, ``.describe()``) are global. ``.gather()`` (collective)
-        gives the whole diagram, with ``.finite(d)``, ``.essential(d)`` and
-        ``.pairs``; on one rank the diagram is whole already.
+        Distributed: each rank holds one block of the pairs sorted by ``(dim,
+        birth_vertex, death_vertex)`` (``.local_pairs``); the counts (``.report``,
+        ``.describe()``) are global, per dimension of ``.dims`` (``0 .. d-1`` on
+        a grid, ``0 .. d`` on a mesh). ``.gather()`` (collective) gives the whole
+        diagram (``.finite(d)``, ``.essential(d)``, ``.pairs``); one rank's is whole.
 
     Raises
     ------
@@ -440,13 +436,11 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
       elder rule over the ends of the V-paths from the critical edges and
       triangles (squares on a cubical grid), which is the sweeps' answer
       without their passes over every vertex, and D1 as above.
-    - On a cubical grid (``Grid(..., complex="cubical")``) the filtration
-      is the V-construction: a cell enters at the largest value of its
-      vertices. In 2D, D0 follows the grid's edges and D1 the dual graph
-      (Alexander duality: ``{f > t}`` connected through shared squares); in
-      3D everything comes from the cubical Morse complex
-      (:func:`topology.persistence.cubical_morse_pairs`). Equal to gudhi's
-      ``CubicalComplex(vertices=...)`` and CubicalRipser.
+    - On a cubical grid the filtration is the V-construction (a cell enters
+      at the largest value of its vertices), as gudhi's and CubicalRipser's:
+      in 2D, D0 follows the grid's edges and D1 the dual graph (``{f > t}``
+      connected through shared squares); in 3D everything comes from the
+      cubical Morse complex (:func:`topology.persistence.cubical_morse_pairs`).
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
       characteristic of every vertex's lower star, ``chi(v) = sum_k
@@ -505,8 +499,12 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
     parts, missing = domain.kernels.diagram_parts(values, axes, report)
-    # a ball has no homology above degree 0, so its sublevel sets have no
-    # classes of the top dimension; a closed complex has an essential one
-    top = domain.dimension if domain.is_ball else domain.dimension + 1
     return PersistenceDiagram(comm, domain.dimension, sorted_block(comm, parts),
-                              min_persistence, missing, dims=range(top))
+                              min_persistence, missing, dims=_diagram_dims(domain))
+
+
+def _diagram_dims(domain) -> range:
+    """The dimensions a diagram on ``domain`` can have: a ball has no
+    homology above degree 0, so its sublevel sets have no classes of the top
+    dimension; a closed component of a complex has an essential one."""
+    return range(domain.dimension if domain.is_ball else domain.dimension + 1)
