@@ -8,6 +8,7 @@ before Sphinx reads anything: neither is kept in git.
 import os
 import pathlib
 import sys
+import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -16,9 +17,14 @@ sys.path.insert(0, str(HERE / "_ext"))
 import apipages  # noqa: E402
 import examplepages  # noqa: E402
 
+# `make docs` runs for minutes: one line per stage (sphinx-build -q keeps its
+# own quiet), the examples' runs here and Sphinx's stages in dmsolve_docs
+_t0 = time.perf_counter()
 apipages.write_pages(HERE / "api")
+print("docs: API reference written from the modules' __all__ (%.0f s)"
+      % (time.perf_counter() - _t0), flush=True)
 if os.environ.get("DMSOLVE_DOCS_EXAMPLES", "1") != "0":
-    examplepages.write_pages()
+    examplepages.write_pages(report=lambda line: print(line, flush=True))
 
 project = "dmsolve"
 author = "the dmsolve developers"
@@ -54,5 +60,6 @@ myst_heading_anchors = 3
 html_theme = "pydata_sphinx_theme"
 html_title = "dmsolve"
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["dmsolve.css"]       # wide tables scroll, long cells wrap
 templates_path = ["_templates"]

@@ -184,16 +184,55 @@ def page(module: str) -> str:
     return "\n".join(lines)
 
 
+def groups() -> list[tuple[str, str, list[str]]]:
+    """The index's groups: ``(heading, what the group holds, its modules)``.
+    The user modules come first, by package; the AMG set-up's stages (one
+    module each, for a reader of the algorithm or a user who swaps a stage)
+    under their own heading, last."""
+    stages = [m for m in MODULES if m.startswith("preconditioners.amg.")]
+    by_package = {pkg: [m for m in MODULES if m.split(".")[0] == pkg and m not in stages]
+                  for pkg in PACKAGES}
+    return [
+        ("dmsolve", "Distributed vectors and matrices, the Krylov solvers, the BSP "
+         "layer, test problems, partitioning, files, checkpoints and the command line.",
+         by_package["dmsolve"]),
+        ("preconditioners", "Every preconditioner by name (``preconditioners.make``), "
+         "the smoothers, algebraic multigrid and GeMSLR.", by_package["preconditioners"]),
+        ("topology", "Grids and simplicial complexes, and the analyses of a field on them "
+         "(critical points, persistence, merge trees, components, Hodge decomposition).",
+         by_package["topology"]),
+        ("Inside AMG: the set-up's stages", "One module per stage of smoothed "
+         "aggregation (strength, aggregation, tentative prolongator, its smoothing, "
+         "the Galerkin product, the coarse solve, the cycle) and the two hierarchies "
+         "built from them. ``preconditioners.make(\"amg\", A)`` is all most users "
+         "need; these pages are for reading the algorithm or replacing a stage.", stages),
+    ]
+
+
+def summary(module: str) -> str:
+    """The first sentence of ``module``'s docstring, on one line."""
+    doc = importlib.import_module(module).__doc__ or ""
+    text = " ".join(doc.strip().split("\n\n")[0].split())
+    sentence = re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+    sentence = sentence.removeprefix(module + ": ")      # "dmsolve: dmsolve: ..."
+    return sentence.rstrip(":").rstrip(",") if sentence else ""
+
+
 def index() -> str:
+    """The reST text of the reference's index: the modules, grouped."""
     lines = ["API reference", "=============", "",
-             "Every public module of the three packages, with every name of its "
-             "``__all__``. The *Collective?* column quotes each call's docstring: "
-             "a collective call must be made by every rank of the communicator "
-             "it names, in the same order; a call that is not collective may be "
-             "made by any rank alone.", "",
-             ".. toctree::", "   :maxdepth: 1", ""]
-    lines += ["   %s" % m for m in MODULES]
-    return "\n".join(lines) + "\n"
+             "One page per public module: its docstring, then tables of its classes, "
+             "functions, exceptions and data, each name linked to its own page. On "
+             "each module's page, the tables' *Collective?* column quotes each call's "
+             "docstring: a collective "
+             "call must be made by every rank of the communicator it names, in the "
+             "same order; a call that is not collective may be made by any rank "
+             "alone.", ""]
+    for title, text, modules in groups():
+        lines += [title, "-" * len(title), "", text, ""]
+        lines += ["- :mod:`%s`: %s" % (m, summary(m)) for m in modules] + [""]
+        lines += [".. toctree::", "   :hidden:", "", *("   %s" % m for m in modules), ""]
+    return "\n".join(lines)
 
 
 def write_pages(outdir) -> list[pathlib.Path]:

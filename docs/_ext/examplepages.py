@@ -15,9 +15,11 @@ import ast
 import hashlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "examples"
@@ -86,12 +88,35 @@ def run(name: str, argv: list[str], figures: list[str]) -> str:
     return proc.stdout
 
 
+_COMMAND = re.compile(r"^\s+(mpiexec|python|make)\s")
+
+
+def literal_commands(rst: str) -> str:
+    """``rst`` with each indented run of command lines (``mpiexec ...``, as
+    the examples' docstrings show them after "Run it with") made a literal
+    block. Indented text after a plain paragraph is a block quote in reST,
+    and Sphinx's smart quotes would turn its ``--n`` into an en dash that
+    breaks a copied command line."""
+    lines = rst.split("\n")
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        starts_run = (_COMMAND.match(line) and (i == 0 or not lines[i - 1].strip())
+                      and not any(prev.rstrip().endswith("::")
+                                  for prev in out[-2:] if prev.strip()))
+        if starts_run:
+            out += [".. code:: sh", ""]
+        out.append(line)
+    return "\n".join(out)
+
+
 def page(name: str, argv: list[str], figures: list[str], gist: str, output: str) -> str:
     doc = _docstring(ROOT / "examples" / (name + ".py"))
-    title, _, body = doc.partition("\n")
+    title, _, body = doc.partition("\n\n")         # the title may take two lines
+    title = " ".join(title.split())
+    body = literal_commands(body.strip())
     command = " ".join(["mpiexec -n %d python -m mpi4py examples/%s.py" % (RANKS, name), *argv])
     parts = ["# %s" % title.strip().rstrip("."), "", gist, "",
-             "```{eval-rst}", body.strip(), "```", "",
+             "```{eval-rst}", body, "```", "",
              "## Run at %d ranks while these pages were built" % RANKS, "",
              "```sh", command, "```", "", "```text", output.rstrip(), "```", ""]
     for fig in figures:
@@ -101,12 +126,20 @@ def page(name: str, argv: list[str], figures: list[str], gist: str, output: str)
     return "\n".join(parts)
 
 
-def write_pages() -> list[pathlib.Path]:
-    """Run every example and write its page and the examples' index."""
+def write_pages(report=None) -> list[pathlib.Path]:
+    """Run every example and write its page and the examples' index;
+    ``report(line)``, if given, hears one line per example (the runs take
+    minutes)."""
     OUT.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, argv, figures, gist in EXAMPLES:
+    for k, (name, argv, figures, gist) in enumerate(EXAMPLES, 1):
+        t0 = time.perf_counter()
         output = run(name, argv, figures)
+        if report is not None:
+            seconds = time.perf_counter() - t0
+            report("docs: example %d/%d, examples/%s.py at %d ranks: %s"
+                   % (k, len(EXAMPLES), name, RANKS, "%.0f s" % seconds
+                      if seconds >= 0.5 else "unchanged, its last run kept"))
         path = OUT / (name + ".md")
         text = page(name, argv, figures, gist, output)
         if not path.exists() or path.read_text() != text:
