@@ -71,7 +71,8 @@ def test_convdiff_example_shows_every_method_converging(comm, capsys):
 # -- the numba warm-up of make setup ----------------------------------------------------
 
 def test_make_setup_warms_every_numba_kernel(comm):
-    """tools/warm_kernels.py (run by make setup) compiles every numba kernel."""
+    """tools/warm_kernels.py (run by make setup) compiles every numba kernel,
+    printing one line per stage, and make setup names its stages."""
     makefile = (CHECKOUT / "Makefile").read_text()
     # `setup` depends on a target whose recipe runs the warm-up
     setup = re.search(r"^setup:(.*)$", makefile, re.M)
@@ -83,8 +84,17 @@ def test_make_setup_warms_every_numba_kernel(comm):
         comm, 2, "import runpy; runpy.run_path(%r, run_name='__main__')"
         % str(CHECKOUT / "tools" / "warm_kernels.py"), [], timeout=900, mpi4py=True)
     m = re.search(r"numba kernels: (\d+) of (\d+) in the cache", out)
+    stages = re.findall(r"^numba warm-up \[(\d+)/(\d+)\] .+ \(\d+ s so far\)$", out, re.M)
     with Checks(comm) as checks:
         checks.add(warms, "make setup runs tools/warm_kernels.py", targets)
+        # minutes of compiling on a fresh checkout: a line per stage, not silence
+        checks.add(stages == [(str(k), "7") for k in range(1, 8)],
+                   "the warm-up prints its 7 stages in order", out[-2000:])
+        echoes = re.findall(r'^\t@echo "setup \[(\d)/2\]: (.*)"$', makefile, re.M)
+        checks.add([k for k, _ in echoes] == ["1", "2"]
+                   and re.search(r"\d+ s\b", echoes[-1][1]),
+                   "make setup names its 2 stages, the warm-up with its measured time",
+                   echoes)
         checks.add(code == 0, "the warm-up exits with 0",
                    "exit %r after %.0f s: %s" % (code, seconds, out[-2000:]))
         checks.add(m and m.group(1) == m.group(2) and int(m.group(2)) > 20,

@@ -208,6 +208,24 @@ def _wait_idle(comm) -> None:
         time.sleep(0.05)
 
 
+class _Stages:
+    """Prints ``numba warm-up [k/7] <stage> (<seconds> s so far)`` on rank
+    0, flushed, as each stage starts."""
+
+    TOTAL = 7
+
+    def __init__(self, comm, t0: float):
+        self.comm, self.t0, self.k = comm, t0, 0
+
+    def __call__(self, text: str, *, wait: bool = False) -> None:
+        if wait:                                # rank 0 is done compiling alone
+            _wait_idle(self.comm)
+        self.k += 1
+        if self.comm.rank == 0:
+            print("numba warm-up [%d/%d] %s (%.0f s so far)"
+                  % (self.k, self.TOTAL, text, time.perf_counter() - self.t0), flush=True)
+
+
 def main(argv=None) -> int:
     """Warm the cache; return 0 (on every rank) if every kernel was compiled
     on some rank. Collective on ``MPI.COMM_WORLD``."""
@@ -217,17 +235,22 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     t0 = time.perf_counter()
+    say = _Stages(comm, t0)
+    say("importing the kernel modules")
     table = kernels()
-    if comm.rank == 0:
-        warm_products(MPI.COMM_SELF)
-        warm_krylov(MPI.COMM_SELF)
-        warm_preconditioners(MPI.COMM_SELF)
-        warm_topology(MPI.COMM_SELF)
-    _wait_idle(comm)
-    warm_products(comm)
-    warm_krylov(comm)
-    warm_preconditioners(comm)
-    warm_topology(comm)
+    # a fresh checkout spends minutes here with nothing else to show: one
+    # line per stage (on rank 0) says what is being compiled and for how long
+    stages = [("sparse products", warm_products), ("Krylov kernels", warm_krylov),
+              ("preconditioners", warm_preconditioners), ("topology", warm_topology)]
+    for title, warm in stages:
+        say("compiling the %s on rank 0" % title)
+        if comm.rank == 0:
+            warm(MPI.COMM_SELF)
+    say("the same calls on all %d ranks together (cross-rank paths; the rest from "
+        "the cache)" % comm.size, wait=True)
+    for _, warm in stages:
+        warm(comm)
+    say("checking that every kernel is in the cache")
     # a kernel compiled on any rank is in the (shared, on-disk) cache
     signatures = {}
     for mine in comm.allgather({name: [str(s) for s in k.signatures]

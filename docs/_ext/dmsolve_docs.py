@@ -1,5 +1,6 @@
 """Sphinx extension of dmsolve's documentation.
 
+- One line per stage of the build (reading, writing, done) on stdout.
 - The autosummary tables of the API reference get a third column, *Collective?*,
   with the sentence of each entry's docstring that says whether the call is
   collective (apipages.collective_note).
@@ -8,6 +9,7 @@
 from __future__ import annotations
 
 import inspect
+import time
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -85,6 +87,31 @@ class CollectiveAutosummary(Autosummary):
         return [table_spec, table]
 
 
+class _Stages:
+    """One line per stage of the build on stdout (``make docs`` runs
+    ``sphinx-build -q``, which prints only warnings, for minutes)."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def say(self, text: str) -> None:
+        print("docs: %s (%.0f s so far)" % (text, time.perf_counter() - self.t0), flush=True)
+
+    def reading(self, app, env, docnames) -> None:
+        self.say("reading %d new or changed pages" % len(docnames))
+
+    def writing(self, app, builder) -> None:
+        self.say("writing the HTML pages")
+
+    def finished(self, app, exception) -> None:
+        if exception is None:
+            self.say("site built")
+
+
 def setup(app):
     app.add_directive("autosummary", CollectiveAutosummary, override=True)
+    stages = _Stages()
+    app.connect("env-before-read-docs", stages.reading)
+    app.connect("write-started", stages.writing)
+    app.connect("build-finished", stages.finished)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
