@@ -95,7 +95,9 @@ class _Stages:
         self.t0 = time.perf_counter()
 
     def say(self, text: str) -> None:
-        print("docs: %s (%.0f s so far)" % (text, time.perf_counter() - self.t0), flush=True)
+        # the clock starts with Sphinx, after docs/conf.py ran the examples
+        print("docs: %s (%.0f s into Sphinx)" % (text, time.perf_counter() - self.t0),
+              flush=True)
 
     def reading(self, app, env, docnames) -> None:
         self.say("reading %d new or changed pages" % len(docnames))
