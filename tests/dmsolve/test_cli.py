@@ -90,7 +90,7 @@ def test_plot_is_written(comm, capsys, shared_tmp_path):
     (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be a positive integer"),
     (["solve", "--problem", "poisson2d", "--atol", "-1"], 2, "--atol must be a non-negative"),
     (["solve", "--problem", "poisson2d", "--rtol", "nan"], 2, "--rtol"),
-    (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 1, "unknown preconditioner"),
+    (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 2, "unknown preconditioner"),
     (["solve", "--problem", "poisson2d", "--pc-opt", "novalue"], 2, "KEY=VALUE"),
     (["solve", "--matrix", "/nonexistent/file.mtx"], 1, "cannot read"),
     (["solve"], 2, "required"),
