@@ -2,6 +2,8 @@
 
     mpiexec -n 4 python -m dmsolve solve --problem poisson3d --n 64 --pc amg --monitor
     mpiexec -n 2 python -m dmsolve solve --matrix A.mtx --rhs b.mtx --method gmres
+    mpiexec -n 2 python -m dmsolve solve --matrix elastic.mtx --pc amg \
+        --coordinates coords.npy --check --output x.npy
     mpiexec -n 2 python -m dmsolve probe
 
 Every rank parses the same arguments, so a bad option fails identically on
@@ -10,14 +12,29 @@ file, a bad matrix) are raised on every rank by the library. Either way rank 0
 prints one message and every rank exits with the same non-zero status.
 
 Before anything is built, ``solve`` checks what can be known from the command
-line: each output path (``--plot`` on rank 0, ``--checkpoint`` on every rank)
-can be written, and a gallery problem fits in memory (its rows and nonzeros
-from :func:`dmsolve.gallery.problem_size`, against the memory available on
-each node for the ranks on that node). The exit status is 0 when the solve
-converged; 2 when the command cannot run as given (a bad or conflicting
-option, an unwritable output path, a problem too large for the memory),
-found before any work; 1 otherwise (the solve did not converge, or an error
-from the library: an unreadable file, a bad matrix or preconditioner).
+line: the names of problems, methods and preconditioners (with the nearest
+one when a name is misspelt), the ``--pc-opt`` keys against the
+preconditioner's signature, the options that cannot go together, that each
+output path (``--plot`` and ``--output`` on rank 0, ``--checkpoint`` on every
+rank) can be written, and that a gallery problem fits in memory (its rows
+and nonzeros from :func:`dmsolve.gallery.problem_size`, against the memory
+available on each node for the ranks on that node). Once the matrix is read,
+the options that must fit it are checked: ``--block-size`` and
+``--coordinates`` (AMG's near null space, :mod:`dmsolve.gallery`'s
+``block_constants`` and ``rigid_body_modes``), ``--check`` (the symmetry that
+CG, pipelined CG and MINRES need, measured as ``check=True`` does), and a
+preconditioner that says it is not symmetric for those methods. The
+preconditioner is built here, not inside :func:`dmsolve.solve`, so that such
+a refusal names the flags to change.
+
+The exit status is 0 when the solve converged; 2 when the command cannot run
+as given (a bad or conflicting option, an unwritable output path, a problem
+too large for the memory, an option that does not fit the matrix); 1
+otherwise (the solve did not converge, or an error from the library: an
+unreadable file, a bad matrix or a preconditioner option value it refuses).
+A solve of CG, pipelined CG or MINRES that does not converge on a
+nonsymmetric matrix (or with a nonsymmetric preconditioner) adds a hint
+saying so.
 
 An exception raised on some ranks only (a bug, a failing node, Ctrl-C
 delivered to one process) would leave the other ranks waiting in a
@@ -41,10 +58,10 @@ import time
 import traceback
 
 import numpy as np
-import scipy.io
 from mpi4py import MPI
 
 from . import gallery, io
+from ._cli_files import read_coordinates, write_solution
 from ._cli_preflight import (available_memory, directory_problem, memory_problem,
                              output_problem, plot_problem)
 from ._compile import Stopwatch
@@ -322,7 +339,7 @@ def _solve(comm, args) -> int:
     if desc:
         lines.append(_describe(desc))
     if args.output:
-        _write_solution(comm, x, args.output)
+        write_solution(comm, x, args.output)
         lines.append("  solution written to %s" % args.output)
     _say(comm, "\n".join(line for line in lines if line))
     if not info.converged and args.method in _symmetric_methods() and not args.check:
@@ -418,7 +435,8 @@ def _check_combinations(args, pcopts) -> None:
               "construction" % (", ".join(REPRODUCIBLE_PCS), args.pc))
     if args.block_size is not None or args.coordinates is not None:
         given = "--coordinates" if args.coordinates is not None else "--block-size"
-        if "B" not in _pc_parameters(args.pc):
+        params = _pc_parameters(args.pc)
+        if params is not None and "B" not in params:
             usage("%s gives AMG's near null space; --pc %s takes none: use --pc amg"
                   % (given, args.pc))
         if args.reproducible and (args.coordinates is not None or args.block_size > 1):
@@ -516,7 +534,7 @@ def _near_nullspace(comm, args, A) -> tuple[list | None, str]:
                    % (args.block_size, rows))
         return (gallery.block_constants(A.row_layout, args.block_size),
                 "%d constants (block size %d)" % (args.block_size, args.block_size))
-    X = _read_coordinates(comm, args.coordinates)
+    X = read_coordinates(comm, args.coordinates)
     nodes, d = X.shape
     if args.block_size is not None and args.block_size != d:
         _usage("--coordinates %r are %d-D, so %d unknowns per node; --block-size says %d"
@@ -527,42 +545,6 @@ def _near_nullspace(comm, args, A) -> tuple[list | None, str]:
                % (args.coordinates, nodes, d, d * nodes, d, rows))
     modes = gallery.rigid_body_modes(X, A.row_layout)
     return modes, "%d rigid-body modes" % len(modes)
-
-
-def _read_coordinates(comm, path: str) -> np.ndarray:
-    """The ``(nodes, d)`` coordinates in ``path``, on every rank. Collective
-    on ``comm``: rank 0 reads and checks them, then broadcasts them (or its
-    error, raised on every rank)."""
-    X, exc = None, None
-    if comm.Get_rank() == 0:
-        try:
-            X = _load_coordinates(path)
-        except (OSError, ValueError, TypeError) as e:
-            exc = type(e)("--coordinates %r: %s" % (path, e))
-    agree(comm, exc)
-    return comm.bcast(X, root=0)
-
-
-def _load_coordinates(path: str) -> np.ndarray:
-    """Read a coordinates file by its extension and check it. Not collective."""
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".npy":
-        X = np.load(path, allow_pickle=False)
-    elif ext == ".mtx":
-        X = scipy.io.mmread(path)
-        X = X.toarray() if hasattr(X, "toarray") else X
-    else:
-        X = np.loadtxt(path, ndmin=2)
-    X = np.asarray(X)
-    if X.dtype.kind not in "fiu":
-        raise TypeError("coordinates must be real numbers, got dtype %s" % X.dtype)
-    X = X.reshape(-1, 1) if X.ndim == 1 else X
-    if X.ndim != 2 or X.shape[1] not in gallery.RIGID_BODY_MODES:
-        raise ValueError("need one row per node and 1, 2 or 3 columns, got shape %s"
-                         % (X.shape,))
-    if not np.all(np.isfinite(X)):
-        raise ValueError("the coordinates are not all finite")
-    return np.ascontiguousarray(X, dtype=np.float64)
 
 
 def _build_pc(args, A, pcopts: dict, B):
@@ -634,28 +616,6 @@ def _asymmetry_hint(args, A, M) -> str:
             return ("dmsolve: hint: %s (--check refuses such a %s before solving)"
                     % (_symmetry_words(args, what, gap), what))
     return ""
-
-
-def _write_solution(comm, x, path: str) -> None:
-    """Write ``x`` as the extension of ``path`` says: Matrix Market by every
-    rank, or ``.npy`` gathered on rank 0 (written to a temporary file that
-    replaces ``path`` once complete). Collective on ``comm``."""
-    if path.lower().endswith(".mtx"):
-        io.write_vector(path, x)
-        return
-    g = x.gather(root=0)
-    exc = None
-    if comm.Get_rank() == 0:
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "wb") as f:
-                np.save(f, g)
-            os.replace(tmp, path)
-        except OSError as e:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            exc = OSError("cannot write --output %r: %s" % (path, e.strerror or e))
-    agree(comm, exc)
 
 
 # -- checks before the solve: output paths and memory -----------------------------

@@ -607,11 +607,18 @@ def test_output_writes_the_solution(comm, capsys, shared_tmp_path, ext):
     A = gallery.poisson2d(13, comm)
     ref = spla.spsolve(A.to_scipy().tocsc(), gallery.rhs(A, "random", seed=0).gather())
     got = np.load(path) if ext == "npy" else io.read_vector(str(path), comm).gather()
+    # a solve that does not converge writes its last iterate too (and exits 1)
+    early = shared_tmp_path / ("early." + ext)
+    stopped, said, _ = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "13",
+                                                  "--maxiter", "1", "--output", str(early)])
     with Checks(comm) as checks:
+        checks.add(stopped == 1 and early.is_file() and "solution written" in said,
+                   "the last iterate written", said)
         checks.add(code == 0 and "solution written to %s" % path in out, "written", out)
         checks.add(got.shape == ref.shape and np.allclose(got, ref, rtol=1e-7, atol=0),
                    "spsolve's solution", np.abs(got - ref).max())
-        checks.add(sorted(p.name for p in shared_tmp_path.iterdir()) == [path.name],
+        checks.add(sorted(p.name for p in shared_tmp_path.iterdir())
+                   == sorted([path.name, early.name]),
                    "no temporary file left", list(shared_tmp_path.iterdir()))
         checks.add(quiet, "only rank 0 printed")
 

@@ -1,6 +1,6 @@
 """The problem gallery equals serial scipy/pyamg references at any rank count;
-its size estimates count what it builds, and bad arguments are refused on
-every rank."""
+its size estimates count what it builds, its near-null-space builders give
+pyamg's rigid-body modes, and bad arguments are refused on every rank."""
 
 import numpy as np
 import pytest
