@@ -358,7 +358,9 @@ def _check_command(args) -> tuple[dict, dict]:
         check_int("--n", args.n, low=1)
         check_real("--rtol", args.rtol, low=0.0)
         check_real("--atol", args.atol, low=0.0)
-        for name in ("--checkpoint-every", "--monitor-every", "--block-size"):
+        if args.maxiter is not None:
+            check_int("--maxiter", args.maxiter, low=0)
+        for name in ("--restart", "--checkpoint-every", "--monitor-every", "--block-size"):
             value = getattr(args, name[2:].replace("-", "_"))
             if value is not None:
                 check_int(name, value, low=1)

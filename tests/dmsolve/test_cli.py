@@ -477,6 +477,9 @@ def _usage_cases(tmp):
          ["--reproducible takes --pc none, jacobi, cheby, amg", "--pc asm"]),
         ("reproducible-block-size", ["--pc", "amg", "--reproducible", "--block-size", "3"],
          ["--reproducible", "drop --block-size"]),
+        ("maxiter-negative", ["--maxiter", "-1"], ["--maxiter must be a non-negative integer"]),
+        ("restart-zero", ["--method", "gmres", "--restart", "0"],
+         ["--restart must be a positive integer"]),
     ]
 
 
