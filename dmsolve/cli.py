@@ -2,6 +2,8 @@
 
     mpiexec -n 4 python -m dmsolve solve --problem poisson3d --n 64 --pc amg --monitor
     mpiexec -n 2 python -m dmsolve solve --matrix A.mtx --rhs b.mtx --method gmres
+    mpiexec -n 2 python -m dmsolve solve --matrix elastic.mtx --pc amg \
+        --coordinates coords.npy --check --output x.npy
     mpiexec -n 2 python -m dmsolve probe
 
 Every rank parses the same arguments, so a bad option fails identically on
@@ -10,14 +12,29 @@ file, a bad matrix) are raised on every rank by the library. Either way rank 0
 prints one message and every rank exits with the same non-zero status.
 
 Before anything is built, ``solve`` checks what can be known from the command
-line: each output path (``--plot`` on rank 0, ``--checkpoint`` on every rank)
-can be written, and a gallery problem fits in memory (its rows and nonzeros
-from :func:`dmsolve.gallery.problem_size`, against the memory available on
-each node for the ranks on that node). The exit status is 0 when the solve
-converged; 2 when the command cannot run as given (a bad or conflicting
-option, an unwritable output path, a problem too large for the memory),
-found before any work; 1 otherwise (the solve did not converge, or an error
-from the library: an unreadable file, a bad matrix or preconditioner).
+line: the names of problems, methods and preconditioners (with the nearest
+one when a name is misspelt), the ``--pc-opt`` keys against the
+preconditioner's signature, the options that cannot go together, that each
+output path (``--plot`` and ``--output`` on rank 0, ``--checkpoint`` on every
+rank) can be written, and that a gallery problem fits in memory (its rows
+and nonzeros from :func:`dmsolve.gallery.problem_size`, against the memory
+available on each node for the ranks on that node). Once the matrix is read,
+the options that must fit it are checked: ``--block-size`` and
+``--coordinates`` (AMG's near null space, :mod:`dmsolve.gallery`'s
+``block_constants`` and ``rigid_body_modes``), ``--check`` (the symmetry that
+CG, pipelined CG and MINRES need, measured as ``check=True`` does), and a
+preconditioner that says it is not symmetric for those methods. The
+preconditioner is built here, not inside :func:`dmsolve.solve`, so that such
+a refusal names the flags to change.
+
+The exit status is 0 when the solve converged; 2 when the command cannot run
+as given (a bad or conflicting option, an unwritable output path, a problem
+too large for the memory, an option that does not fit the matrix); 1
+otherwise (the solve did not converge, or an error from the library: an
+unreadable file, a bad matrix or a preconditioner option value it refuses).
+A solve of CG, pipelined CG or MINRES that does not converge on a
+nonsymmetric matrix (or with a nonsymmetric preconditioner) adds a hint
+saying so.
 
 An exception raised on some ranks only (a bug, a failing node, Ctrl-C
 delivered to one process) would leave the other ranks waiting in a
@@ -31,11 +48,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import hashlib
 import inspect
 import os
 import sys
-import tempfile
 import textwrap
 import time
 import traceback
@@ -44,11 +61,18 @@ import numpy as np
 from mpi4py import MPI
 
 from . import gallery, io
+from ._cli_files import read_coordinates, write_solution
+from ._cli_preflight import (available_memory, directory_problem, memory_problem,
+                             output_problem, plot_problem)
+from ._compile import Stopwatch
 from ._errors import agree, poll
 from ._registry import PRECONDITIONERS
 from ._version import __version__
 from .bsp import probe
+from .checkpoint import Checkpointer, describe_pc
 from .krylov import METHODS, KSPMonitor, solve
+from .krylov._symmetry import SYMMETRY_RTOL, asymmetry
+from .reproducible import REPRODUCIBLE_PCS
 from .validate import check_int, check_real
 
 __all__ = ["main", "build_parser", "available_memory", "ABORT_GRACE"]
@@ -147,13 +171,20 @@ def _key_values(items, what: str) -> dict:
     return out
 
 
+def _did_you_mean(word: str, choices) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to ``word``, if one is close."""
+    close = difflib.get_close_matches(word.lower().replace("_", "-"), list(choices), n=1)
+    return " (did you mean %r?)" % close[0] if close else ""
+
+
 def _registered(registry):
     """An argparse ``type`` that accepts the names of ``registry``, spelled its way."""
     def parse(text: str) -> str:
-        try:
+        if text in registry:
             return registry.canonical(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
+        names = registry.names()
+        raise argparse.ArgumentTypeError("unknown %s %r%s; available: %s" % (
+            registry.kind, text, _did_you_mean(text, names), ", ".join(names)))
     parse.__name__ = registry.kind
     return parse
 
@@ -187,11 +218,27 @@ def build_parser() -> argparse.ArgumentParser:
                    "default: a rank-count independent random vector")
     s.add_argument("--method", default="cg", type=_registered(METHODS),
                    help=lambda: "Krylov method: %s (default cg)" % ", ".join(METHODS))
-    s.add_argument("--pc", default="none",
+    s.add_argument("--pc", default="none", type=_registered(PRECONDITIONERS),
                    help=lambda: "preconditioner: %s (default none)"
                    % ", ".join(PRECONDITIONERS.names()))
     s.add_argument("--pc-opt", action="append", metavar="KEY=VALUE",
-                   help="preconditioner option, e.g. overlap=1 (repeatable)")
+                   help="preconditioner option, e.g. overlap=1 (repeatable); a key the "
+                   "preconditioner does not take is refused with the list of those it does")
+    s.add_argument("--block-size", type=int, metavar="K",
+                   help="unknowns per node, stored node by node (interlaced): AMG's near "
+                   "null space is then the constants of each of the K components")
+    s.add_argument("--coordinates", metavar="FILE",
+                   help="the nodes' coordinates (.npy, .txt or .mtx; one row per node, d = "
+                   "1, 2 or 3 columns) of a displacement problem with d unknowns per node, "
+                   "interlaced: AMG's near null space is then the rigid-body modes (3 in "
+                   "2-D, 6 in 3-D)")
+    s.add_argument("--check", action="store_true",
+                   help=lambda: "before solving, test that the matrix and the "
+                   "preconditioner are symmetric (Hermitian), as %s need, and refuse if not"
+                   % ", ".join(_symmetric_methods()))
+    s.add_argument("--output", metavar="FILE",
+                   help="write the solution x to FILE: .mtx (Matrix Market, written by every "
+                   "rank) or .npy (gathered on rank 0)")
     s.add_argument("--rtol", type=float, default=1e-8,
                    help="relative tolerance: stop when ||r|| <= max(rtol*||b||, atol) "
                    "(default 1e-8)")
@@ -226,20 +273,7 @@ def _say(comm, text: str, stream=None) -> None:
 
 
 def _solve(comm, args) -> int:
-    # every rank parsed the same arguments: the same verdict without agreeing
-    try:
-        check_int("--n", args.n, low=1)
-        check_real("--rtol", args.rtol, low=0.0)
-        check_real("--atol", args.atol, low=0.0)
-        for name in ("--checkpoint-every", "--monitor-every"):
-            value = getattr(args, name[2:].replace("-", "_"))
-            if value is not None:
-                check_int(name, value, low=1)
-    except (TypeError, ValueError) as e:
-        raise _Exit(EXIT_USAGE, str(e)) from None
-    popts = _key_values(args.problem_opt, "--problem-opt")
-    pcopts = _key_values(args.pc_opt, "--pc-opt")
-    _check_combinations(args, pcopts)
+    pcopts, popts = _check_command(args)
     # what needs no matrix is checked before anything is built
     _preflight(comm, args, popts)
 
@@ -254,25 +288,36 @@ def _solve(comm, args) -> int:
         b = io.read_vector(args.rhs, comm, layout=A.row_layout)
     else:
         b = gallery.rhs(A, "random", seed=0)
+    B, nullspace = _near_nullspace(comm, args, A)
     t_build = time.perf_counter() - t0
     nnz = A.global_nnz()
+    if args.check:
+        _refuse_asymmetric(args, "matrix", asymmetry(A.matvec, A.row_layout, A.dtype))
+
+    if args.progress:
+        pcopts["progress"] = True
+    M, pc_seconds, pc_compile = _build_pc(args, A, pcopts, B)
+    _check_pc_symmetry(args, pcopts, M)
 
     options = dict(rtol=args.rtol, atol=args.atol, maxiter=args.maxiter)
     if args.restart is not None:
         options["restart"] = args.restart
     if args.reproducible:
         options["reproducible"] = True
-    for name in ("checkpoint", "checkpoint_every", "resume"):
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
+    if args.checkpoint is not None or args.resume is not None:
+        # the record names the preconditioner by its command-line options,
+        # so that a resume with other options is told apart
+        record = dict(pcopts, **({"B": nullspace} if nullspace else {}))
+        options["checkpoint"] = Checkpointer(args.checkpoint, every=args.checkpoint_every,
+                                             resume=args.resume,
+                                             pc=describe_pc((args.pc, record)))
     if args.monitor_every is not None:
         monitor = _EveryKMonitor(args.monitor_every)
     else:
         monitor = KSPMonitor() if args.monitor else None
-    if args.progress:
-        pcopts["progress"] = True
-    pc = args.pc if not pcopts else (args.pc, pcopts)
-    x, info = solve(A, b, method=args.method, pc=pc, monitor=monitor, **options)
+    x, info = solve(A, b, method=args.method, pc=M, monitor=monitor, **options)
+    info.setup_seconds += pc_seconds
+    info.extra["compile_seconds"] = info.extra.get("compile_seconds", 0.0) + pc_compile
     r = b.copy()
     r.axpy(-1.0, A @ x)
     true_rel = r.norm() / max(b.norm(), np.finfo(float).tiny)
@@ -281,7 +326,8 @@ def _solve(comm, args) -> int:
         "dmsolve solve: %s" % label,
         "  rows %d, nonzeros %d, ranks %d (build %.3f s)" % (A.shape[0], nnz, comm.Get_size(),
                                                           t_build),
-        "  method %s, pc %s" % (args.method, args.pc),
+        "  method %s, pc %s%s" % (args.method, args.pc,
+                                  ", near null space: %s" % nullspace if nullspace else ""),
         "  %s in %d iterations (%s norm)" % (info.reason.petsc_name, info.iterations,
                                             info.norm_type),
         "  setup %.3f s, solve %.3f s" % (info.setup_seconds, info.solve_seconds),
@@ -292,10 +338,40 @@ def _solve(comm, args) -> int:
     desc = info.extra.get("pc")
     if desc:
         lines.append(_describe(desc))
+    if args.output:
+        write_solution(comm, x, args.output)
+        lines.append("  solution written to %s" % args.output)
     _say(comm, "\n".join(line for line in lines if line))
+    if not info.converged and args.method in _symmetric_methods() and not args.check:
+        _say(comm, _asymmetry_hint(args, A, M), sys.stderr)
     if args.plot:
         _plot(comm, info, args.plot, "%s, %s + %s" % (label, args.method, args.pc))
     return 0 if info.converged else EXIT_FAILURE
+
+
+def _check_command(args) -> tuple[dict, dict]:
+    """The checks of the command line alone: values, options and their
+    combinations; returns the ``--pc-opt`` and ``--problem-opt`` options.
+    Rank-independent (every rank parsed the same arguments): the same
+    verdict everywhere without communicating."""
+    try:
+        check_int("--n", args.n, low=1)
+        check_real("--rtol", args.rtol, low=0.0)
+        check_real("--atol", args.atol, low=0.0)
+        if args.maxiter is not None:
+            check_int("--maxiter", args.maxiter, low=0)
+        for name in ("--restart", "--checkpoint-every", "--monitor-every", "--block-size"):
+            value = getattr(args, name[2:].replace("-", "_"))
+            if value is not None:
+                check_int(name, value, low=1)
+    except (TypeError, ValueError) as e:
+        raise _Exit(EXIT_USAGE, str(e)) from None
+    popts = _key_values(args.problem_opt, "--problem-opt")
+    pcopts = _key_values(args.pc_opt, "--pc-opt")
+    _check_pc_options(args.pc, pcopts)
+    _check_combinations(args, pcopts)
+    _check_files(args)
+    return pcopts, popts
 
 
 def _digest_line(x) -> str:
@@ -353,16 +429,83 @@ def _check_combinations(args, pcopts) -> None:
                       if "restart" in inspect.signature(f).parameters), args.method))
     if (args.checkpoint is not None or args.resume is not None) and "checkpoint" not in params:
         usage("method %s does not support checkpoints" % args.method)
-    if not args.progress:
-        return
-    if "progress" in pcopts:
-        usage("give --progress or --pc-opt progress=..., not both")
-    # an unknown name is left to the solve, which reports it as the library does
-    if args.pc in PRECONDITIONERS:
-        name = PRECONDITIONERS.canonical(args.pc)
-        if name not in _progress_reporters():
+    if args.check and args.method not in _symmetric_methods():
+        usage("--check tests the symmetry that %s need; --method %s does not need it"
+              % (", ".join(_symmetric_methods()), args.method))
+    if args.reproducible and args.pc not in ("none",) + REPRODUCIBLE_PCS:
+        usage("--reproducible takes --pc none, %s; --pc %s depends on the partition by "
+              "construction" % (", ".join(REPRODUCIBLE_PCS), args.pc))
+    if args.block_size is not None or args.coordinates is not None:
+        given = "--coordinates" if args.coordinates is not None else "--block-size"
+        params = _pc_parameters(args.pc)
+        if params is not None and "B" not in params:
+            usage("%s gives AMG's near null space; --pc %s takes none: use --pc amg"
+                  % (given, args.pc))
+        if args.reproducible and (args.coordinates is not None or args.block_size > 1):
+            usage("--reproducible: AMG's reproducible mode keeps the constants as its near "
+                  "null space; drop %s" % given)
+    if args.progress:
+        if "progress" in pcopts:
+            usage("give --progress or --pc-opt progress=..., not both")
+        if args.pc not in _progress_reporters():
             usage("--progress: preconditioner %s reports no set-up progress; those that "
-                  "do: %s" % (name, ", ".join(_progress_reporters()) or "none"))
+                  "do: %s" % (args.pc, ", ".join(_progress_reporters()) or "none"))
+
+
+#: Extensions of the files the command line reads and writes, by option.
+_EXTENSIONS = {"--output": (".mtx", ".npy"), "--coordinates": (".npy", ".txt", ".mtx")}
+
+
+def _check_files(args) -> None:
+    """The kind of each file option, from its name. Not collective."""
+    for option, extensions in _EXTENSIONS.items():
+        path = getattr(args, option[2:])
+        if path is None:
+            continue
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in extensions:
+            _usage("%s %r: the file name must end in %s, which say its format%s"
+                   % (option, path, " or ".join(extensions),
+                      "" if ext else " (it has no extension)"))
+
+
+def _symmetric_methods() -> list[str]:
+    """The methods for symmetric (Hermitian) systems: those with a ``check=``
+    symmetry test (CG, pipelined CG, MINRES). Not collective."""
+    return [m for m, f in METHODS.items() if "check" in inspect.signature(f).parameters]
+
+
+def _other_methods() -> str:
+    """The methods for nonsymmetric systems, GMRES first, as a reader's list."""
+    names = sorted((m for m in METHODS if m not in _symmetric_methods()),
+                   key=lambda m: (m != "gmres", m))
+    return " or ".join(", ".join(names).rsplit(", ", 1))
+
+
+def _pc_parameters(name: str) -> dict | None:
+    """The options the preconditioner ``name`` takes (its factory's keyword
+    parameters after the matrix), or None if it takes any. Not collective."""
+    params = list(inspect.signature(PRECONDITIONERS[name]).parameters.values())
+    if any(p.kind == p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name: p for p in params[1:]
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _check_pc_options(name: str, pcopts: dict) -> None:
+    """Refuse a ``--pc-opt`` key that preconditioner ``name`` does not take,
+    listing those it does. Not collective."""
+    params = _pc_parameters(name)
+    if params is None:
+        return
+    keys = [k for k in params if k != "B"]       # B: --block-size, --coordinates
+    for key in pcopts:
+        if key == "B":
+            _usage("--pc-opt B: give AMG's near null space with --block-size K or "
+                   "--coordinates FILE")
+        if key not in params:
+            _usage("--pc-opt %s: preconditioner %s has no option %r%s; its options: %s"
+                   % (key, name, key, _did_you_mean(key, keys), ", ".join(keys) or "none"))
 
 
 def _progress_reporters() -> list[str]:
@@ -378,14 +521,111 @@ def _progress_reporters() -> list[str]:
     return out
 
 
+# -- the near null space, the preconditioner and the symmetry they need ------------
+
+def _near_nullspace(comm, args, A) -> tuple[list | None, str]:
+    """AMG's near null space from ``--block-size`` or ``--coordinates`` (None
+    when neither is given) and how the summary names it. Collective on
+    ``comm`` (rank 0 reads the coordinates and broadcasts them)."""
+    if args.coordinates is None and args.block_size is None:
+        return None, ""
+    rows = A.shape[0]
+    if args.coordinates is None:
+        if rows % args.block_size:
+            _usage("--block-size %d does not divide the matrix's %d rows"
+                   % (args.block_size, rows))
+        return (gallery.block_constants(A.row_layout, args.block_size),
+                "%d constants (block size %d)" % (args.block_size, args.block_size))
+    X = read_coordinates(comm, args.coordinates)
+    nodes, d = X.shape
+    if args.block_size is not None and args.block_size != d:
+        _usage("--coordinates %r are %d-D, so %d unknowns per node; --block-size says %d"
+               % (args.coordinates, d, d, args.block_size))
+    if rows != d * nodes:
+        _usage("--coordinates %r: %d nodes in %d-D have %d unknowns (%d per node, "
+               "interlaced); the matrix has %d rows"
+               % (args.coordinates, nodes, d, d * nodes, d, rows))
+    modes = gallery.rigid_body_modes(X, A.row_layout)
+    return modes, "%d rigid-body modes" % len(modes)
+
+
+def _build_pc(args, A, pcopts: dict, B):
+    """The preconditioner (None for ``none``), its set-up seconds and its
+    numba compile seconds, as :func:`dmsolve.solve` counts them. Built here,
+    not by the solve, so that a refusal can be worded for the command line.
+    Collective on ``A.comm``."""
+    if args.pc == "none":
+        return None, 0.0, 0.0
+    opts = dict(pcopts)
+    if B is not None:
+        opts["B"] = B
+    if args.reproducible:
+        opts["reproducible"] = True
+    watch = Stopwatch()
+    M = PRECONDITIONERS[args.pc](A, **opts)
+    return (M, *watch.split())
+
+
+def _check_pc_symmetry(args, pcopts: dict, M) -> None:
+    """Refuse a preconditioner that says it is not symmetric for a method
+    that needs one, naming the options to change; with ``--check``, test
+    one that does not say so. Collective on ``M.comm`` with ``--check``."""
+    if M is None or args.method not in _symmetric_methods():
+        return
+    if M.symmetric is False:
+        # asm and bjacobi are symmetric with a symmetric local solve, asm
+        # only when not restricted (their docstrings)
+        fixes = []
+        if getattr(M, "restricted", False) and getattr(M, "overlap", 0):
+            fixes.append("--pc-opt restricted=False")
+        if getattr(M, "sub", None) not in (None, "lu", "ilu0"):
+            fixes.append("--pc-opt sub=ilu0 (or sub=lu)")
+        given = "".join(" --pc-opt %s=%s" % kv for kv in pcopts.items() if kv[0] != "progress")
+        fix = "add %s, or " % " and ".join(fixes) if fixes else ""
+        _usage("--method %s needs a symmetric preconditioner, and --pc %s%s is not "
+               "symmetric: %suse --method %s" % (args.method, args.pc, given, fix,
+                                                 _other_methods()))
+    if args.check:
+        _refuse_asymmetric(args, "preconditioner", asymmetry(M.apply, M.A.row_layout,
+                                                                  M.A.dtype))
+
+
+def _symmetry_words(args, what: str, gap: float) -> str:
+    """Why ``--method`` cannot take the matrix or preconditioner whose
+    asymmetry is ``gap``, and what to use instead."""
+    op = "A" if what == "matrix" else "M"
+    return ("--method %s %s a symmetric %s, and this one is not (|y^T %s x - x^T %s y| is "
+            "%.1e of ||%s x|| ||y|| + ||%s y|| ||x|| for fixed vectors x, y; at most %.1e "
+            "when symmetric): use --method %s"
+            % (args.method, "needs" if args.check else "assumes", what, op, op, gap, op, op,
+               SYMMETRY_RTOL, _other_methods()))
+
+
+def _refuse_asymmetric(args, what: str, gap: float) -> None:
+    """``--check``: refuse a matrix or preconditioner that is not symmetric."""
+    if gap > SYMMETRY_RTOL:
+        _usage("--check: %s" % _symmetry_words(args, what, gap))
+
+
+def _asymmetry_hint(args, A, M) -> str:
+    """After a solve that did not converge with a method for symmetric
+    systems: why, if the matrix (or else the preconditioner) is not
+    symmetric; empty otherwise. Collective on ``A.comm``."""
+    ops = [("matrix", A.matvec, A)] + ([("preconditioner", M.apply, M.A)] if M else [])
+    for what, apply, op in ops:
+        gap = asymmetry(apply, op.row_layout, op.dtype)
+        if gap > SYMMETRY_RTOL:
+            return ("dmsolve: hint: %s (--check refuses such a %s before solving)"
+                    % (_symmetry_words(args, what, gap), what))
+    return ""
+
+
 # -- checks before the solve: output paths and memory -----------------------------
 
 def _preflight(comm, args, popts) -> None:
     """Refuse, on every rank and before anything is built, a command that
     cannot finish: an output path that cannot be written, or a gallery problem
     larger than the memory. Collective on ``comm``."""
-    if args.pc not in PRECONDITIONERS:
-        PRECONDITIONERS.canonical(args.pc)   # the library's error, before the build
     problem = None
     if args.problem:
         try:
@@ -395,165 +635,18 @@ def _preflight(comm, args, popts) -> None:
         except ValueError as e:
             _usage("--problem %s: %s" % (args.problem, e))
         if size is not None:
-            problem = _memory_problem(comm, args, size)
+            problem = memory_problem(comm, args, size)
+    # collective (rank 0 tries, every rank learns): called on every rank
+    output = output_problem(comm, args.output)
+    problem = problem or output
     if problem is None and args.checkpoint is not None:
         # every rank writes its own file into the directory
-        problem = _directory_problem("--checkpoint", args.checkpoint)
+        problem = directory_problem("--checkpoint", args.checkpoint)
     if problem is None and args.plot is not None and comm.Get_rank() == 0:
-        problem = _plot_problem(args.plot)       # only rank 0 writes the plot
+        problem = plot_problem(args.plot)       # only rank 0 writes the plot
     found = [p for p in comm.allgather(problem) if p is not None]
     if found:
         _usage(found[0])
-
-
-def _probe_write(directory: str) -> str | None:
-    """Why a new file cannot be created in ``directory`` (None if it can).
-    Tried for real: permission bits say nothing for root or on network file
-    systems."""
-    try:
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as e:
-        return "cannot create files in %r: %s" % (directory, e.strerror or e)
-    return None
-
-
-def _nearest_existing(path: str) -> str:
-    """``path`` or its nearest ancestor that exists."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
-
-
-def _directory_problem(option: str, path: str) -> str | None:
-    """Why ``path`` cannot be (created as) a writable directory, or None."""
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            return "%s %r is a file, not a directory" % (option, path)
-        why = _probe_write(path)
-    else:
-        base = _nearest_existing(path)
-        if not os.path.isdir(base):
-            return "%s %r cannot be created: %r is a file, not a directory" % (
-                option, path, base)
-        why = _probe_write(base)
-    return None if why is None else "%s %r: %s" % (option, path, why)
-
-
-def _plot_problem(path: str) -> str | None:
-    """Why the convergence plot cannot be saved as ``path``, or None."""
-    if os.path.isdir(path):
-        return "--plot %r is a directory; give a file name such as %r" % (
-            path, os.path.join(path, "convergence.png"))
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        what = "is a file" if os.path.exists(parent) else "does not exist"
-        return "--plot %r: the directory %r %s" % (path, parent, what)
-    why = _probe_write(parent)
-    if why is not None:
-        return "--plot %r: %s" % (path, why)
-    if os.path.exists(path):
-        try:
-            with open(path, "ab"):      # neither truncates nor writes
-                pass
-        except OSError as e:
-            return "--plot %r cannot be overwritten: %s" % (path, e.strerror or e)
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-    except ImportError:
-        return "--plot needs matplotlib: pip install 'dmsolve[plot]'"
-    ext = os.path.splitext(path)[1][1:].lower()
-    formats = FigureCanvasAgg.get_supported_filetypes()
-    if ext and ext not in formats:
-        return "--plot %r: matplotlib cannot write .%s files; use one of %s" % (
-            path, ext, ", ".join("." + f for f in sorted(formats)))
-    return None
-
-
-def _work_vectors(method: str, restart: int | None) -> int:
-    """Vectors a solve holds besides the matrix (GMRES-type methods: their
-    Krylov basis); a lower bound: a preconditioner adds its own."""
-    params = inspect.signature(METHODS[method]).parameters
-    if "restart" not in params:
-        return 10
-    m = restart if restart is not None else params["restart"].default
-    m = m if isinstance(m, int) and m > 0 else 30
-    return (2 if method == "fgmres" else 1) * (m + 1) + 8
-
-
-def _memory_problem(comm, args, size) -> str | None:
-    """Why ``size`` does not fit in this node's available memory, or None.
-    Collective on ``comm`` (the node's ranks are counted with ``Split_type``)."""
-    ranks = comm.Get_size()
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        node_ranks = node.Get_size()
-    finally:
-        node.Free()
-    per_rank = size.build_bytes(ranks) + 8 * size.local_rows(ranks) * _work_vectors(
-        args.method, args.restart)
-    available = available_memory()
-    if available is None or per_rank * node_ranks <= available:
-        return None
-    return ("--n %d: %s has %s rows and %s%s nonzeros; building it and solving with %s "
-            "needs about %s per rank before any preconditioner, %s for the %d rank%s on "
-            "this node, which has %s available. Use a smaller --n or more nodes."
-            % (args.n, args.problem, _count(size.rows), "" if size.exact else "up to ",
-               _count(size.nnz),
-               args.method, _bytes(per_rank), _bytes(per_rank * node_ranks), node_ranks,
-               "s" if node_ranks > 1 else "", _bytes(available)))
-
-
-def _count(n: int) -> str:
-    """An integer, to 3 digits once it is too long to read."""
-    return "%d" % n if n < 10 ** 7 else "%.3g" % n
-
-
-def _bytes(n: float) -> str:
-    """``n`` bytes in binary units, 3 digits."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024:
-            return "%.3g %s" % (n, unit)
-        n /= 1024.0
-    return "%.3g PiB" % n
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new allocations on this node, or None if
-    unknown. Not collective.
-
-    ``MemAvailable`` of ``/proc/meminfo`` (else ``os.sysconf``'s available
-    pages), lowered to the room left under a cgroup v2 memory limit (a
-    container's or a batch job's) when there is one.
-    """
-    avail = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    if avail is None:
-        try:
-            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, OSError, ValueError):
-            pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        if limit != "max":
-            with open("/sys/fs/cgroup/memory.current") as f:
-                room = max(int(limit) - int(f.read().strip()), 0)
-            avail = room if avail is None else min(avail, room)
-    except (OSError, ValueError):
-        pass
-    return avail
 
 
 def _checkpoint_line(rep) -> str:

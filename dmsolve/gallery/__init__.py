@@ -5,7 +5,9 @@ Stencil problems number the grid points lexicographically with x fastest,
 stored entries for neighbours outside the grid), as ``pyamg.gallery`` does.
 
 One module per kind of problem: :mod:`._stencil` (stencils on Dirichlet
-grids) and :mod:`._random` (random SPD matrices, graph Laplacians). Here:
+grids) and :mod:`._random` (random SPD matrices, graph Laplacians);
+:mod:`._nullspace` builds near null spaces for AMG's ``B=`` (block
+constants, rigid-body modes from coordinates). Here:
 right-hand sides and the registry of problems by name, with each one's size
 known before it is built.
 """
@@ -23,6 +25,7 @@ from .._registry import Registry
 from .._vector import DistVector
 from ..validate import check_int
 from ._common import MAX_ROWS, _grid, _uniform  # noqa: F401 (dmsolve.gallery.MAX_ROWS)
+from ._nullspace import RIGID_BODY_MODES, block_constants, rigid_body_modes
 from ._random import _random_spd_params, graph_laplacian, random_spd
 from ._stencil import (_anisotropic_system, _convdiff_system, _laplacian_stencil,
                        _shifted_system, anisotropic_diffusion, convection_diffusion,
@@ -32,6 +35,7 @@ __all__ = [
     "poisson1d", "poisson2d", "poisson3d", "anisotropic_diffusion",
     "convection_diffusion", "shifted_laplacian", "random_spd",
     "graph_laplacian", "rhs", "PROBLEMS", "ProblemSize", "problem_size", "problem_options",
+    "block_constants", "rigid_body_modes", "RIGID_BODY_MODES",
 ]
 
 

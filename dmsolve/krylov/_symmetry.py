@@ -9,7 +9,7 @@ import numpy as np
 
 from ._linalg import index_vectors
 
-__all__ = ["verify_symmetry", "SYMMETRY_RTOL"]
+__all__ = ["verify_symmetry", "asymmetry", "SYMMETRY_RTOL"]
 
 #: ``check=True``: ``|y^T A x - x^T A y| <= SYMMETRY_RTOL * (||A x|| ||y|| +
 #: ||A y|| ||x||)`` (and the same for ``M``) for fixed vectors of the global index.
@@ -57,3 +57,21 @@ def verify_symmetry(s) -> None:
                 % (s.method, "matrix A" if name == "A" else "preconditioner M",
                    name, name, gap, gap / scale if scale else math.inf, name, name,
                    "matrix" if name == "A" else "preconditioner"))
+
+
+def asymmetry(apply, layout, dtype=np.float64) -> float:
+    """``|y^H A x - conj(x^H A y)| / (||A x|| ||y|| + ||A y|| ||x||)`` for the
+    fixed vectors of :func:`verify_symmetry`: the number that ``check=True``
+    compares with :data:`SYMMETRY_RTOL`, for an operator outside a solve.
+
+    ``apply(v)`` returns ``A v`` (a ``DistVector`` on ``layout``), e.g.
+    ``A.matvec``. Collective: two applications and a few reductions. The
+    result is the same on every rank.
+    """
+    x, y = index_vectors(layout, dtype)
+    ax, ay = apply(x), apply(y)
+    gap = abs(y.dot(ax) - np.conj(x.dot(ay)))
+    scale = ax.norm() * y.norm() + ay.norm() * x.norm()
+    if scale == 0:
+        return 0.0 if gap == 0 else math.inf
+    return float(gap / scale)

@@ -1,7 +1,11 @@
 """The ``python -m dmsolve`` command line, run in-process on every rank: solves,
 monitors, plots and checkpoints; output paths checked before anything is
 built; help and version from the registries; sizes and memory checked before
-allocating; and a non-zero exit when a solve does not converge.
+allocating; and a non-zero exit when a solve does not converge. Bad options
+exit 2 (unknown names and keys with the valid ones); --output writes the
+solution; --check and the hint after a failed cg test symmetry; AMG's near
+null space from --block-size and --coordinates, against pyamg's iterations;
+and the exit status of the process itself, at 1 and 2 ranks.
 
 Each case checks the exit status everywhere, that only rank 0 printed, and
 what it printed."""
@@ -16,14 +20,18 @@ import sys
 import tomllib
 
 import numpy as np
+import pyamg
 import pytest
+import scipy.io
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 import dmsolve
 from dmsolve import DistCSR, DistVector, PRECONDITIONERS, gallery, io
 from dmsolve.cli import main
 from dmsolve.krylov import METHODS
-from mpitest import Checks, assert_collective, assert_raises_collective, child_env, wait_idle
+from mpitest import (Checks, assert_collective, assert_raises_collective, child_env, on_rank0,
+                     run_mpi_job, wait_idle)
 
 
 def _run(comm, capsys, argv, expected: int = 0) -> str:
@@ -90,7 +98,7 @@ def test_plot_is_written(comm, capsys, shared_tmp_path):
     (["solve", "--problem", "poisson2d", "--n", "-3"], 2, "--n must be a positive integer"),
     (["solve", "--problem", "poisson2d", "--atol", "-1"], 2, "--atol must be a non-negative"),
     (["solve", "--problem", "poisson2d", "--rtol", "nan"], 2, "--rtol"),
-    (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 1, "unknown preconditioner"),
+    (["solve", "--problem", "poisson2d", "--pc", "nosuchpc"], 2, "unknown preconditioner"),
     (["solve", "--problem", "poisson2d", "--pc-opt", "novalue"], 2, "KEY=VALUE"),
     (["solve", "--matrix", "/nonexistent/file.mtx"], 1, "cannot read"),
     (["solve"], 2, "required"),
@@ -437,3 +445,296 @@ def test_progress_reports_the_preconditioner_set_up(comm, capsys):
         checks.add(refused == 2 and "jacobi reports no set-up progress" in why
                    and ", ".join(reporters) in why, "a preconditioner without reports is "
                    "refused, naming those with", why)
+
+
+# -- options refused with exit status 2, before anything is built --------------------
+
+def _usage_cases(tmp):
+    """(id, extra argv, words the message must hold) of each option refused as given."""
+    return [
+        ("pc-misspelt", ["--pc", "amgg"],
+         ["unknown preconditioner 'amgg'", "did you mean 'amg'?", "available: amg, asm"]),
+        ("pc-opt-misspelt", ["--pc", "amg", "--pc-opt", "thetta=0.1"],
+         ["--pc-opt thetta: preconditioner amg has no option 'thetta'", "did you mean 'theta'?",
+          "its options: theta, aggregate, omega"]),
+        ("pc-opt-of-another-pc", ["--pc", "jacobi", "--pc-opt", "overlap=1"],
+         ["--pc-opt overlap", "jacobi has no option 'overlap'", "its options: omega"]),
+        ("pc-opt-B", ["--pc", "amg", "--pc-opt", "B=1"],
+         ["--pc-opt B", "--block-size K or --coordinates FILE"]),
+        ("output-extension", ["--output", str(tmp / "x.txt")],
+         ["--output", "x.txt", "must end in .mtx or .npy"]),
+        ("output-missing-directory", ["--output", str(tmp / "no" / "x.npy")],
+         ["--output", "No such file or directory"]),
+        ("coordinates-extension", ["--pc", "amg", "--coordinates", str(tmp / "c.csv")],
+         ["--coordinates", "must end in .npy or .txt or .mtx"]),
+        ("block-size-without-amg", ["--pc", "jacobi", "--block-size", "2"],
+         ["--block-size gives AMG's near null space", "--pc jacobi takes none", "--pc amg"]),
+        ("block-size-zero", ["--pc", "amg", "--block-size", "0"],
+         ["--block-size must be a positive"]),
+        ("check-with-gmres", ["--method", "gmres", "--check"],
+         ["--check tests the symmetry that cg", "--method gmres does not need it"]),
+        ("reproducible-asm", ["--pc", "asm", "--reproducible"],
+         ["--reproducible takes --pc none, jacobi, cheby, amg", "--pc asm"]),
+        ("reproducible-block-size", ["--pc", "amg", "--reproducible", "--block-size", "3"],
+         ["--reproducible", "drop --block-size"]),
+        ("maxiter-negative", ["--maxiter", "-1"], ["--maxiter must be a non-negative integer"]),
+        ("restart-zero", ["--method", "gmres", "--restart", "0"],
+         ["--restart must be a positive integer"]),
+    ]
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _usage_cases(pathlib.Path("/x"))])
+def test_bad_options_exit_2_before_anything_is_built(comm, capsys, shared_tmp_path, recorder,
+                                                     case):
+    """Each option refused as given exits 2 on every rank before the problem is
+    built, with one message on rank 0 that says what to give instead."""
+    _, argv, words = {c[0]: c for c in _usage_cases(shared_tmp_path)}[case]
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "cli-test-recorder",
+                                                  "--n", "6", *argv])
+    with Checks(comm) as checks:
+        checks.add(code == 2, "exit status 2 on every rank", code)
+        checks.add(not recorder, "refused before the problem was built", out)
+        checks.add(all(w in out for w in words), "the message says %s" % words, out)
+        checks.add(quiet, "only rank 0 printed")
+
+
+def test_asm_for_cg_is_refused_naming_the_flags_to_change(comm, capsys):
+    """Restricted asm (not symmetric) with cg is refused with exit 2, naming the
+    command line's flags, not Python's; with the flag it names, it solves."""
+    argv = ["solve", "--problem", "poisson2d", "--n", "12", "--pc", "asm"]
+    code, out, quiet = _run_status(comm, capsys, argv)
+    ilut, why, _ = _run_status(comm, capsys, argv + ["--pc-opt", "restricted=False",
+                                                     "--pc-opt", "sub=ilut"])
+    fixed, solved, _ = _run_status(comm, capsys, argv + ["--pc-opt", "restricted=False"])
+    gmres, solved2, _ = _run_status(comm, capsys, argv + ["--method", "gmres"])
+    with Checks(comm) as checks:
+        checks.add(code == 2 and quiet, "exit status 2, rank 0 alone printed", (code, out))
+        checks.add("--method cg needs a symmetric preconditioner, and --pc asm is not symmetric: "
+                   "add --pc-opt restricted=False, or use --method gmres" in out, "the flags",
+                   out)
+        checks.add("pc=(" not in out and "method='" not in out, "no Python spelling", out)
+        checks.add(ilut == 2 and "--pc asm --pc-opt restricted=False --pc-opt sub=ilut is not "
+                   "symmetric: add --pc-opt sub=ilu0 (or sub=lu)" in why, "ilut named", why)
+        checks.add(fixed == 0 and "CONVERGED_RTOL" in solved, "restricted=False solves", solved)
+        checks.add(gmres == 0 and "CONVERGED_RTOL" in solved2, "gmres solves", solved2)
+
+
+@pytest.fixture
+def nonsymmetric_file(comm, shared_tmp_path):
+    """A 225-row nonsymmetric Matrix Market file: upwind convection-diffusion."""
+    path = str(shared_tmp_path / "convdiff.mtx")
+    io.write_matrix(path, gallery.PROBLEMS["convdiff2d"](15, comm))
+    return path
+
+
+def test_check_refuses_a_nonsymmetric_matrix_before_solving(comm, capsys, nonsymmetric_file):
+    """--check refuses a nonsymmetric matrix for cg and minres (exit 2, the method
+    to use instead) without solving; a symmetric one passes and solves."""
+    cg_code, cg_out, quiet = _run_status(comm, capsys, ["solve", "--matrix", nonsymmetric_file,
+                                                        "--check"])
+    mr_code, mr_out, _ = _run_status(comm, capsys, ["solve", "--matrix", nonsymmetric_file,
+                                                    "--method", "minres", "--check"])
+    ok, out, _ = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "12",
+                                            "--pc", "amg", "--check"])
+    with Checks(comm) as checks:
+        for code, text, method in ((cg_code, cg_out, "cg"), (mr_code, mr_out, "minres")):
+            checks.add(code == 2, "%s: exit status 2" % method, code)
+            checks.add("--check: --method %s needs a symmetric matrix, and this one is not"
+                       % method in text and "use --method gmres" in text, "says why", text)
+            checks.add("iterations" not in text, "%s: refused before solving" % method, text)
+        gap = _number_after(cg_out, "x^T A y| is ")
+        checks.add(1e-4 < gap < 1e-1, "the asymmetry it measured", cg_out)
+        checks.add(quiet, "only rank 0 printed")
+        checks.add(ok == 0 and "CONVERGED_RTOL" in out, "a symmetric matrix passes", out)
+
+
+class _Skewed(dmsolve.Preconditioner):
+    """``out = r`` plus half of the previous local entry: not symmetric, and
+    it does not say so (``symmetric`` is None)."""
+    name = "cli-test-skewed"
+
+    def __init__(self, A):
+        super().__init__(A)
+        self._done()
+
+    def _apply(self, r, out):
+        out[:] = r
+        out[1:] += 0.5 * r[:-1]
+
+
+def test_check_tests_the_preconditioner_too(comm, capsys):
+    """--check refuses a preconditioner that is not symmetric though it does not
+    say so; without --check, a cg solve that fails with it gets a hint."""
+    PRECONDITIONERS.register("cli-test-skewed", _Skewed)
+    try:
+        argv = ["solve", "--problem", "poisson2d", "--n", "12", "--pc", "cli-test-skewed"]
+        code, out, quiet = _run_status(comm, capsys, argv + ["--check"])
+        failed, hint, _ = _run_status(comm, capsys, argv + ["--maxiter", "3"])
+    finally:
+        PRECONDITIONERS.unregister("cli-test-skewed")
+    with Checks(comm) as checks:
+        checks.add(code == 2 and "--check: --method cg needs a symmetric preconditioner, and "
+                   "this one is not" in out, "refused", out)
+        checks.add(failed == 1 and "hint: --method cg assumes a symmetric preconditioner"
+                   in hint, "the hint names the preconditioner", hint)
+        checks.add(quiet, "only rank 0 printed")
+
+
+def test_cg_that_fails_on_a_nonsymmetric_matrix_says_why(comm, capsys, nonsymmetric_file):
+    """cg on a nonsymmetric file runs its 10 N iterations and then says that the
+    matrix is not symmetric and which method to use; gmres solves it. A
+    symmetric problem that runs out of iterations gets no such hint."""
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--matrix", nonsymmetric_file])
+    gm, solved, _ = _run_status(comm, capsys, ["solve", "--matrix", nonsymmetric_file,
+                                               "--method", "gmres"])
+    short, plain, _ = _run_status(comm, capsys, ["solve", "--problem", "poisson1d", "--n", "50",
+                                                 "--maxiter", "2"])
+    with Checks(comm) as checks:
+        checks.add(code == 1 and "DIVERGED_ITS in 2250 iterations" in out, "cg ran out", out)
+        checks.add("dmsolve: hint: --method cg assumes a symmetric matrix, and this one is not"
+                   in out and "use --method gmres" in out and "--check refuses" in out,
+                   "the hint", out)
+        checks.add(quiet, "only rank 0 printed")
+        checks.add(gm == 0 and "CONVERGED_RTOL" in solved, "gmres converges", solved)
+        checks.add(short == 1 and "hint" not in plain, "no hint for a symmetric matrix", plain)
+
+
+@pytest.mark.parametrize("ext", ["npy", "mtx"])
+def test_output_writes_the_solution(comm, capsys, shared_tmp_path, ext):
+    """--output writes the solution, .npy gathered or .mtx by every rank: scipy's
+    spsolve's answer, with no temporary file left."""
+    path = shared_tmp_path / ("x." + ext)
+    code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "13",
+                                                  "--pc", "amg", "--rtol", "1e-10",
+                                                  "--output", str(path)])
+    A = gallery.poisson2d(13, comm)
+    ref = spla.spsolve(A.to_scipy().tocsc(), gallery.rhs(A, "random", seed=0).gather())
+    got = np.load(path) if ext == "npy" else io.read_vector(str(path), comm).gather()
+    # a solve that does not converge writes its last iterate too (and exits 1)
+    early = shared_tmp_path / ("early." + ext)
+    stopped, said, _ = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "13",
+                                                  "--maxiter", "1", "--output", str(early)])
+    with Checks(comm) as checks:
+        checks.add(stopped == 1 and early.is_file() and "solution written" in said,
+                   "the last iterate written", said)
+        checks.add(code == 0 and "solution written to %s" % path in out, "written", out)
+        checks.add(got.shape == ref.shape and np.allclose(got, ref, rtol=1e-7, atol=0),
+                   "spsolve's solution", np.abs(got - ref).max())
+        checks.add(sorted(p.name for p in shared_tmp_path.iterdir())
+                   == sorted([path.name, early.name]),
+                   "no temporary file left", list(shared_tmp_path.iterdir()))
+        checks.add(quiet, "only rank 0 printed")
+
+
+# -- AMG's near null space: block size and rigid-body modes --------------------------
+
+ELASTICITY_N = 50
+
+
+@pytest.fixture
+def elasticity_files(comm, shared_tmp_path):
+    """pyamg's 2-D linear elasticity (Q1, 50 x 50 cells, 5000 rows, two
+    unknowns per node interlaced) as a Matrix Market file, its nodes'
+    coordinates as .npy, .txt and .mtx, and pyamg's matrix and modes."""
+    from pyamg.gallery import linear_elasticity
+    A, B = linear_elasticity((ELASTICITY_N, ELASTICITY_N), format="csr")
+    A = sp.csr_matrix(A)
+    X = ELASTICITY_N + 1
+    grid = np.mgrid[0:X + 1, 0:X + 1]
+    pts = np.column_stack((grid[0].T.ravel(), grid[1].T.ravel())).astype(float)
+    inside = np.zeros((X + 1, X + 1), bool)
+    inside[1:-1, 1:-1] = True
+    xy = pts[inside.ravel()]
+    files = {"matrix": str(shared_tmp_path / "elastic.mtx")}
+    io.write_matrix(files["matrix"], DistCSR.from_global(A, comm))
+    for ext in ("npy", "txt", "mtx"):
+        files[ext] = str(shared_tmp_path / ("coords." + ext))
+    files["bad"] = str(shared_tmp_path / "coords-short.npy")
+    if comm.rank == 0:
+        np.save(files["npy"], xy)
+        np.savetxt(files["txt"], xy)
+        scipy.io.mmwrite(files["mtx"], xy)
+        np.save(files["bad"], xy[:-1])
+    comm.Barrier()
+    return files, A, B
+
+
+def _pyamg_iterations(A, B, b) -> int:
+    """pyamg's CG + smoothed aggregation iterations to ||r|| <= 1e-8 ||b||."""
+    ml = pyamg.smoothed_aggregation_solver(A, B=B, max_coarse=300)
+    res = []
+    ml.solve(b, tol=1e-8, accel="cg", residuals=res, maxiter=3000)
+    return len(res) - 1
+
+
+def test_near_nullspace_cuts_amg_iterations_on_elasticity(comm, capsys, elasticity_files):
+    """AMG on 2-D elasticity: --block-size 2 and --coordinates (rigid-body modes,
+    from any of the three file kinds) cut the CG iterations several times, to
+    within 1.5 times pyamg's with the same modes."""
+    files, A, B = elasticity_files
+    base = ["solve", "--matrix", files["matrix"], "--pc", "amg"]
+    runs = {"none": [], "block": ["--block-size", "2"]}
+    runs.update({ext: ["--coordinates", files[ext]] for ext in ("npy", "txt", "mtx")})
+    runs["both"] = ["--coordinates", files["npy"], "--block-size", "2"]
+    got = {k: _run_status(comm, capsys, base + v) for k, v in runs.items()}
+    its = {k: int(_number_after(out, "in ")) if code == 0 else -1
+           for k, (code, out, _) in got.items()}
+    b = gallery.rhs(DistCSR.from_global(A, comm), "random", seed=0).gather()
+    ref = on_rank0(comm, lambda: {
+        "none": _pyamg_iterations(A, None, b),
+        "block": _pyamg_iterations(A, np.kron(np.ones((A.shape[0] // 2, 1)), np.eye(2)), b),
+        "rbm": _pyamg_iterations(A, B, b)})
+    with Checks(comm) as checks:
+        checks.add(all(code == 0 for code, _, _ in got.values()), "every run converged", got)
+        checks.add("near null space: 3 rigid-body modes" in got["npy"][1]
+                   and "near null space: 2 constants (block size 2)" in got["block"][1],
+                   "the summary names the near null space", got["npy"][1])
+        checks.add(its["npy"] == its["txt"] == its["mtx"] == its["both"],
+                   "the same modes from every file kind", its)
+        checks.add(its["none"] >= 4 * its["npy"] and its["none"] >= 3 * its["block"],
+                   "the near null space cuts the iterations", its)
+        checks.add(its["npy"] <= 1.5 * ref["rbm"] and its["block"] <= 1.5 * ref["block"],
+                   "within 1.5 times pyamg's with the same modes", (its, ref))
+        checks.add(ref["none"] >= 4 * ref["rbm"], "pyamg sees the same effect", ref)
+
+
+def test_near_nullspace_that_does_not_fit_the_matrix(comm, capsys, elasticity_files):
+    """Coordinates or a block size that do not fit the matrix exit 2 naming both
+    counts; an unreadable coordinates file is an error of the run (exit 1)."""
+    files, _, _ = elasticity_files
+    base = ["solve", "--matrix", files["matrix"], "--pc", "amg"]
+    short = _run_status(comm, capsys, base + ["--coordinates", files["bad"]])
+    three = _run_status(comm, capsys, base + ["--coordinates", files["npy"], "--block-size", "3"])
+    divide = _run_status(comm, capsys, base + ["--block-size", "3"])
+    missing = _run_status(comm, capsys, base + ["--coordinates", files["npy"] + ".npy"])
+    with Checks(comm) as checks:
+        checks.add(short[0] == 2 and "2499 nodes in 2-D have 4998 unknowns" in short[1]
+                   and "the matrix has 5000 rows" in short[1], "node count", short)
+        checks.add(three[0] == 2 and "are 2-D, so 2 unknowns per node; --block-size says 3"
+                   in three[1], "block size against the dimension", three)
+        checks.add(divide[0] == 2 and "--block-size 3 does not divide the matrix's 5000 rows"
+                   in divide[1], "block size against the rows", divide)
+        checks.add(missing[0] == 1 and "--coordinates" in missing[1], "unreadable file",
+                   missing)
+        checks.add(all(r[2] for r in (short, three, divide, missing)), "only rank 0 printed")
+
+
+@pytest.mark.parametrize("nprocs", [1, 2])
+def test_exit_status_and_output_of_the_process(comm, shared_tmp_path, elasticity_files, nprocs):
+    """As a process under mpiexec: an unknown --pc exits 2 with one message; a
+    solve with rigid-body modes and --output exits 0 and writes spsolve's x."""
+    files, A, _ = elasticity_files
+    bad = run_mpi_job(comm, nprocs, ["-m", "dmsolve", "solve", "--problem", "poisson2d",
+                                     "--pc", "nosuchpc"], cwd=shared_tmp_path)
+    x = shared_tmp_path / "x.npy"
+    good = run_mpi_job(comm, nprocs, ["-m", "dmsolve", "solve", "--matrix", files["matrix"],
+                                      "--pc", "amg", "--coordinates", files["npy"],
+                                      "--rtol", "1e-10", "--output", x], cwd=shared_tmp_path)
+    b = gallery.rhs(DistCSR.from_global(A, comm), "random", seed=0).gather()
+    err = on_rank0(comm, lambda: float(np.abs(np.load(x) - spla.spsolve(A.tocsc(), b)).max()
+                                       / np.abs(spla.spsolve(A.tocsc(), b)).max()))
+    with Checks(comm) as checks:
+        checks.add(bad[0] == 2 and bad[1].count("unknown preconditioner 'nosuchpc'") == 1,
+                   "exit status 2, one message", bad)
+        checks.add(good[0] == 0 and "3 rigid-body modes" in good[1], "solved", good)
+        checks.add(err < 1e-7, "the written x is spsolve's", err)

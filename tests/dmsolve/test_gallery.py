@@ -1,6 +1,6 @@
 """The problem gallery equals serial scipy/pyamg references at any rank count;
-its size estimates count what it builds, and bad arguments are refused on
-every rank."""
+its size estimates count what it builds, its near-null-space builders give
+pyamg's rigid-body modes, and bad arguments are refused on every rank."""
 
 import numpy as np
 import pytest
@@ -9,9 +9,10 @@ from mpi4py import MPI
 from pyamg.gallery import diffusion_stencil_2d, poisson, stencil_grid
 
 from bad_inputs import check_bad_input
+import dmsolve
 from dmsolve import gallery
-from mpitest import (Checks, assert_collective, assert_equal_collective, assert_raises_collective,
-                     same_on_all_ranks)
+from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
+                     assert_raises_collective, same_on_all_ranks)
 
 COMM = MPI.COMM_WORLD
 
@@ -325,3 +326,73 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+# -- near null spaces: block constants and rigid-body modes ------------------------
+
+def _elasticity_nodes(N):
+    """pyamg's ``linear_elasticity((N, N))``: the matrix, its rigid-body modes
+    and the coordinates of its (interior) nodes, in its node order."""
+    from pyamg.gallery import linear_elasticity
+    A, B = linear_elasticity((N, N), format="csr")
+    X = N + 1
+    grid = np.mgrid[0:X + 1, 0:X + 1]
+    pts = np.column_stack((grid[0].T.ravel(), grid[1].T.ravel())).astype(float)
+    inside = np.zeros((X + 1, X + 1), bool)
+    inside[1:-1, 1:-1] = True
+    return sp.csr_matrix(A), B, pts[inside.ravel()]
+
+
+def test_rigid_body_modes_are_pyamgs_for_elasticity():
+    """The 2-D modes from the coordinates are pyamg's rigid-body modes of its
+    elasticity problem, at any rank count (a rank may hold half a node)."""
+    A, B, xy = _elasticity_nodes(7)
+    layout = dmsolve.Layout.block(A.shape[0], COMM)
+    modes = gallery.rigid_body_modes(xy + 10.0, layout)     # moved: the centroid is taken off
+    got = np.column_stack([m.gather() for m in modes])
+    assert_allclose_collective(got, B, COMM, atol=1e-12)
+
+
+def test_rigid_body_modes_in_3d_are_the_translations_and_rotations():
+    """In 3-D: the three translations and the rotations w x (p - c) about the
+    three axes, each node's three unknowns together; in 1-D the constants."""
+    rng = np.random.default_rng(3)
+    p = rng.random((7, 3))
+    layout = dmsolve.Layout.block(21, COMM)
+    got = np.column_stack([m.gather() for m in gallery.rigid_body_modes(p, layout)])
+    c = p - p.mean(axis=0)
+    want = [np.tile(np.eye(3)[j], 7) for j in range(3)]
+    want += [np.cross(w, c).ravel() for w in (np.eye(3)[2], np.eye(3)[0], np.eye(3)[1])]
+    assert_allclose_collective(got, np.column_stack(want), COMM, atol=1e-14)
+    one = gallery.rigid_body_modes(np.arange(5.0), dmsolve.Layout.block(5, COMM))
+    assert_allclose_collective(np.column_stack([m.gather() for m in one]), np.ones((5, 1)), COMM)
+
+
+def test_block_constants_mark_each_component():
+    """``block_constants(layout, k)`` is 1 on component j's rows of vector j."""
+    layout = dmsolve.Layout.block(12, COMM)
+    got = np.column_stack([v.gather() for v in gallery.block_constants(layout, 3)])
+    assert_allclose_collective(got, np.kron(np.ones((4, 1)), np.eye(3)), COMM)
+
+
+@pytest.mark.parametrize("coordinates, rows, match", [
+    (np.zeros((5, 2)), 9, "5 nodes in 2-D have 10 unknowns"),
+    (np.zeros((3, 4)), 12, "d = 1, 2 or 3"),
+    (np.array([[0.0, np.inf]]), 2, "finite"),
+], ids=["rows", "dimension", "infinite"])
+def test_rigid_body_modes_bad_coordinates(coordinates, rows, match):
+    """Coordinates that do not fit the rows are refused on every rank."""
+    layout = dmsolve.Layout.block(rows, COMM)
+    assert_raises_collective(COMM, ValueError, gallery.rigid_body_modes, coordinates, layout,
+                             match=match)
+    assert_raises_collective(COMM, TypeError, gallery.rigid_body_modes,
+                             np.array([["a", "b"]]), dmsolve.Layout.block(2, COMM),
+                             match="real numbers")
+
+
+@pytest.mark.parametrize("rows, block_size, match", [
+    (7, 2, "does not divide the 7 rows"), (6, 0, "positive")], ids=["divides", "zero"])
+def test_block_constants_bad_block_size(rows, block_size, match):
+    """A block size that does not divide the rows is refused on every rank."""
+    assert_raises_collective(COMM, ValueError, gallery.block_constants,
+                             dmsolve.Layout.block(rows, COMM), block_size, match=match)
