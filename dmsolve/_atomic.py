@@ -7,19 +7,39 @@ it was, and the temporary is removed, so failed writes leave nothing behind.
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 
-__all__ = ["TEMPORARY_SUFFIX", "temporary_path", "discard", "atomic_path"]
+__all__ = ["TEMPORARY_SUFFIX", "temporary_path", "commit_temporary", "discard",
+           "atomic_path"]
 
 #: What a temporary adds to the name of the file it will become.
 TEMPORARY_SUFFIX = ".tmp"
 
 
-def temporary_path(path) -> str:
-    """The temporary that becomes ``path``: ``path + ".tmp"``, in the same
-    directory (so that moving it into place is one rename on one file
-    system). Not collective."""
-    return os.fspath(path) + TEMPORARY_SUFFIX
+def temporary_path(path) -> str | None:
+    """The temporary that becomes ``path``: the file ``path`` names (symbolic
+    links followed, so that a link keeps pointing at the new file) plus
+    ``".tmp"``, in the same directory, so that moving it into place is one
+    rename on one file system. None if ``path`` is a device, a pipe or another
+    file that is not a regular file: such a file is written in place (a
+    rename would put a plain file in its stead). Not collective."""
+    real = os.path.realpath(os.fspath(path))
+    if os.path.exists(real) and not os.path.isfile(real):
+        return None
+    return real + TEMPORARY_SUFFIX
+
+
+def commit_temporary(tmp: str) -> None:
+    """Move the written temporary ``tmp`` onto the file it becomes
+    (``os.replace``), giving it the permission bits of the file it replaces.
+    Not collective; raises OSError (``tmp`` is then still there)."""
+    target = tmp[:-len(TEMPORARY_SUFFIX)]
+    try:
+        os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+    except FileNotFoundError:
+        pass                    # a new file: the process's default permissions
+    os.replace(tmp, target)
 
 
 def discard(path) -> None:
@@ -38,15 +58,19 @@ def discard(path) -> None:
 @contextmanager
 def atomic_path(path):
     """Yield :func:`temporary_path` of ``path`` to write; when the block ends,
-    move it onto ``path`` (``os.replace``). If the block or the move raises
-    (any exception, ``KeyboardInterrupt`` included), the temporary is removed
-    and the exception goes on unchanged; ``path`` is left as it was. Not
-    collective.
+    move it into place (:func:`commit_temporary`). If the block or the move
+    raises (any exception, ``KeyboardInterrupt`` included), the temporary is
+    removed and the exception goes on unchanged; ``path`` is left as it was.
+    A device or pipe at ``path`` is yielded itself and written in place.
+    Not collective.
     """
     tmp = temporary_path(path)
+    if tmp is None:
+        yield os.fspath(path)
+        return
     try:
         yield tmp
-        os.replace(tmp, path)
+        commit_temporary(tmp)
     except BaseException:
         discard(tmp)
         raise
