@@ -108,3 +108,11 @@ def assert_left_as_before(comm, directory, before: dict) -> None:
                             err_msg="the files left after a failed write")
     changed = sorted(name for name in before if after.get(name) != before[name])
     assert_equal_collective(changed, [], comm, err_msg="files changed by a failed write")
+
+
+def full_disk_mesh_write(mesh, path, *args, **kwargs):
+    """Stands in for ``meshio.Mesh.write``: writes the start of a VTU file to
+    ``path`` and then fills the disk (``ENOSPC``)."""
+    with builtins.open(path, "wb") as f:
+        f.write(b'<?xml version="1.0"?>\n<VTKFile type="UnstructuredGrid"')
+    raise OSError(ENOSPC.errno, ENOSPC.strerror)
