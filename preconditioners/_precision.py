@@ -47,7 +47,7 @@ def refuse_single_reproducible(who: str, single: bool, reproducible: bool) -> No
     data is a second rounding that no part of that promise covers, so every
     preconditioner refuses it alike, whether or not its float32 arithmetic
     happens to be independent of the partition (jacobi's entrywise scaling
-    is; amg's and cheby's products are not).
+    is; the float32 copies of amg and cheby do not sum in canonical order).
 
     Raises
     ------

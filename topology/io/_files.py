@@ -331,11 +331,11 @@ def write_pvtu(path, domain, point_data: dict | None = None,
     DistVector point field (among neighbouring ranks), and four small
     agreements (the piece directory, the pieces, their moves into place,
     the index). Memory and traffic per rank are those of its piece. Rank 0
-    checks that ``path`` can be written before anything is written; the
-    index is written only after every piece was. Every file is written to
-    a temporary beside it, and the pieces are moved into place only once
-    all are written: a write that fails on any rank (a full disk) leaves
-    the previous pieces and index as they were, and no temporary.
+    checks that ``path`` can be written before anything is written. Every
+    file is written to a temporary beside it; the pieces are moved into
+    place only once all are written, and the index after them: a write
+    that fails on any rank (a full disk) leaves the previous pieces and
+    index as they were, and no temporary.
 
     Raises
     ------
