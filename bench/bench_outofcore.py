@@ -101,13 +101,23 @@ def field_planes(n: int, z0: int, z1: int, seed: int = 19) -> np.ndarray:
 
 
 def write_field(path: str, n: int, block_bytes: int = 32 << 20) -> float:
-    """Write the n^3 field to ``path`` a block of planes at a time; seconds."""
+    """Write the n^3 field to ``path`` a block of planes at a time, through a
+    temporary moved into place (a failed write, a full disk, removes it and
+    leaves any previous file as it was); seconds."""
     t = time.perf_counter()
     block = max(1, block_bytes // (8 * n * n))
-    with open(path + ".part", "wb") as f:
-        for z0 in range(0, n, block):
-            field_planes(n, z0, min(z0 + block, n)).tofile(f)
-    os.replace(path + ".part", path)
+    part = path + ".part"
+    try:
+        with open(part, "wb") as f:
+            for z0 in range(0, n, block):
+                field_planes(n, z0, min(z0 + block, n)).tofile(f)
+        os.replace(part, path)
+    except BaseException:
+        try:
+            os.remove(part)
+        except OSError:
+            pass            # the write's own error is the one to report
+        raise
     return time.perf_counter() - t
 
 

@@ -18,7 +18,8 @@ Overflow: a bin takes at most ``2**33`` per deposit, so a rank may deposit
 :func:`normalize`; :func:`normalize` brings every bin but the top into
 ``[0, 2**32)``, so ``2**30`` ranks can add their accumulators. Infinities
 and NaNs are counted in three extra slots and give the IEEE result (NaN
-for ``inf - inf``).
+for ``inf - inf``). Two more slots keep the sign of a zero total as IEEE
+addition gives it: ``-0.0`` when every term is ``-0.0``, else ``+0.0``.
 
 The kernels are compiled by numba on their first call and cached next to
 this module. Not collective.
@@ -39,8 +40,13 @@ __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "d
 #: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
 #: pieces of the largest numbers, 1 for a carry).
 NBINS = 68
-#: int64 words per accumulator: the bins, then counts of +inf, -inf and NaN.
-WIDTH = NBINS + 3
+#: int64 words per accumulator: the bins, then counts of +inf, -inf and NaN,
+#: then of chunks holding a term that is not ``-0.0`` and of ``-0.0`` terms in
+#: chunks of zeros only (the sign of a zero total).
+WIDTH = NBINS + 5
+#: Slots of the sign of a zero total (see :data:`WIDTH`).
+_NOT_NEGZERO = NBINS + 3
+_NEGZERO = NBINS + 4
 _MASK = (1 << 32) - 1
 
 
@@ -93,6 +99,17 @@ def _special(acc, vals, m):  # pragma: no cover
             acc[NBINS] += 1
         elif v == -np.inf:
             acc[NBINS + 1] += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _zeros(acc, vals, m):  # pragma: no cover
+    """Count the ``-0.0`` and the ``+0.0`` among ``vals[:m]``, all zeros."""
+    bits = vals.view(np.int64)
+    neg = 0
+    for i in range(m):
+        neg += bits[i] < 0
+    acc[_NEGZERO] += neg
+    acc[_NOT_NEGZERO] += m - neg
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -194,7 +211,10 @@ def _fast_chunk(acc, vals, m, bucket, q, buf):  # pragma: no cover
     every number."""
     top, low = _range_bits(vals, m)
     if top == 0:
+        _zeros(acc, vals, m)
         return
+    # a term that is not a zero: a zero total is +0.0, as IEEE addition gives
+    acc[_NOT_NEGZERO] += 1
     e = (top >> 52) - 1022                # max |v| < 2**e
     if e > 1000 or e < -900:              # inf, NaN, near overflow or underflow
         _deposit_chunk(acc, vals, m, bucket)
@@ -281,7 +301,8 @@ def normalize(acc):  # pragma: no cover
 
 def to_float(acc: np.ndarray) -> float:
     """The exact total of one accumulator, rounded once to the nearest float64
-    (ties to even); ``inf``, ``-inf`` or NaN as IEEE arithmetic gives them.
+    (ties to even); ``inf``, ``-inf``, NaN and the sign of a zero as IEEE
+    arithmetic gives them (``-0.0`` only if every term is ``-0.0``).
     Not collective."""
     pinf, ninf, nan = (int(v) for v in acc[NBINS:NBINS + 3])
     if nan or (pinf and ninf):
@@ -294,7 +315,7 @@ def to_float(acc: np.ndarray) -> float:
     for b in range(NBINS - 1, -1, -1):
         total = (total << 32) + int(acc[b])
     if total == 0:
-        return 0.0
+        return -0.0 if acc[_NEGZERO] and not acc[_NOT_NEGZERO] else 0.0
     try:
         return total / (1 << 1074)
     except OverflowError:
@@ -303,7 +324,8 @@ def to_float(acc: np.ndarray) -> float:
 
 def exact_sum(x) -> float:
     """The correctly rounded sum of the float64 entries of ``x`` (as
-    ``math.fsum``). Not collective."""
+    ``math.fsum``; ``-0.0`` if every entry is ``-0.0``, as IEEE addition
+    gives it, and ``0.0`` for no entries). Not collective."""
     acc = accumulators(1)
     sum_into(np.ascontiguousarray(x, dtype=np.float64), acc[0])
     return to_float(acc[0])

@@ -29,6 +29,9 @@ float64 exactly) and all ranks write their bytes at offsets given by an
 exclusive scan, with one collective MPI-IO ``Write_at_all``; rank 0 writes the
 header first. The file is ``coordinate real general`` (``integer``/``complex``
 for those dtypes) for matrices and ``array`` for vectors, rows in global order.
+The bytes go to a temporary beside the file (``name.tmp``) that rank 0 moves
+into place when every rank is done: a failed write (a full disk) leaves the
+previous file as it was and removes the temporary.
 
 Errors
 ------
@@ -48,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
+from ._atomic import atomic_path, commit_temporary, discard, temporary_path
 from ._errors import agree
 from ._coo_files import COO_RECORD, write_coo_file
 from ._layout import Layout
@@ -58,7 +62,8 @@ from .partition import exchange
 from .validate import agreed
 
 __all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo",
-           "check_writable", "COO_RECORD", "write_coo"]
+           "check_writable", "COO_RECORD", "write_coo", "atomic_path", "temporary_path",
+           "commit_temporary", "discard"]
 
 
 # -- arguments ------------------------------------------------------------------------
@@ -296,16 +301,42 @@ def _mpi_error(path: str, what: str, e: MPI.Exception) -> OSError:
 
 
 def _write_parallel(path: str, comm: MPI.Comm, header: bytes, body: bytes) -> None:
-    """Rank 0's header, then every rank's body in rank order. Collective.
+    """Rank 0's header, then every rank's body in rank order, into a
+    temporary (:func:`temporary_path`) that rank 0 moves onto ``path`` once
+    every rank's write is done: a failed write leaves ``path`` as it was and
+    no temporary. Collective.
 
     Each MPI-IO call is collective and its failure is agreed on before the
     next one, so every rank raises the same OSError and none waits.
     """
+    rank0 = comm.Get_rank() == 0
+    tmp = comm.bcast(temporary_path(path) if rank0 else None, root=0)
+    if tmp is None:         # a device or a pipe: written in place
+        _write_file(path, path, comm, header, body)
+        return
+    try:
+        _write_file(path, tmp, comm, header, body)
+    except BaseException:
+        if rank0:           # every rank has closed the file: failures are agreed
+            discard(tmp)
+        raise
+    exc = None
+    if rank0:
+        try:
+            commit_temporary(tmp)
+        except OSError as e:
+            discard(tmp)
+            exc = OSError("cannot write %s: %s" % (path, e.strerror or e))
+    agree(comm, exc)
+
+
+def _write_file(path: str, tmp: str, comm: MPI.Comm, header: bytes, body: bytes) -> None:
+    # _write_parallel's writes, into tmp; errors name path, the user's file
     mine = (header if comm.Get_rank() == 0 else b"") + body
     offset = comm.exscan(len(mine)) or 0
     exc, fh = None, None
     try:
-        fh = MPI.File.Open(comm, path, MPI.MODE_WRONLY | MPI.MODE_CREATE)
+        fh = MPI.File.Open(comm, tmp, MPI.MODE_WRONLY | MPI.MODE_CREATE)
     except MPI.Exception as e:
         exc = _mpi_error(path, "open", e)
     agree(comm, exc)

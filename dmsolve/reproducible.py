@@ -27,7 +27,8 @@ __all__ = ["exact_sum", "exact_dot", "exact_dots", "canonical", "CanonicalCSR", 
 
 def exact_sum(x) -> float:
     """The correctly rounded sum of the float64 entries of ``x`` (as
-    ``math.fsum``), in any order. Not collective."""
+    ``math.fsum``), in any order; ``-0.0`` if every entry is ``-0.0``, as
+    IEEE addition gives it, and ``0.0`` for no entries. Not collective."""
     return _reprosum.exact_sum(x)
 
 

@@ -11,7 +11,7 @@ from dmsolve.validate import agreed, check_bool, check_int, check_real
 from ._eigen import lanczos_extremes
 from ._jacobi import checked_inverse_diagonal
 from ._kernels import chebyshev_start, chebyshev_step
-from ._precision import Float32Work, check_precision
+from ._precision import Float32Work, check_precision, refuse_single_reproducible
 from ._registry import register
 
 __all__ = ["Chebyshev", "ChebyshevKernel"]
@@ -89,7 +89,8 @@ class Chebyshev(Preconditioner):
         ``"single"``: the recurrence runs on a float32 copy of ``A``
         (:meth:`dmsolve.DistCSR.single`) with float32 vectors, as amg's
         cycle does; ``r`` is rounded to float32 and the result returned in
-        float64. The interval is estimated in float64. Real matrices only.
+        float64. The interval is estimated in float64. Real matrices only;
+        refused with ``reproducible=True``.
 
     Raises
     ------
@@ -122,9 +123,7 @@ class Chebyshev(Preconditioner):
             safety = check_real("safety", safety, low=1.0)
             single = check_precision("cheby", precision, A)
             self.reproducible = check_bool("reproducible", reproducible)
-            if self.reproducible and single:
-                raise ValueError("cheby: reproducible=True runs in double precision; "
-                                 "precision='single' is not reproducible")
+            refuse_single_reproducible("cheby", single, self.reproducible)
         self.precision = "single" if single else "double"
         dinv = checked_inverse_diagonal(A, "cheby")
         lo, hi = lower, upper

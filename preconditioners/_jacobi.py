@@ -8,7 +8,7 @@ from dmsolve import Preconditioner
 from dmsolve.validate import agreed, check_bool, check_real
 
 from ._diagonal import refuse_rows
-from ._precision import check_precision
+from ._precision import check_precision, refuse_single_reproducible
 from ._registry import register
 
 __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
@@ -47,13 +47,18 @@ class Jacobi(Preconditioner):
     precision : {"double", "single"}
         ``"single"`` stores ``omega / diag(A)`` in float32 (half the bytes
         read per application); the product with ``r`` is still formed in
-        float64. Real matrices only.
+        float64. Real matrices only; refused with ``reproducible=True``.
+    reproducible : bool, optional
+        For ``reproducible=True`` solves (docs/reproducible.md): the
+        scaling is entrywise, the same bits for any partition. Double
+        precision only.
 
     Raises
     ------
     ValueError
         On every rank, if some diagonal entry is zero or not finite,
-        ``omega`` is not a positive real number, or ``precision`` is unknown.
+        ``omega`` is not a positive real number, ``precision`` is unknown,
+        or ``precision="single"`` with ``reproducible=True``.
     TypeError
         On every rank, for ``precision="single"`` and a complex ``A``.
 
@@ -76,6 +81,7 @@ class Jacobi(Preconditioner):
             single = check_precision("jacobi", precision, A)
             #: a scaling entry by entry: the same bits for any partition
             self.reproducible = check_bool("reproducible", reproducible)
+            refuse_single_reproducible("jacobi", single, self.reproducible)
         self.precision = "single" if single else "double"
         self.inv_diag = self.omega * checked_inverse_diagonal(A, "Jacobi")
         if single:

@@ -104,14 +104,18 @@ def search_sorted(haystack, queries, side: str = "left") -> np.ndarray:
     """``np.searchsorted(haystack, queries, side)`` of a sorted 1-D array,
     faster for many integer queries: they are sorted first (packed with
     their index, as in :func:`stable_argsort`), searched in order and the
-    answers put back. Not collective."""
+    answers put back. Mixed dtypes compare as numpy compares them, in
+    ``np.result_type`` of the two (float64 for int64 with uint64). Not
+    collective."""
     haystack, queries = np.asarray(haystack), np.asarray(queries)
     if queries.ndim != 1 or queries.size < _SMALL or haystack.size < _SMALL \
-            or queries.dtype.kind not in "iu" or haystack.dtype.kind not in "iu":
+            or queries.dtype.kind not in "iu" or haystack.dtype.kind not in "iu" \
+            or np.result_type(haystack.dtype, queries.dtype).kind not in "iu":
         return np.searchsorted(haystack, queries, side=side)
     bits = max(int(queries.size - 1).bit_length(), 1)
     lo, hi = int(queries.min()), int(queries.max())
-    if (hi - lo).bit_length() + bits > 63:
+    # the packed keys are int64: queries of 2**63 and more (uint64) do not fit
+    if (hi - lo).bit_length() + bits > 63 or hi >= 2 ** 63:
         return np.searchsorted(haystack, queries, side=side)
     packed = queries.astype(np.int64)           # a copy
     packed -= lo

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import numpy as np
 from mpi4py import MPI
 
+from .._atomic import atomic_path
 from .._layout import Layout
 from .._vector import DistVector
 from ..validate import agreed
@@ -381,13 +382,14 @@ def _fsync_dir(path: str) -> None:
 
 def write_atomic(fpath: str, data: bytes) -> None:
     """Write ``data`` to ``fpath`` through a flushed, ``fsync``-ed temporary
-    moved into place with ``os.replace``. Not collective; raises OSError."""
-    tmp = fpath + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, fpath)
+    moved into place with ``os.replace``; a failed write removes the
+    temporary and leaves ``fpath`` as it was. Not collective; raises
+    OSError."""
+    with atomic_path(fpath) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def write_rank_file(path: str, name: str, meta: dict, vectors: dict) -> dict:

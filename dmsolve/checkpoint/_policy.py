@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._atomic import discard
 from .._errors import agree
 from .._registry import Registry, split_descriptor
 from ..validate import check_int
@@ -325,7 +326,14 @@ class Checkpointer:
                 exc = OSError("cannot write checkpoint manifest in %r: %s" % (self.path, e))
             except Exception as e:  # noqa: BLE001 - agreed below, as above
                 exc = e
-        agree(comm, exc)
+        try:
+            agree(comm, exc)
+        except BaseException:
+            # a generation without its manifest is no checkpoint: remove this
+            # rank's file of it, or every failed write would leave one more
+            if entry is not None:
+                discard(os.path.join(self.path, name))
+            raise
         # the new checkpoint is durable: drop the previous generation
         for old in self._files:
             try:

@@ -64,8 +64,8 @@ COMMON_PARAMETERS = """\
         keys (:attr:`DistCSR.origin`, else the global ids), and vector
         updates avoid BLAS. ``A`` must be a float64 DistCSR and ``M`` none or
         a preconditioner built with ``reproducible=True`` (jacobi, cheby,
-        amg); others raise ValueError, a complex system TypeError. Off by
-        default."""
+        amg; in double precision: ``precision="single"`` is refused); others
+        raise ValueError, a complex system TypeError. Off by default."""
 
 COMMON_RETURNS = """\
     x : DistVector

@@ -22,7 +22,7 @@ from dmsolve.reproducible import canonical, keys_of
 from dmsolve.validate import agreed, check_bool, check_choice, check_int
 
 from .._diagonal import checked_diagonal
-from .._precision import Float32Work, check_precision
+from .._precision import Float32Work, check_precision, refuse_single_reproducible
 from .._registry import register
 from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother,
                          make_smoother)
@@ -147,9 +147,7 @@ REPRODUCIBLE_SMOOTHERS = ("chebyshev", "jacobi", "l1-jacobi")
 def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -> None:
     """The options ``reproducible=True`` cannot take. Not collective (inside
     the constructor's agreement)."""
-    if single:
-        raise ValueError("amg: reproducible=True runs in double precision; "
-                         "precision='single' is not reproducible")
+    refuse_single_reproducible("amg", single, True)
     for which, desc in (("presmoother", presmoother), ("postsmoother", postsmoother)):
         if desc[0] not in REPRODUCIBLE_SMOOTHERS:
             raise ValueError("amg(reproducible=True) needs smoothers made of matvecs (%s); "
@@ -290,7 +288,8 @@ class SmoothedAggregation(Preconditioner):
         float64 and rounded level by level as it is made; the coarsest solve
         is computed in float64 (its inverse's rows then rounded to float32; a relaxed
         coarsest level stays float64). Needs smoothers made of matvecs (``chebyshev``,
-        ``jacobi``, ``l1-jacobi``). Default ``"double"``.
+        ``jacobi``, ``l1-jacobi``). Default ``"double"``; refused with
+        ``reproducible=True``.
     progress : None, True or callable
         Report each level as it is built (``"level 1: 4096 rows, 35840
         nonzeros"``), then a summary: see :class:`dmsolve.Progress`. Given

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from bad_inputs import check_bad_input
+from full_disk import FullDiskMPI, assert_left_as_before, snapshot
 from dmsolve import DistCSR, DistVector, Layout, block_ranges, gallery, io
 from dmsolve.io import read_matrix, read_vector, write_matrix, write_vector
 from dmsolve.partition import partition, redistribute
@@ -511,3 +512,29 @@ def test_matrix_round_trip_when_ranks_own_nothing(comm, shared_tmp_path):
     io.write_matrix(path, A)
     B = io.read_matrix(path, comm)
     assert_allclose_collective(B.to_scipy().toarray(), A.to_scipy().toarray(), comm)
+
+
+@pytest.mark.parametrize("what", ["matrix", "vector"])
+def test_full_disk_leaves_the_previous_file_and_no_temporary(comm, shared_tmp_path,
+                                                             monkeypatch, what):
+    """A Matrix Market write that fills the disk part-way on the last rank raises OSError
+    on every rank, leaves the previous file byte for byte and no temporary beside it;
+    the next write that succeeds replaces it."""
+    old, new = gallery.poisson1d(7, comm), gallery.poisson2d(4, comm)
+    write = io.write_matrix
+    if what == "vector":
+        old, new = gallery.rhs(old, "random", seed=1), gallery.rhs(new, "random", seed=2)
+        write = io.write_vector
+    path = str(shared_tmp_path / "a.mtx")
+    write(path, old)
+    before = snapshot(comm, shared_tmp_path)
+    monkeypatch.setattr(io, "MPI", FullDiskMPI(failing=lambda rank: rank == comm.size - 1))
+    assert_raises_collective(comm, OSError, write, path, new, match="a.mtx")
+    monkeypatch.undo()
+    assert_left_as_before(comm, shared_tmp_path, before)
+    write(path, new)
+    if what == "vector":
+        assert_equal_collective(read_vector(path, comm).gather(), new.gather(), comm)
+    else:
+        assert_exact(read_matrix(path, comm).to_scipy(), new.to_scipy())
+    assert_equal_collective(sorted(snapshot(comm, shared_tmp_path)), ["a.mtx"], comm)

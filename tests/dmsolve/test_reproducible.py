@@ -6,6 +6,7 @@ import functools
 import hashlib
 import inspect
 import math
+import operator
 import sys
 from fractions import Fraction
 
@@ -184,6 +185,66 @@ def test_exact_sum_order_and_split_independent(comm, kind):
                        "trial %d, %d pieces" % (trial, len(pieces)), (got, whole))
             normalize(total)                             # and again: the same value
             checks.add(to_float(total[0]) == whole, "renormalised, trial %d" % trial)
+
+
+def ieee_sum(values) -> float:
+    """IEEE additions from left to right, 0.0 for no values: the correctly rounded
+    sum with IEEE's sign of a zero when every partial sum is exact, as for the
+    values it is used on here (``math.fsum`` gives the same from Python 3.12)."""
+    return functools.reduce(operator.add, values) if len(values) else 0.0
+
+
+def same_bits(a: float, b: float) -> bool:
+    """Whether two floats are the same float64, the sign of a zero included."""
+    return np.float64(a).tobytes() == np.float64(b).tobytes()
+
+
+SIGNED_ZERO_SUMS = [
+    [], [-0.0], [-0.0, -0.0], [0.0], [-0.0, 0.0], [0.0, -0.0], [1.0, -1.0], [-1.0, 1.0],
+    [-TINY, TINY], [-1.0, 1.0, -0.0], [-0.0] * 1500,              # all -0.0, three chunks
+    [-0.0] * 1500 + [0.0], [-0.0] * 700 + [1.0, -1.0] + [-0.0] * 10,
+]
+
+
+def test_exact_sum_and_dot_sign_of_zero_as_ieee(comm):
+    """exact_sum and exact_dot give the sign of a zero total as IEEE addition does:
+    -0.0 when every term is -0.0, else +0.0 (an empty sum is +0.0)."""
+    with Checks(comm) as checks:
+        for values in SIGNED_ZERO_SUMS:
+            x = np.array(values, dtype=np.float64)
+            got, want = exact_sum(x), ieee_sum(values)
+            checks.add(same_bits(got, want), "exact_sum(%d terms, first %r)"
+                       % (x.size, values[:3]), (got, want))
+            got = exact_dot(x, np.ones(x.size))
+            checks.add(same_bits(got, want), "exact_dot(x, 1), %d terms" % x.size, (got, want))
+        # -0.0 products: a signed zero times a number, and products that underflow
+        for x, y in (([-0.0, 0.0], [1.0, -1.0]), ([-1e-200, 1e-200], [1e-200, -1e-200]),
+                     ([-1e-200, 0.0], [1e-200, 1.0])):
+            got = exact_dot(np.array(x), np.array(y))
+            want = ieee_sum([a * b for a, b in zip(x, y)])
+            checks.add(same_bits(got, want), "exact_dot(%r, %r)" % (x, y), (got, want))
+
+
+@pytest.mark.parametrize("n", [0, 3, 7, 1500])
+def test_exact_dots_sign_of_zero_at_any_rank_count(comm, n):
+    """exact_dots over the ranks gives the sign of a zero total as IEEE addition of
+    all the products does: -0.0 only when every product on every rank is -0.0 (ranks
+    that own no entries included)."""
+    lay = Layout.block(n, comm)
+    sl = slice(lay.start, lay.stop)
+    ones = np.ones(n)
+    negative = np.full(n, -0.0)
+    mixed = negative.copy()
+    mixed[n - 1:] = 0.0                           # one +0.0, on the last owner
+    cancel = negative.copy()
+    k = min(n, 2)
+    cancel[:k] = [1.0, -1.0][:k]                  # nonzero terms whose sum is zero
+    cases = {"all -0.0": negative, "one +0.0": mixed, "cancelling": cancel}
+    got = exact_dots(comm, [(x[sl], ones[sl]) for x in cases.values()])
+    with Checks(comm) as checks:
+        for (name, x), g in zip(cases.items(), got):
+            want = ieee_sum(x.tolist())
+            checks.add(same_bits(g, want), "%s, n=%d" % (name, n), (g, want))
 
 
 def test_exact_dots_over_ranks_is_the_serial_exact_dot(comm):

@@ -31,6 +31,13 @@ BAD_INPUTS = [
          Layout.block(9, e.comm), 1.0), pc="jacobi")),
     ("jacobi-omega-zero", ValueError, "omega", make_pc("jacobi", omega=0.0)),
     ("jacobi-omega-nan", ValueError, "omega", make_pc("jacobi", omega=float("nan"))),
+    # reproducible mode runs in double precision, for every preconditioner alike
+    ("jacobi-single-reproducible", ValueError, "reproducible=True runs in double precision",
+     make_pc("jacobi", precision="single", reproducible=True)),
+    ("jacobi-class-single-reproducible", ValueError, "precision='single' is not reproducible",
+     lambda e: preconditioners.Jacobi(e.A, precision="single", reproducible=True)),
+    ("solve-pc-jacobi-single-reproducible", ValueError, "double precision",
+     lambda e: solve(e.A, e.b, pc=("jacobi", {"precision": "single"}), reproducible=True)),
 ]
 
 

@@ -3,7 +3,7 @@ the ``.pvtu`` index that names them (ParaView's parallel format).
 
 Arrays are base64 "binary" (a UInt64 byte count, then the little-endian
 values), uncompressed: what VTK's readers and meshio both read. Only
-:func:`write_parallel` communicates (three small agreements); the callers,
+:func:`write_parallel` communicates (four small agreements); the callers,
 :func:`topology.io.write_pvtu` and :meth:`topology.PersistenceDiagram.write_pvtu`,
 check their inputs and the path first.
 """
@@ -18,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import agree
+from dmsolve.io import commit_temporary, discard, temporary_path
 
 __all__ = ["VTK_CELL_TYPES", "vtk_type", "check_pvtu_path", "piece_paths", "write_piece", "write_index",
            "write_parallel", "GLOBAL_POINT_IDS", "GLOBAL_CELL_IDS", "GHOST_TYPE", "RESERVED"]
@@ -166,13 +167,16 @@ def write_index(path: str, sources: list[str], point_arrays, cell_arrays, *,
 def write_parallel(comm: MPI.Comm, path: str, points, cell_type, cells, point_data: dict,
                    cell_data: dict, *, point_ids, cell_ids, ghost, point_arrays,
                    cell_arrays) -> None:
-    """Every rank writes its piece (:func:`write_piece`), then rank 0 the
-    index (:func:`write_index`), once every piece is written. ``path`` has
+    """Every rank writes its piece (:func:`write_piece`) and rank 0 the index
+    (:func:`write_index`), each to a temporary beside its file
+    (:func:`dmsolve.io.temporary_path`); once every rank's writes are
+    agreed, the pieces are moved into place, then the index. ``path`` has
     been checked (ends in ``.pvtu``, writable) and ``point_arrays`` /
-    ``cell_arrays`` agreed. Collective on ``comm``: three agreements (the
-    piece directory made by rank 0, the pieces, the index); a failure on any
-    rank raises the same ``OSError`` on every rank, and a rank whose piece
-    failed removes what it wrote of it."""
+    ``cell_arrays`` agreed. Collective on ``comm``: four agreements (the
+    piece directory made by rank 0, the writes, the pieces' moves, the
+    index's); a failure on any rank raises the same ``OSError`` on every
+    rank. A write that fails (a full disk) leaves every previous piece and
+    the previous index as they were, and every temporary is removed."""
     rank = comm.Get_rank()
     piece_dir, sources = piece_paths(path, comm.Get_size())
     exc = None
@@ -184,22 +188,44 @@ def write_parallel(comm: MPI.Comm, path: str, points, cell_type, cells, point_da
                           % (piece_dir, path, e.strerror or e))
     agree(comm, exc)
     mine = os.path.join(os.path.dirname(path), sources[rank])
+    # (temporary, file) of this rank's writes; a device is written in place
+    files = [(temporary_path(mine) or mine, mine)]
+    if rank == 0:
+        files.append((temporary_path(path) or path, path))
     exc = None
     try:
-        write_piece(mine, points, cell_type, cells, point_data, cell_data,
+        write_piece(files[0][0], points, cell_type, cells, point_data, cell_data,
                     point_ids=point_ids, cell_ids=cell_ids, ghost=ghost)
     except Exception as e:  # noqa: BLE001 - agreed, whatever the file system says
         exc = OSError("cannot write piece %s of %s: %s: %s" % (mine, path, type(e).__name__, e))
+    if rank == 0 and exc is None:
         try:
-            if os.path.isfile(mine):
-                os.remove(mine)
-        except OSError:
-            pass
-    agree(comm, exc)
-    exc = None
-    if rank == 0:
-        try:
-            write_index(path, sources, point_arrays, cell_arrays, ghost=ghost is not None)
+            write_index(files[1][0], sources, point_arrays, cell_arrays,
+                        ghost=ghost is not None)
         except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
             exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
-    agree(comm, exc)
+    _agree_or_discard(comm, exc, files)
+    # the piece on every rank, then the index on rank 0: one agreement each,
+    # so the index never names a piece that was not moved into place
+    for step in range(2):
+        exc = None
+        if step < len(files) and files[step][0] != files[step][1]:
+            try:
+                commit_temporary(files[step][0])
+            except OSError as e:
+                exc = OSError("cannot write %s of %s: %s"
+                              % (files[step][1], path, e.strerror or e))
+        _agree_or_discard(comm, exc, files)
+
+
+def _agree_or_discard(comm: MPI.Comm, exc: Exception | None, files) -> None:
+    """:func:`dmsolve.agree` on ``exc``; if any rank failed, this rank's
+    temporaries of ``files`` (``(temporary, file)`` pairs; none for a device
+    written in place) are removed first. Collective on ``comm``."""
+    try:
+        agree(comm, exc)
+    except BaseException:
+        for tmp, name in files:
+            if tmp != name:
+                discard(tmp)
+        raise

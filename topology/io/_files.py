@@ -14,7 +14,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import DistVector, agree
-from dmsolve.io import check_writable
+from dmsolve.io import atomic_path, check_writable
 from dmsolve.validate import agreed, check_choice
 
 from ..core import RESERVED, check_domain, check_pvtu_path, vtk_type, write_parallel
@@ -214,7 +214,9 @@ def write_vtu(path, domain, point_data: dict | None = None,
     ValueError
         On every rank, if a field has the wrong length or layout.
     OSError
-        On every rank, if the file cannot be written.
+        On every rank, if the file cannot be written (the file is written
+        to a temporary moved into place: a failed write leaves the
+        previous file as it was, and no temporary).
     """
     check_domain(domain)
     comm = domain.comm
@@ -235,9 +237,10 @@ def write_vtu(path, domain, point_data: dict | None = None,
     if comm.Get_rank() == 0:
         points, kind, cells = mesh
         try:
-            meshio.Mesh(points, [(kind, cells)], point_data=pd,
-                        cell_data={k: [v] for k, v in cd.items()}).write(path,
-                                                                         file_format="vtu")
+            with atomic_path(path) as tmp:
+                meshio.Mesh(points, [(kind, cells)], point_data=pd,
+                            cell_data={k: [v] for k, v in cd.items()}).write(
+                                tmp, file_format="vtu")
         except Exception as e:  # noqa: BLE001 - whatever meshio raises is agreed on
             exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
     agree(comm, exc)
@@ -325,11 +328,14 @@ def write_pvtu(path, domain, point_data: dict | None = None,
     Notes
     -----
     Collective on ``domain.comm``: the checks below, one ghost exchange per
-    DistVector point field (among neighbouring ranks), and three small
-    agreements (the piece directory, the pieces, the index). Memory and
-    traffic per rank are those of its piece. Rank 0 checks that ``path``
-    can be written before anything is written; the index is written only
-    after every piece was. A piece that fails is removed by its rank.
+    DistVector point field (among neighbouring ranks), and four small
+    agreements (the piece directory, the pieces, their moves into place,
+    the index). Memory and traffic per rank are those of its piece. Rank 0
+    checks that ``path`` can be written before anything is written. Every
+    file is written to a temporary beside it; the pieces are moved into
+    place only once all are written, and the index after them: a write
+    that fails on any rank (a full disk) leaves the previous pieces and
+    index as they were, and no temporary.
 
     Raises
     ------

@@ -11,7 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import Progress, agree
-from dmsolve.io import check_writable
+from dmsolve.io import atomic_path, check_writable
 from dmsolve.validate import agreed, check_int, check_real
 
 from ..core import check_domain, check_pvtu_path, vtk_type, write_parallel
@@ -185,7 +185,9 @@ class PersistenceDiagram:
         TypeError, ValueError
             On every rank, if ``path`` is not a non-empty path.
         OSError
-            On every rank, if the file cannot be written.
+            On every rank, if the file cannot be written (the file is
+            written to a temporary moved into place: a failed write leaves
+            the previous file as it was, and no temporary).
         """
         path = check_writable(path, self.comm)
         whole = self.gather(root=0)
@@ -193,7 +195,7 @@ class PersistenceDiagram:
         if self.comm.Get_rank() == 0:
             p = whole.pairs
             try:
-                with open(path, "w") as f:
+                with atomic_path(path) as tmp, open(tmp, "w") as f:
                     f.write("dimension,birth,death,birth_vertex,death_vertex\n")
                     for row in zip(*(p[k].tolist() for k in self._FIELDS)):
                         f.write("%d,%.17g,%.17g,%d,%d\n" % row)
@@ -219,7 +221,9 @@ class PersistenceDiagram:
             On every rank, if ``domain`` is not the diagram's (another
             communicator or dimension, or fewer vertices than the pairs name).
         OSError
-            On every rank, if the file cannot be written.
+            On every rank, if the file cannot be written (the file is
+            written to a temporary moved into place: a failed write leaves
+            the previous file as it was, and no temporary).
         """
         self._check_domain(domain)
         path = check_writable(path, self.comm)
@@ -230,7 +234,8 @@ class PersistenceDiagram:
             try:
                 points = domain.vertex_coordinates(vid)
                 cells = [("vertex", np.arange(vid.size, dtype=np.int64).reshape(-1, 1))]
-                meshio.Mesh(points, cells, point_data=data).write(path, file_format="vtu")
+                with atomic_path(path) as tmp:
+                    meshio.Mesh(points, cells, point_data=data).write(tmp, file_format="vtu")
             except Exception as e:  # noqa: BLE001 - agreed, never on rank 0 alone
                 exc = OSError("cannot write %s: %s: %s" % (path, type(e).__name__, e))
         agree(self.comm, exc)
@@ -249,7 +254,7 @@ class PersistenceDiagram:
         are numbered as in the gathered diagram (``PairIdentifier``).
 
         Collective on ``comm``: the checks, two prefix sums of the kept
-        counts, then three small agreements (see
+        counts, then four small agreements (see
         :func:`topology.io.write_pvtu`). Nothing is gathered.
 
         Raises

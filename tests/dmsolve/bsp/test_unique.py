@@ -99,3 +99,51 @@ def test_search_sorted_merge_and_binary_paths(hay_size, side):
     got, want = search_sorted(hay, q, side), np.searchsorted(hay, q, side)
     with Checks(COMM) as checks:
         checks.add(np.array_equal(got, want), "search_sorted", np.flatnonzero(got != want)[:5])
+
+
+def _mixed_cases(rng) -> dict:
+    """``(haystack, queries)`` of mixed integer dtypes, with at least 4096 queries
+    in a narrow range (the sizes and spans of the packed fast path), their values
+    at the edges of the types: numpy compares them in ``np.result_type`` of the
+    two (float64 for int64 with uint64)."""
+    n = 6000
+    wide = np.sort(rng.integers(-2 ** 40, 2 ** 40, n))
+    near53 = np.sort(2 ** 53 + rng.integers(-50, 50, n))            # float64 ties them
+    high = np.sort(rng.integers(0, 10 ** 6, n).astype(np.uint64) + np.uint64(2 ** 63))
+    return {
+        "uint64-2**63-into-int64": (wide, np.full(n, 2 ** 63, np.uint64)),
+        "uint64-above-2**63-into-int64": (wide, np.uint64(2 ** 63) + np.arange(n, dtype=np.uint64)),
+        "uint64-top-into-int64": (wide, np.uint64(2 ** 64 - 1) - np.arange(n, dtype=np.uint64)),
+        "uint64-near-2**53-into-int64": (near53, (2 ** 53 + rng.integers(-60, 60, n))
+                                         .astype(np.uint64)),
+        "int64-near-2**53-into-uint64": (near53.astype(np.uint64), 2 ** 53 + rng.integers(-60, 60, n)),
+        "uint64-high-into-uint64": (high, np.uint64(2 ** 63) + rng.integers(0, 10 ** 6, n)
+                                    .astype(np.uint64)),
+        "int64-negative-into-uint64": (high, rng.integers(-10 ** 6, 10 ** 6, n)),
+        "int8-into-uint64": (np.sort(rng.integers(0, 100, n).astype(np.uint64)),
+                             rng.integers(-100, 100, n).astype(np.int8)),
+        "uint32-into-int64": (wide % 2 ** 33, rng.integers(0, 2 ** 32, n).astype(np.uint32)),
+        "int64-into-int32": (np.sort(rng.integers(-2 ** 31, 2 ** 31, n)).astype(np.int32),
+                             rng.integers(-2 ** 32, 2 ** 32, n)),
+        "int64-into-uint8": (np.sort(rng.integers(0, 256, n)).astype(np.uint8),
+                             rng.integers(-300, 300, n)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_mixed_cases(np.random.default_rng(0))))
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_search_sorted_mixed_dtypes_are_numpys(case, side):
+    """search_sorted gives np.searchsorted's answer, and raises nothing numpy does
+    not, for a haystack and queries of different integer dtypes: uint64 queries
+    of 2**63 and more into an int64 haystack, int64 into uint64, narrow and
+    wide types."""
+    hay, q = _mixed_cases(np.random.default_rng(31))[case]
+    hay = np.sort(hay)
+    want = np.searchsorted(hay, q, side)
+    with Checks(COMM) as checks:
+        try:
+            got = search_sorted(hay, q, side)
+        except Exception as e:  # noqa: BLE001 - reported as a failed check
+            checks.add(False, case, "%s: %s" % (type(e).__name__, e))
+        else:
+            checks.add(np.array_equal(got, want), case, np.flatnonzero(got != want)[:5])

@@ -17,6 +17,7 @@ import pytest
 from mpi4py import MPI
 
 from bad_inputs import check_bad_input
+from full_disk import assert_left_as_before, full_disk_open, snapshot
 from dmsolve import Layout, checkpoint as ck, gallery, solve
 from dmsolve.checkpoint import CheckpointError, _format as ckfmt
 from mpitest import (assert_allclose_collective, assert_collective, assert_equal_collective,
@@ -108,6 +109,36 @@ def test_failed_first_write_leaves_no_valid_checkpoint(comm, shared_tmp_path, mo
     monkeypatch.setattr(ckfmt, "write_atomic", real)
     assert_raises_collective(comm, CheckpointError, solve, A, b, "cg", resume=path,
                              match="manifest.json is missing")
+
+
+@pytest.mark.parametrize("what", ["rank-file-on-last-rank", "manifest"])
+def test_full_disk_leaves_the_previous_checkpoint_and_no_temporary(comm, shared_tmp_path,
+                                                                    monkeypatch, what):
+    """A write that fills the disk part-way (ENOSPC in a rank file on the last rank, or in
+    the manifest on rank 0) raises OSError on every rank, leaves the previous checkpoint
+    byte for byte and no temporary beside it; a resume from it solves as before."""
+    A, b = _problem(comm)
+    path = str(shared_tmp_path / "ck")
+    solve(A, b, "cg", rtol=1e-10, maxiter=12, checkpoint=path, checkpoint_every=10)
+    before = snapshot(comm, path)
+    assert_collective(comm, len(before) == comm.size + 1, sorted(before))
+
+    def fills(fpath):
+        if what == "manifest":
+            return os.path.basename(fpath) == ck.MANIFEST + ".tmp"
+        return fpath.endswith(".npz.tmp") and comm.rank == comm.size - 1
+
+    monkeypatch.setattr(ckfmt, "open", full_disk_open(fills), raising=False)
+    assert_raises_collective(comm, OSError, solve, A, b, "cg", rtol=1e-10, resume=path,
+                             checkpoint=path, checkpoint_every=10)
+    monkeypatch.undo()
+    assert_left_as_before(comm, path, before)
+    man = ck.read_manifest(path)
+    assert_equal_collective(man["iteration"], 10, comm)
+    x, info = solve(A, b, "cg", rtol=1e-10, resume=path)
+    x0, i0 = solve(A, b, "cg", rtol=1e-10)
+    assert_equal_collective(info.iterations, i0.iterations, comm)
+    assert_allclose_collective(x.local, x0.local, comm, rtol=0, atol=0)
 
 
 # -- refusals --------------------------------------------------------------------------

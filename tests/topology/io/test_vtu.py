@@ -15,10 +15,11 @@ from scipy.spatial import Delaunay
 
 from bad_inputs import check_bad_input
 from dmsolve import DistVector
+from full_disk import assert_left_as_before, full_disk_mesh_write, full_disk_open, snapshot
 from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
                      on_rank0)
 from topology import Grid, SimplicialComplex, critical_points, io as tio, persistence_diagram
-from topology.core import cube_cells as _cube_cells, grid_cells as _grid_cells
+from topology.core import _vtkxml as vtkxml, cube_cells as _cube_cells, grid_cells as _grid_cells
 from topology.io import read_mesh, write_pvtu, write_vtu
 from topology_cases import delaunay, uneven_rows, write_delaunay_mesh
 from topology_reference import reference_types
@@ -489,3 +490,36 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("what", ["vtu", "pvtu-piece-on-last-rank", "pvtu-index"])
+def test_full_disk_leaves_the_previous_files_and_no_temporary(shared_tmp_path, monkeypatch,
+                                                              what):
+    """A write that fills the disk part-way (the VTU file, the last rank's piece, or the
+    index) raises OSError on every rank and leaves every previous file byte for byte
+    (pieces and index) and no temporary; the next write that succeeds replaces them."""
+    d = str(shared_tmp_path)
+    g = Grid((4, 5), COMM)
+    f = np.arange(20.0)
+    path = os.path.join(d, "a.vtu" if what == "vtu" else "a.pvtu")
+    write = write_vtu if what == "vtu" else write_pvtu
+    write(path, g, point_data={"f": f})
+    before = snapshot(COMM, d)
+    if what == "vtu":
+        monkeypatch.setattr(meshio.Mesh, "write", full_disk_mesh_write)
+    else:
+        last = "_%d.vtu.tmp" % (COMM.size - 1)
+        fills = ((lambda p: p.endswith(last) and COMM.rank == COMM.size - 1)
+                 if what == "pvtu-piece-on-last-rank" else (lambda p: p.endswith(".pvtu.tmp")))
+        monkeypatch.setattr(vtkxml, "open", full_disk_open(fills), raising=False)
+    assert_raises_collective(COMM, OSError, write, path, g, point_data={"f": 2 * f},
+                             match="No space left on device")
+    monkeypatch.undo()
+    assert_left_as_before(COMM, d, before)
+    write(path, g, point_data={"f": 2 * f})
+    after = snapshot(COMM, d)
+    assert_equal_collective(sorted(after), sorted(before), COMM)
+    assert_collective(COMM, all(after[k] != before[k] for k in before if k.endswith(".vtu")),
+                      "every file rewritten")

@@ -16,9 +16,12 @@ from mpi4py import MPI
 
 import gudhi_ref
 from dmsolve import DistVector
+from full_disk import assert_left_as_before, full_disk_mesh_write, full_disk_open, snapshot
 from mpitest import (Checks, assert_collective, assert_equal_collective,
                      assert_raises_collective, on_rank0)
 from topology import Grid, SimplicialComplex, critical_points, persistence_diagram
+from topology.core import _vtkxml as vtkxml
+from topology.persistence import _diagram as diagram_module
 from topology_cases import (BENCH_CASES, DIAGRAM_MESHES, Recorder, assert_same_diagram,
                             bench_field, finite_nonzero, make_grid, make_mesh, my_share,
                             octahedron, partition_meshes, phases)
@@ -437,3 +440,36 @@ def test_oineus_freudenthal_is_ours(shape, kind):
         same = all(np.array_equal(finite_nonzero(dg.finite(d)),
                                   finite_nonzero(plain.in_dimension(d))) for d in range(3))
         assert_equal_collective(same, False, err_msg="unreversed Oineus matched")
+
+
+@pytest.mark.parametrize("what", ["csv", "vtu", "pvtu-piece-on-last-rank"])
+def test_full_disk_leaves_the_previous_file_and_no_temporary(shared_tmp_path, monkeypatch,
+                                                             what):
+    """A diagram write that fills the disk part-way (the CSV or VTU file on rank 0, the
+    last rank's piece) raises OSError on every rank, leaves the previous files byte for
+    byte and no temporary; the next write that succeeds replaces them."""
+    g, f = make_grid((7, 6), "smooth")
+    old = persistence_diagram(g, f, min_persistence=0.0)
+    new = persistence_diagram(g, 2 * f, min_persistence=0.0)
+    d = str(shared_tmp_path)
+    path = os.path.join(d, "d." + what.split("-")[0])
+    write = {"csv": lambda dg: dg.write_csv(path), "vtu": lambda dg: dg.write_vtu(path, g),
+             "pvtu": lambda dg: dg.write_pvtu(path, g)}[what.split("-")[0]]
+    write(old)
+    before = snapshot(COMM, d)
+    if what == "csv":
+        monkeypatch.setattr(diagram_module, "open", full_disk_open(), raising=False)
+    elif what == "vtu":
+        monkeypatch.setattr(meshio.Mesh, "write", full_disk_mesh_write)
+    else:
+        last = "_%d.vtu.tmp" % (COMM.size - 1)
+        monkeypatch.setattr(vtkxml, "open", full_disk_open(
+            lambda p: p.endswith(last) and COMM.rank == COMM.size - 1), raising=False)
+    assert_raises_collective(COMM, OSError, write, new, match="No space left on device")
+    monkeypatch.undo()
+    assert_left_as_before(COMM, d, before)
+    write(new)
+    after = snapshot(COMM, d)
+    assert_equal_collective(sorted(after), sorted(before), COMM)
+    assert_collective(COMM, after[os.path.basename(path)] != before[os.path.basename(path)]
+                      or what.startswith("pvtu"), "the file rewritten")
