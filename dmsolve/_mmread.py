@@ -3,6 +3,10 @@ reads what): the header on rank 0, then each rank's byte range of the
 entries, moved to line boundaries, or rank 0's scatter of a decompressed
 file; the parse, with checks that name the offending line.
 
+A piece of plain entry lines (see :mod:`dmsolve._mmread_kernels`) is
+parsed by ``fast_matrix_market``, the parser of ``scipy.io.mmread``, under
+a header of its own; any other piece, or one that parser refuses, is
+parsed by ``numpy.loadtxt`` with checks that name the offending line.
 Every error is agreed on, so every rank raises the same exception.
 """
 
@@ -19,6 +23,12 @@ import numpy as np
 from mpi4py import MPI
 
 from ._errors import agree
+from ._mmread_kernels import plain_lines
+
+try:
+    import fast_matrix_market as _fmm
+except ImportError:     # no wheel for this Python: every piece takes the checking parse
+    _fmm = None
 
 __all__ = ["read_header", "local_entries"]
 
@@ -294,6 +304,44 @@ def _parse(chunk: bytes, info: dict, first_line: int, path: str) -> np.ndarray:
     return data
 
 
+def _fast_entries(chunk: bytes, info: dict):
+    """The entries of ``chunk`` as :func:`_check_entries` gives them, or
+    None if the chunk is not plain, the parser refuses it or a check fails
+    (then the checking parse names the line). Not collective."""
+    idx, val = _columns(info)
+    if _fmm is None:
+        return None
+    count = plain_lines(np.frombuffer(chunk, dtype=np.uint8), idx, val,
+                        info["field"] == "integer")
+    if count < 0:
+        return None
+    m, n = info["shape"]
+    field = info["field"]
+    # the stored triangle as it is: local_entries expands it
+    if info["format"] == "coordinate":
+        header = b"%%%%MatrixMarket matrix coordinate %s general\n%d %d %d\n" % (
+            field.encode(), m, n, count)
+    else:
+        header = b"%%%%MatrixMarket matrix array %s general\n%d 1\n" % (field.encode(), count)
+    try:
+        if info["format"] == "coordinate":
+            (vals, (rows, cols)), _ = _fmm.read_coo(_pyio.BytesIO(header + chunk),
+                                                    parallelism=1, generalize_symmetry=False)
+            rows, cols = rows.astype(np.int64), cols.astype(np.int64)
+        else:
+            vals = _fmm.read_array(_pyio.BytesIO(header + chunk), parallelism=1).ravel()
+            rows = cols = np.zeros(count, dtype=np.int64)
+    except Exception:  # noqa: BLE001 - the checking parse names what is wrong
+        return None
+    if vals.dtype.kind in "fc" and not np.isfinite(vals).all():
+        return None
+    if info["symmetry"] == "skew-symmetric" and idx and ((rows == cols) & (vals != 0)).any():
+        return None
+    if field == "pattern":
+        vals = np.ones(count)
+    return rows, cols, vals
+
+
 def _check_entries(data: np.ndarray, info: dict, chunk: bytes, first_line: int,
                    path: str):
     """Indices (0-based) and values of parsed lines, checked: integer
@@ -373,8 +421,11 @@ def local_entries(path: str, comm: MPI.Comm, info: dict):
     rows = cols = np.zeros(0, dtype=np.int64)
     vals = np.zeros(0)
     try:
-        data = _parse(chunk, info, first_line, path)
-        rows, cols, vals = _check_entries(data, info, chunk, first_line, path)
+        got = _fast_entries(chunk, info)
+        if got is None:
+            data = _parse(chunk, info, first_line, path)
+            got = _check_entries(data, info, chunk, first_line, path)
+        rows, cols, vals = got
     except Exception as e:  # noqa: BLE001 - agreed below
         exc = _read_error(path, e)
         rows = cols = np.zeros(0, dtype=np.int64)
