@@ -304,16 +304,19 @@ def _parse(chunk: bytes, info: dict, first_line: int, path: str) -> np.ndarray:
     return data
 
 
-def _fast_entries(chunk: bytes, info: dict):
-    """The entries of ``chunk`` as :func:`_check_entries` gives them, or
-    None if the chunk is not plain, the parser refuses it or a check fails
-    (then the checking parse names the line). Not collective."""
+def _plain_count(chunk: bytes, info: dict) -> int:
+    """The number of lines of ``chunk`` if each is a plain entry line (see
+    :func:`dmsolve._mmread_kernels.plain_lines`), else -1. Not collective."""
     idx, val = _columns(info)
+    return plain_lines(np.frombuffer(chunk, dtype=np.uint8), idx, val,
+                       info["field"] == "integer")
+
+
+def _fast_entries(chunk: bytes, info: dict, count: int):
+    """The entries of the ``count`` plain lines of ``chunk`` as
+    :func:`_check_entries` gives them, or None if the parser refuses them or
+    a check fails (then the checking parse names the line). Not collective."""
     if _fmm is None:
-        return None
-    count = plain_lines(np.frombuffer(chunk, dtype=np.uint8), idx, val,
-                        info["field"] == "integer")
-    if count < 0:
         return None
     m, n = info["shape"]
     field = info["field"]
@@ -335,7 +338,8 @@ def _fast_entries(chunk: bytes, info: dict):
         return None
     if vals.dtype.kind in "fc" and not np.isfinite(vals).all():
         return None
-    if info["symmetry"] == "skew-symmetric" and idx and ((rows == cols) & (vals != 0)).any():
+    if info["symmetry"] == "skew-symmetric" and info["format"] == "coordinate" and \
+            ((rows == cols) & (vals != 0)).any():
         return None
     if field == "pattern":
         vals = np.ones(count)
@@ -415,13 +419,16 @@ def local_entries(path: str, comm: MPI.Comm, info: dict):
         agree(comm, exc)
     else:
         info, chunk = _scatter_compressed(path, comm)
-    # the file line of this rank's first byte: chunks are line-aligned
-    first_line = info["lines"] + 1 + (comm.exscan(chunk.count(b"\n")) or 0)
+    count = _plain_count(chunk, info)
+    got = None if count < 0 else _fast_entries(chunk, info, count)
+    # the file line of this rank's first byte: chunks are line-aligned (the
+    # last line of the file may lack its newline)
+    newlines = chunk.count(b"\n") if count < 0 else count - (chunk[-1:] not in (b"", b"\n"))
+    first_line = info["lines"] + 1 + (comm.exscan(newlines) or 0)
     exc = None
     rows = cols = np.zeros(0, dtype=np.int64)
     vals = np.zeros(0)
     try:
-        got = _fast_entries(chunk, info)
         if got is None:
             data = _parse(chunk, info, first_line, path)
             got = _check_entries(data, info, chunk, first_line, path)

@@ -17,74 +17,24 @@ from numba import njit
 __all__ = ["plain_lines"]
 
 _SPACE, _TAB, _CR, _LF = 32, 9, 13, 10
-_MINUS, _PLUS, _DOT = 45, 43, 46
+_MINUS, _PLUS, _DOT, _E, _SMALL_E = 45, 43, 46, 69, 101
+_ZERO, _NINE = 48, 57
 #: integers of at most this many digits fit in int64
 _MAX_DIGITS = 18
 
 
-@njit(cache=True)
-def _digits_end(buf, i):
-    """The end of the run of decimal digits starting at ``i``."""
-    n = buf.size
-    while i < n and 48 <= buf[i] <= 57:
-        i += 1
-    return i
-
-
-@njit(cache=True)
-def _integer_end(buf, i, signed):
-    """The end of an integer token at ``i`` (``-``? then 1 to 18 digits;
-    indices take no sign), or -1."""
-    if signed and i < buf.size and buf[i] == _MINUS:
-        i += 1
-    j = _digits_end(buf, i)
-    if j == i or j - i > _MAX_DIGITS:
-        return -1
-    return j
-
-
-@njit(cache=True)
-def _real_end(buf, i):
-    """The end of a real token at ``i``, ``-?(d+(.d*)?|.d+)([eE][+-]?d+)?``, or -1."""
-    n = buf.size
-    if i < n and buf[i] == _MINUS:
-        i += 1
-    j = _digits_end(buf, i)
-    digits = j - i
-    if j < n and buf[j] == _DOT:
-        k = _digits_end(buf, j + 1)
-        digits += k - j - 1
-        j = k
-    if digits == 0:
-        return -1
-    if j < n and (buf[j] == 101 or buf[j] == 69):        # e, E
-        j += 1
-        if j < n and (buf[j] == _PLUS or buf[j] == _MINUS):
-            j += 1
-        k = _digits_end(buf, j)
-        if k == j:
-            return -1
-        j = k
-    return j
-
-
-@njit(cache=True)
-def _blanks_end(buf, i):
-    n = buf.size
-    while i < n and (buf[i] == _SPACE or buf[i] == _TAB):
-        i += 1
-    return i
-
-
+# One function with the token rules written out: numba compiles calls to
+# small helpers here into code two to three times slower.
 @njit(cache=True)
 def plain_lines(buf, nindex, nvalue, integer_values):
     """The number of lines of ``buf`` (uint8) if every line is a plain entry
     line, else -1.
 
-    A plain line is ``nindex`` unsigned integers then ``nvalue`` numbers
-    (integers if ``integer_values``, else reals), separated by spaces or
-    tabs, with optional blanks before, blanks and a ``\\r`` after, and a
-    ``\\n`` at its end (the last line may lack it). Not collective.
+    A plain line is ``nindex`` indices then ``nvalue`` values, separated by
+    spaces or tabs, with optional blanks before, blanks and a ``\\r`` after,
+    and a ``\\n`` at its end (the last line may lack it). An index is 1 to
+    18 digits; an integer value the same after an optional ``-``; a real
+    value ``-?(d+(.d*)?|.d+)([eE][+-]?d+)?``. Not collective.
     """
     n = buf.size
     ntokens = nindex + nvalue
@@ -92,19 +42,45 @@ def plain_lines(buf, nindex, nvalue, integer_values):
     i = 0
     while i < n:
         for t in range(ntokens):
-            i = _blanks_end(buf, i)
-            if t < nindex:
-                i = _integer_end(buf, i, False)
-            elif integer_values:
-                i = _integer_end(buf, i, True)
+            while i < n and (buf[i] == _SPACE or buf[i] == _TAB):
+                i += 1
+            if t < nindex or integer_values:
+                if t >= nindex and i < n and buf[i] == _MINUS:
+                    i += 1
+                start = i
+                while i < n and _ZERO <= buf[i] <= _NINE:
+                    i += 1
+                if i == start or i - start > _MAX_DIGITS:
+                    return -1
             else:
-                i = _real_end(buf, i)
-            if i < 0:
-                return -1
+                if i < n and buf[i] == _MINUS:
+                    i += 1
+                start = i
+                while i < n and _ZERO <= buf[i] <= _NINE:
+                    i += 1
+                digits = i - start
+                if i < n and buf[i] == _DOT:
+                    i += 1
+                    start = i
+                    while i < n and _ZERO <= buf[i] <= _NINE:
+                        i += 1
+                    digits += i - start
+                if digits == 0:
+                    return -1
+                if i < n and (buf[i] == _SMALL_E or buf[i] == _E):
+                    i += 1
+                    if i < n and (buf[i] == _PLUS or buf[i] == _MINUS):
+                        i += 1
+                    start = i
+                    while i < n and _ZERO <= buf[i] <= _NINE:
+                        i += 1
+                    if i == start:
+                        return -1
             # a token ends at a blank, or at the line's end after the last one
             if t + 1 < ntokens and not (i < n and (buf[i] == _SPACE or buf[i] == _TAB)):
                 return -1
-        i = _blanks_end(buf, i)
+        while i < n and (buf[i] == _SPACE or buf[i] == _TAB):
+            i += 1
         if i < n and buf[i] == _CR:
             i += 1
         if i < n:
@@ -113,4 +89,3 @@ def plain_lines(buf, nindex, nvalue, integer_values):
             i += 1
         lines += 1
     return lines
-
