@@ -177,8 +177,8 @@ def _to_owners(rows, cols, vals, info: dict, comm: MPI.Comm, layout: Layout | No
     owner of its row, which sums duplicates as scipy's COO to CSR conversion
     does. Collective on ``comm``.
 
-    The entries are checked (indices in range, values finite) and the same
-    on every rank in type, so the plain exchange of
+    The entries are checked (indices in range, values finite: the rows are
+    not checked again) and of one type on every rank, so the plain exchange of
     :func:`dmsolve.partition.exchange` does: the combining superstep of
     :meth:`DistCSR.from_coo` pays for sorting keys that a file rarely repeats.
     """
@@ -189,7 +189,7 @@ def _to_owners(rows, cols, vals, info: dict, comm: MPI.Comm, layout: Layout | No
                        copy=False)
     rows, cols, vals = exchange(comm, layout.owner(rows), rows, cols, vals)
     local = sp.csr_matrix((vals, (rows - layout.start, cols)), shape=(layout.local_size, n))
-    return DistCSR.from_local_rows(local, layout)
+    return DistCSR.from_local_rows(local, layout, check_finite=False)
 
 
 def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVector:
