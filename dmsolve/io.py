@@ -187,9 +187,23 @@ def _to_owners(rows, cols, vals, info: dict, comm: MPI.Comm, layout: Layout | No
     layout = Layout.block(m, comm)._trusted() if layout is None else layout.verify()
     vals = vals.astype(np.complex128 if info["field"] == "complex" else np.float64,
                        copy=False)
-    rows, cols, vals = exchange(comm, layout.owner(rows), rows, cols, vals)
-    local = sp.csr_matrix((vals, (rows - layout.start, cols)), shape=(layout.local_size, n))
+    start, stop = layout.owned_range
+    foreign = rows.size > 0 and bool(rows.min() < start or rows.max() >= stop)
+    # one rank, or a file whose pieces hold their readers' rows: nothing to send
+    if comm.allreduce(foreign, op=MPI.LOR):
+        rows, cols, vals = exchange(comm, layout.owner(rows), rows, cols, vals)
+    local = _local_csr(rows - start if start else rows, cols, vals, (layout.local_size, n))
     return DistCSR.from_local_rows(local, layout, check_finite=False)
+
+
+def _local_csr(rows, cols, vals, shape) -> sp.csr_matrix:
+    """The CSR matrix of triplets with local rows, duplicates not yet summed.
+    Rows in order, as a file written row by row gives them, need no sort.
+    Not collective."""
+    if rows.size == 0 or bool(np.all(rows[1:] >= rows[:-1])):
+        indptr = np.searchsorted(rows, np.arange(shape[0] + 1))
+        return sp.csr_matrix((vals, cols, indptr), shape=shape)
+    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
 
 
 def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVector:

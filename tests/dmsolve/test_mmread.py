@@ -288,3 +288,21 @@ def test_integer_file_with_a_fraction_is_refused(shared_tmp_path):
     _same_message_everywhere(_put(shared_tmp_path / "i.mtx", b"\n".join(lines) + b"\n"),
                              ValueError, r"i\.mtx line %d: malformed entry .*'7\.5' is not an "
                                          r"integer" % len(lines))
+
+
+def test_rows_in_order_with_duplicates_and_columns_out_of_order(shared_tmp_path):
+    """A file written row by row, columns out of order within a row and some
+    entries repeated, reads as scipy's mmread(...).tocsr() (duplicates summed)."""
+    rng = np.random.default_rng(12)
+    lines = []
+    for i in range(1, 18):
+        cols = rng.permutation(np.arange(1, 18))[:5].tolist()
+        cols += cols[:2]                            # two repeated entries per row
+        lines += [b"%d %d %.17g" % (i, j, rng.standard_normal()) for j in cols]
+    raw = b"%%%%MatrixMarket matrix coordinate real general\n17 17 %d\n" % len(lines) \
+        + b"\n".join(lines) + b"\n"
+    path = _put(shared_tmp_path / "dup.mtx", raw)
+    A = read_matrix(path, COMM).to_scipy()
+    ref = scipy.io.mmread(path).tocsr()
+    assert_collective(COMM, A.nnz == ref.nnz == 17 * 5, "nnz %d, scipy %d" % (A.nnz, ref.nnz))
+    assert_equal_collective(A.toarray(), ref.toarray())
