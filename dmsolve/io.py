@@ -12,7 +12,8 @@ Who reads what
   entry line, else with ``numpy.loadtxt`` and a line-by-line scan that
   names the offending line. No rank holds more than its share of the file.
 - Coordinate entries go to the owners of their rows in one exchange
-  (:func:`dmsolve.partition.exchange`); each owner sums duplicates like
+  (:func:`dmsolve.partition.exchange`; skipped when every rank read only
+  its own rows, as at 1 rank); each owner sums duplicates like
   ``scipy.io.mmread`` followed by ``tocsr()`` does. Dense (``array``)
   entries know their position from an exclusive scan of line counts and
   are routed the same way.
