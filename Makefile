@@ -77,7 +77,8 @@ test-mpi: setup
 
 # The numba kernels (preconditioners/_kernels.py, topology/kernels/, topology/morse/,
 # topology/persistence/, topology/outofcore/, dmsolve/_sell_kernels.py,
-# dmsolve/krylov/_fused_kernels.py, dmsolve/_reprosum.py, dmsolve/bsp/_merge_kernel.py)
+# dmsolve/krylov/_fused_kernels.py, dmsolve/_reprosum.py, dmsolve/bsp/_merge_kernel.py,
+# dmsolve/_mmread_kernels.py)
 # index without bounds checks; this recompiles them with checks (own cache) and
 # runs their tests.
 test-boundscheck: setup
@@ -85,6 +86,7 @@ test-boundscheck: setup
 	  $(MPIEXEC) -n 3 $(PY) -m mpi4py -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) \
 	  tests/preconditioners tests/dmsolve/krylov tests/dmsolve/test_sell.py \
 	  tests/dmsolve/test_matrix.py tests/dmsolve/test_reproducible.py \
+	  tests/dmsolve/test_mmread_kernels.py tests/dmsolve/test_mmread.py \
 	  tests/dmsolve/bsp/test_unique.py tests/test_examples.py \
 	  tests/topology/morse tests/topology/persistence \
 	  tests/topology/outofcore tests/topology/core/test_rawfield.py \

@@ -3,6 +3,10 @@ reads what): the header on rank 0, then each rank's byte range of the
 entries, moved to line boundaries, or rank 0's scatter of a decompressed
 file; the parse, with checks that name the offending line.
 
+A piece of plain entry lines (see :mod:`dmsolve._mmread_kernels`) is
+parsed by ``fast_matrix_market``, the parser of ``scipy.io.mmread``, under
+a header of its own; any other piece, or one that parser refuses, is
+parsed by ``numpy.loadtxt`` with checks that name the offending line.
 Every error is agreed on, so every rank raises the same exception.
 """
 
@@ -12,6 +16,7 @@ import bz2
 import gzip
 import io as _pyio
 import lzma
+import mmap
 import os
 import warnings
 
@@ -19,6 +24,12 @@ import numpy as np
 from mpi4py import MPI
 
 from ._errors import agree
+from ._mmread_kernels import plain_lines
+
+try:
+    import fast_matrix_market as _fmm
+except ImportError:     # no wheel for this Python: every piece takes the checking parse
+    _fmm = None
 
 __all__ = ["read_header", "local_entries"]
 
@@ -172,7 +183,25 @@ def _line_start_at_or_after(f, pos: int, lo: int) -> int:
     return f.tell()
 
 
-def _read_my_lines(path: str, info: dict, comm: MPI.Comm) -> bytes:
+#: Bytes kept free before a piece of entries for the header that
+#: fast_matrix_market reads first (see :func:`_fast_entries`): the piece is
+#: read once, into place, and never copied to put a header before it.
+_ROOM = 256
+
+
+def _piece(nbytes: int) -> mmap.mmap:
+    """Memory for ``nbytes`` bytes of entries after :data:`_ROOM` free bytes."""
+    return mmap.mmap(-1, _ROOM + nbytes)
+
+
+def _piece_of(chunk: bytes) -> mmap.mmap:
+    piece = _piece(len(chunk))
+    piece[_ROOM:] = chunk
+    return piece
+
+
+def _read_my_lines(path: str, info: dict, comm: MPI.Comm) -> mmap.mmap:
+    """This rank's line-aligned byte range of the entries, as a piece."""
     lo, hi = info["offset"], info["end"]
     rank, size = comm.Get_rank(), comm.Get_size()
     nominal = [lo + (hi - lo) * r // size for r in (rank, rank + 1)]
@@ -180,8 +209,11 @@ def _read_my_lines(path: str, info: dict, comm: MPI.Comm) -> bytes:
         a = _line_start_at_or_after(f, nominal[0], lo)
         b = _line_start_at_or_after(f, nominal[1], lo) if rank + 1 < size else hi
         b = max(a, min(b, hi))
+        piece = _piece(b - a)
         f.seek(a)
-        return f.read(b - a)
+        if f.readinto(memoryview(piece)[_ROOM:]) != b - a:
+            raise ValueError("%s: the file became shorter while it was read" % path)
+    return piece
 
 
 def _line_cuts(data: bytes, size: int) -> list[int]:
@@ -294,6 +326,55 @@ def _parse(chunk: bytes, info: dict, first_line: int, path: str) -> np.ndarray:
     return data
 
 
+def _plain_count(piece: mmap.mmap, info: dict) -> int:
+    """The number of lines of the entries in ``piece`` if each is a plain
+    entry line (see :func:`dmsolve._mmread_kernels.plain_lines`), else -1.
+    Not collective."""
+    idx, val = _columns(info)
+    return plain_lines(np.frombuffer(piece, dtype=np.uint8, offset=_ROOM), idx, val,
+                       info["field"] == "integer")
+
+
+def _header_for(info: dict, count: int) -> bytes:
+    """A header of :data:`_ROOM` bytes for ``count`` lines of entries as they
+    are stored (``general``: local_entries expands the triangle), padded
+    with a comment line."""
+    m, n = info["shape"]
+    banner = b"%%%%MatrixMarket matrix %s %s general\n" % (info["format"].encode(),
+                                                           info["field"].encode())
+    sizes = (b"%d %d %d\n" % (m, n, count) if info["format"] == "coordinate"
+             else b"%d 1\n" % count)
+    return banner + b"%" + b" " * (_ROOM - len(banner) - len(sizes) - 2) + b"\n" + sizes
+
+
+def _fast_entries(piece: mmap.mmap, info: dict, count: int):
+    """The entries of the ``count`` plain lines in ``piece`` as
+    :func:`_check_entries` gives them, or None if the parser refuses them or
+    a check fails (then the checking parse names the line). Not collective."""
+    if _fmm is None:
+        return None
+    piece[:_ROOM] = _header_for(info, count)
+    piece.seek(0)
+    try:
+        if info["format"] == "coordinate":
+            (vals, (rows, cols)), _ = _fmm.read_coo(piece, parallelism=1,
+                                                    generalize_symmetry=False)
+            rows, cols = rows.astype(np.int64), cols.astype(np.int64)
+        else:
+            vals = _fmm.read_array(piece, parallelism=1).ravel()
+            rows = cols = np.zeros(count, dtype=np.int64)
+    except Exception:  # noqa: BLE001 - the checking parse names what is wrong
+        return None
+    if vals.dtype.kind in "fc" and not np.isfinite(vals).all():
+        return None
+    if info["symmetry"] == "skew-symmetric" and info["format"] == "coordinate" and \
+            ((rows == cols) & (vals != 0)).any():
+        return None
+    if info["field"] == "pattern":
+        vals = np.ones(count)
+    return rows, cols, vals
+
+
 def _check_entries(data: np.ndarray, info: dict, chunk: bytes, first_line: int,
                    path: str):
     """Indices (0-based) and values of parsed lines, checked: integer
@@ -359,22 +440,34 @@ def local_entries(path: str, comm: MPI.Comm, info: dict):
     entry count).
     """
     if _decompressor(path) is None:
-        chunk, exc = b"", None
+        piece, exc = _piece(0), None
         try:
-            chunk = _read_my_lines(path, info, comm)
+            piece = _read_my_lines(path, info, comm)
         except Exception as e:  # noqa: BLE001 - agreed below
             exc = _read_error(path, e)
         agree(comm, exc)
     else:
         info, chunk = _scatter_compressed(path, comm)
-    # the file line of this rank's first byte: chunks are line-aligned
-    first_line = info["lines"] + 1 + (comm.exscan(chunk.count(b"\n")) or 0)
+        piece = _piece_of(chunk)
+        del chunk
+    count = _plain_count(piece, info)
+    got = None if count < 0 else _fast_entries(piece, info, count)
+    # the bytes for the checking parse, when it runs
+    chunk = piece[_ROOM:] if got is None else b""
+    # the file line of this rank's first byte: pieces are line-aligned (the
+    # last line of the file may lack its newline)
+    ends_open = len(piece) > _ROOM and piece[-1:] != b"\n"
+    piece.close()
+    newlines = chunk.count(b"\n") if got is None else count - ends_open
+    first_line = info["lines"] + 1 + (comm.exscan(newlines) or 0)
     exc = None
     rows = cols = np.zeros(0, dtype=np.int64)
     vals = np.zeros(0)
     try:
-        data = _parse(chunk, info, first_line, path)
-        rows, cols, vals = _check_entries(data, info, chunk, first_line, path)
+        if got is None:
+            data = _parse(chunk, info, first_line, path)
+            got = _check_entries(data, info, chunk, first_line, path)
+        rows, cols, vals = got
     except Exception as e:  # noqa: BLE001 - agreed below
         exc = _read_error(path, e)
         rows = cols = np.zeros(0, dtype=np.int64)

@@ -7,13 +7,16 @@ Who reads what
   the entries begin and the number of header lines.
 - Every rank then reads one contiguous byte range of the entries (``1/p``
   of the data section, moved to line boundaries so that every line is read
-  by exactly one rank) and parses it (``numpy.loadtxt``, with a line-by-line
-  scan that names the offending line when that fails). No rank holds more
-  than its share of the file.
-- Coordinate entries go to the owners of their rows with
-  ``DistCSR.from_coo`` (one BSP superstep; duplicates are summed like
-  ``scipy.io.mmread`` does); dense (``array``) entries know their position
-  from an exclusive scan of line counts and are routed the same way.
+  by exactly one rank) and parses it: with ``fast_matrix_market`` (the
+  parser of ``scipy.io.mmread``) when every line of the range is a plain
+  entry line, else with ``numpy.loadtxt`` and a line-by-line scan that
+  names the offending line. No rank holds more than its share of the file.
+- Coordinate entries go to the owners of their rows in one exchange
+  (:func:`dmsolve.partition.exchange`; skipped when every rank read only
+  its own rows, as at 1 rank); each owner sums duplicates like
+  ``scipy.io.mmread`` followed by ``tocsr()`` does. Dense (``array``)
+  entries know their position from an exclusive scan of line counts and
+  are routed the same way.
 - Symmetric, skew-symmetric and Hermitian files are expanded to the full
   matrix while parsing.
 - Compressed files (``.gz``, ``.bz2``, ``.xz``) cannot be split by bytes:
@@ -172,7 +175,41 @@ def read_matrix(path, comm: MPI.Comm, layout: Layout | None = None):
         # a dense file becomes a sparse matrix: its zeros are not stored
         nz = vals != 0
         rows, cols, vals = rows[nz], cols[nz], vals[nz]
-    return DistCSR.from_coo(rows, cols, vals, (m, n), comm, layout=layout)
+    return _to_owners(rows, cols, vals, info, comm, layout)
+
+
+def _to_owners(rows, cols, vals, info: dict, comm: MPI.Comm, layout: Layout | None):
+    """The DistCSR of the entries every rank read: each entry is sent to the
+    owner of its row, which sums duplicates as scipy's COO to CSR conversion
+    does. Collective on ``comm``.
+
+    The entries are checked (indices in range, values finite: the rows are
+    not checked again) and of one type on every rank, so the plain exchange of
+    :func:`dmsolve.partition.exchange` does: the combining superstep of
+    :meth:`DistCSR.from_coo` pays for sorting keys that a file rarely repeats.
+    """
+    m, n = info["shape"]
+    # the same ranges on every rank before routing by them
+    layout = Layout.block(m, comm)._trusted() if layout is None else layout.verify()
+    vals = vals.astype(np.complex128 if info["field"] == "complex" else np.float64,
+                       copy=False)
+    start, stop = layout.owned_range
+    foreign = rows.size > 0 and bool(rows.min() < start or rows.max() >= stop)
+    # one rank, or a file whose pieces hold their readers' rows: nothing to send
+    if comm.allreduce(foreign, op=MPI.LOR):
+        rows, cols, vals = exchange(comm, layout.owner(rows), rows, cols, vals)
+    local = _local_csr(rows - start if start else rows, cols, vals, (layout.local_size, n))
+    return DistCSR.from_local_rows(local, layout, check_finite=False)
+
+
+def _local_csr(rows, cols, vals, shape) -> sp.csr_matrix:
+    """The CSR matrix of triplets with local rows, duplicates not yet summed.
+    Rows in order, as a file written row by row gives them, need no sort.
+    Not collective."""
+    if rows.size == 0 or bool(np.all(rows[1:] >= rows[:-1])):
+        indptr = np.searchsorted(rows, np.arange(shape[0] + 1))
+        return sp.csr_matrix((vals, cols, indptr), shape=shape)
+    return sp.csr_matrix((vals, (rows, cols)), shape=shape)
 
 
 def read_vector(path, comm: MPI.Comm, layout: Layout | None = None) -> DistVector:

@@ -52,7 +52,8 @@ def kernels() -> dict[str, object]:
     modules = [info.name for pkg in (preconditioners, topology)
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
-                              "dmsolve._reprosum", "dmsolve.bsp._merge_kernel"]:
+                              "dmsolve._reprosum", "dmsolve.bsp._merge_kernel",
+                              "dmsolve._mmread_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
@@ -76,8 +77,12 @@ def _cached(dispatcher) -> bool:
 
 def warm_products(comm) -> None:
     """A sliced-ELL matvec and rmatvec (the format DistCSR's products choose
-    on blocks of 1024 rows or more)."""
+    on blocks of 1024 rows or more), and the Matrix Market reader's scan of
+    its entry lines."""
     import dmsolve.gallery as gallery
+    from dmsolve._mmread_kernels import plain_lines
+
+    plain_lines(np.frombuffer(b"1 1 1.0\n", dtype=np.uint8), 2, 1, False)
 
     A = gallery.poisson2d(12, comm)
     A.set_local_format("sell")
