@@ -272,14 +272,13 @@ def test_numpy_callback_and_x0_mb():
     assert_raises_collective(COMM, ValueError, dmsolve.cg, A, b, x0="M b", match="Mb")
 
 
+@pytest.mark.mpi(min_size=2)
 def test_ranks_passing_different_kinds_of_m_are_refused_everywhere():
     """A scipy M on some ranks and a callable on others is refused on every rank."""
     A, b, _ = _scipy_system()
     D = sp.diags(1.0 / A.diagonal(), format="csr")
     M = D if COMM.rank == 0 else (lambda r: D @ r)
-    if COMM.size > 1:
-        assert_raises_collective(COMM, ValueError, dmsolve.cg, A, b, M=M,
-                                 match="different kinds")
+    assert_raises_collective(COMM, ValueError, dmsolve.cg, A, b, M=M, match="different kinds")
 
 
 # -- scipy's tolerances and a zero x0 ---------------------------------------------------
