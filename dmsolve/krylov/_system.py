@@ -47,9 +47,10 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
     objects, the same on every rank, as scipy takes them: they are
     distributed first (:func:`dmsolve._interop_inputs.distribute_system`),
     and when ``b`` is a numpy array the solve returns ``x`` as one
-    (``System.numpy_out``) and the callback receives the iterate as one. A scipy ``M`` with a distributed ``A`` becomes
-    a distributed operator on ``A``'s layout. ``x0="Mb"`` starts from
-    ``M b`` (``b`` without ``M``), as scipy's.
+    (``System.numpy_out``) and the callback receives the iterate as one. A
+    scipy ``M`` with a distributed ``A`` becomes a distributed operator on
+    ``A``'s layout. ``x0="Mb"`` starts from ``M b`` (``b`` without ``M``),
+    as scipy's.
 
     Collective on the operator's communicator: the checks at the door
     (:func:`~dmsolve.krylov._check.check_solve`, after ``check()``) are
