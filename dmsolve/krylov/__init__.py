@@ -2,15 +2,18 @@
 BiCGStab and MINRES, with PETSc-style convergence reporting.
 
 Every solver has scipy's signature, ``method(A, b, x0=None, *, rtol=1e-5,
-atol=0.0, maxiter=None, M=None, callback=None, ...)``, returns ``(x, info)``
-with ``info`` a :class:`SolveInfo`, and is collective on ``A.comm``. The
+atol=0.0, maxiter=None, M=None, callback=None, ...)``, takes scipy's inputs
+too (a scipy matrix or ``LinearOperator`` and numpy vectors, the same on
+every rank), returns ``(x, info)`` with ``info`` a :class:`SolveInfo` (and
+``x`` a numpy array when ``b`` was one), and is collective on ``A.comm``. The
 checks at their door (:func:`check_system`, :func:`check_gmres_options`) are
 public so that other backends (``dmsolve.petsc``) refuse the same inputs.
 
 How it is built, as scipy's iterative solvers (its ``_isolve`` package): a
 thin shared entry, small parts, and one short loop per method.
 
-- The entry, ``_system.make_system``: the checks at the door (``_check``:
+- The entry, ``_system.make_system``: scipy's global inputs distributed
+  (``dmsolve._interop_inputs``), the checks at the door (``_check``:
   shapes, layouts, communicators, dtypes, tolerances, ``x0``, ``M``,
   reproducible inputs), agreed across ranks, then the set-up of a
   ``System``: the work vectors, the null space, the symmetry test, ``||b||``.

@@ -91,6 +91,18 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     >>> x, info = dmsolve.cg(A, b, rtol=1e-8, M=preconditioners.make("amg", A))
     >>> print(info.converged, info.reason, info.iterations)
     True ConvergedReason.RTOL 8
+
+    As scipy takes them, a scipy matrix and a numpy vector, the same on
+    every rank; ``x`` comes back as a numpy array on every rank. The 1-D
+    Laplacian with ``b = 1`` has the solution ``x_i = i (n + 1 - i) / 2``:
+
+    >>> import scipy.sparse as sp
+    >>> T = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(50, 50), format="csr")
+    >>> x, info = dmsolve.cg(T, np.ones(50), rtol=1e-10)
+    >>> print(type(x).__name__, info.converged, info.iterations)
+    ndarray True 25
+    >>> print(x[:3].round(3))
+    [25. 49. 72.]
     """
     s = make_system("cg", A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, M=M,
                     reproducible=reproducible,

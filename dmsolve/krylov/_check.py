@@ -5,6 +5,7 @@ methods only (:func:`check_solve`)."""
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -33,7 +34,7 @@ class CheckedSystem:
         ``A`` through :func:`~dmsolve.aslinearoperator` (a ``DistCSR`` is
         itself), square with equal row and column layouts.
     rtol, atol : float
-        Finite and non-negative.
+        Non-negative; finite, or ``+inf`` with ``infinite_tolerances``.
     divtol : float or None
         Finite and non-negative, or None (no divergence test).
     maxiter : int
@@ -88,8 +89,24 @@ def _check_monitor(monitor):
     return monitor
 
 
+def _check_tolerance(name: str, value, infinite: bool) -> float:
+    """``rtol`` or ``atol`` as a non-negative float; ``+inf`` too when
+    ``infinite`` (then the stopping test is met at once, as scipy's).
+    ``atol=None`` and ``atol="legacy"``, which scipy once took and now
+    refuses with ValueError, are refused alike. Not collective."""
+    if name == "atol" and (value is None or (isinstance(value, str) and value == "legacy")):
+        raise ValueError("atol must be a non-negative real number, got %r (scipy's former "
+                         "atol=None and atol='legacy' are no longer taken; give a number)"
+                         % (value,))
+    if infinite and isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) \
+            and value == math.inf:
+        return math.inf
+    return check_real(name, value, low=0.0)
+
+
 def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
-                 callback=None, monitor=None, nullspace=None) -> CheckedSystem:
+                 callback=None, monitor=None, nullspace=None,
+                 infinite_tolerances: bool = False) -> CheckedSystem:
     """Check the arguments every Krylov solve shares, as scipy's ``make_system``.
 
     The one door of :func:`dmsolve.krylov.cg` and its siblings and of
@@ -102,6 +119,10 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
         The method's name, put before layout messages (``"cg: b has ..."``).
     A, b, x0, rtol, atol, maxiter, divtol, callback, monitor, nullspace
         As in :func:`dmsolve.krylov.cg`.
+    infinite_tolerances : bool, optional
+        Take ``rtol`` or ``atol`` equal to ``+inf`` (a stopping test met at
+        once, as scipy's): dmsolve's own methods do; the PETSc backend,
+        whose KSP takes finite tolerances only, does not.
 
     Returns
     -------
@@ -111,12 +132,14 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
     ------
     TypeError
         ``A`` is not a distributed operator, a vector is not a DistVector or
-        neither real nor complex, a tolerance is not a real number, ``maxiter`` not an
+        neither real nor complex, a tolerance is not a real number (but
+        ``atol=None`` and ``"legacy"``: ValueError, as scipy), ``maxiter`` not an
         integer, ``callback`` not callable, ``monitor`` neither a bool, an
         int nor callable.
     ValueError
         ``A`` not square with equal layouts, a vector on another layout or
-        communicator, a negative or non-finite tolerance, a negative
+        communicator, ``atol`` None or ``"legacy"``, a negative or NaN
+        tolerance, an infinite one (unless ``infinite_tolerances``), a negative
         ``maxiter``, an int ``monitor`` below 1, an empty null space, or
         NaN/infinite entries in ``b`` or ``x0``. The finiteness test is the
         only one whose answer can differ between ranks, and it comes last.
@@ -135,8 +158,8 @@ def check_system(method: str, A, b, x0=None, *, rtol, atol, maxiter, divtol,
     _check_vector(method, "b", b, A.row_layout)
     if x0 is not None:
         _check_vector(method, "x0", x0, A.col_layout)
-    rtol = check_real("rtol", rtol, low=0.0)
-    atol = check_real("atol", atol, low=0.0)
+    rtol = _check_tolerance("rtol", rtol, infinite_tolerances)
+    atol = _check_tolerance("atol", atol, infinite_tolerances)
     divtol = check_real("divtol", divtol, low=0.0, allow_none=True)
     maxiter = check_int("maxiter", maxiter, low=0, allow_none=True)
     if maxiter is None:
@@ -218,7 +241,8 @@ def check_solve(method: str, A, b, x0, M, *, rtol, atol, maxiter, divtol, callba
     # the same door as solve(..., backend="petsc"); its last check is the
     # only rank-dependent one (finiteness)
     s = check_system(method, A, b, x0, rtol=rtol, atol=atol, maxiter=maxiter, divtol=divtol,
-                     callback=callback, monitor=monitor, nullspace=nullspace)
+                     callback=callback, monitor=monitor, nullspace=nullspace,
+                     infinite_tolerances=True)
     check_bool("check", check_symmetry)
     if symmetric:
         _check_symmetric_pc(method, M)

@@ -7,14 +7,23 @@ __all__ = ["document", "COMMON_PARAMETERS", "COMMON_SECTIONS"]
 
 
 COMMON_PARAMETERS = """\
-    A : distributed operator
+    A : distributed operator, scipy sparse matrix, ndarray or LinearOperator
         ``DistCSR``, :class:`~dmsolve.DistLinearOperator` or anything with
-        ``row_layout == col_layout`` and ``matvec(x, out=None)``.
-    b : DistVector
-        Right-hand side on ``A.row_layout``; finite. A complex ``A``, ``b``
-        or ``x0`` makes the solve complex (see Notes).
-    x0 : DistVector, optional
-        Initial guess on ``A.col_layout`` (zeros by default). Never modified.
+        ``row_layout == col_layout`` and ``matvec(x, out=None)``. Or, as
+        scipy takes it, the same global object on every rank: a scipy
+        sparse matrix or 2-D array is distributed in block rows
+        (``DistCSR.from_global(A, MPI.COMM_WORLD)``); a scipy
+        ``LinearOperator`` is applied by every rank to the gathered vector,
+        keeping its own rows (as :func:`dmsolve.solve` does).
+    b : DistVector or ndarray
+        Right-hand side on ``A.row_layout``; finite. With a global ``A``, a
+        numpy array, the same on every rank: ``x`` then comes back as a
+        numpy array on every rank (see Returns). A complex ``A``, ``b`` or
+        ``x0`` makes the solve complex (see Notes).
+    x0 : DistVector, ndarray or "Mb", optional
+        Initial guess on ``A.col_layout`` (zeros by default; a numpy array
+        with a global ``A``); ``"Mb"`` starts from ``M b`` (``b`` without
+        ``M``), as scipy's. Never modified.
     rtol, atol : float, keyword-only
         Stopping test ``||r|| <= max(rtol*||b||, atol)`` with ``||.||`` the
         norm named by ``info.norm_type``; a convergence it claims is then
@@ -25,10 +34,16 @@ COMMON_PARAMETERS = """\
     M : preconditioner, optional
         An approximation of ``A^{-1}``: an object with ``apply(r, out=None)``,
         an operator with ``matvec(x, out=None)``, or a callable ``M(r)``,
-        each returning a DistVector.
+        each returning a DistVector. As scipy's ``M``: a scipy
+        ``LinearOperator``, sparse matrix or 2-D array (the same on every
+        rank; a matrix is distributed on ``A``'s rows, an operator applied
+        to the gathered vector), and, with a global ``A``, a callable
+        ``M(r)`` taking and returning global numpy vectors.
     callback : callable, optional
         ``callback(xk)`` after every iteration with the current iterate
         (a work vector: copy it to keep it). Called ``info.iterations`` times.
+        When ``b`` was a numpy array, ``xk`` is the whole iterate as a numpy
+        array on every rank, as scipy gives it (a gather per call).
     nullspace : DistVector or sequence of DistVector, optional
         A basis of the null space of ``A`` for singular consistent systems
         (e.g. the constant vector for a Neumann or graph Laplacian). It is
@@ -68,8 +83,12 @@ COMMON_PARAMETERS = """\
         raise ValueError, a complex system TypeError. Off by default."""
 
 COMMON_RETURNS = """\
-    x : DistVector
-        The approximate solution on ``A.col_layout`` (a new vector).
+    x : DistVector or ndarray
+        The approximate solution on ``A.col_layout`` (a new vector); when
+        ``b`` was a numpy array, the whole solution as a numpy array on
+        every rank (float64, or complex128 for a complex system), where
+        scipy returns ``(x, info)`` with an int ``info``: here ``info`` stays
+        a :class:`SolveInfo` (``info.converged`` is scipy's ``info == 0``).
     info : SolveInfo
         Convergence report, the same on every rank: ``converged``, ``reason``,
         ``iterations``, ``residual_norms``, ``norm_type``,

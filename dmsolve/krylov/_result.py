@@ -19,7 +19,9 @@ def finish(s, reason: ConvergedReason, iterations: int,
     ``s`` is the solve (:class:`~dmsolve.krylov._system.System`); ``extra``
     goes into ``info.extra``. Collective (one reduction, plus one matvec and
     one reduction for the true residual when it is not known). Returns
-    ``(x, info)``; raises :class:`ConvergenceError` on every rank instead
+    ``(x, info)``, ``x`` a DistVector, or a numpy array on every rank when
+    ``b`` was given as one (``s.numpy_out``); raises
+    :class:`ConvergenceError` on every rank instead
     with ``raise_on_failure=True`` and no convergence.
     """
     true_rnorm = s.truth.final(reason)
@@ -45,6 +47,9 @@ def finish(s, reason: ConvergedReason, iterations: int,
     s.red.reduce(0)                 # the final agreement (counted above)
     if s.raise_on_failure:
         info.check()
+    if s.numpy_out:
+        # scipy's inputs, scipy's output: the global x on every rank
+        return s.x.gather(), info
     return s.x, info
 
 

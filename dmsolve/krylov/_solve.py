@@ -89,7 +89,10 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
         ``preconditioners.make(name, A, **options)`` (e.g. ``"jacobi"``,
         ``("jacobi", {"omega": 0.8})``). Its set-up time is added to
         ``info.setup_seconds``, and numba's compilation of its kernels (on
-        a first run) to ``info.extra["compile_seconds"]`` instead.
+        a first run) to ``info.extra["compile_seconds"]`` instead. As
+        scipy's ``M`` (see :func:`dmsolve.krylov.cg`): a scipy
+        ``LinearOperator``, sparse matrix or 2-D array, or, with a global
+        ``A``, a callable ``M(r)`` on numpy vectors.
     **options
         Passed to the method: ``x0``, ``rtol``, ``atol``, ``maxiter``,
         ``callback``, ``nullspace``, ``monitor``, ``raise_on_failure``, ...
@@ -165,7 +168,7 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
     >>> print(np.allclose(x, spla.spsolve(T, np.ones(50))))
     True
     """
-    A, b, finish = distribute_inputs(A, b, comm, options)
+    A, b, pc, finish = distribute_inputs(A, b, comm, options, pc)
     run = BACKENDS[backend]
     if backend != "dmsolve" and check_bool("reproducible", options.get("reproducible", False)):
         # a rank-independent fact: raised alike on every rank

@@ -54,14 +54,19 @@ class StoppingTest:
         self.bnorm: float | None = None
         self.rnorm0: float | None = None
 
+    def relative(self) -> float:
+        """``rtol*||b||``, 0 when ``||b||`` is (also for ``rtol = inf``, which
+        would make it NaN). Not collective."""
+        return self.rtol * self.bnorm if self.bnorm else 0.0
+
     def tolerance(self) -> float:
         """``max(rtol*||b||, atol)``, the right side of the stopping test. Not collective."""
-        return max(self.rtol * self.bnorm, self.atol)
+        return max(self.relative(), self.atol)
 
     def converged_reason(self) -> ConvergedReason:
         """Which converged reason a norm that meets the test gives: ``RTOL``
         when ``rtol*||b||`` is the larger side, else ``ATOL``. Not collective."""
-        return ConvergedReason.RTOL if self.rtol * self.bnorm >= self.atol \
+        return ConvergedReason.RTOL if self.relative() >= self.atol \
             else ConvergedReason.ATOL
 
     def test(self, it: int, rnorm: float) -> ConvergedReason | None:
@@ -76,7 +81,7 @@ class StoppingTest:
             self._guard(self.monitor, it, rnorm)
         if not math.isfinite(rnorm):
             return ConvergedReason.NANORINF
-        if rnorm <= max(self.rtol * self.bnorm, self.atol):
+        if rnorm <= self.tolerance():
             return self.converged_reason()
         if self.rnorm0 is None:
             self.rnorm0 = rnorm

@@ -10,6 +10,8 @@ import numpy as np
 from .. import _repro
 from .._compile import Stopwatch
 from .._errors import agree
+from .._interop_inputs import (distribute_system, global_preconditioner, is_global_operator,
+                               is_scipy_preconditioner)
 from .._layout import Layout
 from .._vector import DistVector
 from ._check import CheckedSolve, check_solve
@@ -41,6 +43,15 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
     TypeError/ValueError); ``symmetric``, the method needs a symmetric
     preconditioner; ``check_symmetry``, the user's ``check=``.
 
+    ``A``, ``b``, ``x0``, ``M`` and ``nullspace`` may be global (numpy/scipy)
+    objects, the same on every rank, as scipy takes them: they are
+    distributed first (:func:`dmsolve._interop_inputs.distribute_system`),
+    and when ``b`` is a numpy array the solve returns ``x`` as one
+    (``System.numpy_out``) and the callback receives the iterate as one. A
+    scipy ``M`` with a distributed ``A`` becomes a distributed operator on
+    ``A``'s layout. ``x0="Mb"`` starts from ``M b`` (``b`` without ``M``),
+    as scipy's.
+
     Collective on the operator's communicator: the checks at the door
     (:func:`~dmsolve.krylov._check.check_solve`, after ``check()``) are
     agreed across ranks, so every rank raises the same exception; then the
@@ -49,6 +60,20 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
     from is read and the monitor started.
     """
     watch = Stopwatch()
+    mb = isinstance(x0, str)
+    if mb:
+        if x0 != "Mb":
+            raise ValueError("%s: x0 must be None, 'Mb' or a vector, got %r" % (method, x0))
+        x0 = None
+    numpy_out = False
+    if is_global_operator(A):
+        # scipy's inputs, the same on every rank: distributed in block rows
+        g = distribute_system(A, b, x0, M, nullspace)
+        A, b, x0, M, nullspace, numpy_out = g.A, g.b, g.x0, g.M, g.nullspace, g.numpy_out
+        if numpy_out and callable(callback):
+            callback = _numpy_callback(callback)
+    elif is_scipy_preconditioner(M) and isinstance(getattr(A, "row_layout", None), Layout):
+        M = global_preconditioner(M, A, numpy_callable=False)
     comm = None
     for owner in (A, b):
         lay = getattr(owner, "row_layout", None) or getattr(owner, "layout", None)
@@ -72,6 +97,7 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
     agree(comm, exc)
     s = System(method, comm, door, b, x0, watch=watch, slots=slots,
                reproducible=reproducible, raise_on_failure=raise_on_failure)
+    s.numpy_out = numpy_out
     s.red.reductions += 1                       # the agreement above
     # a layout whose ranges differ between ranks would make every product
     # read uninitialised memory: checked once per layout (no-op once agreed)
@@ -87,11 +113,26 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
             c = s.nullspace.c
             removed = float(s.dot(c, c).real)  # ||b - P b||^2 (Q orthonormal)
     s.trivial_pc = s.pc is None and s.nullspace is None
+    if mb:
+        # scipy's x0="Mb": start from M b (b itself without M)
+        s.precondition(s.b, s.x)
+        s.x0_is_zero = False
     if check_symmetry:
         verify_symmetry(s)
 
     s.red.put(0, s.b.local, s.b.local)
-    s.b2norm = math.sqrt(s.red.reduce(1)[0].real)
+    slots = 1
+    if not s.x0_is_zero:
+        # a zero x0 (scipy's tests pass 0*b) saves the product of the first
+        # residual, as scipy saves it: its entries that are not zero, counted
+        # exactly (a norm of tiny entries would underflow) in the same reduction
+        nonzero = (s.x.local != 0).astype(np.float64)
+        s.red.put(1, nonzero, nonzero)
+        slots = 2
+    sums = s.red.reduce(slots)
+    s.b2norm = math.sqrt(sums[0].real)
+    if slots == 2 and sums[1].real == 0:
+        s.x0_is_zero = True
     if removed is not None:
         whole = math.sqrt(s.b2norm ** 2 + removed)
         s.extra["nullspace_removed"] = math.sqrt(removed) / whole if whole else 0.0
@@ -104,6 +145,14 @@ def make_system(method: str, A, b, x0, *, rtol, atol, maxiter, M, callback, null
     if monitor is not None and hasattr(monitor, "start"):
         s.red.guard(monitor.start, method, comm)
     return s
+
+
+def _numpy_callback(callback):
+    """``callback`` called with the whole iterate as a numpy array on every
+    rank, as scipy calls it (one ``Allgatherv`` per call)."""
+    def gathered(x: DistVector):
+        return callback(x.gather())
+    return gathered
 
 
 class System:
@@ -132,7 +181,10 @@ class System:
     x : DistVector
         The iterate, a new vector (``x0`` copied in).
     x0_is_zero : bool
-        ``x`` is the zero initial guess (``r = b`` without a product).
+        ``x`` is the zero initial guess (``r = b`` without a product): no
+        ``x0``, or one whose entries are all zero.
+    numpy_out : bool
+        ``b`` was a numpy array: the solve returns ``x.gather()``.
     b2norm : float
         ``||b||_2``.
     layout : Layout
@@ -186,6 +238,7 @@ class System:
         # Work vectors live on the column layout (== row layout, checked).
         self.layout = self.A.col_layout
         self.x0_is_zero = x0 is None
+        self.numpy_out = False                  # set by make_system
         self.x = self.vector()
         if x0 is not None:
             np.copyto(self.x.local, x0.local)

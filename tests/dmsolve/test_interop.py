@@ -62,6 +62,24 @@ def test_solve_takes_scipy_and_numpy_inputs(comm, form):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.parametrize("form", ["sparse", "linear-operator", "callable"])
+def test_solve_takes_scipy_preconditioners(comm, form):
+    """solve() takes a scipy matrix, LinearOperator or a callable on numpy vectors as pc,
+    as the methods take M: the iterations of the same Jacobi as a DistCSR."""
+    A, b, ref = _system()
+    D = sp.diags(1.0 / A.diagonal(), format="csr")
+    pc = {"sparse": D, "linear-operator": spla.aslinearoperator(D),
+          "callable": lambda r: D @ r}[form]
+    x, info = dmsolve.solve(A, b, "gmres", pc=pc, rtol=1e-12)
+    Ad = DistCSR.from_global(A, comm)
+    _, expected = dmsolve.solve(Ad, DistVector.from_global(b, Ad.row_layout), "gmres",
+                                pc=DistCSR.from_global(D, comm), rtol=1e-12)
+    assert_collective(comm, info.converged and info.iterations == expected.iterations,
+                      "%s against %s" % (info, expected))
+    assert_allclose_collective(x, ref, comm, rtol=1e-9)
+
+
+@pytest.mark.timeout(600)
 def test_solve_numpy_x0_and_nullspace_with_a_global_matrix(comm):
     """A global matrix takes a numpy x0 and a numpy null space."""
     # a singular consistent system: the 1D Neumann Laplacian, constant null space
