@@ -7,6 +7,9 @@ exits 1 if there is one. The rules:
 - no import cycle among the modules of dmsolve, preconditioners and topology,
   counting imports inside functions; a function imports only optional
   extras (petsc4py, matplotlib, ...), never the project's own modules;
+- numba is imported in one place, inside the functions of dmsolve/jit.py
+  (kernels are declared with ``dmsolve.jit.njit`` and made on their first
+  call), so that importing the packages loads no numba;
 - the subpackages import one way (no cycle among folders either), and no
   private name (``_x``) is imported from another subpackage;
 - no module over 800 lines unless it is a numba kernel file (every function
@@ -33,6 +36,8 @@ MAX_POSITIONAL = 8
 #: and heavy packages only some calls need.
 LAZY_ALLOWED = ("petsc4py", "matplotlib", "pyamg", "gudhi", "schurilu", "networkx",
                 "sphinx", "psutil", "resource")
+#: The one module that imports numba, at a kernel's first call.
+JIT_MODULE = "dmsolve/jit.py"
 #: In topology, the folder whose classes may ask what kind a domain is.
 DOMAIN_FOLDER = "topology/domains"
 #: Attributes whose test is a question about a domain's kind.
@@ -190,6 +195,12 @@ def check_code(root: str) -> list[str]:
             own = _own(target, mods)
             if own is None:
                 top = target.split(".")[0]
+                if top == "numba":
+                    if rel != JIT_MODULE or not in_function:
+                        problems.append("%s:%d: imports %s (kernels take njit from dmsolve.jit, "
+                                        "which loads numba on their first call)"
+                                        % (rel, line, target))
+                    continue
                 if in_function and top not in LAZY_ALLOWED:
                     problems.append("%s:%d: imports %s inside a function" % (rel, line, target))
                 continue

@@ -22,11 +22,11 @@ import os
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
 from dmsolve.bsp import sorted_unique
+from dmsolve.jit import njit
 from dmsolve.validate import agreed
 
 from ..core import RawField, link_structure

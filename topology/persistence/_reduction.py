@@ -12,13 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit, types
-from numba.typed import List
 
 from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
+from dmsolve.jit import njit, numba_attribute
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
+
+# numba's typed lists, for the kernels below and the columns they keep
+types = numba_attribute("numba", "types")
+List = numba_attribute("numba.typed", "List")
 
 
 @njit(cache=True)
