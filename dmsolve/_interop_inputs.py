@@ -6,11 +6,11 @@ one-line conversion, for code that takes only distributed objects.
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
 from ._errors import agree
@@ -23,6 +23,14 @@ __all__ = ["conversion_hint", "distribute_inputs", "GlobalLinearOperator"]
 
 # What each rank was given, as bits agreed across ranks (see _agree_kinds)
 _GLOBAL_A, _OPERATOR_A, _DIST_A, _NUMPY_B, _DIST_B, _NUMPY_X0 = (1 << k for k in range(6))
+
+
+def _is_scipy_operator(value) -> bool:
+    """Whether ``value`` is a scipy ``LinearOperator``. scipy.sparse.linalg
+    (and scipy.linalg under it) is not imported for the question: if it is
+    not loaded, no such operator exists."""
+    spla = sys.modules.get("scipy.sparse.linalg")
+    return spla is not None and isinstance(value, spla.LinearOperator)
 
 
 def conversion_hint(name: str, value) -> str | None:
@@ -41,7 +49,7 @@ def conversion_hint(name: str, value) -> str | None:
     the same array on every rank, or pass numpy/scipy A and b to dmsolve.solve,
     which distributes both
     """
-    if isinstance(value, spla.LinearOperator):
+    if _is_scipy_operator(value):
         return ("%s is a scipy LinearOperator; dmsolve.solve(A, b) takes it (each rank "
                 "applies it to the gathered vector), or write a DistLinearOperator" % name)
     if sp.issparse(value) or (isinstance(value, np.ndarray) and value.ndim == 2):
@@ -141,7 +149,7 @@ def _agree_kinds(comm: MPI.Comm, mine: int) -> int:
 
 def _kind(A, b, x0) -> int:
     kind = 0
-    if isinstance(A, spla.LinearOperator):
+    if _is_scipy_operator(A):
         kind |= _OPERATOR_A
     elif sp.issparse(A) or isinstance(A, np.ndarray):
         kind |= _GLOBAL_A

@@ -6,7 +6,6 @@ classes)."""
 
 from __future__ import annotations
 
-import meshio
 import numpy as np
 from mpi4py import MPI
 
@@ -213,6 +212,7 @@ class PersistenceDiagram:
         OSError
             On every rank, if the file cannot be written.
         """
+        import meshio
         self._check_domain(domain)
         path = check_writable(path, self.comm)
         whole = self.gather(root=0)
