@@ -52,6 +52,8 @@ BENCHMARKS = {
     "signals": ("bench_signals.py", 2, [], "Topological signal processing: filters, denoising "
                 "and interpolation of edge flows"),
     "outofcore": ("bench_outofcore.py", 2, [], "Out-of-core grid topology"),
+    # 1 rank: every figure comes from fresh processes the script starts
+    "startup": ("bench_startup.py", 1, [], "Start-up: imports and the first solve"),
 }
 
 
