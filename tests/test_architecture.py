@@ -1,8 +1,9 @@
 """The rules of docs/architecture.md hold for the whole checkout:
 ``tools/check_architecture.py`` (import cycles and imports inside functions,
-numba imported only inside dmsolve/jit.py, private names across folders, module and function sizes, hand-numbered message
-tags, domain-kind questions outside topology's domains, machine paths and
-work-history words in any tracked file) reports no problem."""
+numba imported only inside dmsolve/jit.py, private names across folders,
+module and function sizes, hand-numbered message tags, domain-kind questions
+outside topology's domains, machine paths and work-history words in any
+tracked file) reports no problem."""
 
 import importlib.util
 
