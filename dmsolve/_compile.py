@@ -4,9 +4,9 @@ timings measure the work, not the first run's just-in-time compilation.
 Numba announces every compilation (not a load from its on-disk cache) as a
 ``"numba:compile"`` event (:mod:`numba.core.event`); one listener adds up
 their durations for this process. numba is not imported with dmsolve
-(:mod:`dmsolve.jit`): the listener is registered when numba is loaded, by a
-kernel's first call or, if the caller imported numba itself, when a
-stopwatch is made or read.
+(:mod:`dmsolve.jit`): a kernel's first call imports it, and that import is
+left out with the compilations; the listener is registered then or, if the
+caller imported numba itself, when a stopwatch is made or read.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ jit.when_loaded(_listen)
 
 def compile_seconds() -> float:
     """Seconds numba has spent compiling in this process since dmsolve was
-    imported (since numba was, if that was later). Not collective."""
+    imported (since numba was, if that was later), and importing itself
+    at a kernel's first call. Not collective."""
     jit.loaded()                # registers the clock if the caller imported numba
-    return _clock.total
+    return _clock.total + jit.load_seconds()
 
 
 class Stopwatch:

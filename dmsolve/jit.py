@@ -29,21 +29,35 @@ import functools
 import importlib
 import sys
 import threading
+import time
 import types
 
-__all__ = ["njit", "Kernel", "numba_attribute", "load", "when_loaded", "is_kernel"]
+__all__ = ["njit", "Kernel", "numba_attribute", "load", "load_seconds", "when_loaded",
+           "is_kernel"]
 
 _lock = threading.RLock()
 _hooks: list = []
+_load_seconds = 0.0
 
 
 def load() -> types.ModuleType:
     """numba, imported on the first call, with the :func:`when_loaded`
     hooks run once. Not collective."""
+    global _load_seconds
     with _lock:
+        fresh = "numba" not in sys.modules
+        t0 = time.perf_counter()
         import numba
+        if fresh:
+            _load_seconds = time.perf_counter() - t0
         _run_hooks()
         return numba
+
+
+def load_seconds() -> float:
+    """Seconds :func:`load` spent importing numba in this process (0 if
+    numba was imported by someone else, or not yet). Not collective."""
+    return _load_seconds
 
 
 def when_loaded(hook) -> None:
