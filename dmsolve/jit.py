@@ -6,8 +6,10 @@ numba's, with the same options (``@njit(cache=True, nogil=True)``). The
 decorator returns a :class:`Kernel`: the Python function and its options.
 Its first call imports numba, makes the numba dispatcher
 (``numba.njit(**options)(func)``, so numba's on-disk cache, ``NUMBA_CACHE_DIR``
-and ``NUMBA_BOUNDSCHECK`` apply as to any numba function) and calls it;
-later calls go straight to the dispatcher. Any other attribute
+and ``NUMBA_BOUNDSCHECK`` apply as to any numba function) and calls it. A
+call from a module that imported the kernel by its name leaves the dispatcher
+under that name, so that module's later calls go straight to numba (as do
+those of the kernel's own module, below). Any other attribute
 (``signatures``, ``targetoptions``, ``stats``, ...) is the dispatcher's.
 
 numba compiles a kernel that calls other kernels by reading the globals of
@@ -32,8 +34,8 @@ import threading
 import time
 import types
 
-__all__ = ["njit", "Kernel", "numba_attribute", "load", "load_seconds", "when_loaded",
-           "is_kernel"]
+__all__ = ["njit", "Kernel", "numba_attribute", "load", "load_seconds", "loaded",
+           "when_loaded", "is_kernel"]
 
 _lock = threading.RLock()
 _hooks: list = []
@@ -126,13 +128,18 @@ class Kernel:
             if self._dispatcher is None:
                 numba = load()
                 self._dispatcher = numba.njit(**self.options)(self.py_func)
-                resolve_globals(self.py_func.__globals__)
+                _resolve_globals(self.py_func.__globals__)
             return self._dispatcher
 
     def __call__(self, *args, **kwargs):
         d = self._dispatcher
         if d is None:
             d = self._make()
+        # a module that imported the kernel by its name calls the dispatcher
+        # itself from now on, as its own module does (no wrapper per call)
+        namespace = sys._getframe(1).f_globals
+        if namespace.get(self.__name__) is self:
+            namespace[self.__name__] = d
         return d(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -182,7 +189,7 @@ class numba_attribute:  # noqa: N801 - named as the function it stands for
         return "<%s.%s, imported on first use>" % (self.module, self.name)
 
 
-def resolve_globals(namespace: dict) -> None:
+def _resolve_globals(namespace: dict) -> None:
     """Replace every lazy kernel and numba name in ``namespace`` (a module's
     globals) by the real object, so that numba can compile the kernels
     that read it. Not collective."""

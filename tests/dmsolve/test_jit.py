@@ -57,12 +57,22 @@ def through_module(x):
     return a.doubled_sum(x) + a.twice(1.0)
 '''
 
+# plain Python that calls a kernel by the name it imported
+SOURCE_C = '''
+from {a} import counted
+
+def count_by_name(n):
+    return counted(n)
+'''
+
 
 def _modules(tag: str):
-    """Fresh modules built from SOURCE_A and SOURCE_B (names unique per test)."""
+    """Fresh modules built from SOURCE_A, SOURCE_B and SOURCE_C (names
+    unique per test)."""
     made = []
-    for name, source in (("_jit_case_a_" + tag, SOURCE_A),
-                         ("_jit_case_b_" + tag, SOURCE_B.format(a="_jit_case_a_" + tag))):
+    a = "_jit_case_a_" + tag
+    for name, source in ((a, SOURCE_A), ("_jit_case_b_" + tag, SOURCE_B.format(a=a)),
+                         ("_jit_case_c_" + tag, SOURCE_C.format(a=a))):
         module = types.ModuleType(name)
         sys.modules[name] = module
         exec(compile(textwrap.dedent(source), "<%s>" % name, "exec"), vars(module))
@@ -94,11 +104,13 @@ def test_a_kernel_is_made_on_its_first_call():
 def test_kernels_calling_kernels_compile_in_nopython_mode():
     """A kernel calling lazy kernels (by name, inlined, through a module
     attribute) and numba names compiles in nopython mode, gives the
-    Python results, and its module's globals then hold the dispatchers."""
-    a, b = _modules("nopython")
+    Python results, and its module's globals then hold the dispatchers, as
+    do those of a module that called a kernel by its imported name."""
+    a, b, c = _modules("nopython")
     x = np.arange(7.0)
     got = b.through_module(x)
-    n = a.counted(5)
+    lazy_before = isinstance(c.counted, Kernel)
+    n = c.count_by_name(5)
     with Checks(COMM) as checks:
         checks.add(got == 2.0 * x.sum() + 2.0, "kernels calling kernels", got)
         checks.add(n == 5, "a typed List of numba types in a kernel", n)
@@ -107,6 +119,9 @@ def test_kernels_calling_kernels_compile_in_nopython_mode():
                    "the globals hold dispatchers", type(a.doubled_sum))
         checks.add(a.types.__name__ == "numba.core.types" and hasattr(a.List, "empty_list"),
                    "and numba's own names", (a.types, a.List))
+        checks.add(lazy_before and is_kernel(c.counted) and not isinstance(c.counted, Kernel),
+                   "a module that called a kernel by its imported name holds the dispatcher",
+                   type(c.counted))
 
 
 def test_a_bare_njit_and_a_method():
