@@ -572,9 +572,9 @@ def profile(n: int, kind: str, cells: str = "freudenthal", top: int = 25) -> str
     import cProfile
     import io
     import pstats
-    from numba.core.registry import CPUDispatcher
     from mpi4py import MPI
     from dmsolve import DistVector
+    from dmsolve.jit import is_kernel
     from topology import Grid, persistence_diagram
     comm = MPI.COMM_SELF
     _warm_up(comm)
@@ -615,7 +615,7 @@ def profile(n: int, kind: str, cells: str = "freudenthal", top: int = 25) -> str
         if not (mname.startswith("topology") or mname.startswith("dmsolve")) or mod is None:
             continue
         for attr, obj in list(vars(mod).items()):
-            if isinstance(obj, CPUDispatcher):
+            if is_kernel(obj):
                 key = "%s.%s" % (obj.py_func.__module__, obj.__name__)
 
                 def wrapped(*a, _f=obj, _k=key, **kw):

@@ -54,6 +54,8 @@ BENCHMARKS = {
     "outofcore": ("bench_outofcore.py", 2, [], "Out-of-core grid topology"),
     # 1 rank: the script launches every reader (ours at 1 and 2 ranks) in its own process
     "mmread": ("bench_mmread.py", 1, [], "Reading Matrix Market files against scipy.io.mmread"),
+    # 1 rank: every figure comes from fresh processes the script starts
+    "startup": ("bench_startup.py", 1, [], "Start-up: imports and the first solve"),
 }
 
 

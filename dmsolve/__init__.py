@@ -1,8 +1,8 @@
 """dmsolve: distributed-memory sparse linear algebra, solvers and topology on MPI.
 
-Importing dmsolve initialises MPI (through mpi4py) and loads numba (the
-kernels compile on first use and are cached on disk), but performs no
-communication and creates no MPI objects.
+Importing dmsolve initialises MPI (through mpi4py), but performs no
+communication and creates no MPI objects. It loads no numba: the kernels are
+made on their first call (:mod:`dmsolve.jit`) and cached on disk.
 """
 
 from ._errors import CollectiveError, agree, raise_collective, raise_from_root

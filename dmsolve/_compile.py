@@ -2,20 +2,23 @@
 timings measure the work, not the first run's just-in-time compilation.
 
 Numba announces every compilation (not a load from its on-disk cache) as a
-``"numba:compile"`` event (:mod:`numba.core.event`); one listener, installed
-when this module is imported, adds up their durations for this process.
+``"numba:compile"`` event (:mod:`numba.core.event`); one listener adds up
+their durations for this process. numba is not imported with dmsolve
+(:mod:`dmsolve.jit`): a kernel's first call imports it, and that import is
+left out with the compilations; the listener is registered then or, if the
+caller imported numba itself, when a stopwatch is made or read.
 """
 
 from __future__ import annotations
 
 import time
 
-from numba.core import event
+from . import jit
 
 __all__ = ["Stopwatch", "compile_seconds"]
 
 
-class _CompileClock(event.Listener):
+class _CompileClock:
     """Seconds spent in numba compilations. Compilations nest (a jitted
     function compiles its callees): only the outermost one is timed."""
 
@@ -36,13 +39,32 @@ class _CompileClock(event.Listener):
 
 
 _clock = _CompileClock()
-event.register("numba:compile", _clock)
+
+
+def _listen() -> None:
+    """Register the clock with numba's events (numba wants a subclass of
+    its ``Listener``, so the class is made now that numba is here)."""
+    event = jit.load().core.event
+
+    class Listener(event.Listener):
+        def on_start(self, ev):
+            _clock.on_start(ev)
+
+        def on_end(self, ev):
+            _clock.on_end(ev)
+
+    event.register("numba:compile", Listener())
+
+
+jit.when_loaded(_listen)
 
 
 def compile_seconds() -> float:
     """Seconds numba has spent compiling in this process since dmsolve was
-    imported. Not collective."""
-    return _clock.total
+    imported (since numba was, if that was later), and importing itself
+    at a kernel's first call. Not collective."""
+    jit.loaded()                # registers the clock if the caller imported numba
+    return _clock.total + jit.load_seconds()
 
 
 class Stopwatch:

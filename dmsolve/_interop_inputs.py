@@ -7,12 +7,12 @@ code that takes only distributed objects.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from mpi4py import MPI
 
 from ._errors import agree
@@ -28,6 +28,14 @@ __all__ = ["conversion_hint", "distribute_inputs", "distribute_system", "GlobalI
 # What each rank was given, as bits agreed across ranks (see _agree_kinds)
 (_GLOBAL_A, _OPERATOR_A, _DIST_A, _NUMPY_B, _DIST_B, _NUMPY_X0,
  _SCIPY_M, _CALLABLE_M) = (1 << k for k in range(8))
+
+
+def _is_scipy_operator(value) -> bool:
+    """Whether ``value`` is a scipy ``LinearOperator``. scipy.sparse.linalg
+    (and scipy.linalg under it) is not imported for the question: if it is
+    not loaded, no such operator exists."""
+    spla = sys.modules.get("scipy.sparse.linalg")
+    return spla is not None and isinstance(value, spla.LinearOperator)
 
 
 def conversion_hint(name: str, value) -> str | None:
@@ -46,7 +54,7 @@ def conversion_hint(name: str, value) -> str | None:
     the same array on every rank, or pass numpy/scipy A and b to dmsolve.solve,
     which distributes both
     """
-    if isinstance(value, spla.LinearOperator):
+    if _is_scipy_operator(value):
         return ("%s is a scipy LinearOperator; dmsolve.solve(A, b) takes it (each rank "
                 "applies it to the gathered vector), or write a DistLinearOperator" % name)
     if sp.issparse(value) or (isinstance(value, np.ndarray) and value.ndim == 2):
@@ -153,7 +161,7 @@ def _agree_kinds(comm: MPI.Comm, mine: int) -> int:
 
 def _kind(A, b, x0, M=None) -> int:
     kind = _m_kind(M)
-    if isinstance(A, spla.LinearOperator):
+    if _is_scipy_operator(A):
         kind |= _OPERATOR_A
     elif sp.issparse(A) or isinstance(A, np.ndarray):
         kind |= _GLOBAL_A
@@ -171,7 +179,7 @@ def _kind(A, b, x0, M=None) -> int:
 def is_global_operator(A) -> bool:
     """Whether ``A`` is a global (scipy/numpy) operator: a scipy sparse matrix,
     a 2-D array or a scipy ``LinearOperator``. Not collective."""
-    return (isinstance(A, spla.LinearOperator) or sp.issparse(A)
+    return (_is_scipy_operator(A) or sp.issparse(A)
             or (isinstance(A, np.ndarray) and A.ndim == 2))
 
 
@@ -207,10 +215,11 @@ def global_preconditioner(M, A, numpy_callable: bool):
     kind = _m_kind(M)
     layout = A.row_layout
     comm = layout.comm
-    if kind == _SCIPY_M and not isinstance(M, spla.LinearOperator):
+    if kind == _SCIPY_M and not _is_scipy_operator(M):
         return DistCSR.from_global(M.tocsr() if sp.issparse(M) else M, comm,
                                    layout=layout, col_layout=layout)
     if kind == _CALLABLE_M and numpy_callable:
+        import scipy.sparse.linalg as spla   # loaded on first use: see _is_scipy_operator
         n = layout.global_size
         M = spla.LinearOperator((n, n), matvec=M, dtype=getattr(A, "dtype", np.float64))
         kind = _SCIPY_M

@@ -12,7 +12,7 @@ reader, which accepts what it can and names the line of what it cannot.
 
 from __future__ import annotations
 
-from numba import njit
+from .jit import njit
 
 __all__ = ["plain_lines"]
 

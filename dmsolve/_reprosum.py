@@ -31,7 +31,8 @@ import math
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit
+
+from .jit import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
            "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",

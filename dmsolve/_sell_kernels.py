@@ -19,7 +19,8 @@ Not collective; nothing is allocated per call.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 __all__ = ["CHUNK", "sell_layout", "sell_fill", "sell_matvec", "sell_rmatvec_add"]
 

@@ -6,7 +6,6 @@ import numbers
 
 import numpy as np
 from mpi4py import MPI
-from scipy.linalg.blas import get_blas_funcs
 
 from ._errors import agree
 from ._interop import mpi_datatype
@@ -394,6 +393,7 @@ def _axpy_inplace(alpha, x: np.ndarray, y: np.ndarray) -> None:
     if y.dtype == x.dtype and y.dtype.char in "fdFD" and y.flags.c_contiguous:
         axpy = _AXPY.get(y.dtype.char)
         if axpy is None:
+            from scipy.linalg.blas import get_blas_funcs
             axpy = _AXPY[y.dtype.char] = get_blas_funcs("axpy", dtype=y.dtype)
         axpy(x, y, a=alpha)
     else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve.reproducible import canonical, exact_dots, keys_of
@@ -40,6 +39,7 @@ def lanczos_extremes(A, dinv: np.ndarray | None = None, steps: int = 10,
 
     Collective on ``A.comm``: ``steps`` matvecs and ``2*steps`` reductions.
     """
+    import scipy.linalg as sla
     comm = A.comm
     lay = A.row_layout
     if reproducible or getattr(A, "reproducible", False):

@@ -15,7 +15,8 @@ load it. Importing this module compiles nothing.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 __all__ = ["unsigned_index", "chebyshev_start", "chebyshev_step", "sor_sweep", "aggregate_pass1", "aggregate_pass3",
            "ilu0_factor", "ilu0_split", "lower_unit_solve", "upper_solve", "superlu_solve"]

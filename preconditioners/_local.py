@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import splu, spilu
 
 from dmsolve import Registry
 from dmsolve.validate import check_real
@@ -275,6 +274,7 @@ class LU(_SuperLU):
         return {}
 
     def __init__(self, A: sp.csr_matrix):
+        from scipy.sparse.linalg import splu
         self._factors = None
         self.nnz = 0
         if A.shape[0] == 0:
@@ -302,6 +302,7 @@ class ILUT(_SuperLU):
                 "fill_factor": check_real("fill_factor", fill_factor, low=1.0)}
 
     def __init__(self, A: sp.csr_matrix, **options):
+        from scipy.sparse.linalg import spilu
         o = self.check_options(**options)
         self._factors = None
         self.nnz = 0

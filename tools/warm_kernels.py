@@ -43,10 +43,9 @@ def kernels() -> dict[str, object]:
     """Every numba dispatcher defined in preconditioners/ and topology/, and
     in dmsolve's kernel modules (the only ones of dmsolve that define any), by
     ``module.name`` (importing every module of these packages)."""
-    from numba.core.registry import CPUDispatcher
-
     import preconditioners
     import topology
+    from dmsolve.jit import is_kernel
 
     found = {}
     modules = [info.name for pkg in (preconditioners, topology)
@@ -56,7 +55,7 @@ def kernels() -> dict[str, object]:
                               "dmsolve._mmread_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
-            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == modname:
+            if is_kernel(obj) and obj.py_func.__module__ == modname:
                 found["%s.%s" % (modname, name)] = obj
     return found
 

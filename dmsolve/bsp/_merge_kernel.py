@@ -4,7 +4,8 @@ first use, cached on disk)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ..jit import njit
 
 __all__ = ["merge_search"]
 

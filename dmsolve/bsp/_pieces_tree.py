@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from ._ranktree import rank_tree, tree_leader as leader
 from ._unique import stable_argsort
@@ -32,6 +31,7 @@ class _Node:
     """
 
     def __init__(self, item_addr, item_key, member_a, member_item, member_sign, links, lo, hi):
+        from scipy.sparse.csgraph import connected_components
         n = item_addr.size
         self.item_addr, self.item_key = item_addr, item_key
         ea, eb, epar = links.T

@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import solve_triangular
 
 from .._vector import DistVector
 from ..checkpoint import CheckpointError
@@ -341,6 +340,7 @@ def _update(s: System, c: Cycle, target: DistVector, k: int) -> None:
     """``target += (Z or M V)[:, :k] y`` with ``H[:k, :k] y = g[:k]``.
     Collective with right preconditioning (one application of ``M``), else
     not."""
+    from scipy.linalg import solve_triangular
     if k == 0:
         return
     y = solve_triangular(c.H[:k, :k], c.g[:k], check_finite=False)

@@ -147,8 +147,8 @@ COMMON_NOTES = """\
     measured at every exit but ``NANORINF`` (one product and one reduction
     at the end of a solve that did not claim convergence).
     ``info.setup_seconds`` and ``info.solve_seconds`` leave out numba's
-    compilation (a first run's), which ``info.extra["compile_seconds"]``
-    reports.
+    compilation and import (a first run's), which
+    ``info.extra["compile_seconds"]`` reports.
 
     Complex systems: when ``A`` (its ``dtype``), ``b`` or ``x0`` is complex,
     the solve runs in complex128, with inner products ``a^H b`` (``np.vdot``)

@@ -25,7 +25,7 @@ Not collective; nothing is allocated per call.
 
 from __future__ import annotations
 
-from numba import njit
+from ..jit import njit
 
 __all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots", "axpy_plain"]
 

@@ -4,7 +4,6 @@ entries, their reproducible variants, and fixed vectors for the set-up tests."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg.blas import get_blas_funcs
 
 from .._layout import Layout
 from .._vector import DistVector
@@ -19,6 +18,7 @@ def _blas(name: str, dtype):
     key = (name, np.dtype(dtype).char)
     f = _BLAS.get(key)
     if f is None:
+        from scipy.linalg.blas import get_blas_funcs
         f = _BLAS[key] = get_blas_funcs(name, dtype=np.dtype(dtype))
     return f
 

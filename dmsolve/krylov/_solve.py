@@ -189,7 +189,7 @@ def _run(A, b, method, pc, **options):
     if ckpt is not None:
         options["checkpoint"] = ckpt
     if isinstance(pc, (str, tuple, list)):
-        PRECONDITIONERS.resolve(pc)   # imports its package (and numba) before the clock runs
+        PRECONDITIONERS.resolve(pc)   # imports its package before the clock runs
     watch = Stopwatch()
     M = (_make_pc(pc, A, options.get("reproducible", False)) if "M" not in options
          else options.pop("M"))

@@ -60,6 +60,8 @@ INTERNAL: dict[str, str] = {
     "topology.outofcore": _STAGE,
     "topology.domains": _STAGE,
     "topology.signals": _STAGE,
+    "dmsolve.jit": "the decorator the packages' numba kernels are declared with (numba "
+                   "loads on a kernel's first call), not a call of the API",
 }
 
 _NOTE = re.compile(r"(?:Not collective|Collective)\b.*?\.(?=\s|$)", re.S)

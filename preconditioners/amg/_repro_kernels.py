@@ -8,7 +8,7 @@ compiled on first use and cached next to this module.
 
 from __future__ import annotations
 
-from numba import njit
+from dmsolve.jit import njit
 
 __all__ = ["row_max", "row_argmax", "segment_sums", "dense_rows"]
 

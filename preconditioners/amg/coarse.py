@@ -5,7 +5,6 @@ and dense when it is small, relaxation when not."""
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import Layout, block_ranges
@@ -210,6 +209,7 @@ class CoarseSolver:
     kind = "dense"
 
     def __init__(self, A):
+        import scipy.linalg as sla
         S = A.to_scipy().toarray()
         self.n = S.shape[0]
         self.layout = A.row_layout

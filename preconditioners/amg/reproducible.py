@@ -29,7 +29,6 @@ every level (no agglomeration).
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 from mpi4py import MPI
 
@@ -356,6 +355,7 @@ class CanonicalCoarseSolver:
     kind = "dense"
 
     def __init__(self, A, keys: np.ndarray):
+        import scipy.linalg as sla
         comm = A.comm
         lay = self.layout = A.row_layout
         S = A.to_scipy()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import scipy.linalg as sla
 from mpi4py import MPI
 
 __all__ = ["KrylovSchurResult", "krylov_schur"]
@@ -40,6 +39,7 @@ class KrylovSchurResult:
 def _sorted_schur(H: np.ndarray, k: int):
     """Real Schur form of ``H`` with the ``k`` eigenvalues of largest modulus
     first (a conjugate pair is never split, so the count may be ``k + 1``)."""
+    import scipy.linalg as sla
     m = H.shape[0]
     T, Q = sla.schur(H, output="real")
     if k >= m:

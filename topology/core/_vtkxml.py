@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import os
-from xml.sax.saxutils import quoteattr
 
 import numpy as np
 from mpi4py import MPI
@@ -86,6 +85,7 @@ def piece_paths(path: str, size: int) -> tuple[str, list[str]]:
 
 
 def _data_array(name: str, a: np.ndarray, ncomp: int, *, id_type: bool = False) -> str:
+    from xml.sax.saxutils import quoteattr
     a = np.ascontiguousarray(a, dtype=_numpy_type(vtk_type(a.dtype)))
     raw = a.tobytes()
     blob = base64.b64encode(np.uint64(len(raw)).astype("<u8").tobytes() + raw).decode("ascii")
@@ -140,6 +140,7 @@ def write_index(path: str, sources: list[str], point_arrays, cell_arrays, *,
     and ``cell_arrays`` (lists of ``(name, vtk type, components)``, the
     global-id and ghost arrays added here) and one ``<Piece Source=...>`` per
     entry of ``sources``. Not collective."""
+    from xml.sax.saxutils import quoteattr
     def decl(name, vtype, ncomp, id_type=False):
         return ('<PDataArray type="%s" Name=%s%s%s/>\n'
                 % (vtype, quoteattr(name), _components(ncomp), ' IdType="1"' if id_type else ""))

@@ -13,7 +13,6 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector, Layout
 from dmsolve.validate import agreed
@@ -617,6 +616,7 @@ class SimplicialComplex:
         :class:`Domain`). Collective among neighbouring ranks in 3D (one
         ghost exchange of boundary flags), else not collective.
         """
+        from scipy.sparse.csgraph import connected_components as _cc
         order = ghosted_order
         n_loc = order.size
         own_pos = self.owned_positions()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-import meshio
 import numpy as np
 from mpi4py import MPI
 
@@ -55,6 +54,7 @@ def read_mesh(path, comm: MPI.Comm, *, partition: str = "block") -> SimplicialCo
     same ``OSError``/``ValueError`` on every rank, and so does an unknown
     ``partition`` (before the file is read).
     """
+    import meshio
     _check_comm(comm)
     with agreed(comm):
         path = _check_path(path)
@@ -218,6 +218,7 @@ def write_vtu(path, domain, point_data: dict | None = None,
         to a temporary moved into place: a failed write leaves the
         previous file as it was, and no temporary).
     """
+    import meshio
     check_domain(domain)
     comm = domain.comm
     top = domain.dimension

@@ -4,9 +4,11 @@ a two-level set of small keys whose smallest member pops in two bit scans."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit, numba_attribute
+
 # LLVM's cttz: numba exposes it only here (its own bit helpers use it)
-from numba.cpython.unsafe.numbers import trailing_zeros
+trailing_zeros = numba_attribute("numba.cpython.unsafe.numbers", "trailing_zeros")
 
 __all__ = ["lowest_bit", "set_add", "set_pop"]
 

@@ -8,7 +8,7 @@ carrying a row of three int64 that is moved with its key but never compared
 
 from __future__ import annotations
 
-from numba import njit
+from dmsolve.jit import njit
 
 __all__ = ["push1", "pop1", "push3", "pop3"]
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from numba import njit
+from dmsolve.jit import njit
 
 __all__ = ["find_root", "forest_root", "union_min", "add_distinct"]
 

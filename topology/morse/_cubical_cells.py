@@ -25,7 +25,8 @@ import itertools
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 __all__ = ["CubeGeometry", "cube_geometry", "star_tables", "UNKNOWN", "CRITICAL", "CENTRE",
            "SLOTS", "AXES", "code_vertex"]

@@ -6,7 +6,8 @@ and the byte each one gets."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 from ..kernels import lowest_bit
 from ._cubical_cells import AXMASK, CENTRE, CRITICAL, _axis_sign, _put

@@ -8,7 +8,8 @@ vertex whose owner goes on, and the cell's global doubled index)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 from ..kernels import grow, heap
 from ._cubical_cells import (CRITICAL, _code, _coords, _coords_signed, _leave, _step, _stride,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 from ..core import component_table, cubical_structure, grid_coordinates, link_structure
 from ..kernels import find_root, union_min

@@ -8,7 +8,8 @@ sequential loop, compiled with numba, over this rank's star tables
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 from ..kernels import heap, lowest_bit, set_add, set_pop
 from ._star_tables import GRID, nbr_pos, tet_nb, tri_nb

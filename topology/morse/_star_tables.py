@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from dmsolve.jit import njit
 
 __all__ = ["StarTable", "GRID", "COMPLEX"]
 

@@ -9,9 +9,9 @@ BSP supersteps until none is left.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dmsolve.bsp import BSP
+from dmsolve.jit import njit
 
 from ..kernels import grow, heap
 from ._lower_star import CRITICAL, DOWN

@@ -22,11 +22,10 @@ import os
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
-from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
 from dmsolve.bsp import sorted_unique
+from dmsolve.jit import njit
 from dmsolve.validate import agreed
 
 from ..core import RawField, link_structure
@@ -97,6 +96,7 @@ def _glue(lower, upper, ps, lo, hi, mid, nz):
     (if below ``nz``). Returns ``(summary, lower_map, upper_map)``, the maps
     as ``(old names, new names)``; a new name is the smallest old name of
     the pieces it joins (the smallest vertex id of the joined pieces)."""
+    from scipy.sparse.csgraph import connected_components as _cc
     names = sorted_unique(np.concatenate((lower[:, 1], upper[:, 1])))
     n = names.size
     # the two sides' rows of plane mid, matched by vertex id

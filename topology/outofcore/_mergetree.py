@@ -24,9 +24,9 @@ distributed sort, and each arc joins consecutive nodes of a branch.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dmsolve.bsp import BSP, psort
+from dmsolve.jit import njit
 
 from ..kernels import add_distinct, find_root
 from ..persistence import LEAF, ROOT, SADDLE, MergeTree

@@ -38,10 +38,10 @@ parallel algorithms for the external memory model", Theory Comput. Syst.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dmsolve import DistVector
 from dmsolve.bsp import BSP, stable_argsort
+from dmsolve.jit import njit
 from dmsolve.validate import agreed
 
 from ..core import RawField, link_structure

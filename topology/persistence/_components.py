@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import DistVector
 from dmsolve.bsp import BSP, piece_components
@@ -148,6 +147,7 @@ def label_components(domain, values, threshold, *, sublevel: bool = True, axes=N
     """:func:`connected_components` of a domain held in memory: a local
     union-find, then the pieces linked across ranks by
     :func:`dmsolve.bsp.piece_components`. Collective on ``domain.comm``."""
+    from scipy.sparse.csgraph import connected_components as _cc
     comm = domain.comm
     with agreed(comm):
         if out is not None:

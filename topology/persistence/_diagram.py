@@ -6,7 +6,6 @@ classes)."""
 
 from __future__ import annotations
 
-import meshio
 import numpy as np
 from mpi4py import MPI
 
@@ -225,6 +224,7 @@ class PersistenceDiagram:
             written to a temporary moved into place: a failed write leaves
             the previous file as it was, and no temporary).
         """
+        import meshio
         self._check_domain(domain)
         path = check_writable(path, self.comm)
         whole = self.gather(root=0)

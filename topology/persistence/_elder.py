@@ -7,10 +7,10 @@ come back down the same tree."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from dmsolve import Layout
 from dmsolve.bsp import BSP, rank_tree, search_sorted, sorted_unique, stable_argsort, tree_leader
+from dmsolve.jit import njit
 
 from ..kernels import forest_root
 

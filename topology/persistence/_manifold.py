@@ -10,7 +10,6 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.csgraph import connected_components as _cc
 
 from dmsolve import agree
 from dmsolve.bsp import BSP, search_sorted
@@ -81,6 +80,7 @@ def check_manifold(cx) -> None:
 def _components_per(owner: np.ndarray, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     """Number of connected components among the nodes of each ``owner``
     value (nodes ``0 .. len(owner)-1``, edges ``a - b`` within one owner)."""
+    from scipy.sparse.csgraph import connected_components as _cc
     nn = owner.size
     if nn == 0:
         return np.zeros(n, dtype=np.int64)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit
 
 from dmsolve import Layout, agree, block_ranges
 from dmsolve.bsp import BSP, isin_sorted, rank_of, search_sorted, sorted_unique, stable_argsort
+from dmsolve.jit import njit
 
 from ..core import fetch_rows
 

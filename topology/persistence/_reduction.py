@@ -12,13 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit, types
-from numba.typed import List
 
 from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
+from dmsolve.jit import njit, numba_attribute
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
+
+# numba's typed lists, for the kernels below
+types = numba_attribute("numba", "types")
+List = numba_attribute("numba.typed", "List")
 
 
 @njit(cache=True)
@@ -100,6 +103,15 @@ def _list_array(values):  # pragma: no cover
     for i in range(len(values)):
         out[i] = values[i]
     return out
+
+
+@njit(cache=True)
+def _new_store():  # pragma: no cover
+    """The empty pivot store of :func:`_reduce_batch`: columns, ids, labels,
+    origins. Made here because typed lists made from Python compile their
+    constructors in every process (numba caches only compiled kernels)."""
+    return (List.empty_list(types.int64[:]), List.empty_list(types.int64),
+            List.empty_list(types.int64), List.empty_list(types.int64))
 
 
 @njit(cache=True)
@@ -294,8 +306,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
           ValueError("nrows and row_ranges must be the same on every rank"))
     lo, hi = int(ranges[me]), int(ranges[me + 1])
     slot = np.full(hi - lo, -1, np.int64)
-    store = List.empty_list(types.int64[:])
-    store_id, store_label, store_origin = (List.empty_list(types.int64) for _ in range(3))
+    store, store_id, store_label, store_origin = _new_store()
     ctx = BSP(comm, ledger=ledger)
     tag = ctx.tags("head", "rows", "back")
     order = stable_argsort(ids)
@@ -333,8 +344,8 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
         batch = (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(),
                  head[o, 2].copy())
-    npiv = len(store)
     prow = np.flatnonzero(slot >= 0)
+    npiv = prow.size            # one stored pivot per row that has one
     k = slot[prow]
     pcol = _list_array(store_id)[k] if npiv else np.zeros(0, np.int64)
     plab = _list_array(store_label)[k] if npiv else np.zeros(0, np.int64)

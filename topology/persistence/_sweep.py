@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 from mpi4py import MPI
-from numba import njit
 
 from dmsolve.bsp import sorted_unique, stable_argsort
+from dmsolve.jit import njit
 
 from ._elder import APEX, Sweep, distributed_elder
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector
@@ -104,6 +103,7 @@ def spectral_bounds(cx, k: int = 1, *, steps: int = 30) -> tuple[float, float]:
 
 def _bound(L: DistCSR, steps: int) -> float:
     """An upper bound on the largest eigenvalue of a symmetric PSD DistCSR."""
+    import scipy.linalg as sla
     comm = L.comm
     gersh = L.row_sums(absolute=True).local
     gersh = comm.allreduce(float(gersh.max()) if gersh.size else 0.0, op=MPI.MAX)

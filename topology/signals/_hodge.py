@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
-from scipy.sparse.csgraph import connected_components as _cc
 
 import preconditioners
 from dmsolve import DistCSR, DistVector
@@ -489,6 +488,7 @@ def coherent_orientation_signs(cx, *, cache: dict | None = None) -> np.ndarray:
     is a private dict for the local incidence arrays, shared with the other
     assembly steps of :func:`hodge_decomposition`. Collective on ``cx.comm``.
     """
+    from scipy.sparse.csgraph import connected_components as _cc
     _check_complex(cx)
     comm = cx.comm
     rows, gids = cx.local_simplices(2)

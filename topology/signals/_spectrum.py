@@ -5,7 +5,6 @@ an AMG preconditioner for the smallest ones (the harmonic space among them).
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
 from mpi4py import MPI
 
 from dmsolve import DistCSR, DistVector
@@ -236,6 +235,7 @@ class _BlockOperators:
         """An orthonormal basis of ``V``'s span (after removing the span of
         ``against``), dropping directions that are numerically dependent;
         None if nothing is left."""
+        import scipy.linalg as sla
         for _ in range(2 if against is not None else 1):     # twice is enough
             if against is not None:
                 V = V - self.gram(V, against) @ against
@@ -264,6 +264,7 @@ def _lobpcg(ops: _BlockOperators, X, nev: int, sign: float, atol: float, maxiter
     """LOBPCG with soft locking from the block ``X``: ``(eigenvalues, block,
     residual norms, iterations, converged)``, a pair converged when its
     residual is at most ``atol``; ``sign`` -1 for the largest. Collective."""
+    import scipy.linalg as sla
     m = X.shape[0]
     gram = ops.gram
     AX = ops.apply_L(X)
