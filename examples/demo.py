@@ -210,7 +210,7 @@ def topology_section(comm):
         "    " + ", ".join("%s %d" % kv for kv in counts.items() if kv[0] != "regular"),
         "    persistence pairs kept (> 0.05 / nonzero): " + ", ".join(
             "D%d %d/%d" % (d, r["kept"], r["nonzero"]) for d, r in dg.report.items()),
-        "    essential classes %s (the Betti numbers of a box: 1 0 0 0); join tree: %d nodes, "
+        "    essential classes %s (the Betti numbers of a box: 1 0 0); join tree: %d nodes, "
         "%d arcs" % (" ".join(str(r["essential"]) for r in dg.report.values()),
                      sum(jt.counts[k] for k in ("leaves", "saddles", "roots")),
                      jt.counts["arcs"]),

@@ -141,7 +141,7 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         its = [int(line.split()[-3]) for line in out.splitlines() if "FGMRES +" in line]
         checks.add(len(its) == 3 and 2 * its[2] < min(its[0], its[1]),
                    "low rank halves the FGMRES iterations", its)
-        checks.add("essential classes 1 0 0 0" in out, "essential classes 1 0 0 0")
+        checks.add("essential classes 1 0 0 (" in out, "essential classes 1 0 0")
         m6 = re.search(r"diagram pairs per rank ([\d/]+), tree nodes per rank ([\d/]+)", out)
         spread = [[int(x) for x in m6.group(k).split("/")] for k in (1, 2)] if m6 else []
         checks.add(m6 and all(len(c) == comm.size and (comm.size == 1 or max(c) < sum(c))
