@@ -5,6 +5,16 @@ before anybody raises, so that no rank is left waiting in a collective.
 :func:`agree` raises the failing rank's exception, of the same type, on
 every rank; :func:`poll` waits for a non-blocking collective for a bounded
 time, so that a failing rank whose peers never arrive can still give up.
+
+A rank that fails before it communicates would strand its peers inside a
+library wait for a message that never comes. So each communicator has a
+private error channel (:func:`open_channel`): a failing rank
+:func:`announce`\ s on it before it goes to the agreement, the library's
+point-to-point waits test it while they wait (:func:`wait_watching`), and a
+wait that learns of a failure leaves with :class:`PeerFailed`, which takes
+its rank to the same agreement. The agreement raises the original failing
+rank's exception, never ``PeerFailed``, and then clears the channel and
+whatever the abandoned waits left in flight (:func:`on_recovery`).
 """
 
 from __future__ import annotations
@@ -17,7 +27,8 @@ import numpy as np
 from mpi4py import MPI
 
 __all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete",
-           "CollectiveError", "AGREE_GRACE"]
+           "CollectiveError", "AGREE_GRACE", "PeerFailed", "open_channel", "announce",
+           "peer_failed", "wait_watching", "left_a_wait", "on_recovery", "close_channel"]
 
 #: Seconds a rank that holds an error waits, at an agreement made with a
 #: grace period (``agree(..., grace=AGREE_GRACE)``; every agreement of a
@@ -36,6 +47,13 @@ _POLL_INTERVAL = 1e-3
 # exception that cannot be transported.
 _KINDS = (ValueError, TypeError, RuntimeError, FloatingPointError, OSError, KeyError,
           IndexError, ZeroDivisionError, NotImplementedError)
+
+
+class PeerFailed(Exception):
+    """Raised inside the library on a rank whose wait learned, on the error
+    channel, that another rank failed: it takes this rank to the agreement
+    of the failing rank's exception, which :func:`agree` then raises here
+    in its place. Never raised to the caller by :func:`agree`."""
 
 
 class CollectiveError(RuntimeError):
@@ -109,6 +127,12 @@ def _payload(exc: BaseException) -> tuple:
     the bytes), and ``"none"`` when it does not (data: the nearest kind's name).
     """
     cls, message = type(exc), str(exc)
+    if isinstance(exc, PeerFailed):
+        return ("peer", "PeerFailed", message, None)
+    if not isinstance(exc, Exception):
+        # KeyboardInterrupt, SystemExit, ...: addressed to the process they
+        # happened in; the other ranks are told with a CollectiveError
+        return ("none", _qualname(cls), message, None)
     kind = _kind(exc)
     if cls in _KINDS:
         return ("kind", cls.__name__, message, None)
@@ -191,6 +215,150 @@ def complete(request: MPI.Request, exc: BaseException | None,
     raise exc
 
 
+# -- the error channel ------------------------------------------------------------
+
+# The channel of a communicator is a duplicate of it, cached as an attribute
+# (collective to make, once). A failing rank sends one small message with
+# FAULT_TAG to every other rank on it; nothing else is ever sent there.
+FAULT_TAG = 1
+_KEYVAL: list = []
+# channel handle -> (send requests, buffer) of this rank's announcement,
+# until the agreement receives it everywhere
+_ANNOUNCED: dict[int, tuple] = {}
+# channel handles on which this rank left a wait since the last agreement
+_LEFT: set[int] = set()
+# run, collectively, by an agreement after which some rank had left a wait
+_RECOVERY: list = []
+
+
+def _keyval() -> int:
+    if not _KEYVAL:
+        _KEYVAL.append(MPI.Comm.Create_keyval())
+    return _KEYVAL[0]
+
+
+def open_channel(comm: MPI.Comm) -> MPI.Comm:
+    """The error channel of ``comm``: a private duplicate, made on first use
+    and cached on ``comm`` (freed with it by MPI's attribute rules only if
+    ``comm`` is freed: like the library's other private duplicates, one per
+    communicator for the life of the process).
+
+    Collective on ``comm`` the first time it is called for that
+    communicator (one ``Dup``), so call it where every rank is (a plan's
+    construction, the start of a solve); not collective afterwards.
+    """
+    key = _keyval()
+    chan = comm.Get_attr(key)
+    if chan is None:
+        chan = comm.Dup()
+        comm.Set_attr(key, chan)
+    return chan
+
+
+def close_channel(comm: MPI.Comm) -> None:
+    """Free ``comm``'s error channel, if it has one, before ``comm`` itself
+    is freed (:func:`dmsolve.bsp.free_inner_comm` calls it). Collective on
+    ``comm`` when it has one (every rank has one or none alike)."""
+    chan = _channel(comm)
+    if chan is None:
+        return
+    comm.Delete_attr(_KEYVAL[0])
+    _ANNOUNCED.pop(chan.handle, None)
+    _LEFT.discard(chan.handle)
+    chan.Free()
+
+
+def _channel(comm: MPI.Comm) -> MPI.Comm | None:
+    return None if not _KEYVAL else comm.Get_attr(_KEYVAL[0])
+
+
+def announce(comm: MPI.Comm, exc: BaseException) -> None:
+    """Tell every other rank of ``comm`` that this rank failed, so that the
+    library waits they are in (or enter) stop waiting for this rank.
+
+    Not collective: one small non-blocking send to every other rank on the
+    error channel, received by the agreement that follows (every rank that
+    announces must go to one, :func:`agree` on ``comm``). Nothing is sent
+    when ``comm`` has no channel (:func:`open_channel`), for
+    :class:`PeerFailed` (the failure is known already), or a second time
+    before the agreement.
+    """
+    chan = _channel(comm)
+    if chan is None or isinstance(exc, PeerFailed) or chan.handle in _ANNOUNCED:
+        return
+    me, size = chan.Get_rank(), chan.Get_size()
+    buf = np.array([me], dtype=np.int32)
+    requests = [chan.Isend([buf, 1, MPI.INT], dest=r, tag=FAULT_TAG)
+                for r in range(size) if r != me]
+    _ANNOUNCED[chan.handle] = (requests, buf)
+
+
+def peer_failed(comm: MPI.Comm) -> bool:
+    """Whether a failure was announced on ``comm``'s channel by another rank
+    (an ``Iprobe``), or by this one, and not yet agreed on. Not collective."""
+    chan = _channel(comm)
+    if chan is None:
+        return False
+    return chan.handle in _ANNOUNCED or chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG)
+
+
+def wait_watching(comm: MPI.Comm, requests: list) -> None:
+    """Wait for the point-to-point ``requests`` (of a library exchange on
+    ``comm``) while watching the error channel.
+
+    Tests the requests once; only if they have not all completed does it
+    poll, with an ``Iprobe`` of the channel between two tests. When a
+    failure is announced first it cancels the receives that are still
+    pending, completes them, and raises :class:`PeerFailed`; the sends are
+    left to the caller's recovery (:func:`left_a_wait`, :func:`on_recovery`).
+    Not collective.
+    """
+    if MPI.Request.Testall(requests):
+        return
+    while not MPI.Request.Testall(requests):
+        if peer_failed(comm):
+            raise PeerFailed("another rank failed while this rank waited for its "
+                             "messages")
+
+
+def left_a_wait(comm: MPI.Comm) -> None:
+    """Record that this rank left a wait on ``comm`` (after
+    :class:`PeerFailed`), so that the next agreement runs the recovery
+    hooks. Not collective."""
+    chan = _channel(comm)
+    if chan is not None:
+        _LEFT.add(chan.handle)
+
+
+def on_recovery(hook) -> None:
+    """Register ``hook(comm)``, run on every rank by an agreement on ``comm``
+    after which some rank had left a wait (:func:`left_a_wait`): it must
+    complete, collectively, what the abandoned waits left in flight. Not
+    collective; call it at import."""
+    _RECOVERY.append(hook)
+
+
+def _clear_channel(comm: MPI.Comm, announced: list[int], left: bool) -> None:
+    """After an agreement on ``comm``: run the recovery hooks if some rank
+    left a wait, receive every announcement made on the channel, and
+    complete this rank's own. Collective on ``comm``."""
+    chan = _channel(comm)
+    if chan is None:
+        return
+    if left:
+        for hook in _RECOVERY:
+            hook(comm)
+    _LEFT.discard(chan.handle)
+    me = chan.Get_rank()
+    buf = np.empty(1, dtype=np.int32)
+    for r in announced:
+        if r != me:
+            chan.Recv([buf, 1, MPI.INT], source=r, tag=FAULT_TAG)
+    mine = _ANNOUNCED.pop(chan.handle, None)
+    if mine is not None:
+        MPI.Request.Waitall(mine[0])
+
+
 def agree(comm: MPI.Comm, exc: BaseException | None, *,
           grace: float | None = None) -> None:
     """Raise the same exception on every rank if any rank has one.
@@ -205,7 +373,8 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
     - the built-in kinds ``ValueError``, ``TypeError``, ``RuntimeError``,
       ``OSError``, ``KeyError``, ``IndexError``, ``FloatingPointError``,
       ``ZeroDivisionError``, ``NotImplementedError`` and every other built-in
-      exception type are rebuilt as ``type(message)``;
+      exception type deriving from ``Exception`` are rebuilt as
+      ``type(message)``;
     - any other type (yours, ``CheckpointError``, ...) is sent pickled and
       raised as the unpickled copy (the note of the failing ranks appended
       to its single string argument, or added as a note);
@@ -213,7 +382,17 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
       :class:`CollectiveError`, naming the original type.
 
     On a failing rank the exception raised is chained (``raise ... from``)
-    to the rank's own exception, whose traceback is thus kept.
+    to the rank's own exception, whose traceback is thus kept. A
+    ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit``) is re-raised unchanged on the rank where it happened;
+    the other ranks raise a :class:`CollectiveError` naming it.
+
+    A rank that holds :class:`PeerFailed` (it left a library wait because
+    another rank announced a failure, :func:`announce`) counts as failing
+    but is never the one whose exception is raised. After the agreement the
+    error channel is empty again, and what the abandoned waits left in
+    flight is completed (:func:`on_recovery`), so ``comm`` serves the next
+    collective and exchange.
 
     Parameters
     ----------
@@ -244,13 +423,22 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
     if failed == 0:
         return
     mine = None if exc is None else _payload(exc)
-    everyone = comm.allgather(mine)
-    ranks = [r for r, e in enumerate(everyone) if e is not None]
+    chan = _channel(comm)
+    announced = chan is not None and chan.handle in _ANNOUNCED
+    left = chan is not None and chan.handle in _LEFT
+    everyone = comm.allgather((mine, announced, left))
+    _clear_channel(comm, [r for r, e in enumerate(everyone) if e[1]],
+                   any(e[2] for e in everyone))
+    # the ranks whose own code failed; those that only learned of it
+    # (PeerFailed) raise its exception too
+    ranks = [r for r, e in enumerate(everyone) if e[0] is not None and e[0][0] != "peer"]
+    if not ranks:
+        ranks = [r for r, e in enumerate(everyone) if e[0] is not None]
     where = ""
     if comm.Get_size() > 1:
         where = " [raised on %s]" % ("rank %d" % ranks[0] if len(ranks) == 1
                                      else "ranks %s" % ",".join(map(str, ranks)))
-    payload = everyone[ranks[0]]
+    payload = everyone[ranks[0]][0]
     err = _rebuild(payload, where)
     # the type must be the same everywhere: a copy that fails to rebuild on
     # one rank makes every rank fall back
@@ -259,7 +447,9 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
         err = None
     if err is None:
         err = _fallback(payload, where)
-    if exc is not None:
+    if exc is not None and not isinstance(exc, (Exception, PeerFailed)):
+        raise exc           # KeyboardInterrupt, SystemExit, ...: unchanged where it happened
+    if exc is not None and not isinstance(exc, PeerFailed):
         raise err from exc
     raise err
 

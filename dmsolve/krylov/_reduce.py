@@ -7,7 +7,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _errors
-from .._errors import agree, complete
+from .._errors import agree, announce, complete, open_channel
 from .._reprosum import accumulators, dot_into, dots_into, normalize, to_float
 from ._linalg import gemv_dot
 
@@ -42,6 +42,21 @@ class Reducer:
     complete it at the next reduction, a failing rank polls it and goes on
     only when every rank has come that far.
 
+    A rank whose user code failed also announces it on ``comm``'s error
+    channel (:func:`dmsolve._errors.announce`) at once, so that a neighbour
+    waiting in a library exchange for a message this rank did not send
+    (the halo exchange of a matrix inside the failing operator) leaves that
+    wait with :class:`~dmsolve._errors.PeerFailed`, which it holds like a
+    user-code error: every rank then comes to the next reduction, and the
+    agreement raises the failing rank's exception everywhere. The
+    reductions themselves are collectives, which cannot be left: a failing
+    rank always comes to the next one.
+
+    A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit``) raised by user code is held and agreed the same way, and
+    then re-raised unchanged on its rank; the others raise
+    :class:`~dmsolve.CollectiveError`.
+
     Parameters
     ----------
     comm : MPI.Comm
@@ -52,7 +67,9 @@ class Reducer:
 
     Notes
     -----
-    Not collective to construct. ``reductions`` counts the reductions made.
+    Collective to construct the first time on a communicator (the
+    :func:`~dmsolve._errors.open_channel` ``Dup``); not collective after.
+    ``reductions`` counts the reductions made.
     """
 
     #: whether the sums are exact (:class:`ExactReducer`)
@@ -60,6 +77,7 @@ class Reducer:
 
     def __init__(self, comm: MPI.Comm, dtype, slots: int):
         self.comm = comm
+        open_channel(comm)
         self.dtype = np.dtype(dtype)
         self.complex = self.dtype.kind == "c"
         #: local inner product ``a^H b`` (``np.vdot`` conjugates its first argument)
@@ -217,9 +235,12 @@ class Reducer:
         self._calls += 1
 
     def hold(self, exc: BaseException) -> None:
-        """Remember the first user-code error for the next reduction. Not collective."""
+        """Remember the first user-code error for the next reduction, and
+        announce it to the other ranks (:func:`dmsolve._errors.announce`).
+        Not collective."""
         if self.error is None:
             self.error = exc
+            announce(self.comm, exc)
 
     def guard(self, func, *args):
         """Call user code; remember its exception for the next reduction.
@@ -230,7 +251,7 @@ class Reducer:
         self.enter()
         try:
             return func(*args)
-        except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
+        except BaseException as e:  # noqa: BLE001 - re-raised on every rank by agree()
             self.hold(e)
             return None
 
