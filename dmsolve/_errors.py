@@ -8,11 +8,12 @@ time, so that a failing rank whose peers never arrive can still give up.
 
 A rank that fails before it communicates would strand its peers inside a
 library wait for a message that never comes. So each communicator has a
-private error channel (:func:`open_channel`): a failing rank
-:func:`announce`\ s on it before it goes to the agreement, the library's
-point-to-point waits test it while they wait (:func:`wait_watching`), and a
-wait that learns of a failure leaves with :class:`PeerFailed`, which takes
-its rank to the same agreement. The agreement raises the original failing
+private error channel (:func:`open_channel`): a rank that holds an error
+:func:`announce`\ s on it, with what it has sent, where it stops to wait for
+the others on its way to the agreement; the library's point-to-point waits
+test it while they wait (:func:`wait_watching`), and a wait that learns that
+a message it needs will not come leaves with :class:`PeerFailed`, which
+takes its rank to the same agreement. The agreement raises the original failing
 rank's exception, never ``PeerFailed``, and then clears the channel and
 whatever the abandoned waits left in flight (:func:`on_recovery`).
 """
@@ -28,7 +29,8 @@ from mpi4py import MPI
 
 __all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete",
            "CollectiveError", "AGREE_GRACE", "PeerFailed", "open_channel", "announce",
-           "peer_failed", "wait_watching", "left_a_wait", "on_recovery", "close_channel"]
+           "position", "on_announce", "wait_watching", "left_a_wait", "on_recovery",
+           "close_channel"]
 
 #: Seconds a rank that holds an error waits, at an agreement made with a
 #: grace period (``agree(..., grace=AGREE_GRACE)``; every agreement of a
@@ -218,15 +220,26 @@ def complete(request: MPI.Request, exc: BaseException | None,
 # -- the error channel ------------------------------------------------------------
 
 # The channel of a communicator is a duplicate of it, cached as an attribute
-# (collective to make, once). A failing rank sends one small message with
-# FAULT_TAG to every other rank on it; nothing else is ever sent there.
+# (collective to make, once). A rank holding an error sends, each time it
+# stops to wait for the others (a reduction or a barrier of a solve), one
+# small message with FAULT_TAG to every other rank on it: where it stopped
+# (the number of user calls it had entered) and what it had sent by then
+# (from the providers of on_announce). Nothing else is ever sent there.
 FAULT_TAG = 1
 _KEYVAL: list = []
-# channel handle -> (send requests, buffer) of this rank's announcement,
-# until the agreement receives it everywhere
-_ANNOUNCED: dict[int, tuple] = {}
+# channel handle -> [announcements made, their send requests], until the
+# agreement receives them everywhere
+_ANNOUNCED: dict[int, list] = {}
+# channel handle -> {source: its latest announcement}, and how many
+# announcements were received from each source
+_HEARD: dict[int, dict] = {}
+_NHEARD: dict[int, dict] = {}
+# channel handle -> [user calls entered] of the solve running on it
+_POSITION: dict[int, list] = {}
 # channel handles on which this rank left a wait since the last agreement
 _LEFT: set[int] = set()
+# (name, provider(comm)) whose answers an announcement carries
+_PROVIDERS: list = []
 # run, collectively, by an agreement after which some rank had left a wait
 _RECOVERY: list = []
 
@@ -239,9 +252,8 @@ def _keyval() -> int:
 
 def open_channel(comm: MPI.Comm) -> MPI.Comm:
     """The error channel of ``comm``: a private duplicate, made on first use
-    and cached on ``comm`` (freed with it by MPI's attribute rules only if
-    ``comm`` is freed: like the library's other private duplicates, one per
-    communicator for the life of the process).
+    and cached on ``comm`` (one per communicator, freed by
+    :func:`close_channel`).
 
     Collective on ``comm`` the first time it is called for that
     communicator (one ``Dup``), so call it where every rank is (a plan's
@@ -263,7 +275,8 @@ def close_channel(comm: MPI.Comm) -> None:
     if chan is None:
         return
     comm.Delete_attr(_KEYVAL[0])
-    _ANNOUNCED.pop(chan.handle, None)
+    for table in (_ANNOUNCED, _HEARD, _NHEARD, _POSITION):
+        table.pop(chan.handle, None)
     _LEFT.discard(chan.handle)
     chan.Free()
 
@@ -272,53 +285,90 @@ def _channel(comm: MPI.Comm) -> MPI.Comm | None:
     return None if not _KEYVAL else comm.Get_attr(_KEYVAL[0])
 
 
-def announce(comm: MPI.Comm, exc: BaseException) -> None:
-    """Tell every other rank of ``comm`` that this rank failed, so that the
-    library waits they are in (or enter) stop waiting for this rank.
+def position(comm: MPI.Comm) -> list:
+    """A fresh one-element list through which a solve on ``comm`` says how
+    many user calls it has entered (``slot[0] = calls``), for the waits to
+    tell a current announcement from a stale one. Not collective."""
+    slot = [0]
+    chan = _channel(comm)
+    if chan is not None:
+        _POSITION[chan.handle] = slot
+    return slot
+
+
+def on_announce(name: str, provider) -> None:
+    """Register ``provider(comm)``, whose answer (what this rank has sent
+    on ``comm``, say) every announcement carries under ``name``. Not
+    collective; call it at import."""
+    _PROVIDERS.append((name, provider))
+
+
+def announce(comm: MPI.Comm, calls: int) -> None:
+    """Tell every other rank of ``comm`` that this rank holds an error and
+    waits for them after ``calls`` user calls, with what it has sent (the
+    providers of :func:`on_announce`): a library wait that needs a message
+    this rank has not sent then knows it will not come, and leaves.
 
     Not collective: one small non-blocking send to every other rank on the
     error channel, received by the agreement that follows (every rank that
-    announces must go to one, :func:`agree` on ``comm``). Nothing is sent
-    when ``comm`` has no channel (:func:`open_channel`), for
-    :class:`PeerFailed` (the failure is known already), or a second time
-    before the agreement.
+    announces must go to one, :func:`agree` on ``comm``). Call it only where
+    this rank stops to wait for all the others, so that it sends nothing
+    more before they have come too. Nothing is sent when ``comm`` has no
+    channel (:func:`open_channel`).
     """
     chan = _channel(comm)
-    if chan is None or isinstance(exc, PeerFailed) or chan.handle in _ANNOUNCED:
+    if chan is None:
         return
     me, size = chan.Get_rank(), chan.Get_size()
-    buf = np.array([me], dtype=np.int32)
-    requests = [chan.Isend([buf, 1, MPI.INT], dest=r, tag=FAULT_TAG)
-                for r in range(size) if r != me]
-    _ANNOUNCED[chan.handle] = (requests, buf)
+    message = (calls, {name: provider(comm) for name, provider in _PROVIDERS})
+    mine = _ANNOUNCED.setdefault(chan.handle, [0, []])
+    mine[0] += 1
+    mine[1].extend(chan.isend(message, dest=r, tag=FAULT_TAG) for r in range(size) if r != me)
 
 
-def peer_failed(comm: MPI.Comm) -> bool:
-    """Whether a failure was announced on ``comm``'s channel by another rank
-    (an ``Iprobe``), or by this one, and not yet agreed on. Not collective."""
-    chan = _channel(comm)
-    if chan is None:
-        return False
-    return chan.handle in _ANNOUNCED or chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG)
+def _hear(chan: MPI.Comm) -> dict:
+    """Receive the announcements that have arrived on ``chan``; return the
+    latest of each source: ``{source: (calls, what it sent)}``."""
+    heard = _HEARD.setdefault(chan.handle, {})
+    counts = _NHEARD.setdefault(chan.handle, {})
+    status = MPI.Status()
+    while chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG, status):
+        src = status.Get_source()
+        heard[src] = chan.recv(source=src, tag=FAULT_TAG)
+        counts[src] = counts.get(src, 0) + 1
+    return heard
 
 
-def wait_watching(comm: MPI.Comm, requests: list) -> None:
+def wait_watching(comm: MPI.Comm, requests: list, blocked) -> None:
     """Wait for the point-to-point ``requests`` (of a library exchange on
     ``comm``) while watching the error channel.
 
     Tests the requests once; only if they have not all completed does it
-    poll, with an ``Iprobe`` of the channel between two tests. When a
-    failure is announced first it cancels the receives that are still
-    pending, completes them, and raises :class:`PeerFailed`; the sends are
-    left to the caller's recovery (:func:`left_a_wait`, :func:`on_recovery`).
-    Not collective.
+    poll, with an ``Iprobe`` of the channel between two tests. An
+    announcement counts if its rank stopped after at least as many user
+    calls as this rank has entered (before that, it may still send). When
+    ``blocked(announcements)`` (``{source: what it sent}`` of those that
+    count) says a message this wait needs will not come, it cancels
+    nothing itself and raises :class:`PeerFailed`: the caller cancels its
+    receives and leaves its sends to the recovery (:func:`left_a_wait`,
+    :func:`on_recovery`). Not collective.
     """
     if MPI.Request.Testall(requests):
         return
+    chan = _channel(comm)
+    if chan is None:
+        MPI.Request.Waitall(requests)
+        return
+    slot = _POSITION.get(chan.handle)
+    calls = 0 if slot is None else slot[0]
+    news = True                             # those heard in an earlier wait too
     while not MPI.Request.Testall(requests):
-        if peer_failed(comm):
-            raise PeerFailed("another rank failed while this rank waited for its "
-                             "messages")
+        if news or chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG):
+            news = False
+            valid = {src: sent for src, (at, sent) in _hear(chan).items() if at >= calls}
+            if valid and blocked(valid):
+                raise PeerFailed("another rank failed before it sent what this rank "
+                                 "waits for")
 
 
 def left_a_wait(comm: MPI.Comm) -> None:
@@ -340,23 +390,24 @@ def on_recovery(hook) -> None:
 
 def _clear_channel(comm: MPI.Comm, announced: list[int], left: bool) -> None:
     """After an agreement on ``comm``: run the recovery hooks if some rank
-    left a wait, receive every announcement made on the channel, and
-    complete this rank's own. Collective on ``comm``."""
+    left a wait, receive every announcement still on the channel
+    (``announced[r]`` of them were sent by rank ``r``), and complete this
+    rank's own. Collective on ``comm``."""
     chan = _channel(comm)
     if chan is None:
         return
     if left:
         for hook in _RECOVERY:
             hook(comm)
-    _LEFT.discard(chan.handle)
+    h = chan.handle
+    _LEFT.discard(h)
+    counts = _NHEARD.pop(h, {})
+    _HEARD.pop(h, None)
     me = chan.Get_rank()
-    buf = np.empty(1, dtype=np.int32)
-    for r in announced:
-        if r != me:
-            chan.Recv([buf, 1, MPI.INT], source=r, tag=FAULT_TAG)
-    mine = _ANNOUNCED.pop(chan.handle, None)
-    if mine is not None:
-        MPI.Request.Waitall(mine[0])
+    for r, sent in enumerate(announced):
+        for _ in range(0 if r == me else sent - counts.get(r, 0)):
+            chan.recv(source=r, tag=FAULT_TAG)
+    MPI.Request.Waitall(_ANNOUNCED.pop(h, [0, []])[1])
 
 
 def agree(comm: MPI.Comm, exc: BaseException | None, *,
@@ -424,11 +475,10 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
         return
     mine = None if exc is None else _payload(exc)
     chan = _channel(comm)
-    announced = chan is not None and chan.handle in _ANNOUNCED
+    announced = 0 if chan is None else _ANNOUNCED.get(chan.handle, [0])[0]
     left = chan is not None and chan.handle in _LEFT
     everyone = comm.allgather((mine, announced, left))
-    _clear_channel(comm, [r for r, e in enumerate(everyone) if e[1]],
-                   any(e[2] for e in everyone))
+    _clear_channel(comm, [e[1] for e in everyone], any(e[2] for e in everyone))
     # the ranks whose own code failed; those that only learned of it
     # (PeerFailed) raise its exception too
     ranks = [r for r, e in enumerate(everyone) if e[0] is not None and e[0][0] != "peer"]

@@ -20,7 +20,8 @@ import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .._errors import PeerFailed, agree, left_a_wait, on_recovery, open_channel, wait_watching
+from .._errors import (PeerFailed, agree, left_a_wait, on_announce, on_recovery, open_channel,
+                       wait_watching)
 from .._interop import csr_matvec, mpi_datatype
 from ._comm import existing_inner_comm, inner_comm, next_tag
 
@@ -66,10 +67,10 @@ class NeighborExchange:
     neighbours only.
 
     A ``"p2p"`` :meth:`finish` that waits watches ``comm``'s error channel
-    (:mod:`dmsolve._errors`): when another rank announces a failure (it
-    raised before it sent its part), it cancels its receives and raises
-    :class:`~dmsolve._errors.PeerFailed`, which the solve that called it
-    takes to the failing rank's agreement. The pattern then stays active
+    (:mod:`dmsolve._errors`): when a rank it receives from announces a
+    failure, stopped before it sent its part of this exchange, it cancels
+    its receives and raises :class:`~dmsolve._errors.PeerFailed`, which the
+    solve that called it takes to the failing rank's agreement. The pattern then stays active
     until that agreement, which receives the messages the abandoned
     exchange left in flight, so that no later exchange on the same tag
     matches one. A ``"graph"`` exchange is a neighbourhood collective,
@@ -291,7 +292,7 @@ class NeighborExchange:
             self._request = None
         elif self._requests:
             try:
-                wait_watching(self.comm, self._requests)
+                wait_watching(self.comm, self._requests, self._blocked)
             except PeerFailed:
                 self._leave()
                 raise
@@ -302,6 +303,16 @@ class NeighborExchange:
                                         self.sendbuf.nbytes, self.recvbuf.nbytes,
                                         len(self.send_ranks), len(self.recv_ranks))
         return self.recvbuf
+
+    def _blocked(self, announced: dict) -> bool:
+        # whether a source this exchange receives from announced that it had
+        # sent fewer messages of this pattern than this exchange needs
+        started = self._state.started
+        for src in self.recv_ranks.tolist():
+            sent = announced.get(src)
+            if sent is not None and sent.get("halo", {}).get(self._tag, 0) < started:
+                return True
+        return False
 
     def _leave(self) -> None:
         # Another rank failed: cancel the receives still pending, and note
@@ -474,6 +485,17 @@ def _recover(comm) -> None:
             state.finished = state.started
 
 
+def _sent(comm) -> dict:
+    """``{tag: exchanges started}`` of this rank's patterns on ``comm``,
+    which an announcement of a failure carries. Not collective."""
+    inner = existing_inner_comm(comm)
+    if inner is None:
+        return {}
+    return {tag: plan._state.started for (handle, tag), plan in list(_LIVE.items())
+            if handle == inner.handle}
+
+
+on_announce("halo", _sent)
 on_recovery(_recover)
 
 
