@@ -222,10 +222,10 @@ def complete(request: MPI.Request, exc: BaseException | None,
 # The channel of a communicator is a duplicate of it, cached as an attribute
 # (collective to make, once). A rank holding an error sends, each time it
 # stops to wait for the others (a reduction or a barrier of a solve), one
-# small message with FAULT_TAG to every other rank on it: where it stopped
-# (the number of user calls it had entered) and what it had sent by then
-# (from the providers of on_announce). Nothing else is ever sent there.
-FAULT_TAG = 1
+# small message to every other rank on it: where it stopped (the number of
+# user calls it had entered) and what it had sent by then (from the
+# providers of on_announce). Nothing else is ever sent there, so its
+# messages need no tag of their own: sent with the default, matched with any.
 _KEYVAL: list = []
 # channel handle -> [announcements made, their send requests], until the
 # agreement receives them everywhere
@@ -323,7 +323,7 @@ def announce(comm: MPI.Comm, calls: int) -> None:
     message = (calls, {name: provider(comm) for name, provider in _PROVIDERS})
     mine = _ANNOUNCED.setdefault(chan.handle, [0, []])
     mine[0] += 1
-    mine[1].extend(chan.isend(message, dest=r, tag=FAULT_TAG) for r in range(size) if r != me)
+    mine[1].extend(chan.isend(message, dest=r) for r in range(size) if r != me)
 
 
 def _hear(chan: MPI.Comm) -> dict:
@@ -332,9 +332,9 @@ def _hear(chan: MPI.Comm) -> dict:
     heard = _HEARD.setdefault(chan.handle, {})
     counts = _NHEARD.setdefault(chan.handle, {})
     status = MPI.Status()
-    while chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG, status):
+    while chan.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
         src = status.Get_source()
-        heard[src] = chan.recv(source=src, tag=FAULT_TAG)
+        heard[src] = chan.recv(source=src, tag=MPI.ANY_TAG)
         counts[src] = counts.get(src, 0) + 1
     return heard
 
@@ -363,7 +363,7 @@ def wait_watching(comm: MPI.Comm, requests: list, blocked) -> None:
     calls = 0 if slot is None else slot[0]
     news = True                             # those heard in an earlier wait too
     while not MPI.Request.Testall(requests):
-        if news or chan.Iprobe(MPI.ANY_SOURCE, FAULT_TAG):
+        if news or chan.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
             news = False
             valid = {src: sent for src, (at, sent) in _hear(chan).items() if at >= calls}
             if valid and blocked(valid):
@@ -406,7 +406,7 @@ def _clear_channel(comm: MPI.Comm, announced: list[int], left: bool) -> None:
     me = chan.Get_rank()
     for r, sent in enumerate(announced):
         for _ in range(0 if r == me else sent - counts.get(r, 0)):
-            chan.recv(source=r, tag=FAULT_TAG)
+            chan.recv(source=r, tag=MPI.ANY_TAG)
     MPI.Request.Waitall(_ANNOUNCED.pop(h, [0, []])[1])
 
 
