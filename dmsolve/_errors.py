@@ -5,6 +5,17 @@ before anybody raises, so that no rank is left waiting in a collective.
 :func:`agree` raises the failing rank's exception, of the same type, on
 every rank; :func:`poll` waits for a non-blocking collective for a bounded
 time, so that a failing rank whose peers never arrive can still give up.
+
+A rank that fails before it communicates would strand its peers inside a
+library wait for a message that never comes. So each communicator has a
+private error channel (:func:`open_channel`): a rank that holds an error
+:func:`announce`\ s on it, with what it has sent, where it stops to wait for
+the others on its way to the agreement; the library's point-to-point waits
+test it while they wait (:func:`wait_watching`), and a wait that learns that
+a message it needs will not come leaves with :class:`PeerFailed`, which
+takes its rank to the same agreement. The agreement raises the original failing
+rank's exception, never ``PeerFailed``, and then clears the channel and
+whatever the abandoned waits left in flight (:func:`on_recovery`).
 """
 
 from __future__ import annotations
@@ -17,7 +28,9 @@ import numpy as np
 from mpi4py import MPI
 
 __all__ = ["agree", "raise_collective", "raise_from_root", "poll", "complete",
-           "CollectiveError", "AGREE_GRACE"]
+           "CollectiveError", "AGREE_GRACE", "PeerFailed", "open_channel", "announce",
+           "position", "on_announce", "wait_watching", "left_a_wait", "on_recovery",
+           "close_channel"]
 
 #: Seconds a rank that holds an error waits, at an agreement made with a
 #: grace period (``agree(..., grace=AGREE_GRACE)``; every agreement of a
@@ -36,6 +49,13 @@ _POLL_INTERVAL = 1e-3
 # exception that cannot be transported.
 _KINDS = (ValueError, TypeError, RuntimeError, FloatingPointError, OSError, KeyError,
           IndexError, ZeroDivisionError, NotImplementedError)
+
+
+class PeerFailed(Exception):
+    """Raised inside the library on a rank whose wait learned, on the error
+    channel, that another rank failed: it takes this rank to the agreement
+    of the failing rank's exception, which :func:`agree` then raises here
+    in its place. Never raised to the caller by :func:`agree`."""
 
 
 class CollectiveError(RuntimeError):
@@ -109,6 +129,12 @@ def _payload(exc: BaseException) -> tuple:
     the bytes), and ``"none"`` when it does not (data: the nearest kind's name).
     """
     cls, message = type(exc), str(exc)
+    if isinstance(exc, PeerFailed):
+        return ("peer", "PeerFailed", message, None)
+    if not isinstance(exc, Exception):
+        # KeyboardInterrupt, SystemExit, ...: addressed to the process they
+        # happened in; the other ranks are told with a CollectiveError
+        return ("none", _qualname(cls), message, None)
     kind = _kind(exc)
     if cls in _KINDS:
         return ("kind", cls.__name__, message, None)
@@ -191,6 +217,202 @@ def complete(request: MPI.Request, exc: BaseException | None,
     raise exc
 
 
+# -- the error channel ------------------------------------------------------------
+
+# The channel of a communicator is a duplicate of it, cached as an attribute
+# (collective to make, once). A rank holding an error sends, each time it
+# stops to wait for the others (a reduction or a barrier of a solve), one
+# small message to every other rank on it: where it stopped (the number of
+# user calls it had entered) and what it had sent by then (from the
+# providers of on_announce). Nothing else is ever sent there, so its
+# messages need no tag of their own: sent with the default, matched with any.
+_KEYVAL: list = []
+# channel handle -> [announcements made, their send requests], until the
+# agreement receives them everywhere
+_ANNOUNCED: dict[int, list] = {}
+# channel handle -> {source: its latest announcement}, and how many
+# announcements were received from each source
+_HEARD: dict[int, dict] = {}
+_NHEARD: dict[int, dict] = {}
+# channel handle -> [user calls entered] of the solve running on it
+_POSITION: dict[int, list] = {}
+# channel handles on which this rank left a wait since the last agreement
+_LEFT: set[int] = set()
+# (name, provider(comm)) whose answers an announcement carries
+_PROVIDERS: list = []
+# run, collectively, by an agreement after which some rank had left a wait
+_RECOVERY: list = []
+
+
+def _keyval() -> int:
+    if not _KEYVAL:
+        _KEYVAL.append(MPI.Comm.Create_keyval())
+    return _KEYVAL[0]
+
+
+def open_channel(comm: MPI.Comm) -> MPI.Comm:
+    """The error channel of ``comm``: a private duplicate, made on first use
+    and cached on ``comm`` (one per communicator, freed by
+    :func:`close_channel`).
+
+    Collective on ``comm`` the first time it is called for that
+    communicator (one ``Dup``), so call it where every rank is (a plan's
+    construction, the start of a solve); not collective afterwards.
+    """
+    key = _keyval()
+    chan = comm.Get_attr(key)
+    if chan is None:
+        chan = comm.Dup()
+        comm.Set_attr(key, chan)
+    return chan
+
+
+def close_channel(comm: MPI.Comm) -> None:
+    """Free ``comm``'s error channel, if it has one, before ``comm`` itself
+    is freed (:func:`dmsolve.bsp.free_inner_comm` calls it). Collective on
+    ``comm`` when it has one (every rank has one or none alike)."""
+    chan = _channel(comm)
+    if chan is None:
+        return
+    comm.Delete_attr(_KEYVAL[0])
+    for table in (_ANNOUNCED, _HEARD, _NHEARD, _POSITION):
+        table.pop(chan.handle, None)
+    _LEFT.discard(chan.handle)
+    chan.Free()
+
+
+def _channel(comm: MPI.Comm) -> MPI.Comm | None:
+    return None if not _KEYVAL else comm.Get_attr(_KEYVAL[0])
+
+
+def position(comm: MPI.Comm) -> list:
+    """A fresh one-element list through which a solve on ``comm`` says how
+    many user calls it has entered (``slot[0] = calls``), for the waits to
+    tell a current announcement from a stale one. Not collective."""
+    slot = [0]
+    chan = _channel(comm)
+    if chan is not None:
+        _POSITION[chan.handle] = slot
+    return slot
+
+
+def on_announce(name: str, provider) -> None:
+    """Register ``provider(comm)``, whose answer (what this rank has sent
+    on ``comm``, say) every announcement carries under ``name``. Not
+    collective; call it at import."""
+    _PROVIDERS.append((name, provider))
+
+
+def announce(comm: MPI.Comm, calls: int) -> None:
+    """Tell every other rank of ``comm`` that this rank holds an error and
+    waits for them after ``calls`` user calls, with what it has sent (the
+    providers of :func:`on_announce`): a library wait that needs a message
+    this rank has not sent then knows it will not come, and leaves.
+
+    Not collective: one small non-blocking send to every other rank on the
+    error channel, received by the agreement that follows (every rank that
+    announces must go to one, :func:`agree` on ``comm``). Call it only where
+    this rank stops to wait for all the others, so that it sends nothing
+    more before they have come too. Nothing is sent when ``comm`` has no
+    channel (:func:`open_channel`).
+    """
+    chan = _channel(comm)
+    if chan is None:
+        return
+    me, size = chan.Get_rank(), chan.Get_size()
+    message = (calls, {name: provider(comm) for name, provider in _PROVIDERS})
+    mine = _ANNOUNCED.setdefault(chan.handle, [0, []])
+    mine[0] += 1
+    mine[1].extend(chan.isend(message, dest=r) for r in range(size) if r != me)
+
+
+def _hear(chan: MPI.Comm) -> dict:
+    """Receive the announcements that have arrived on ``chan``; return the
+    latest of each source: ``{source: (calls, what it sent)}``."""
+    heard = _HEARD.setdefault(chan.handle, {})
+    counts = _NHEARD.setdefault(chan.handle, {})
+    status = MPI.Status()
+    while chan.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG, status):
+        src = status.Get_source()
+        heard[src] = chan.recv(source=src, tag=MPI.ANY_TAG)
+        counts[src] = counts.get(src, 0) + 1
+    return heard
+
+
+def wait_watching(comm: MPI.Comm, requests: list, blocked) -> None:
+    """Wait for the point-to-point ``requests`` (of a library exchange on
+    ``comm``) while watching the error channel.
+
+    Tests the requests once; only if they have not all completed does it
+    poll, with an ``Iprobe`` of the channel between two tests. An
+    announcement counts if its rank stopped after at least as many user
+    calls as this rank has entered (before that, it may still send). When
+    ``blocked(announcements)`` (``{source: what it sent}`` of those that
+    count) says a message this wait needs will not come, it cancels
+    nothing itself and raises :class:`PeerFailed`: the caller cancels its
+    receives and leaves its sends to the recovery (:func:`left_a_wait`,
+    :func:`on_recovery`). Not collective.
+    """
+    if MPI.Request.Testall(requests):
+        return
+    chan = _channel(comm)
+    if chan is None:
+        MPI.Request.Waitall(requests)
+        return
+    slot = _POSITION.get(chan.handle)
+    calls = 0 if slot is None else slot[0]
+    news = True                             # those heard in an earlier wait too
+    spins = 0
+    while not MPI.Request.Testall(requests):
+        # the channel is probed on every 16th test only: a test costs less
+        spins += 1
+        if news or (spins % 16 == 0 and chan.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)):
+            news = False
+            valid = {src: sent for src, (at, sent) in _hear(chan).items() if at >= calls}
+            if valid and blocked(valid):
+                raise PeerFailed("another rank failed before it sent what this rank "
+                                 "waits for")
+
+
+def left_a_wait(comm: MPI.Comm) -> None:
+    """Record that this rank left a wait on ``comm`` (after
+    :class:`PeerFailed`), so that the next agreement runs the recovery
+    hooks. Not collective."""
+    chan = _channel(comm)
+    if chan is not None:
+        _LEFT.add(chan.handle)
+
+
+def on_recovery(hook) -> None:
+    """Register ``hook(comm)``, run on every rank by an agreement on ``comm``
+    after which some rank had left a wait (:func:`left_a_wait`): it must
+    complete, collectively, what the abandoned waits left in flight. Not
+    collective; call it at import."""
+    _RECOVERY.append(hook)
+
+
+def _clear_channel(comm: MPI.Comm, announced: list[int], left: bool) -> None:
+    """After an agreement on ``comm``: run the recovery hooks if some rank
+    left a wait, receive every announcement still on the channel
+    (``announced[r]`` of them were sent by rank ``r``), and complete this
+    rank's own. Collective on ``comm``."""
+    chan = _channel(comm)
+    if chan is None:
+        return
+    if left:
+        for hook in _RECOVERY:
+            hook(comm)
+    h = chan.handle
+    _LEFT.discard(h)
+    counts = _NHEARD.pop(h, {})
+    _HEARD.pop(h, None)
+    me = chan.Get_rank()
+    for r, sent in enumerate(announced):
+        for _ in range(0 if r == me else sent - counts.get(r, 0)):
+            chan.recv(source=r, tag=MPI.ANY_TAG)
+    MPI.Request.Waitall(_ANNOUNCED.pop(h, [0, []])[1])
+
+
 def agree(comm: MPI.Comm, exc: BaseException | None, *,
           grace: float | None = None) -> None:
     """Raise the same exception on every rank if any rank has one.
@@ -205,7 +427,8 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
     - the built-in kinds ``ValueError``, ``TypeError``, ``RuntimeError``,
       ``OSError``, ``KeyError``, ``IndexError``, ``FloatingPointError``,
       ``ZeroDivisionError``, ``NotImplementedError`` and every other built-in
-      exception type are rebuilt as ``type(message)``;
+      exception type deriving from ``Exception`` are rebuilt as
+      ``type(message)``;
     - any other type (yours, ``CheckpointError``, ...) is sent pickled and
       raised as the unpickled copy (the note of the failing ranks appended
       to its single string argument, or added as a note);
@@ -213,7 +436,17 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
       :class:`CollectiveError`, naming the original type.
 
     On a failing rank the exception raised is chained (``raise ... from``)
-    to the rank's own exception, whose traceback is thus kept.
+    to the rank's own exception, whose traceback is thus kept. A
+    ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit``) is re-raised unchanged on the rank where it happened;
+    the other ranks raise a :class:`CollectiveError` naming it.
+
+    A rank that holds :class:`PeerFailed` (it left a library wait because
+    another rank announced a failure, :func:`announce`) counts as failing
+    but is never the one whose exception is raised. After the agreement the
+    error channel is empty again, and what the abandoned waits left in
+    flight is completed (:func:`on_recovery`), so ``comm`` serves the next
+    collective and exchange.
 
     Parameters
     ----------
@@ -244,13 +477,21 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
     if failed == 0:
         return
     mine = None if exc is None else _payload(exc)
-    everyone = comm.allgather(mine)
-    ranks = [r for r, e in enumerate(everyone) if e is not None]
+    chan = _channel(comm)
+    announced = 0 if chan is None else _ANNOUNCED.get(chan.handle, [0])[0]
+    left = chan is not None and chan.handle in _LEFT
+    everyone = comm.allgather((mine, announced, left))
+    _clear_channel(comm, [e[1] for e in everyone], any(e[2] for e in everyone))
+    # the ranks whose own code failed; those that only learned of it
+    # (PeerFailed) raise its exception too
+    ranks = [r for r, e in enumerate(everyone) if e[0] is not None and e[0][0] != "peer"]
+    if not ranks:
+        ranks = [r for r, e in enumerate(everyone) if e[0] is not None]
     where = ""
     if comm.Get_size() > 1:
         where = " [raised on %s]" % ("rank %d" % ranks[0] if len(ranks) == 1
                                      else "ranks %s" % ",".join(map(str, ranks)))
-    payload = everyone[ranks[0]]
+    payload = everyone[ranks[0]][0]
     err = _rebuild(payload, where)
     # the type must be the same everywhere: a copy that fails to rebuild on
     # one rank makes every rank fall back
@@ -259,7 +500,9 @@ def agree(comm: MPI.Comm, exc: BaseException | None, *,
         err = None
     if err is None:
         err = _fallback(payload, where)
-    if exc is not None:
+    if exc is not None and not isinstance(exc, (Exception, PeerFailed)):
+        raise exc           # KeyboardInterrupt, SystemExit, ...: unchanged where it happened
+    if exc is not None and not isinstance(exc, PeerFailed):
         raise err from exc
     raise err
 

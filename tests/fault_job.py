@@ -2,12 +2,25 @@
 at one stage of the solve, before or after that stage communicates.
 
     mpiexec -n 3 python -m mpi4py tests/fault_job.py METHOD:STAGE:WHEN [...] TMPDIR
+    mpiexec -n 3 python -m mpi4py tests/fault_job.py WAIT:KIND:MODE [...] TMPDIR
 
 STAGE is matvec (the operator does the matrix's halo exchange), pc (the
 preconditioner does an allreduce), callback and monitor (each computes a
 norm: an allreduce), or checkpoint (the write of a checkpoint file, or of the
 manifest after the ranks' files were gathered); WHEN is before or after.
 Rank 1 fails (rank 0 for checkpoint:after, where only rank 0 writes).
+
+The second form: rank 0 raises (KIND ``error``: an ``InjectedFault``;
+``interrupt``: a ``KeyboardInterrupt``) before it communicates, so that the
+others wait in a library wait (WAIT ``halo``: a user operator inside
+``dmsolve.cg`` raises before its matrix's halo exchange, and its neighbour
+waits in that exchange; ``bsp``: a BSP compute function raises before it
+queues its messages, and the others wait in the superstep's sync). MODE
+``caught``: every rank catches the exception, then makes an ``allreduce``,
+a barrier and another run of the same kind, and prints ``RANK r AFTER ...``
+with what it got; ``uncaught``: every rank re-raises it once every rank
+has caught it, and ``python -m mpi4py`` aborts the job. The rank where the
+exception was raised prints ``RANK 0 SAME`` if it caught that very object.
 
 Each rank that catches the exception prints ``RANK r RAISED Type: message``.
 When every rank caught it (the library agreed), the next case runs; after the
@@ -25,6 +38,7 @@ from mpi4py import MPI
 
 import dmsolve
 from dmsolve import DistLinearOperator, gallery
+from dmsolve.bsp import BSP
 from dmsolve.checkpoint import _policy
 
 comm = MPI.COMM_WORLD
@@ -136,11 +150,89 @@ def run_case(method, stage, when, tmpdir):
     sys.stdout.flush()
 
 
+def injected(wait, kind, mode):
+    """The exception rank 0 raises in a WAIT:KIND:MODE case (printing FAULT)."""
+    sys.stdout.write("FAULT %.6f\n" % time.time())
+    sys.stdout.flush()
+    message = "injected in %s %s %s on rank %d" % (wait, kind, mode, comm.rank)
+    return KeyboardInterrupt(message) if kind == "interrupt" else InjectedFault(message)
+
+
+def halo_case(kind, mode):
+    """cg with an operator that raises on rank 0 before its halo exchange;
+    returns a check run after the fault: another solve, compared with the
+    one made before it."""
+    A = gallery.poisson2d(24, comm)
+    b = gallery.rhs(A, "random")
+    x_ref, info_ref = dmsolve.cg(A, b, rtol=1e-10)
+    calls = [0]
+    raised = []
+
+    def matvec(x, out=None):
+        calls[0] += 1
+        if comm.rank == 0 and calls[0] == FAIL_AT:
+            raised.append(injected("halo", kind, mode))
+            raise raised[0]
+        return A.matvec(x, out=out)     # the halo exchange with the neighbours
+
+    def again():
+        x, info = dmsolve.cg(A, b, rtol=1e-10)
+        return "iterations=%d/%d same_x=%s" % (info.iterations, info_ref.iterations,
+                                               np.array_equal(x.local, x_ref.local))
+    op = DistLinearOperator(A.row_layout, A.col_layout, matvec)
+    return lambda: dmsolve.cg(op, b, rtol=1e-10), raised, again
+
+
+def bsp_case(kind, mode):
+    """Supersteps around a ring whose compute function raises on rank 0, in
+    the second superstep, before it queues its message."""
+    raised = []
+
+    def compute(ctx, inbox):
+        if comm.rank == 0 and ctx.step == 1:
+            raised.append(injected("bsp", kind, mode))
+            raise raised[0]
+        ctx.send((comm.rank + 1) % comm.size, np.array([comm.rank]))
+        ctx.vote(ctx.step < 3)
+
+    def again():
+        ctx = BSP(comm)
+        ctx.send((comm.rank + 1) % comm.size, np.array([comm.rank, ctx.step]))
+        got = ctx.sync().concat()
+        return "ring=%s" % (got.tolist() == [(comm.rank - 1) % comm.size, 0])
+    return lambda: BSP(comm).run(compute, max_steps=10), raised, again
+
+
+def run_wait_case(wait, kind, mode):
+    run, raised, again = (halo_case if wait == "halo" else bsp_case)(kind, mode)
+    try:
+        run()
+    except BaseException as e:  # noqa: BLE001 - printed, then re-raised or gone on from
+        sys.stdout.write("RANK %d RAISED %s: %s\n" % (comm.rank, type(e).__name__, e))
+        if raised and e is raised[0]:
+            sys.stdout.write("RANK %d SAME\n" % comm.rank)
+        sys.stdout.flush()
+        if mode == "uncaught":
+            everyone_within(5.0)        # every rank has printed before the job aborts
+            raise
+        # caught, as a script would: on to the next collective whatever the
+        # others do (where they wait for good, so does this rank)
+    else:
+        sys.stdout.write("RANK %d RAISED nothing\n" % comm.rank)
+    total = comm.allreduce(1)
+    comm.barrier()
+    sys.stdout.write("RANK %d AFTER allreduce=%d %s\n" % (comm.rank, total, again()))
+    sys.stdout.flush()
+
+
 def main():
     cases, tmpdir = sys.argv[1:-1], sys.argv[-1]
     for case in cases:
-        method, stage, when = case.split(":")
-        run_case(method, stage, when, tmpdir)
+        first, second, third = case.split(":")
+        if first in ("halo", "bsp"):
+            run_wait_case(first, second, third)
+        else:
+            run_case(first, second, third, tmpdir)
     sys.stdout.flush()
     comm.Barrier()
     MPI.Finalize()          # then exit 3 without MPI_Abort: every rank agreed

@@ -1,15 +1,22 @@
 """Fault injection: one rank raises at each stage of a solve (operator,
 preconditioner, callback, monitor, checkpoint write), before or after that
-stage communicates. Every rank then raises the same exception type, or the
-job aborts under ``python -m mpi4py``, within 10 s of the fault; nothing hangs.
+stage communicates, or in a BSP compute function. Every rank then raises the
+same exception type, or the job aborts under ``python -m mpi4py``, within
+10 s of the fault; nothing hangs.
 
 Each case is a child job (tests/fault_job.py) under ``mpiexec -n 2`` and
 ``-n 3``. After its communication a failing rank's exception is agreed on at
 the next reduction, and a failed checkpoint write in the write itself, so
-every rank raises it (those cases run one after another in one job). Before
-it, the failing rank's neighbours wait in the stage's own communication for
-good: the failing rank gives up after ``AGREE_GRACE`` seconds and raises
-alone, and ``-m mpi4py`` aborts the job.
+every rank raises it (those cases run one after another in one job). So it
+is before a communication the library waits in (the operator's halo
+exchange, a BSP superstep's sync): the failing rank announces its failure
+on the communicator's error channel, the waiting ranks leave the wait, and
+the communicator serves the next collective and solve, with the same
+answer; a ``KeyboardInterrupt`` is re-raised unchanged on its rank and a
+``CollectiveError`` elsewhere. Before a communication of the user's own (an
+``allreduce`` in the preconditioner or callback), the failing rank's peers
+wait in it for good: the failing rank gives up after ``AGREE_GRACE`` seconds
+and raises alone, and ``-m mpi4py`` aborts the job.
 """
 
 import re
@@ -29,8 +36,14 @@ METHODS = ("cg", "pipecg", "gmres", "fgmres", "bicgstab", "minres")
 # and after (rank 0, writing the manifest): agreed in the write itself
 CHECKPOINT = [("cg", "checkpoint", "before", 1), ("cg", "checkpoint", "after", 0)]
 # (method, stage): the failing rank waits AGREE_GRACE seconds for the others,
-# which wait in the stage's communication, then raises alone
-ABORTS = [("cg", "matvec"), ("cg", "pc"), ("cg", "callback"), ("cg", "monitor")]
+# which wait in the stage's own (the user's) communication, then raises alone
+ABORTS = [("cg", "pc"), ("cg", "callback"), ("cg", "monitor")]
+# (wait, kind): rank 0 raises before the library wait its peers are in:
+# the operator's halo exchange in cg, or a BSP superstep's sync (an
+# Exception in compute was agreed before the error channel, at the sync)
+WAITS = [("halo", "error"), ("halo", "interrupt"), ("bsp", "interrupt")]
+WAIT_CASES = [(n, *c) for n in (2, 3) for c in WAITS]
+WAIT_IDS = ["%d-%s-%s" % c for c in WAIT_CASES]
 # where the stage is followed by another user call before the next reduction
 # (the preconditioner by the operator): at 3 ranks only, to keep the file short
 MORE_ABORTS = [("pipecg", "pc"), ("gmres", "pc"), ("bicgstab", "callback")]
@@ -52,10 +65,12 @@ def _faults(out: str) -> list[float]:
 def test_fault_after_communication_is_raised_on_every_rank(comm, tmp_path, nprocs):
     """A fault at each stage of every method, after it communicates, is raised on every rank as
     the same exception."""
-    # four stages of every method after they communicate, and the checkpoint
-    # write, one after another in one job: each raised on every rank as the
-    # same (non-built-in) type, with the failing rank named
-    cases = [(m, s, "after", 1) for m in METHODS for s in STAGES] + CHECKPOINT
+    # four stages of every method after they communicate, the operator
+    # before its halo exchange, and the checkpoint write, one after another
+    # in one job: each raised on every rank as the same (non-built-in) type,
+    # with the failing rank named
+    cases = ([(m, s, "after", 1) for m in METHODS for s in STAGES]
+             + [(m, "matvec", "before", 1) for m in METHODS] + CHECKPOINT)
     code, out, seconds, end = _job(comm, tmp_path, nprocs, ["%s:%s:%s" % c[:3] for c in cases])
     checks = Checks(comm)
     checks.add(code == 3, "every case agreed and the job ended", (code, out))
@@ -92,6 +107,71 @@ def test_fault_before_communication_aborts_the_job(comm, tmp_path, nprocs, metho
     checks.add(out.count("RAISED") == 1, "the other ranks were waiting", out)
     checks.add(re.search(r"did not reach the agreement on this error within [\d.]+ s", out),
                "the note says why", out)
+    faults = _faults(out)
+    checks.add(len(faults) == 1 and end - faults[0] < LIMIT, "aborted within %g s" % LIMIT,
+               (end - faults[0]) if faults else out)
+    checks.assert_all()
+
+
+def _raised(wait, kind, mode, rank):
+    """The line rank ``rank`` prints for the exception it caught."""
+    message = "injected in %s %s %s on rank 0" % (wait, kind, mode)
+    if kind == "error":
+        return "InjectedFault: %s [raised on rank 0]" % message
+    if rank == 0:
+        return "KeyboardInterrupt: %s" % message         # unchanged
+    return "CollectiveError: KeyboardInterrupt: %s [raised on rank 0]" % message
+
+
+def _every_rank_raised(checks, out, nprocs, wait, kind, mode):
+    for r in range(nprocs):
+        line = "RANK %d RAISED %s\n" % (r, _raised(wait, kind, mode, r))
+        checks.add(line in out, "rank %d raised %s" % (r, line.strip()), out)
+    checks.add(out.count("RAISED") == nprocs, "each rank raised once", out)
+    if kind == "interrupt":
+        checks.add("RANK 0 SAME\n" in out, "rank 0 re-raised its own exception", out)
+    checks.add("did not reach the agreement" not in out, "no rank raised alone", out)
+
+
+@pytest.mark.timeout(2 * TIMEOUT)
+@pytest.mark.parametrize("nprocs,wait,kind", WAIT_CASES, ids=WAIT_IDS)
+def test_fault_before_a_library_wait_is_raised_on_every_rank(comm, tmp_path, nprocs, wait,
+                                                              kind):
+    """Rank 0 raises before the communication its peers wait in (a halo exchange inside cg, a
+    BSP sync): every rank raises it, and after catching it makes an allreduce, a barrier and
+    another run, which gives the same answer as before the fault."""
+    code, out, seconds, end = _job(comm, tmp_path, nprocs, ["%s:%s:caught" % (wait, kind)])
+    checks = Checks(comm)
+    checks.add(code == 3, "every rank caught it and went on", (code, out))
+    _every_rank_raised(checks, out, nprocs, wait, kind, "caught")
+    for r in range(nprocs):
+        if wait == "halo":
+            # the stale halo messages of the abandoned exchange are not
+            # taken for the next solve's: same iterations, same x
+            after = re.search(r"^RANK %d AFTER allreduce=%d iterations=(\d+)/\1 same_x=True$"
+                              % (r, nprocs), out, re.M)
+        else:
+            after = "RANK %d AFTER allreduce=%d ring=True\n" % (r, nprocs) in out
+        checks.add(after, "rank %d: the collective and the next run" % r, out)
+    faults = _faults(out)
+    checks.add(len(faults) == 1 and end - faults[0] < LIMIT, "ended within %g s" % LIMIT,
+               (end - faults[0]) if faults else out)
+    checks.assert_all()
+
+
+@pytest.mark.timeout(2 * TIMEOUT)
+@pytest.mark.parametrize("nprocs,wait,kind", WAIT_CASES, ids=WAIT_IDS)
+def test_uncaught_fault_before_a_library_wait_ends_the_job(comm, tmp_path, nprocs, wait, kind):
+    """Rank 0 raises before the communication its peers wait in; uncaught under
+    ``python -m mpi4py``, every rank raises it and the job ends promptly."""
+    code, out, seconds, end = _job(comm, tmp_path, nprocs, ["%s:%s:uncaught" % (wait, kind)])
+    checks = Checks(comm)
+    checks.add(code not in (None, 0, 3), "the job aborted", (code, out))
+    _every_rank_raised(checks, out, nprocs, wait, kind, "uncaught")
+    # the failing rank's own traceback ends with its exception
+    own = "injected in %s %s uncaught on rank 0" % (wait, kind)
+    own = ("KeyboardInterrupt: " if kind == "interrupt" else "InjectedFault: ") + own
+    checks.add(re.search(r"^%s$" % re.escape(own), out, re.M), "its traceback", out)
     faults = _faults(out)
     checks.add(len(faults) == 1 and end - faults[0] < LIMIT, "aborted within %g s" % LIMIT,
                (end - faults[0]) if faults else out)

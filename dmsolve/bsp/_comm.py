@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
+from .._errors import close_channel
+
 _KEYVAL = None
 
 
@@ -71,16 +73,24 @@ def next_tag(comm: MPI.Comm) -> int:
     return PATTERN_TAGS[i]
 
 
+def existing_inner_comm(comm: MPI.Comm) -> MPI.Comm | None:
+    """The private duplicate of ``comm`` if :func:`inner_comm` made one,
+    else None. Not collective."""
+    return None if _KEYVAL is None else comm.Get_attr(_KEYVAL)
+
+
 def free_inner_comm(comm: MPI.Comm) -> None:
-    """Free the private duplicate of ``comm`` made by :func:`inner_comm`, if
+    """Free the private duplicates of ``comm`` (the one made by
+    :func:`inner_comm`, and the error channel of :mod:`dmsolve._errors`), if
     any, before ``comm`` itself is freed (whoever frees ``comm`` calls it;
-    the attribute has no delete callback). Nothing using it (halo plans,
-    supersteps on ``comm``) may be used afterwards.
+    the attributes have no delete callback). Nothing using them (halo
+    plans, supersteps, solves on ``comm``) may be used afterwards.
 
     Collective on ``comm`` when a duplicate exists (``MPI_Comm_free``);
-    every rank of ``comm`` has one or none alike, as :func:`inner_comm` is
-    collective.
+    every rank of ``comm`` has them or not alike, as they are made
+    collectively.
     """
+    close_channel(comm)
     if _KEYVAL is None:
         return
     inner = comm.Get_attr(_KEYVAL)

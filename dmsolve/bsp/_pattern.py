@@ -14,14 +14,16 @@ halo), built once, with no communication.
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
 
-from .._errors import agree
+from .._errors import (PeerFailed, agree, left_a_wait, on_announce, on_recovery, open_channel,
+                       wait_watching)
 from .._interop import csr_matvec, mpi_datatype
-from ._comm import inner_comm, next_tag
+from ._comm import existing_inner_comm, inner_comm, next_tag
 
 __all__ = ["NeighborExchange"]
 
@@ -64,6 +66,16 @@ class NeighborExchange:
     :meth:`start`, :meth:`finish` and :meth:`exchange` are collective among
     neighbours only.
 
+    A ``"p2p"`` :meth:`finish` that waits watches ``comm``'s error channel
+    (:mod:`dmsolve._errors`): when a rank it receives from announces a
+    failure, stopped before it sent its part of this exchange, it cancels
+    its receives and raises :class:`~dmsolve._errors.PeerFailed`, which the
+    solve that called it takes to the failing rank's agreement. The pattern then stays active
+    until that agreement, which receives the messages the abandoned
+    exchange left in flight, so that no later exchange on the same tag
+    matches one. A ``"graph"`` exchange is a neighbourhood collective,
+    which cannot be abandoned: it waits.
+
     One exchange of a pattern (or of its :meth:`for_dtype` variants, which
     share its message tag) can be active at a time: :meth:`start` while one
     is active raises ``RuntimeError`` instead of restarting active MPI
@@ -95,6 +107,7 @@ class NeighborExchange:
         self._owns_graph = method == "graph"
         self._tag = None
         self._state = _State()
+        open_channel(comm)
         self._variants: dict = {}
         self._parent = None
         self._reverse = None
@@ -103,6 +116,7 @@ class NeighborExchange:
                 self.recv_ranks.tolist(), self.send_ranks.tolist(), reorder=False)
         else:
             self._tag = next_tag(comm)
+            _LIVE[(inner_comm(comm).handle, self._tag)] = self
         self._plan_buffers()
 
     def _plan_buffers(self) -> None:
@@ -257,6 +271,7 @@ class NeighborExchange:
         elif self._requests:
             MPI.Prequest.Startall(self._requests)
         self._state.owner = self
+        self._state.started += 1
 
     def finish(self) -> np.ndarray:
         """Complete the exchange; returns :attr:`recvbuf` (the ghost values).
@@ -276,13 +291,42 @@ class NeighborExchange:
             self._request.Wait()
             self._request = None
         elif self._requests:
-            MPI.Prequest.Waitall(self._requests)
+            try:
+                wait_watching(self.comm, self._requests, self._blocked)
+            except PeerFailed:
+                self._leave()
+                raise
         self._state.owner = None
+        self._state.finished += 1
         if self.ledger is not None:
             self.ledger.record_exchange(self.name, time.perf_counter() - self._t0,
                                         self.sendbuf.nbytes, self.recvbuf.nbytes,
                                         len(self.send_ranks), len(self.recv_ranks))
         return self.recvbuf
+
+    def _blocked(self, announced: dict) -> bool:
+        # whether a source this exchange receives from announced that it had
+        # sent fewer messages of this pattern than this exchange needs
+        started = self._state.started
+        for src in self.recv_ranks.tolist():
+            sent = announced.get(src)
+            if sent is not None and sent.get("halo", {}).get(self._tag, 0) < started:
+                return True
+        return False
+
+    def _leave(self) -> None:
+        # Another rank failed: cancel the receives still pending, and note
+        # which ones completed all the same; the sends stay active until the
+        # agreement's recovery (_recover) has received what they carry.
+        state = self._state
+        status = MPI.Status()
+        for src, req in zip(self.recv_ranks.tolist(), self._requests):
+            req.Cancel()
+            req.Wait(status)
+            if not status.Is_cancelled():
+                state.partial.append(src)
+        state.left = True
+        left_a_wait(self.comm)
 
     def exchange(self, values: np.ndarray) -> np.ndarray:
         """:meth:`start` then :meth:`finish`. Collective on ``comm``, like them."""
@@ -368,13 +412,91 @@ class NeighborExchange:
 
 
 class _State:
-    """Which plan's exchange is active (None: none); shared by a pattern and
-    its dtype variants, which share its message tag."""
+    """Which plan's exchange is active (None: none), and how many exchanges
+    were started and finished; shared by a pattern and its dtype variants,
+    which share its message tag. ``left``: the active exchange was
+    abandoned (:meth:`NeighborExchange.finish` learned of a failure);
+    ``partial``: the sources whose message it received all the same."""
 
-    __slots__ = ("owner",)
+    __slots__ = ("owner", "started", "finished", "left", "partial")
 
     def __init__(self):
         self.owner = None
+        self.started = 0
+        self.finished = 0
+        self.left = False
+        self.partial: list = []
+
+
+# The "p2p" patterns alive, by (inner communicator handle, tag), for the
+# recovery after a fault. A pattern is registered by its collective
+# construction, so every rank holds the same ones.
+_LIVE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _recover(comm) -> None:
+    """Receive, on every rank, the messages that exchanges abandoned on
+    ``comm`` after a failure left in flight, and complete those exchanges.
+
+    Registered with :func:`dmsolve._errors.on_recovery`: run by the
+    agreement after which some rank left an exchange. A message of an
+    abandoned exchange may sit unreceived at a rank (that never started the
+    exchange, or cancelled its receive) and would match the next exchange
+    on the same tag. Every message of a pattern is counted: rank ``s`` has
+    sent ``started`` messages to each of its destinations, rank ``r`` has
+    received ``finished`` from each source (plus those an abandoned
+    exchange received). So one ``allgather`` of the abandoned tags and one
+    ``Alltoall`` of the counts tell each rank how many messages it still
+    has to receive from whom; it receives and drops them, then completes
+    its own abandoned sends. Collective on ``comm``.
+    """
+    inner = existing_inner_comm(comm)
+    if inner is None:                   # no p2p pattern on comm, on any rank
+        return
+    mine = [tag for (handle, tag), plan in list(_LIVE.items())
+            if handle == inner.handle and plan._state.left]
+    tags = sorted(set().union(*comm.allgather(mine)))
+    if not tags:
+        return
+    size = comm.Get_size()
+    plans = [_LIVE.get((inner.handle, tag)) for tag in tags]
+    sent = np.zeros((size, len(tags)), dtype=np.int64)
+    received = np.zeros((size, len(tags)), dtype=np.int64)
+    for j, plan in enumerate(plans):
+        if plan is not None:
+            state = plan._state
+            sent[plan.send_ranks, j] = state.started
+            received[plan.recv_ranks, j] = state.finished
+            for src in state.partial:
+                received[src, j] += 1
+    sent_here = np.empty_like(sent)       # row s: what rank s sent to this rank
+    comm.Alltoall(sent, sent_here)
+    status = MPI.Status()
+    for src, j in zip(*np.nonzero(sent_here > received)):
+        for _ in range(int(sent_here[src, j] - received[src, j])):
+            inner.Probe(source=int(src), tag=tags[j], status=status)
+            inner.Recv([np.empty(status.Get_count(MPI.BYTE), dtype=np.uint8), MPI.BYTE],
+                       source=int(src), tag=tags[j])
+    for plan in plans:
+        state = None if plan is None else plan._state
+        if state is not None and state.left:
+            MPI.Prequest.Waitall(state.owner._requests)     # its sends, received now
+            state.owner, state.left, state.partial = None, False, []
+            state.finished = state.started
+
+
+def _sent(comm) -> dict:
+    """``{tag: exchanges started}`` of this rank's patterns on ``comm``,
+    which an announcement of a failure carries. Not collective."""
+    inner = existing_inner_comm(comm)
+    if inner is None:
+        return {}
+    return {tag: plan._state.started for (handle, tag), plan in list(_LIVE.items())
+            if handle == inner.handle}
+
+
+on_announce("halo", _sent)
+on_recovery(_recover)
 
 
 def _displs(counts) -> np.ndarray:

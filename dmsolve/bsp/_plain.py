@@ -330,7 +330,11 @@ class PlainBSP:
         ``compute`` queues messages and calls :meth:`vote` to stay active; the
         first call gets an empty inbox. Returns the number of supersteps.
         Collective on ``comm``. Raises ``RuntimeError`` on every rank if
-        ``max_steps`` is reached first.
+        ``max_steps`` is reached first. An exception in ``compute`` on some
+        ranks is raised on every rank by the superstep's sync (see
+        :func:`dmsolve.agree`); a ``BaseException`` that is not an
+        ``Exception`` (``KeyboardInterrupt``) is re-raised unchanged on its
+        rank, and the others raise :class:`~dmsolve.CollectiveError`.
         """
         inbox = Inbox({}, {}, True, 0)
 
@@ -338,7 +342,7 @@ class PlainBSP:
             nonlocal inbox
             try:
                 compute(self, inbox)
-            except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
+            except BaseException as e:  # noqa: BLE001 - raised on every rank by the sync
                 self._fail(e)
             inbox = self.sync(label)
             return inbox
@@ -375,11 +379,11 @@ class PlainBSP:
         rank: ``vp`` is the rank, ``state`` the dict :meth:`set_state` gave,
         ``inbox`` the previous superstep's. Returns the sync's Inbox.
         Collective on ``comm``: one sync; an exception in ``compute`` is
-        raised on every rank.
+        raised on every rank (as in :meth:`run`).
         """
         try:
             compute(self.rank, self._vp_state, self._vp_inbox)
-        except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
+        except BaseException as e:  # noqa: BLE001 - raised on every rank by the sync
             self._fail(e)
         self._vp_inbox = Inbox({}, {}, True, 0)
         self._vp_inbox = self.sync(label)

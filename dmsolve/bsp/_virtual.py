@@ -462,7 +462,7 @@ class VirtualBSP:
                                 % (self.memory_budget, vp, self._resident))
                     compute(vp, self._states[j], inbox)
                     del inbox
-                except Exception as e:  # noqa: BLE001 - raised on every rank by the sync
+                except BaseException as e:  # noqa: BLE001 - raised on every rank by the sync
                     self._inner._fail(e)
                 self._recount()
                 if self.memory_budget is not None and self._resident > self.memory_budget:

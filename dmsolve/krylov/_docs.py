@@ -108,10 +108,13 @@ COMMON_RAISES = """\
         An exception raised by ``A``, ``M``, ``callback`` or ``monitor`` on
         any rank is raised on every rank at the next reduction: the same
         type (sent pickled), its message followed by the failing ranks;
-        :class:`~dmsolve.CollectiveError` if it cannot be pickled. If the
-        other ranks never get there (they wait in a communication the
-        failing rank skipped), the failing rank raises its own exception
-        alone after :data:`dmsolve._errors.AGREE_GRACE` seconds."""
+        :class:`~dmsolve.CollectiveError` if it cannot be pickled. A
+        ``BaseException`` (``KeyboardInterrupt``) is re-raised unchanged on
+        its rank, and raised as ``CollectiveError`` on the others. If the
+        other ranks never get there (they wait in a communication of the
+        user's own that the failing rank skipped), the failing rank raises
+        its own exception alone after :data:`dmsolve._errors.AGREE_GRACE`
+        seconds."""
 
 COMMON_NOTES = """\
     Collective on ``A.comm``. Errors in user code on one rank only are
@@ -122,6 +125,11 @@ COMMON_NOTES = """\
     because they wait in a communication of the operator, preconditioner or
     callback that the failing rank did not make, raises its exception alone,
     with a note saying so: under ``python -m mpi4py`` that aborts the job.
+    That does not happen when the communication is dmsolve's own halo
+    exchange (a matrix applied inside the user's operator): the failing rank
+    announces its failure on ``A.comm``'s error channel, the waiting ranks
+    leave the exchange and come to the reduction, and after the agreement
+    ``A.comm`` serves the next collective and solve.
     Such a rank makes no further user call before the others have finished
     the one it failed in (a non-blocking barrier precedes a user call that
     follows another with no reduction in between). User code that itself

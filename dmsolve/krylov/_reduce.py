@@ -7,7 +7,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _errors
-from .._errors import agree, complete
+from .._errors import agree, announce, complete, open_channel, position
 from .._reprosum import accumulators, dot_into, dots_into, normalize, to_float
 from ._linalg import gemv_dot
 
@@ -42,6 +42,24 @@ class Reducer:
     complete it at the next reduction, a failing rank polls it and goes on
     only when every rank has come that far.
 
+    A rank holding an error also announces it on ``comm``'s error channel
+    (:func:`dmsolve._errors.announce`) each time it stops to poll (a
+    reduction or a barrier), with the number of user calls it has made and
+    the halo messages it has sent. A neighbour waiting in a library exchange
+    for a message this rank has not sent (the halo exchange of a matrix
+    inside the operator that failed before it) then leaves that wait with
+    :class:`~dmsolve._errors.PeerFailed`, which it holds like a user-code
+    error (and announces in turn): every rank comes to the reduction, and
+    the agreement raises the failing rank's exception everywhere. A wait
+    for a message that was sent, or that a rank may still send (it has not
+    stopped yet), goes on. The reductions themselves are collectives,
+    which cannot be left: a failing rank always comes to the next one.
+
+    A ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    ``SystemExit``) raised by user code is held and agreed the same way, and
+    then re-raised unchanged on its rank; the others raise
+    :class:`~dmsolve.CollectiveError`.
+
     Parameters
     ----------
     comm : MPI.Comm
@@ -52,7 +70,9 @@ class Reducer:
 
     Notes
     -----
-    Not collective to construct. ``reductions`` counts the reductions made.
+    Collective to construct the first time on a communicator (the
+    :func:`~dmsolve._errors.open_channel` ``Dup``); not collective after.
+    ``reductions`` counts the reductions made.
     """
 
     #: whether the sums are exact (:class:`ExactReducer`)
@@ -60,6 +80,9 @@ class Reducer:
 
     def __init__(self, comm: MPI.Comm, dtype, slots: int):
         self.comm = comm
+        open_channel(comm)
+        # user calls entered, for the library's waits on comm (wait_watching)
+        self._position = position(comm)
         self.dtype = np.dtype(dtype)
         self.complex = self.dtype.kind == "c"
         #: local inner product ``a^H b`` (``np.vdot`` conjugates its first argument)
@@ -174,6 +197,7 @@ class Reducer:
         if self.error is None:
             req.Wait()
         else:
+            announce(self.comm, self._calls)
             complete(req, self.error, _errors.AGREE_GRACE)
         # every rank started this reduction: every rank finished the user
         # calls and posted the barriers that came before it
@@ -211,10 +235,14 @@ class Reducer:
                 self._barriers.append((self._nbarriers, req))
             else:
                 # the others finished the user call this rank failed in, or
-                # they wait in it for good: then raise alone
+                # they wait in it: a library wait learns from the
+                # announcement; a wait of the user's own does not, and then
+                # this rank raises alone
+                announce(self.comm, self._calls)
                 complete(req, self.error, _errors.AGREE_GRACE)
             self._nbarriers += 1
         self._calls += 1
+        self._position[0] = self._calls
 
     def hold(self, exc: BaseException) -> None:
         """Remember the first user-code error for the next reduction. Not collective."""
@@ -230,7 +258,7 @@ class Reducer:
         self.enter()
         try:
             return func(*args)
-        except Exception as e:  # noqa: BLE001 - re-raised on every rank by agree()
+        except BaseException as e:  # noqa: BLE001 - re-raised on every rank by agree()
             self.hold(e)
             return None
 

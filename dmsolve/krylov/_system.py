@@ -268,7 +268,7 @@ class System:
             y = self.A.matvec(x, out=out)
             if y is not out:
                 out.set(y)
-        except Exception as e:  # noqa: BLE001 - re-raised on every rank by the reducer
+        except BaseException as e:  # noqa: BLE001 - re-raised on every rank by the reducer
             red.hold(e)
         return out
 
@@ -291,7 +291,7 @@ class System:
                 y = self.pc(r, out)
                 if y is not out:
                     out.set(y)
-            except Exception as e:  # noqa: BLE001
+            except BaseException as e:  # noqa: BLE001 - re-raised on every rank
                 red.hold(e)
         if self.nullspace is not None:
             self.nullspace.project(out)

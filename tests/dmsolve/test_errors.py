@@ -2,8 +2,13 @@
 exception's type reaches every rank (pickled), CollectiveError when it cannot;
 a failing rank chains its own exception; ``agree`` and the polling primitive.
 
-(A rank failing before its user code communicates aborts the job: those
-cases run as child jobs in test_faults.py.)"""
+A rank failing before a library exchange announces it on the error
+channel: the waiting ranks leave the exchange, the agreement raises the
+failing rank's exception (never the internal PeerFailed), re-raises a
+KeyboardInterrupt unchanged on its rank, and clears what the abandoned
+exchange left in flight. (A rank failing before its user code communicates
+aborts the job: those cases, and whole solves, run as child jobs in
+test_faults.py.)"""
 
 import pickle
 import re
@@ -218,3 +223,70 @@ def test_poll_gives_up_after_its_time():
     assert_collective(COMM, done and gave_up and grace <= waited < grace + 2.0,
                       "done %s, gave up %s after %.2f s" % (done, gave_up, waited))
     assert_collective(COMM, 1.0 <= _errors.AGREE_GRACE <= 5.0, "a few seconds")
+
+
+# -- the error channel ---------------------------------------------------------------------
+
+def test_agree_raises_the_original_exception_not_peer_failed():
+    """Ranks that only learned of a failure (PeerFailed) raise the failing rank's exception."""
+    def agree():
+        exc = GridError("bad cell", cell=5) if COMM.rank == LAST else \
+            _errors.PeerFailed("another rank failed")
+        _errors.agree(COMM, exc)
+    got = assert_raises_collective(COMM, GridError, agree)
+    assert_collective(COMM, str(got) == "bad cell" + WHERE and got.cell == 5, repr(got))
+
+
+def test_agree_reraises_a_base_exception_unchanged():
+    """A KeyboardInterrupt is re-raised unchanged on its rank; the others raise a
+    CollectiveError naming it."""
+    own = KeyboardInterrupt("stop now") if COMM.rank == LAST else None
+    got = None
+    try:
+        _errors.agree(COMM, own)
+    except BaseException as e:  # noqa: BLE001 - checked below on every rank
+        got = e
+    if COMM.rank == LAST:
+        ok = got is own and str(got) == "stop now" and got.__cause__ is None
+    else:
+        ok = (type(got).__name__ == "CollectiveError"
+              and isinstance(got, dmsolve.CollectiveError)
+              and not isinstance(got, KeyboardInterrupt)
+              and got.type_name == "KeyboardInterrupt"
+              and str(got) == "KeyboardInterrupt: stop now" + WHERE)
+    assert_collective(COMM, ok, repr(got))
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.timeout(60)
+def test_halo_exchange_leaves_its_wait_when_a_rank_fails():
+    """Rank 0 announces a failure instead of exchanging: its neighbours leave the halo
+    exchange, every rank agrees on rank 0's exception, and the next exchanges deliver the new
+    values, not the abandoned exchange's."""
+    A, _ = small_poisson(13)
+    halo = A.halo
+    start = A.col_layout.start
+    n = A.col_layout.local_size
+    old = -1.0 - np.arange(start, start + n, dtype=np.float64)
+    exc = None
+    _errors.position(COMM)          # as a solve starting: no user call made yet
+    if COMM.rank == 0:
+        exc = ValueError("rank 0 failed before its exchange")
+        _errors.announce(COMM, 0)   # stopped after 0 user calls
+    else:
+        try:
+            halo.exchange(old)
+        except _errors.PeerFailed as e:
+            exc = e
+    left = COMM.allgather(isinstance(exc, _errors.PeerFailed))
+    assert_collective(COMM, left[1], "rank 1, a neighbour of rank 0, left the exchange")
+    got = assert_raises_collective(COMM, ValueError, _errors.agree, COMM, exc)
+    assert_collective(COMM, str(got) == "rank 0 failed before its exchange [raised on rank 0]",
+                      str(got))
+    assert_collective(COMM, COMM.allreduce(1) == COMM.size, "the communicator works")
+    for step in range(2):
+        new = np.arange(start, start + n, dtype=np.float64) * (step + 2)
+        ghosts = halo.exchange(new)
+        want = A.ghosts.astype(np.float64) * (step + 2)
+        assert_collective(COMM, np.array_equal(ghosts, want),
+                          "exchange %d after the fault: %s, want %s" % (step, ghosts, want))
