@@ -9,7 +9,7 @@ time, so that a failing rank whose peers never arrive can still give up.
 A rank that fails before it communicates would strand its peers inside a
 library wait for a message that never comes. So each communicator has a
 private error channel (:func:`open_channel`): a rank that holds an error
-:func:`announce`\ s on it, with what it has sent, where it stops to wait for
+announces on it (:func:`announce`), with what it has sent, where it stops to wait for
 the others on its way to the agreement; the library's point-to-point waits
 test it while they wait (:func:`wait_watching`), and a wait that learns that
 a message it needs will not come leaves with :class:`PeerFailed`, which
