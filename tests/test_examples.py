@@ -142,6 +142,16 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(len(its) == 3 and 2 * its[2] < min(its[0], its[1]),
                    "low rank halves the FGMRES iterations", its)
         checks.add("essential classes 1 0 0 (" in out, "essential classes 1 0 0")
+        m9 = re.search(r"M=scipy LinearOperator\): CONVERGED_RTOL, numpy x on every rank, "
+                       r"max \|x - scipy's x\| (\S+)", out)
+        checks.add(m9 and float(m9.group(1)) < 1e-6, "scipy's call to dmsolve.cg: scipy's x",
+                   m9 and m9.group(0))
+        m9 = re.search(r"halo exchange: StopEarly on (\d+) of (\d+) ranks within (\S+) s; the "
+                       r"next solve gives the same x: True", out)
+        checks.add(m9 and m9.group(1) == m9.group(2) == str(comm.size)
+                   and float(m9.group(3)) < 3.0,
+                   "a fault before a halo exchange is raised everywhere, before the grace "
+                   "period, and the next solve agrees", m9 and m9.group(0))
         m6 = re.search(r"diagram pairs per rank ([\d/]+), tree nodes per rank ([\d/]+)", out)
         spread = [[int(x) for x in m6.group(k).split("/")] for k in (1, 2)] if m6 else []
         checks.add(m6 and all(len(c) == comm.size and (comm.size == 1 or max(c) < sum(c))
