@@ -21,6 +21,7 @@ whatever the abandoned waits left in flight (:func:`on_recovery`).
 from __future__ import annotations
 
 import builtins
+import os
 import pickle
 import time
 
@@ -364,8 +365,12 @@ def wait_watching(comm: MPI.Comm, requests: list, blocked) -> None:
     news = True                             # those heard in an earlier wait too
     spins = 0
     while not MPI.Request.Testall(requests):
-        # the channel is probed on every 16th test only: a test costs less
+        # the channel is probed on every 16th test only: a test costs less.
+        # There the rank also yields its core, as MPICH's own blocking waits
+        # do: with more ranks than cores, the rank it waits for may need it.
         spins += 1
+        if spins % 16 == 0:
+            os.sched_yield()
         if news or (spins % 16 == 0 and chan.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)):
             news = False
             valid = {src: sent for src, (at, sent) in _hear(chan).items() if at >= calls}
