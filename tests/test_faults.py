@@ -63,10 +63,12 @@ def _faults(out: str) -> list[float]:
 def _traceback_line(out: str, line: str) -> bool:
     """Whether a traceback in ``out`` ends with ``line`` (the exception, not
     wrapped): ``line`` at the end of an output line, not the job's own
-    ``RANK r RAISED`` report. Another rank's stderr may be interleaved in
-    front of it on the same line (the ranks write their tracebacks piecewise
-    at the same time), so it may follow whitespace rather than start the line."""
-    pattern = r"(?:^|(?<=\s))(?<!RAISED )%s$" % re.escape(line)
+    ``RANK r RAISED`` report, nor a copy wrapped by another rank (that one
+    ends with ``[raised on rank N]``). Another rank's stderr may be
+    interleaved in front of it on the same line (the ranks write their
+    tracebacks piecewise at the same time: ``run()KeyboardInterrupt: ...``
+    was seen), so it need not start the line."""
+    pattern = r"(?<!RAISED )%s$" % re.escape(line)
     return re.search(pattern, out, re.M) is not None
 
 
