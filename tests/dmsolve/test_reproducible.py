@@ -4,7 +4,6 @@ rank count and for block, METIS and RCB row partitions; the refusals at its door
 
 import functools
 import hashlib
-import inspect
 import math
 import operator
 import sys
@@ -19,7 +18,7 @@ from mpi4py import MPI
 import dmsolve
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistCSR, DistVector, Layout, PRECONDITIONERS
+from dmsolve import DistCSR, DistVector, Layout
 from dmsolve._reprosum import accumulators, dot_into, normalize, sum_into, to_float
 from dmsolve.krylov import bicgstab, cg, fgmres, gmres, minres, pipecg
 from dmsolve.partition import partition, redistribute
@@ -329,25 +328,7 @@ def on_subcomms(comm, func) -> list:
     return out
 
 
-def _amg_takes_reproducible() -> bool:
-    """Whether amg's factory accepts ``reproducible`` yet, read from its signature
-    (no MPI at import). Only a missing keyword counts as "not yet": once the
-    keyword is there the amg cases run, and any error in them fails."""
-    try:
-        factory = PRECONDITIONERS.resolve("amg")[1]
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return True
-    return any(p.name == "reproducible" or p.kind is p.VAR_KEYWORD for p in params)
-
-
-# TODO(amg reproducible): these cases run by themselves once
-# preconditioners.make("amg", A, reproducible=True) stops raising TypeError for an
-# unexpected keyword (the amg part of reproducible mode is being written).
-AMG = pytest.param("amg", marks=pytest.mark.skipif(
-    not _amg_takes_reproducible(),
-    reason="TODO: amg does not take reproducible=True yet (unexpected keyword)"))
-PCS = ["none", "jacobi", "cheby", AMG]
+PCS = ["none", "jacobi", "cheby", "amg"]
 
 
 def _problem_of(method: str) -> str:
