@@ -253,11 +253,7 @@ def test_output_paths_are_checked_before_anything_is_built(comm, capsys, shared_
     _, argv, words = {c[0]: c for c in _path_cases(shared_tmp_path)}[case]
     code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "cli-test-recorder",
                                            "--n", "6", *argv])
-    with Checks(comm) as checks:
-        checks.add(code == 2, "exit status 2 on every rank", code)
-        checks.add(not recorder, "refused before the problem was built", out)
-        checks.add(all(w in out for w in words), "the message says %s" % words, out)
-        checks.add(quiet, "only rank 0 printed")
+    _check_refused_before_build(comm, code, out, quiet, recorder, words)
 
 
 def test_good_output_paths_pass_and_are_written(comm, capsys, shared_tmp_path, recorder):
@@ -483,6 +479,16 @@ def _usage_cases(tmp):
     ]
 
 
+def _check_refused_before_build(comm, code, out, quiet, recorder, words):
+    """Exit status 2 on every rank, nothing built, one message on rank 0
+    holding ``words``. Collective."""
+    with Checks(comm) as checks:
+        checks.add(code == 2, "exit status 2 on every rank", code)
+        checks.add(not recorder, "refused before the problem was built", out)
+        checks.add(all(w in out for w in words), "the message says %s" % words, out)
+        checks.add(quiet, "only rank 0 printed")
+
+
 @pytest.mark.parametrize("case", [c[0] for c in _usage_cases(pathlib.Path("/x"))])
 def test_bad_options_exit_2_before_anything_is_built(comm, capsys, shared_tmp_path, recorder,
                                                      case):
@@ -491,11 +497,7 @@ def test_bad_options_exit_2_before_anything_is_built(comm, capsys, shared_tmp_pa
     _, argv, words = {c[0]: c for c in _usage_cases(shared_tmp_path)}[case]
     code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "cli-test-recorder",
                                                   "--n", "6", *argv])
-    with Checks(comm) as checks:
-        checks.add(code == 2, "exit status 2 on every rank", code)
-        checks.add(not recorder, "refused before the problem was built", out)
-        checks.add(all(w in out for w in words), "the message says %s" % words, out)
-        checks.add(quiet, "only rank 0 printed")
+    _check_refused_before_build(comm, code, out, quiet, recorder, words)
 
 
 def test_asm_for_cg_is_refused_naming_the_flags_to_change(comm, capsys):
