@@ -28,8 +28,13 @@ last one every rank exits with status 3. When not (the failing rank raised
 alone, the others wait in a communication), the failing rank re-raises, and
 ``python -m mpi4py`` aborts the job. The failing rank prints ``FAULT t`` with
 the wall-clock time of the fault, for the parent to time the abort from.
+
+Each rank's standard error goes to ``TMPDIR/stderr-RANK.txt``, so that the
+parent reads every traceback whole (the ranks write theirs at the same time,
+and on one shared stream their pieces interleave).
 """
 
+import os
 import sys
 import time
 
@@ -225,8 +230,19 @@ def run_wait_case(wait, kind, mode):
     sys.stdout.flush()
 
 
+def own_stderr(tmpdir):
+    """Send this rank's standard error to a file of its own in ``tmpdir``."""
+    os.makedirs(tmpdir, exist_ok=True)
+    sys.stderr.flush()
+    fd = os.open(os.path.join(tmpdir, "stderr-%d.txt" % comm.rank),
+                 os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def main():
     cases, tmpdir = sys.argv[1:-1], sys.argv[-1]
+    own_stderr(tmpdir)
     for case in cases:
         first, second, third = case.split(":")
         if first in ("halo", "bsp"):

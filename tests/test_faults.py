@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from mpitest import ROOT, Checks, run_mpi_job
+from mpitest import ROOT, Checks, on_rank0, run_mpi_job
 
 # the child ends well before this when the library works; it hangs when not
 TIMEOUT = 40
@@ -50,10 +50,22 @@ MORE_ABORTS = [("pipecg", "pc"), ("gmres", "pc"), ("bicgstab", "callback")]
 
 
 def _job(comm, tmp_path, nprocs, cases):
+    """Run the child job; its output is mpiexec's, then each rank's standard
+    error whole (fault_job.py writes it to a file per rank)."""
     out_dir = tmp_path / "ck"
-    result = run_mpi_job(comm, nprocs, ["-m", "mpi4py", JOB, *cases, out_dir],
-                         timeout=TIMEOUT)
-    return result + (time.time(),)
+    code, out, seconds = run_mpi_job(comm, nprocs, ["-m", "mpi4py", JOB, *cases, out_dir],
+                                     timeout=TIMEOUT)
+    end = time.time()
+    return code, out + on_rank0(comm, _stderr_files, out_dir, nprocs), seconds, end
+
+
+def _stderr_files(out_dir, nprocs: int) -> str:
+    parts = []
+    for r in range(nprocs):
+        path = out_dir / ("stderr-%d.txt" % r)
+        text = path.read_text(errors="replace") if path.exists() else "(none)\n"
+        parts.append("\n--- standard error of rank %d ---\n%s" % (r, text))
+    return "".join(parts)
 
 
 def _faults(out: str) -> list[float]:
@@ -64,11 +76,9 @@ def _traceback_line(out: str, line: str) -> bool:
     """Whether a traceback in ``out`` ends with ``line`` (the exception, not
     wrapped): ``line`` at the end of an output line, not the job's own
     ``RANK r RAISED`` report, nor a copy wrapped by another rank (that one
-    ends with ``[raised on rank N]``). Another rank's stderr may be
-    interleaved in front of it on the same line (the ranks write their
-    tracebacks piecewise at the same time: ``run()KeyboardInterrupt: ...``
-    was seen), so it need not start the line."""
-    pattern = r"(?<!RAISED )%s$" % re.escape(line)
+    ends with ``[raised on rank N]``). Each rank's standard error is read
+    whole from its own file, so the line is not interleaved with another's."""
+    pattern = r"^%s$" % re.escape(line)
     return re.search(pattern, out, re.M) is not None
 
 
