@@ -4,14 +4,17 @@ only the events at the slabs' faces decided together."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from mpi4py import MPI
 
 from dmsolve import Progress, block_ranges
 from dmsolve.validate import agreed, check_real
 
+from ..morse import cubical_link_graph
 from ._diagram import PersistenceDiagram
-from ._image_kernels import (NEIGHBOURS_4, NEIGHBOURS_8, event_elder, float_keys, radix_order,
+from ._image_kernels import (NEIGHBOURS_8, event_elder, float_keys, radix_order, slab_pointers,
                              slab_sweep)
 
 __all__ = ["image_persistence", "image_block", "row_ranges"]
@@ -172,25 +175,29 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
     g0, p0, p1, g1 = rows
     W = ncols
     a, b = p0 - g0, p1 - g0
-    own = values[a * W:b * W]
-    order = radix_order(float_keys(own))
-    if report:
-        report("global order of %d vertices", nrows * ncols)
-    remote = (p0 > g0, g1 > p1)
-    edge = (p0 == 0, p1 == nrows)
-    lo = slab_sweep(values, W, a, b, order, False, NEIGHBOURS_4, *remote, *edge)
-    hi = slab_sweep(values, W, a, b, order, True, NEIGHBOURS_8, *remote, *edge)
-    del order
+    sides = int(p0 > g0) | int(g1 > p1) << 1 | int(p0 == 0) << 2 | int(p1 == nrows) << 3
+    # positions as int32 when they fit: the pointers are most of the memory traffic
+    itype = np.int32 if values.size < 2 ** 31 - 1 else np.int64
+    ptr = np.empty(values.size + 1, itype)
     first = g0 * W
-    # (dim, birth, death, birth vertex, death vertex) of what this rank decided
-    born, died, sealed = lo[0], lo[1], lo[2]
-    cols = [(0, values[born], values[died], born + first, died + first),
-            (0, values[sealed], np.full(sealed.size, np.inf), sealed + first,
-             np.full(sealed.size, -1, np.int64)),
-            (1, values[hi[1]], values[hi[0]], hi[1] + first, hi[0] + first)]
+    cols, events = [], []
+    for reverse, (nodes, links) in zip((False, True), _link_tables()):
+        cand, term = slab_pointers(values, W, a, b, reverse, nodes, links, sides, ptr)
+        order = radix_order(float_keys(values[cand]), np.empty(cand.size, itype))
+        born, died, sealed, *ev = slab_sweep(values, W, a, b, cand, order, term, ptr, reverse,
+                                             nodes, sides)
+        if not reverse:
+            # (dim, birth, death, birth vertex, death vertex) of what this rank decided
+            cols += [(0, values[born], values[died], born + first, died + first),
+                     (0, values[sealed], np.full(sealed.size, np.inf), sealed + first,
+                      np.full(sealed.size, -1, np.int64))]
+        else:
+            # a maximum's class (born at the saddle) dies at the maximum
+            cols.append((1, values[died], values[born], died + first, born + first))
+        events.append(ev)
+    del ptr
     if comm.Get_size() > 1:
-        cols += _decide_events(comm, values, first, lo[3:], hi[3:], W,
-                               row_ranges(nrows, comm.Get_size()))
+        cols += _decide_events(comm, values, first, *events, W, row_ranges(nrows, comm.Get_size()))
     block = _sorted_blocks(comm, cols, nrows * ncols)
     if report:
         fin = np.isfinite(block["death"])
@@ -202,6 +209,34 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
         report("D0: %d pairs, %d essential", c[0], c[1])
         report("D1: %d pairs", c[2])
     return block
+
+
+@functools.lru_cache(maxsize=None)
+def _link_tables():
+    """``(nodes, links)`` of the sublevel sweep (the axis neighbours, joined
+    through the squares of the lower star) and of the superlevel sweep (the
+    dual graph's 8 neighbours): ``nodes`` a mask of the graph's neighbours
+    among :data:`NEIGHBOURS_8`, ``links[mask]`` the number of components of
+    the link spanned by the neighbours in ``mask``
+    (:func:`topology.morse.cubical_link_graph`). Not collective."""
+    out = []
+    for dual in (False, True):
+        full, nodes, edges = cubical_link_graph(2, dual)
+        links = np.zeros(256, np.int64)
+        for mask in range(256):
+            low = [(mask >> j) & 1 == 1 for j in range(8)]
+            parent = list(range(8))
+
+            def root(j):
+                while parent[j] != j:
+                    j = parent[j]
+                return j
+            for i, j, far in edges.tolist():
+                if low[i] and low[j] and (far < 0 or low[far]):
+                    parent[root(i)] = root(j)
+            links[mask] = len({root(j) for j in nodes.tolist() if low[j]})
+        out.append((sum(1 << j for j in nodes.tolist()), links))
+    return tuple(out)
 
 
 def _decide_events(comm, values, first, lo, hi, W, cut) -> list:

@@ -9,12 +9,12 @@ import numpy as np
 
 from dmsolve.jit import njit
 
-__all__ = ["float_keys", "radix_order", "slab_sweep", "event_elder", "NEIGHBOURS_4",
+__all__ = ["float_keys", "radix_order", "slab_pointers", "slab_sweep", "event_elder",
            "NEIGHBOURS_8"]
 
-#: (dx, dy) of the 4 neighbours along the axes (the complex's edges: D0)
-NEIGHBOURS_4 = np.array([[-1, 0], [1, 0], [0, -1], [0, 1]], np.int64)
-#: (dx, dy) of the 8 neighbours sharing a square (the dual graph: D1)
+#: (dx, dy) of the 8 neighbours of a pixel, in the order of
+#: :func:`topology.cubical_structure` (2, dual=True); bit ``j`` of a mask is
+#: neighbour ``j``
 NEIGHBOURS_8 = np.array([[-1, -1], [0, -1], [1, -1], [-1, 0], [1, 0], [-1, 1], [0, 1], [1, 1]],
                         np.int64)
 
@@ -36,12 +36,15 @@ def float_keys(values):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def radix_order(keys):  # pragma: no cover
+def radix_order(keys, idx):  # pragma: no cover
     """The stable ascending order of ``keys`` (uint64): positions, equal keys
-    by position. Least significant digit first; the digits every key shares
-    are skipped, so an 8-bit image takes one pass."""
+    by position, written over ``idx`` (``keys.size`` integers, of the type
+    the positions are to have) or a copy. Least significant digit first;
+    the digits every key shares are skipped, so an 8-bit image takes one
+    pass."""
     n = keys.size
-    idx = np.arange(n, dtype=np.int64)
+    for i in range(n):
+        idx[i] = i
     if n < 2:
         return idx
     vary = np.uint64(0)
@@ -51,7 +54,7 @@ def radix_order(keys):  # pragma: no cover
     mask = np.uint64((1 << _DIGIT) - 1)
     k = keys.copy()
     k2 = np.empty(n, np.uint64)
-    i2 = np.empty(n, np.int64)
+    i2 = np.empty_like(idx)
     count = np.empty(1 << _DIGIT, np.int64)
     shift = 0
     while shift < 64:
@@ -92,19 +95,120 @@ def _grown(a, n):  # pragma: no cover
     return b
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _older(V, r, u, apex, reverse):  # pragma: no cover
+    """Whether root ``r`` was born before root ``u`` in the sweep (a root is
+    its component's first pixel; the apex is older than every pixel)."""
+    if r == apex:
+        return True
+    if u == apex:
+        return False
+    if reverse:
+        return V[r] > V[u] or (V[r] == V[u] and r > u)
+    return V[r] < V[u] or (V[r] == V[u] and r < u)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _before(V, u, v, reverse):  # pragma: no cover
+    """Whether pixel ``u`` comes before pixel ``v`` in the sweep: the order of
+    ``(value, position)``, or its reverse."""
+    if reverse:
+        return V[u] > V[v] or (V[u] == V[v] and u > v)
+    return V[u] < V[v] or (V[u] == V[v] and u < v)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _interface(y, a, b, sides):  # pragma: no cover
+    """Whether row ``y`` of a slab touches another rank's rows."""
+    return (y == a and sides & 1 != 0) or (y == b - 1 and sides & 2 != 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _border(x, y, W, a, b, sides):  # pragma: no cover
+    """Whether pixel ``(x, y)`` of a slab lies on the image's border."""
+    return x == 0 or x == W - 1 or (y == a and sides & 4 != 0) or (y == b - 1 and sides & 8 != 0)
+
+
 @njit(cache=True, nogil=True)
-def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, edge_hi):
-    # pragma: no cover
+def slab_pointers(V, W, a, b, reverse, nodes, links, sides, ptr):  # pragma: no cover
+    """The first pass of :func:`slab_sweep`: each owned pixel's pointer to its
+    steepest neighbour before it (itself if none: a terminal), its lower
+    link's components, and the pointers followed to their terminals.
+
+    Neighbours are those of :data:`NEIGHBOURS_8` in the owned rows; the
+    graph's are ``nodes`` (a mask over them), and ``links`` gives the
+    number of components of the link of each mask of neighbours before the
+    pixel. ``sides`` says what lies beyond the slab: bit 1 (2) another
+    rank's rows above row ``a`` (below row ``b - 1``), bit 4 (8) the image's
+    first (last) row is ``a`` (``b - 1``). With ``reverse``, the image's
+    border pixels point to the apex (position ``V.size``).
+
+    Returns ``(candidates, terminals)``: the pixels where components may
+    meet (ascending): those whose link has two components or more, those
+    next to another rank's rows, and with ``reverse`` the border; and the
+    terminals.
+    """
+    L = V.size // W
+    apex = L * W
+    ptr[apex] = apex
+    n = (b - a) * W
+    cand = np.empty(n, np.int64)
+    term = np.empty(n, np.int64)
+    nc = 0
+    nt = 0
+    for v in range(a * W, b * W):
+        x = v % W
+        y = v // W
+        mask = 0
+        best = -1
+        for j in range(8):
+            xx = x + NEIGHBOURS_8[j, 0]
+            yy = y + NEIGHBOURS_8[j, 1]
+            if xx < 0 or xx >= W or yy < a or yy >= b:
+                continue
+            u = yy * W + xx
+            if _before(V, u, v, reverse):
+                mask |= 1 << j
+                if (nodes >> j) & 1 and (best < 0 or _before(V, u, best, reverse)):
+                    best = u
+        border = reverse and _border(x, y, W, a, b, sides)
+        if border:
+            ptr[v] = apex
+        elif best < 0:
+            ptr[v] = v
+            term[nt] = v
+            nt += 1
+        else:
+            ptr[v] = best
+        if links[mask] >= 2 or border or _interface(y, a, b, sides):
+            cand[nc] = v
+            nc += 1
+    # every pointer straight to its terminal
+    for v in range(a * W, b * W):
+        r = v
+        while ptr[r] != r:
+            r = ptr[r]
+        u = v
+        while ptr[u] != r:
+            nxt = ptr[u]
+            ptr[u] = r
+            u = nxt
+    return cand[:nc].copy(), term[:nt].copy()
+
+
+@njit(cache=True, nogil=True)
+def slab_sweep(V, W, a, b, cand, order, term, ptr, reverse, nodes, sides):  # pragma: no cover
     """The elder rule swept over the owned rows ``a .. b-1`` of a slab.
 
-    ``V`` holds the slab's rows (``W`` pixels each) with a ghost row above
-    ``a`` if ``remote_lo`` and below ``b - 1`` if ``remote_hi`` (rows of other
-    ranks); ``order`` is the owned pixels' order by ``(value, position)``
-    (positions from row ``a``), swept forwards (sublevel sets, D0) or with
-    ``reverse`` backwards (superlevel sets, D1). ``nbrs`` are the graph's
-    neighbour offsets. With ``edge_lo``/``edge_hi`` (the first/last rows of
-    the image) and ``reverse``, the columns and the image's first and last
-    rows are joined to the apex, a vertex older than every other.
+    ``V`` holds the slab's rows (``W`` pixels each) and the other ranks'
+    rows next to them (``sides`` as for :func:`slab_pointers`); ``ptr``,
+    ``term`` and the candidates ``cand`` are :func:`slab_pointers`'s, the
+    candidates visited in the order ``order`` of their ``(value,
+    position)`` forwards (sublevel sets, D0) or with ``reverse`` backwards
+    (superlevel sets, D1; the border joined to the apex, a vertex older
+    than every other). ``nodes`` masks the graph's neighbours among
+    :data:`NEIGHBOURS_8`. Pixels that are not candidates join the component
+    of their pointer and merge nothing.
 
     A component is *open* once it holds a pixel with a neighbour on another
     rank. At a merge, every sealed (not open) component younger than the
@@ -119,51 +223,42 @@ def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, 
     participants ``parts[ptr[i]:ptr[i+1]]``; ``-1`` the apex).
     """
     L = V.size // W
-    N = L * W
-    apex = N
-    parent = np.full(N + 1, -1, np.int64)
-    age = np.empty(N + 1, np.int64)
-    opened = np.zeros(N + 1, np.bool_)
-    parent[apex] = apex
-    age[apex] = -1
+    apex = L * W
+    opened = np.zeros(apex + 1, np.bool_)
     n = order.size
-    born = np.empty(n, np.int64)
-    died = np.empty(n, np.int64)
+    # a component dies once, and every one began at a terminal
+    born = np.empty(term.size, np.int64)
+    died = np.empty(term.size, np.int64)
     nd = 0
     ev = np.empty(4 * W + 16, np.int64)
-    ptr = np.zeros(ev.size + 1, np.int64)
+    evp = np.zeros(ev.size + 1, np.int64)
     parts = np.empty(4 * ev.size, np.int64)
     ne = 0
     npart = 0
-    roots = np.empty(nbrs.shape[0] + 1, np.int64)
-    remote = np.empty(nbrs.shape[0], np.int64)
-    base = a * W
+    roots = np.empty(10, np.int64)
+    remote = np.empty(8, np.int64)
     for k in range(n):
-        v = base + order[n - 1 - k if reverse else k]
+        v = cand[order[n - 1 - k if reverse else k]]
         x = v % W
         y = v // W
         nr = 0
         nrem = 0
-        iface = (y == a and remote_lo) or (y == b - 1 and remote_hi)
-        for j in range(nbrs.shape[0]):
-            xx = x + nbrs[j, 0]
-            yy = y + nbrs[j, 1]
+        iface = _interface(y, a, b, sides)
+        for j in range(8):
+            if not (nodes >> j) & 1:
+                continue
+            xx = x + NEIGHBOURS_8[j, 0]
+            yy = y + NEIGHBOURS_8[j, 1]
             if xx < 0 or xx >= W or yy < 0 or yy >= L:
                 continue
             u = yy * W + xx
+            if not _before(V, u, v, reverse):
+                continue
             if yy < a or yy >= b:
-                # another rank's pixel: met before v in the sweep's order?
-                if reverse:
-                    before = V[u] > V[v] or (V[u] == V[v] and u > v)
-                else:
-                    before = V[u] < V[v] or (V[u] == V[v] and u < v)
-                if before:
-                    remote[nrem] = u
-                    nrem += 1
+                remote[nrem] = u        # another rank's pixel
+                nrem += 1
                 continue
-            if parent[u] < 0:
-                continue
-            r = _find(parent, u)
+            r = _find(ptr, u)
             new = True
             for i in range(nr):
                 if roots[i] == r:
@@ -172,8 +267,8 @@ def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, 
             if new:
                 roots[nr] = r
                 nr += 1
-        if reverse and (x == 0 or x == W - 1 or (y == a and edge_lo) or (y == b - 1 and edge_hi)):
-            r = _find(parent, apex)
+        if reverse and _border(x, y, W, a, b, sides):
+            r = _find(ptr, apex)
             new = True
             for i in range(nr):
                 if roots[i] == r:
@@ -185,22 +280,18 @@ def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, 
         # the oldest root here survives the merge
         old = -1
         for i in range(nr):
-            if old < 0 or age[roots[i]] < age[old]:
+            if old < 0 or _older(V, roots[i], old, apex, reverse):
                 old = roots[i]
         if old < 0:
-            parent[v] = v
-            age[v] = k
+            old = v                     # a terminal: ptr[v] == v already
             opened[v] = iface
-            old = v
-        else:
-            parent[v] = old
         emit = iface
         keep = 0
         for i in range(nr):
             r = roots[i]
             if r == old:
                 continue
-            parent[r] = old
+            ptr[r] = old
             if opened[r]:
                 roots[keep] = r         # undecided: an event
                 keep += 1
@@ -213,7 +304,7 @@ def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, 
             opened[old] = True
             if ne + 1 >= ev.size:
                 ev = _grown(ev, ne)
-                ptr = _grown(ptr, ne + 1)
+                evp = _grown(evp, ne + 1)
             while npart + keep + nrem + 1 > parts.size:
                 parts = _grown(parts, npart)
             ev[ne] = v
@@ -227,17 +318,16 @@ def slab_sweep(V, W, a, b, order, reverse, nbrs, remote_lo, remote_hi, edge_lo, 
                 parts[npart] = remote[i]
                 npart += 1
             ne += 1
-            ptr[ne] = npart
+            evp[ne] = npart
     # the roots no event reached: whole components of their own
     ns = 0
-    sealed = np.empty(n, np.int64)
-    for i in range(n):
-        v = base + order[i]
-        if parent[v] == v and not opened[v]:
-            sealed[ns] = v
+    sealed = np.empty(term.size, np.int64)
+    for t in term:
+        if ptr[t] == t and not opened[t]:
+            sealed[ns] = t
             ns += 1
     return born[:nd].copy(), died[:nd].copy(), sealed[:ns].copy(), ev[:ne].copy(), \
-        ptr[:ne + 1].copy(), parts[:npart].copy()
+        evp[:ne + 1].copy(), parts[:npart].copy()
 
 
 @njit(cache=True, nogil=True)
