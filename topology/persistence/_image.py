@@ -14,8 +14,8 @@ from dmsolve.validate import agreed, check_real
 
 from ..morse import cubical_link_graph
 from ._diagram import PersistenceDiagram
-from ._image_kernels import (NEIGHBOURS_8, event_elder, float_keys, radix_order, slab_pointers,
-                             slab_sweep)
+from ._image_kernels import (NEIGHBOURS_8, candidate_labels, event_elder, float_keys, radix_order,
+                             slab_labels, slab_scan, slab_sweep)
 
 __all__ = ["image_persistence", "image_block", "row_ranges"]
 
@@ -178,14 +178,26 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
     sides = int(p0 > g0) | int(g1 > p1) << 1 | int(p0 == 0) << 2 | int(p1 == nrows) << 3
     # positions as int32 when they fit: the pointers are most of the memory traffic
     itype = np.int32 if values.size < 2 ** 31 - 1 else np.int64
-    ptr = np.empty(values.size + 1, itype)
+    ptr0 = np.empty(values.size + 1, itype)
+    ptr1 = np.empty(values.size + 1, itype)
+    (nodes0, links0), (nodes1, links1) = _link_tables()
+    cand0, term0, cand1, term1 = slab_scan(values, W, a, b, sides, links0, links1, ptr0, ptr1)
     first = g0 * W
     cols, events = [], []
-    for reverse, (nodes, links) in zip((False, True), _link_tables()):
-        cand, term = slab_pointers(values, W, a, b, reverse, nodes, links, sides, ptr)
-        order = radix_order(float_keys(values[cand]), np.empty(cand.size, itype))
-        born, died, sealed, *ev = slab_sweep(values, W, a, b, cand, order, term, ptr, reverse,
-                                             nodes, sides)
+    for reverse, ptr, cand, term, nodes in ((False, ptr0, cand0, term0, nodes0),
+                                            (True, ptr1, cand1, term1, nodes1)):
+        # labels in the sweep's order: the older a component, the smaller
+        term = term[_sweep_order(values, term, itype)]
+        if reverse:
+            term = term[::-1]
+            ptr[-1] = -1                # the apex: label 0
+        slab_labels(ptr, a * W, b * W, term, int(reverse))
+        tpix = np.concatenate(([-1], term)) if reverse else term
+        labels = candidate_labels(values, W, a, b, cand, ptr, reverse, nodes, sides,
+                                  9 if reverse else 4)
+        order = _sweep_order(values, cand, itype)
+        born, died, sealed, *ev = slab_sweep(values, W, a, b, cand, order, labels, ptr, tpix,
+                                             reverse, nodes, sides)
         if not reverse:
             # (dim, birth, death, birth vertex, death vertex) of what this rank decided
             cols += [(0, values[born], values[died], born + first, died + first),
@@ -195,7 +207,7 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
             # a maximum's class (born at the saddle) dies at the maximum
             cols.append((1, values[died], values[born], died + first, born + first))
         events.append(ev)
-    del ptr
+    del ptr0, ptr1
     if comm.Get_size() > 1:
         cols += _decide_events(comm, values, first, *events, W, row_ranges(nrows, comm.Get_size()))
     block = _sorted_blocks(comm, cols, nrows * ncols)
@@ -209,6 +221,12 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
         report("D0: %d pairs, %d essential", c[0], c[1])
         report("D1: %d pairs", c[2])
     return block
+
+
+def _sweep_order(values, pixels, itype) -> np.ndarray:
+    """The order of ``pixels`` (ascending positions) by ``(value,
+    position)``. Not collective."""
+    return radix_order(float_keys(values[pixels]), np.empty(pixels.size, itype))
 
 
 @functools.lru_cache(maxsize=None)

@@ -9,8 +9,8 @@ import numpy as np
 
 from dmsolve.jit import njit
 
-__all__ = ["float_keys", "radix_order", "slab_pointers", "slab_sweep", "event_elder",
-           "NEIGHBOURS_8"]
+__all__ = ["float_keys", "radix_order", "slab_scan", "slab_labels", "candidate_labels",
+           "slab_sweep", "event_elder", "NEIGHBOURS_8"]
 
 #: (dx, dy) of the 8 neighbours of a pixel, in the order of
 #: :func:`topology.cubical_structure` (2, dual=True); bit ``j`` of a mask is
@@ -96,28 +96,6 @@ def _grown(a, n):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _older(V, r, u, apex, reverse):  # pragma: no cover
-    """Whether root ``r`` was born before root ``u`` in the sweep (a root is
-    its component's first pixel; the apex is older than every pixel)."""
-    if r == apex:
-        return True
-    if u == apex:
-        return False
-    if reverse:
-        return V[r] > V[u] or (V[r] == V[u] and r > u)
-    return V[r] < V[u] or (V[r] == V[u] and r < u)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _before(V, u, v, reverse):  # pragma: no cover
-    """Whether pixel ``u`` comes before pixel ``v`` in the sweep: the order of
-    ``(value, position)``, or its reverse."""
-    if reverse:
-        return V[u] > V[v] or (V[u] == V[v] and u > v)
-    return V[u] < V[v] or (V[u] == V[v] and u < v)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _interface(y, a, b, sides):  # pragma: no cover
     """Whether row ``y`` of a slab touches another rank's rows."""
     return (y == a and sides & 1 != 0) or (y == b - 1 and sides & 2 != 0)
@@ -129,175 +107,328 @@ def _border(x, y, W, a, b, sides):  # pragma: no cover
     return x == 0 or x == W - 1 or (y == a and sides & 4 != 0) or (y == b - 1 and sides & 8 != 0)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _before(V, u, v, reverse):  # pragma: no cover
+    """Whether pixel ``u`` comes before pixel ``v`` in the sweep: the order of
+    ``(value, position)``, or its reverse."""
+    if reverse:
+        return V[u] > V[v] or (V[u] == V[v] and u > v)
+    return V[u] < V[v] or (V[u] == V[v] and u < v)
+
+
 @njit(cache=True, nogil=True)
-def slab_pointers(V, W, a, b, reverse, nodes, links, sides, ptr):  # pragma: no cover
-    """The first pass of :func:`slab_sweep`: each owned pixel's pointer to its
-    steepest neighbour before it (itself if none: a terminal), its lower
-    link's components, and the pointers followed to their terminals.
+def slab_scan(V, W, a, b, sides, links0, links1, ptr0, ptr1):  # pragma: no cover
+    """One pass over the owned rows ``a .. b-1`` of a slab for both sweeps.
 
-    Neighbours are those of :data:`NEIGHBOURS_8` in the owned rows; the
-    graph's are ``nodes`` (a mask over them), and ``links`` gives the
-    number of components of the link of each mask of neighbours before the
-    pixel. ``sides`` says what lies beyond the slab: bit 1 (2) another
-    rank's rows above row ``a`` (below row ``b - 1``), bit 4 (8) the image's
-    first (last) row is ``a`` (``b - 1``). With ``reverse``, the image's
-    border pixels point to the apex (position ``V.size``).
+    ``V`` holds the slab's rows (``W`` pixels each) and the other ranks'
+    rows next to them; ``sides`` says what lies beyond the slab: bit 1 (2)
+    another rank's rows above row ``a`` (below row ``b - 1``), bit 4 (8) the
+    image's first (last) row is ``a`` (``b - 1``). Only the owned rows are
+    read here.
 
-    Returns ``(candidates, terminals)``: the pixels where components may
-    meet (ascending): those whose link has two components or more, those
-    next to another rank's rows, and with ``reverse`` the border; and the
-    terminals.
+    Each pixel's neighbours among :data:`NEIGHBOURS_8` make a mask of those
+    before it in the order of ``(value, position)`` (the lower star on the
+    9-point star); ``links0`` / ``links1`` give the number of components of
+    its lower link in the sublevel sweep (the axis neighbours joined through
+    the squares of the lower star) and of its upper link in the superlevel
+    sweep (the dual graph's 8 neighbours). ``ptr0`` points each pixel to its
+    lowest axis neighbour, ``ptr1`` to its highest of the 8, or to itself
+    when there is none (a terminal); in ``ptr1`` the image's border points
+    to the apex (position ``V.size``) instead.
+
+    Returns ``(cand0, term0, cand1, term1)``: for each sweep the pixels where
+    components may meet (ascending: a link of two components or more, a
+    neighbour on another rank, and in the superlevel sweep the border), and
+    the terminals.
     """
     L = V.size // W
     apex = L * W
-    ptr[apex] = apex
+    ptr1[apex] = apex
     n = (b - a) * W
-    cand = np.empty(n, np.int64)
-    term = np.empty(n, np.int64)
-    nc = 0
-    nt = 0
-    for v in range(a * W, b * W):
+    cand0 = np.empty(n, np.int64)
+    term0 = np.empty(n, np.int64)
+    cand1 = np.empty(n, np.int64)
+    term1 = np.empty(n, np.int64)
+    nc0 = nt0 = nc1 = nt1 = 0
+    for y in range(a, b):
+        up = y > a
+        down = y < b - 1
+        iface = _interface(y, a, b, sides)
+        edge_row = (y == a and sides & 4 != 0) or (y == b - 1 and sides & 8 != 0)
+        for x in range(W):
+            v = y * W + x
+            f = V[v]
+            left = x > 0
+            right = x < W - 1
+            # neighbours in position order, those before v by value (ties: position)
+            lower = 0
+            exist = 0
+            lo_v = np.inf               # the lowest of the axis neighbours and v
+            lo_p = -1
+            hi_v = -np.inf              # the highest of the 8 and v
+            hi_p = -1
+            # in position order: among equal values the lowest is the first
+            # (strict <) and the highest the last (>=)
+            if up:
+                if left:
+                    u = v - W - 1
+                    g = V[u]
+                    exist |= 1
+                    lower |= np.int64(g <= f)
+                    if g >= hi_v:
+                        hi_v = g
+                        hi_p = u
+                u = v - W
+                g = V[u]
+                exist |= 2
+                lower |= np.int64(g <= f) << 1
+                if g < lo_v:
+                    lo_v = g
+                    lo_p = u
+                if g >= hi_v:
+                    hi_v = g
+                    hi_p = u
+                if right:
+                    u = v - W + 1
+                    g = V[u]
+                    exist |= 4
+                    lower |= np.int64(g <= f) << 2
+                    if g >= hi_v:
+                        hi_v = g
+                        hi_p = u
+            if left:
+                u = v - 1
+                g = V[u]
+                exist |= 8
+                lower |= np.int64(g <= f) << 3
+                if g < lo_v:
+                    lo_v = g
+                    lo_p = u
+                if g >= hi_v:
+                    hi_v = g
+                    hi_p = u
+            if f < lo_v:
+                lo_v = f
+                lo_p = v
+            if f >= hi_v:
+                hi_v = f
+                hi_p = v
+            if right:
+                u = v + 1
+                g = V[u]
+                exist |= 16
+                lower |= np.int64(g < f) << 4
+                if g < lo_v:
+                    lo_v = g
+                    lo_p = u
+                if g >= hi_v:
+                    hi_v = g
+                    hi_p = u
+            if down:
+                if left:
+                    u = v + W - 1
+                    g = V[u]
+                    exist |= 32
+                    lower |= np.int64(g < f) << 5
+                    if g >= hi_v:
+                        hi_v = g
+                        hi_p = u
+                u = v + W
+                g = V[u]
+                exist |= 64
+                lower |= np.int64(g < f) << 6
+                if g < lo_v:
+                    lo_v = g
+                    lo_p = u
+                if g >= hi_v:
+                    hi_v = g
+                    hi_p = u
+                if right:
+                    u = v + W + 1
+                    g = V[u]
+                    exist |= 128
+                    lower |= np.int64(g < f) << 7
+                    if g >= hi_v:
+                        hi_v = g
+                        hi_p = u
+            ptr0[v] = lo_p
+            if lo_p == v:
+                term0[nt0] = v
+                nt0 += 1
+            border = not left or not right or edge_row
+            if border:
+                ptr1[v] = apex
+            else:
+                ptr1[v] = hi_p
+                if hi_p == v:
+                    term1[nt1] = v
+                    nt1 += 1
+            if links0[lower] >= 2 or iface:
+                cand0[nc0] = v
+                nc0 += 1
+            if links1[exist & ~lower] >= 2 or iface or border:
+                cand1[nc1] = v
+                nc1 += 1
+    return cand0[:nc0].copy(), term0[:nt0].copy(), cand1[:nc1].copy(), term1[:nt1].copy()
+
+
+@njit(cache=True, nogil=True)
+def slab_labels(ptr, start, stop, term, first):  # pragma: no cover
+    """Each pointer of positions ``start .. stop-1`` followed to its terminal
+    and replaced by ``-1 - label``, the label of terminal ``term[i]`` being
+    ``first + i`` (``term`` in the sweep's order, so a smaller label is an
+    older component)."""
+    for i in range(term.size):
+        ptr[term[i]] = -1 - (first + i)
+    for v in range(start, stop):
+        r = v
+        while ptr[r] >= 0:
+            r = ptr[r]
+        lab = ptr[r]
+        u = v
+        while ptr[u] >= 0:
+            nxt = ptr[u]
+            ptr[u] = lab
+            u = nxt
+
+
+@njit(cache=True, nogil=True)
+def candidate_labels(V, W, a, b, cand, ptr, reverse, nodes, sides, width):  # pragma: no cover
+    """The distinct labels (:func:`slab_labels`) of the graph's neighbours
+    (``nodes``, a mask over :data:`NEIGHBOURS_8`) in the owned rows before
+    each candidate in the sweep, and with ``reverse`` the apex's (label 0)
+    on the image's border: rows of ``width``, padded with -1. Visits the
+    candidates in position order."""
+    out = np.full((cand.size, width), -1, np.int64)
+    for i in range(cand.size):
+        v = cand[i]
         x = v % W
         y = v // W
-        mask = 0
-        best = -1
+        m = 0
         for j in range(8):
+            if not (nodes >> j) & 1:
+                continue
             xx = x + NEIGHBOURS_8[j, 0]
             yy = y + NEIGHBOURS_8[j, 1]
             if xx < 0 or xx >= W or yy < a or yy >= b:
                 continue
             u = yy * W + xx
-            if _before(V, u, v, reverse):
-                mask |= 1 << j
-                if (nodes >> j) & 1 and (best < 0 or _before(V, u, best, reverse)):
-                    best = u
-        border = reverse and _border(x, y, W, a, b, sides)
-        if border:
-            ptr[v] = apex
-        elif best < 0:
-            ptr[v] = v
-            term[nt] = v
-            nt += 1
-        else:
-            ptr[v] = best
-        if links[mask] >= 2 or border or _interface(y, a, b, sides):
-            cand[nc] = v
-            nc += 1
-    # every pointer straight to its terminal
-    for v in range(a * W, b * W):
-        r = v
-        while ptr[r] != r:
-            r = ptr[r]
-        u = v
-        while ptr[u] != r:
-            nxt = ptr[u]
-            ptr[u] = r
-            u = nxt
-    return cand[:nc].copy(), term[:nt].copy()
+            if not _before(V, u, v, reverse):
+                continue
+            lab = -1 - ptr[u]
+            new = True
+            for t in range(m):
+                if out[i, t] == lab:
+                    new = False
+                    break
+            if new:
+                out[i, m] = lab
+                m += 1
+        if reverse and _border(x, y, W, a, b, sides):
+            out[i, m] = 0
+    return out
 
 
 @njit(cache=True, nogil=True)
-def slab_sweep(V, W, a, b, cand, order, term, ptr, reverse, nodes, sides):  # pragma: no cover
-    """The elder rule swept over the owned rows ``a .. b-1`` of a slab.
+def slab_sweep(V, W, a, b, cand, order, labels, ptr, tpix, reverse, nodes,
+               sides):  # pragma: no cover
+    """The elder rule at the candidates of a slab, in the sweep's order.
 
-    ``V`` holds the slab's rows (``W`` pixels each) and the other ranks'
-    rows next to them (``sides`` as for :func:`slab_pointers`); ``ptr``,
-    ``term`` and the candidates ``cand`` are :func:`slab_pointers`'s, the
-    candidates visited in the order ``order`` of their ``(value,
-    position)`` forwards (sublevel sets, D0) or with ``reverse`` backwards
-    (superlevel sets, D1; the border joined to the apex, a vertex older
-    than every other). ``nodes`` masks the graph's neighbours among
-    :data:`NEIGHBOURS_8`. Pixels that are not candidates join the component
-    of their pointer and merge nothing.
+    ``cand`` are the candidates of :func:`slab_scan`, visited in the order
+    ``order`` of their ``(value, position)`` forwards (sublevel sets, D0) or
+    with ``reverse`` backwards (superlevel sets, D1, the border joined to
+    the apex: label 0, older than every other); ``labels`` their
+    neighbours' labels (:func:`candidate_labels`), ``ptr`` the labels of
+    every pixel (:func:`slab_labels`) and ``tpix`` the terminal pixel of
+    each label (-1 for the apex). A pixel that is not a candidate joins its
+    pointer's component and merges nothing.
 
     A component is *open* once it holds a pixel with a neighbour on another
     rank. At a merge, every sealed (not open) component younger than the
     oldest one there dies: its pair is decided here. The rest (the oldest
     and the open ones), and every pixel with a neighbour on another rank,
-    make an *event*: the pixel, the components' roots and the other ranks'
-    neighbours met before it, for :func:`event_elder` to decide.
+    make an *event*: the pixel, the components' terminals and the other
+    ranks' neighbours met before it (positions in ``V``; -1 the apex), for
+    :func:`event_elder` to decide.
 
     Returns ``(born, died, sealed, events, ptr, parts)``: the decided pairs
-    (slab positions: the dying root, the pixel), the roots of the components
-    no event reached (their classes never die), and the events (pixel,
-    participants ``parts[ptr[i]:ptr[i+1]]``; ``-1`` the apex).
+    (the dying component's terminal, the pixel), the terminals of the
+    components no event reached (their classes never die), and the events
+    (pixel, participants ``parts[ptr[i]:ptr[i+1]]``).
     """
     L = V.size // W
-    apex = L * W
-    opened = np.zeros(apex + 1, np.bool_)
+    m = tpix.size
+    parent = np.arange(m)
+    opened = np.zeros(m, np.bool_)
+    if reverse:
+        opened[0] = True                # the apex is every rank's
     n = order.size
-    # a component dies once, and every one began at a terminal
-    born = np.empty(term.size, np.int64)
-    died = np.empty(term.size, np.int64)
+    born = np.empty(m, np.int64)
+    died = np.empty(m, np.int64)
     nd = 0
     ev = np.empty(4 * W + 16, np.int64)
     evp = np.zeros(ev.size + 1, np.int64)
     parts = np.empty(4 * ev.size, np.int64)
     ne = 0
     npart = 0
-    roots = np.empty(10, np.int64)
-    remote = np.empty(8, np.int64)
+    roots = np.empty(labels.shape[1], np.int64)
+    remote = np.empty(6, np.int64)     # a slab of one row has two faces
+    width = labels.shape[1]
     for k in range(n):
-        v = cand[order[n - 1 - k if reverse else k]]
-        x = v % W
+        i = order[n - 1 - k if reverse else k]
+        v = cand[i]
         y = v // W
         nr = 0
-        nrem = 0
+        for t in range(width):
+            lab = labels[i, t]
+            if lab < 0:
+                break
+            r = _find(parent, lab)
+            new = True
+            for q in range(nr):
+                if roots[q] == r:
+                    new = False
+                    break
+            if new:
+                roots[nr] = r
+                nr += 1
         iface = _interface(y, a, b, sides)
-        for j in range(8):
-            if not (nodes >> j) & 1:
-                continue
-            xx = x + NEIGHBOURS_8[j, 0]
-            yy = y + NEIGHBOURS_8[j, 1]
-            if xx < 0 or xx >= W or yy < 0 or yy >= L:
-                continue
-            u = yy * W + xx
-            if not _before(V, u, v, reverse):
-                continue
-            if yy < a or yy >= b:
-                remote[nrem] = u        # another rank's pixel
-                nrem += 1
-                continue
-            r = _find(ptr, u)
-            new = True
-            for i in range(nr):
-                if roots[i] == r:
-                    new = False
-                    break
-            if new:
-                roots[nr] = r
-                nr += 1
-        if reverse and _border(x, y, W, a, b, sides):
-            r = _find(ptr, apex)
-            new = True
-            for i in range(nr):
-                if roots[i] == r:
-                    new = False
-                    break
-            if new:
-                roots[nr] = r
-                nr += 1
-        # the oldest root here survives the merge
+        nrem = 0
+        if iface:
+            # the other rank's neighbours met before v
+            x = v % W
+            for j in range(8):
+                if not (nodes >> j) & 1:
+                    continue
+                xx = x + NEIGHBOURS_8[j, 0]
+                yy = y + NEIGHBOURS_8[j, 1]
+                if xx < 0 or xx >= W or yy < 0 or yy >= L or (a <= yy < b):
+                    continue
+                u = yy * W + xx
+                if _before(V, u, v, reverse):
+                    remote[nrem] = u
+                    nrem += 1
+        # the oldest component here (the smallest label) survives the merge
         old = -1
-        for i in range(nr):
-            if old < 0 or _older(V, roots[i], old, apex, reverse):
-                old = roots[i]
+        for q in range(nr):
+            if old < 0 or roots[q] < old:
+                old = roots[q]
         if old < 0:
-            old = v                     # a terminal: ptr[v] == v already
-            opened[v] = iface
+            old = -1 - ptr[v]           # a terminal: a component of its own
+            opened[old] = iface
         emit = iface
         keep = 0
-        for i in range(nr):
-            r = roots[i]
+        for q in range(nr):
+            r = roots[q]
             if r == old:
                 continue
-            ptr[r] = old
+            parent[r] = old
             if opened[r]:
                 roots[keep] = r         # undecided: an event
                 keep += 1
                 emit = True
             else:
-                born[nd] = r
+                born[nd] = tpix[r]
                 died[nd] = v
                 nd += 1
         if emit:
@@ -308,23 +439,23 @@ def slab_sweep(V, W, a, b, cand, order, term, ptr, reverse, nodes, sides):  # pr
             while npart + keep + nrem + 1 > parts.size:
                 parts = _grown(parts, npart)
             ev[ne] = v
-            if old != v:
-                parts[npart] = -1 if old == apex else old
+            if tpix[old] != v:
+                parts[npart] = tpix[old]
                 npart += 1
-            for i in range(keep):
-                parts[npart] = roots[i]
+            for q in range(keep):
+                parts[npart] = tpix[roots[q]]
                 npart += 1
-            for i in range(nrem):
-                parts[npart] = remote[i]
+            for q in range(nrem):
+                parts[npart] = remote[q]
                 npart += 1
             ne += 1
             evp[ne] = npart
-    # the roots no event reached: whole components of their own
+    # the components no event reached: whole components of their own
     ns = 0
-    sealed = np.empty(term.size, np.int64)
-    for t in term:
-        if ptr[t] == t and not opened[t]:
-            sealed[ns] = t
+    sealed = np.empty(m, np.int64)
+    for r in range(m):
+        if parent[r] == r and not opened[r]:
+            sealed[ns] = tpix[r]
             ns += 1
     return born[:nd].copy(), died[:nd].copy(), sealed[:ns].copy(), ev[:ne].copy(), \
         evp[:ne + 1].copy(), parts[:npart].copy()
