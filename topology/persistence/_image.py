@@ -193,11 +193,10 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
             ptr[-1] = -1                # the apex: label 0
         slab_labels(ptr, a * W, b * W, term, int(reverse))
         tpix = np.concatenate(([-1], term)) if reverse else term
-        labels = candidate_labels(values, W, a, b, cand, ptr, reverse, nodes, sides,
-                                  9 if reverse else 4)
-        order = _sweep_order(values, cand, itype)
-        born, died, sealed, *ev = slab_sweep(values, W, a, b, cand, order, labels, ptr, tpix,
-                                             reverse, nodes, sides)
+        pix, labels = candidate_labels(values, W, a, b, cand, _sweep_order(values, cand, itype),
+                                       ptr, reverse, nodes, sides, 9 if reverse else 4)
+        born, died, sealed, *ev = slab_sweep(values, W, a, b, pix, labels, ptr, tpix, reverse,
+                                             nodes, sides)
         if not reverse:
             # (dim, birth, death, birth vertex, death vertex) of what this rank decided
             cols += [(0, values[born], values[died], born + first, died + first),

@@ -293,15 +293,26 @@ def slab_labels(ptr, start, stop, term, first):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def candidate_labels(V, W, a, b, cand, ptr, reverse, nodes, sides, width):  # pragma: no cover
-    """The distinct labels (:func:`slab_labels`) of the graph's neighbours
-    (``nodes``, a mask over :data:`NEIGHBOURS_8`) in the owned rows before
-    each candidate in the sweep, and with ``reverse`` the apex's (label 0)
-    on the image's border: rows of ``width``, padded with -1. Visits the
-    candidates in position order."""
-    out = np.full((cand.size, width), -1, np.int64)
-    for i in range(cand.size):
+def candidate_labels(V, W, a, b, cand, order, ptr, reverse, nodes, sides, width):
+    # pragma: no cover
+    """The candidates in the sweep's order and, for each, the distinct labels
+    (:func:`slab_labels`) of the graph's neighbours (``nodes``, a mask over
+    :data:`NEIGHBOURS_8`) in the owned rows before it in the sweep, and with
+    ``reverse`` the apex's (label 0) on the image's border: rows of
+    ``width``, padded with -1. ``order`` is the candidates' order by
+    ``(value, position)``; the sweep takes it backwards with ``reverse``.
+    Reads the pixels in position order and writes each row where the sweep
+    will read it, so that the sweep reads its input in order."""
+    n = cand.size
+    at = np.empty(n, np.int64)
+    for k in range(n):
+        at[order[k]] = n - 1 - k if reverse else k
+    out = np.full((n, width), -1, np.int32)
+    pix = np.empty(n, np.int64)
+    for i in range(n):
         v = cand[i]
+        row = at[i]
+        pix[row] = v
         x = v % W
         y = v // W
         m = 0
@@ -318,27 +329,26 @@ def candidate_labels(V, W, a, b, cand, ptr, reverse, nodes, sides, width):  # pr
             lab = -1 - ptr[u]
             new = True
             for t in range(m):
-                if out[i, t] == lab:
+                if out[row, t] == lab:
                     new = False
                     break
             if new:
-                out[i, m] = lab
+                out[row, m] = lab
                 m += 1
         if reverse and _border(x, y, W, a, b, sides):
-            out[i, m] = 0
-    return out
+            out[row, m] = 0
+    return pix, out
 
 
 @njit(cache=True, nogil=True)
-def slab_sweep(V, W, a, b, cand, order, labels, ptr, tpix, reverse, nodes,
-               sides):  # pragma: no cover
+def slab_sweep(V, W, a, b, pix, labels, ptr, tpix, reverse, nodes, sides):  # pragma: no cover
     """The elder rule at the candidates of a slab, in the sweep's order.
 
-    ``cand`` are the candidates of :func:`slab_scan`, visited in the order
-    ``order`` of their ``(value, position)`` forwards (sublevel sets, D0) or
-    with ``reverse`` backwards (superlevel sets, D1, the border joined to
-    the apex: label 0, older than every other); ``labels`` their
-    neighbours' labels (:func:`candidate_labels`), ``ptr`` the labels of
+    ``pix`` are the candidates of :func:`slab_scan` in the sweep's order of
+    ``(value, position)``: forwards (sublevel sets, D0) or with ``reverse``
+    backwards (superlevel sets, D1, the border joined to the apex: label 0,
+    older than every other); ``labels`` their neighbours' labels (both
+    from :func:`candidate_labels`), ``ptr`` the labels of
     every pixel (:func:`slab_labels`) and ``tpix`` the terminal pixel of
     each label (-1 for the apex). A pixel that is not a candidate joins its
     pointer's component and merges nothing.
@@ -358,11 +368,11 @@ def slab_sweep(V, W, a, b, cand, order, labels, ptr, tpix, reverse, nodes,
     """
     L = V.size // W
     m = tpix.size
-    parent = np.arange(m)
+    parent = np.arange(m).astype(labels.dtype)
     opened = np.zeros(m, np.bool_)
     if reverse:
         opened[0] = True                # the apex is every rank's
-    n = order.size
+    n = pix.size
     born = np.empty(m, np.int64)
     died = np.empty(m, np.int64)
     nd = 0
@@ -374,9 +384,8 @@ def slab_sweep(V, W, a, b, cand, order, labels, ptr, tpix, reverse, nodes,
     roots = np.empty(labels.shape[1], np.int64)
     remote = np.empty(6, np.int64)     # a slab of one row has two faces
     width = labels.shape[1]
-    for k in range(n):
-        i = order[n - 1 - k if reverse else k]
-        v = cand[i]
+    for i in range(n):
+        v = pix[i]
         y = v // W
         nr = 0
         for t in range(width):
