@@ -53,8 +53,8 @@ def image_persistence(image, comm: MPI.Comm, *, min_persistence: float = 0.0,
         Finite pairs are kept when ``death - birth > min_persistence``; all
         of them stay in :attr:`PersistenceDiagram.raw_pairs`.
     progress : None, True or callable
-        Report ``"global order"``, ``"D0"`` and ``"D1"`` as
-        :func:`topology.persistence_diagram` does.
+        Report ``"D0"`` and ``"D1"`` with their pair counts (see
+        :class:`dmsolve.Progress`; task ``"persistence"``).
 
     Returns
     -------
