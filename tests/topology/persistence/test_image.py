@@ -1,17 +1,19 @@
-"""The persistence diagram of a 2-D image (image_persistence): pair for pair
-gudhi's CubicalComplex(vertices=...) and CubicalRipser's computePH on crops
-of scikit-image's images and on random images with ties, every raw pair
-equal to persistence_diagram's on a cubical Grid, the same blocks at any
-number of ranks, and bad input refused on every rank."""
+"""The persistence diagram of a 2-D image (image_persistence, also the path of
+persistence_diagram on a 2D cubical Grid): pair for pair gudhi's
+CubicalComplex(vertices=...) and CubicalRipser's computePH on crops of
+scikit-image's images and on random images with ties, every raw pair equal
+to the sweeps of the whole vertex graph, the same blocks at any number of
+ranks, and bad input refused on every rank."""
 
 import gudhi
 import numpy as np
 import pytest
 from mpi4py import MPI
 
+from dmsolve import Progress
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from topology import Grid, image_persistence, persistence_diagram
-from topology.persistence import row_ranges
+from topology.persistence import in_memory_parts, row_ranges, sorted_block
 from topology.persistence._image import _link_tables
 from topology.persistence._image_kernels import NEIGHBOURS_8
 from topology.morse import cubical_link_graph
@@ -111,19 +113,23 @@ def test_random_images_equal_gudhi(case):
 
 
 @pytest.mark.parametrize("case", ["camera-96x128", "ties3-31x23", "noise-37x29"])
-def test_raw_pairs_equal_the_cubical_grid(case):
+def test_raw_pairs_equal_the_grid_sweeps(case):
     """Every raw pair (ties' zero-persistence ones too) and every rank's block
-    equal persistence_diagram's on Grid((ncols, nrows), complex="cubical")."""
+    equal those of the sweeps of the whole vertex graph on a cubical Grid
+    (global order, descent labels, distributed elder rule) and
+    persistence_diagram's on that Grid."""
     if case in IMAGES:
         f = skimage_image(*IMAGES[case])
     else:
         f = random_image(*RANDOM[case])
     nrows, ncols = f.shape
+    grid = Grid((ncols, nrows), COMM, complex="cubical")
     a = image_persistence(f, COMM)
-    b = persistence_diagram(Grid((ncols, nrows), COMM, complex="cubical"), f, axes="yx")
-    for key in b.local_raw_pairs:
-        assert_equal_collective(a.local_raw_pairs[key], b.local_raw_pairs[key],
-                                err_msg="local %s" % key)
+    sweeps = sorted_block(COMM, in_memory_parts(grid, f, "yx", Progress(None, COMM, "test")))
+    b = persistence_diagram(grid, f, axes="yx")
+    for key in sweeps:
+        assert_equal_collective(a.local_raw_pairs[key], sweeps[key], err_msg="sweeps %s" % key)
+        assert_equal_collective(b.local_raw_pairs[key], sweeps[key], err_msg="grid %s" % key)
     assert_collective(COMM, a.report == b.report, "%s != %s" % (a.report, b.report))
 
 
