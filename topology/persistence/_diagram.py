@@ -383,9 +383,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
         and ``"essential classes"``; on a 3D grid ``"global order"``,
         ``"discrete gradient"``, ``"D0"``, ``"D1"``, ``"D2"`` (all from the
         Morse complex), each message saying what it found; on a 2D cubical
-        grid ``"D0"`` and ``"D1"`` (:func:`topology.image_persistence`'s
-        sweeps need no global order).
-        ``True`` prints them on rank 0; a callable
+        grid ``"D0"``, ``"D1"``. ``True`` prints them on rank 0; a callable
         ``progress(task, message, seconds)`` gets them on every rank.
 
     Returns
@@ -445,9 +443,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     - On a cubical grid the filtration is the V-construction (a cell enters
       at the largest value of its vertices), as gudhi's and CubicalRipser's:
       in 2D, D0 follows the grid's edges and D1 the dual graph (``{f > t}``
-      connected through shared squares), each rank sweeping its rows as
-      :func:`topology.image_persistence` does; in 3D everything comes from the
-      cubical Morse complex (:func:`topology.persistence.cubical_morse_pairs`).
+      connected through shared squares), as :func:`topology.image_persistence`;
+      in 3D from the Morse complex (:func:`topology.persistence.cubical_morse_pairs`).
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
       characteristic of every vertex's lower star, ``chi(v) = sum_k
