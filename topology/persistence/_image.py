@@ -23,7 +23,7 @@ __all__ = ["image_persistence", "image_block", "row_ranges"]
 def row_ranges(nrows: int, size: int) -> np.ndarray:
     """The ``size + 1`` offsets of the row slabs of an image of ``nrows`` rows
     on ``size`` ranks (the first ``nrows % size`` slabs one row taller), as
-    :class:`topology.Grid` cuts its planes. Pure function; not collective."""
+    :class:`topology.Grid` cuts its planes. Pure function. Not collective."""
     return block_ranges(nrows, size)
 
 
