@@ -52,6 +52,8 @@ BENCHMARKS = {
     "signals": ("bench_signals.py", 2, [], "Topological signal processing: filters, denoising "
                 "and interpolation of edge flows"),
     "outofcore": ("bench_outofcore.py", 2, [], "Out-of-core grid topology"),
+    # 1 rank: the script launches every case (ours at 1 and 2 ranks) in its own process
+    "images": ("bench_images.py", 1, [], "Persistence of 2-D images against CubicalRipser"),
     # 1 rank: the script launches every reader (ours at 1 and 2 ranks) in its own process
     "mmread": ("bench_mmread.py", 1, [], "Reading Matrix Market files against scipy.io.mmread"),
     # 1 rank: every figure comes from fresh processes the script starts

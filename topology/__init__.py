@@ -17,8 +17,8 @@ from .domains import (COMPLEXES, PARTITIONS, CubicalGrid, FreudenthalGrid, Grid,
                       SimplicialComplex)
 from .morse import (TYPE_NAMES, CriticalPoints, CubicalGradient, DiscreteGradient, Gradient,
                     classify, critical_points, discrete_gradient, global_order)
-from .persistence import (MergeTree, PersistenceDiagram, connected_components, merge_tree,
-                          persistence_diagram)
+from .persistence import (MergeTree, PersistenceDiagram, connected_components,
+                          image_persistence, merge_tree, persistence_diagram)
 from .signals import (Eigenpairs, HodgeDecomposition, SimplicialFilter, TrendFilterInfo,
                       betti_numbers, boundary_matrix, chebyshev_filter, component_filter,
                       denoise_flow, design_filter, fill_triangles, hodge_decomposition,
@@ -33,7 +33,7 @@ __all__ = [
     "boundary_matrix", "hodge_laplacian", "hodge_decomposition", "HodgeDecomposition",
     "betti_numbers", "global_order", "critical_points", "CriticalPoints", "classify", "TYPE_NAMES",
     "discrete_gradient", "Gradient", "DiscreteGradient", "CubicalGradient",
-    "persistence_diagram", "PersistenceDiagram", "merge_tree", "MergeTree",
+    "persistence_diagram", "image_persistence", "PersistenceDiagram", "merge_tree", "MergeTree",
     "SimplicialFilter", "design_filter", "chebyshev_filter", "component_filter",
     "spectral_bounds", "laplacian_parts", "denoise_flow", "interpolate_flow",
     "trend_filter_flow", "TrendFilterInfo", "infer_triangles", "fill_triangles",

@@ -23,8 +23,8 @@ from ..morse import (ComplexStars, GridStars, classify_vertices, cubical_gradien
                      cubical_link_counts, cubical_link_graph, simplicial_gradient)
 from ..outofcore import ooc_components, ooc_critical_points, ooc_diagram, ooc_merge_tree
 from ..persistence import (ComplexSweepGraph, GridSweepGraph, check_manifold, cubical_morse_pairs,
-                           euler_essential, in_memory_parts, label_components,
-                           persistence_pairs_all, sweep_merge_tree)
+                           euler_essential, image_block, in_memory_parts, label_components,
+                           persistence_pairs_all, sorted_block, sweep_merge_tree)
 
 __all__ = ["Kernels", "FreudenthalKernels", "CubicalKernels", "ComplexKernels",
            "OutOfCoreKernels"]
@@ -63,6 +63,13 @@ class Kernels:
         """The parts of :func:`topology.persistence_diagram` and what is
         missing from it (nothing, in memory)."""
         return in_memory_parts(self.domain, values, axes, report), []
+
+    def diagram_block(self, values, axes, report) -> tuple[dict, list]:
+        """This rank's block of the sorted pairs of
+        :func:`topology.persistence_diagram` (the parts, sorted over the
+        ranks) and what is missing from the diagram."""
+        parts, missing = self.diagram_parts(values, axes, report)
+        return sorted_block(self.domain.comm, parts), missing
 
     # -- steps -------------------------------------------------------------------------
     def gradient(self, order):
@@ -109,8 +116,9 @@ class FreudenthalKernels(Kernels):
 class CubicalKernels(Kernels):
     """The kernels of a grid's cubical complex: the cubical lower stars, the
     grid's edges for sublevel sets and the dual graph for superlevel sets
-    (Alexander duality), and in 3D the whole diagram from the cubical Morse
-    complex."""
+    (Alexander duality), in 2D the diagram of the image's row slabs
+    (:func:`topology.image_persistence`'s) and in 3D the whole diagram from
+    the cubical Morse complex."""
 
     def gradient(self, order):
         return cubical_gradient(self.domain, order)
@@ -132,6 +140,18 @@ class CubicalKernels(Kernels):
     def diagram_parts(self, values, axes, report):
         grid = self.domain
         return in_memory_parts(grid, values, axes, report, whole_morse=grid.dimension == 3), []
+
+    def diagram_block(self, values, axes, report):
+        grid = self.domain
+        if grid.dimension == 3:
+            return super().diagram_block(values, axes, report)
+        # an image: each rank sweeps its rows (topology.image_persistence's path)
+        vec = grid.vertex_values(values, axes=axes)
+        g0, g1 = grid.ghosted_planes
+        p0, p1 = grid.owned_planes
+        rows = grid.ghosted(vec.local)
+        return image_block(grid.comm, rows, grid.shape[0], grid.shape[1], (g0, p0, p1, g1),
+                           report), []
 
 
 class ComplexKernels(Kernels):
@@ -180,6 +200,10 @@ class OutOfCoreKernels:
 
     def diagram_parts(self, values, axes, report):
         return ooc_diagram(self.domain, values, axes, report)
+
+    def diagram_block(self, values, axes, report):
+        parts, missing = self.diagram_parts(values, axes, report)
+        return sorted_block(self.domain.comm, parts), missing
 
     def gradient(self, order):
         return self.inner.gradient(order)

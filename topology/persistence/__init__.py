@@ -11,6 +11,7 @@ from ._components import connected_components, label_components
 from ._cubical_pairs import cubical_morse_pairs
 from ._diagram import PersistenceDiagram, gatherv, persistence_diagram
 from ._elder import APEX, Sweep, distributed_elder, elder
+from ._image import image_block, image_persistence, row_ranges
 from ._manifold import check_manifold, euler_essential
 from ._mergetree import LEAF, ROOT, SADDLE, MergeTree, merge_tree, sweep_merge_tree
 from ._parts import (essential_part, in_memory_parts, morse_parts, saddle_parts, sorted_block,
@@ -27,4 +28,5 @@ __all__ = ["connected_components", "label_components", "cubical_morse_pairs",
            "sweep_parts", "saddle_parts", "morse_parts", "sorted_block", "essential_part",
            "total", "Reduction", "reduce_z2", "gf2_rank", "MorsePersistence",
            "morse_persistence", "persistence_pairs_all", "saddle_saddle_pairs", "sweep",
-           "GridSweepGraph", "ComplexSweepGraph"]
+           "GridSweepGraph", "ComplexSweepGraph", "image_persistence", "image_block",
+           "row_ranges"]

@@ -14,7 +14,6 @@ from dmsolve.io import atomic_path, check_writable
 from dmsolve.validate import agreed, check_int, check_real
 
 from ..core import check_domain, check_pvtu_path, vtk_type, write_parallel
-from ._parts import sorted_block
 
 __all__ = ["persistence_diagram", "PersistenceDiagram"]
 
@@ -383,8 +382,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
         complex ``"discrete gradient"`` and ``"D1"`` (saddle-saddle pairs)
         and ``"essential classes"``; on a 3D grid ``"global order"``,
         ``"discrete gradient"``, ``"D0"``, ``"D1"``, ``"D2"`` (all from the
-        Morse complex), each message saying what it found.
-        ``True`` prints them on rank 0; a callable
+        Morse complex), each message saying what it found; on a 2D cubical
+        grid ``"D0"``, ``"D1"``. ``True`` prints them on rank 0; a callable
         ``progress(task, message, seconds)`` gets them on every rank.
 
     Returns
@@ -444,8 +443,8 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     - On a cubical grid the filtration is the V-construction (a cell enters
       at the largest value of its vertices), as gudhi's and CubicalRipser's:
       in 2D, D0 follows the grid's edges and D1 the dual graph (``{f > t}``
-      connected through shared squares); in 3D everything comes from the
-      cubical Morse complex (:func:`topology.persistence.cubical_morse_pairs`).
+      connected through shared squares), as :func:`topology.image_persistence`;
+      in 3D from the Morse complex (:func:`topology.persistence.cubical_morse_pairs`).
     - Essential classes: D0 births are the oldest minimum of each component;
       on a complex, the essential (d-1)-births follow from the Euler
       characteristic of every vertex's lower star, ``chi(v) = sum_k
@@ -503,9 +502,9 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
             raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d%s"
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
-    parts, missing = domain.kernels.diagram_parts(values, axes, report)
-    return PersistenceDiagram(comm, domain.dimension, sorted_block(comm, parts),
-                              min_persistence, missing, dims=_diagram_dims(domain))
+    block, missing = domain.kernels.diagram_block(values, axes, report)
+    return PersistenceDiagram(comm, domain.dimension, block, min_persistence, missing,
+                              dims=_diagram_dims(domain))
 
 
 def _diagram_dims(domain) -> range:
