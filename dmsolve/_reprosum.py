@@ -35,7 +35,7 @@ from mpi4py import MPI
 from .jit import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
-           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",
+           "dot2_into", "update_dot_into", "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",
            "SLICE", "exact_dots"]
 
 #: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
@@ -284,6 +284,49 @@ def dots_into(V, w, acc):  # pragma: no cover
             for i in range(m):
                 vals[i] = V[j, start + i] * w[start + i]
             _fast_chunk(a, vals, m, bucket, q, buf)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def dot2_into(a, b, c, d, acc0, acc1):  # pragma: no cover
+    """Deposit ``a[i] * b[i]`` in ``acc0`` and ``c[i] * d[i]`` in ``acc1`` in
+    one pass over the four arrays (some may be the same): the two inner
+    products of an iteration cost one read of each vector, not two. Each
+    accumulator gets exactly what :func:`dot_into` would deposit."""
+    n = a.shape[0]
+    v0 = np.empty(CHUNK, dtype=np.float64)
+    v1 = np.empty(CHUNK, dtype=np.float64)
+    buf = np.empty(3, dtype=np.float64)
+    q = np.empty((3, CHUNK), dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        for i in range(m):
+            v0[i] = a[start + i] * b[start + i]
+            v1[i] = c[start + i] * d[start + i]
+        _fast_chunk(acc0, v0, m, bucket, q, buf)
+        _fast_chunk(acc1, v1, m, bucket, q, buf)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def update_dot_into(alpha, p, q, x, r, acc):  # pragma: no cover
+    """``x += alpha p; r -= alpha q`` entry by entry (each product rounded
+    before its sum, as numpy rounds them), depositing the new ``r[i] * r[i]``
+    in ``acc`` chunk by chunk while the chunk is in cache: CG's update and
+    its exact ``r^T r`` in one pass over memory."""
+    n = r.shape[0]
+    vals = np.empty(CHUNK, dtype=np.float64)
+    buf = np.empty(3, dtype=np.float64)
+    parts = np.empty((3, CHUNK), dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        for i in range(m):
+            k = start + i
+            x[k] += alpha * p[k]
+            rk = r[k] - alpha * q[k]
+            r[k] = rk
+            vals[i] = rk * rk
+        _fast_chunk(acc, vals, m, bucket, parts, buf)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
