@@ -10,8 +10,8 @@ import scipy.sparse as sp
 
 import dmsolve.gallery as gallery
 from dmsolve import DistCSR, Layout
-from dmsolve._reprosum import (accumulators, canonical_rows, dot2_into, dot_into, normalize,
-                               to_float, update_dot_into)
+from dmsolve._reprosum import (accumulators, canonical_rows, dot2_into, dot_into,
+                               merge_rows_by_key, normalize, to_float, update_dot_into)
 from dmsolve.krylov._reduce import ExactReducer
 from dmsolve.reproducible import canonical, exact_dots
 from mpitest import Checks
@@ -132,3 +132,31 @@ def test_canonical_product_is_the_plain_row_loop(comm, problem):
         ref = (M @ ext[:-1])
         checks.add(np.allclose(y.local, ref, rtol=1e-12, atol=1e-12), "value")
 
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_merge_rows_by_key_is_a_stable_lexsort(comm, seed):
+    """merge_rows_by_key orders each row's entries of two blocks as the stable
+    np.lexsort((keys, rows)) of the blocks one after the other, equal keys
+    included."""
+    rng = np.random.default_rng(seed)
+    m = 57
+    blocks = []
+    for _ in range(2):
+        lens = rng.integers(0, 40, m)
+        ptr = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+        blocks.append((ptr, rng.integers(0, 60, ptr[-1]).astype(np.int64)))   # repeated keys
+    (dptr, dkey), (optr, okey) = blocks
+    ptr = np.empty(m + 1, dtype=np.int64)
+    pos = np.empty(dptr[-1] + optr[-1], dtype=np.int64)
+    key = np.empty_like(pos)
+    merge_rows_by_key(dptr, dkey, optr, okey, ptr, pos, key)
+    rows = np.concatenate((np.repeat(np.arange(m), np.diff(dptr)),
+                           np.repeat(np.arange(m), np.diff(optr))))
+    keys = np.concatenate((dkey, okey))
+    order = np.lexsort((keys, rows))
+    with Checks(comm) as checks:
+        checks.add(np.array_equal(pos, order), "order")
+        checks.add(np.array_equal(key, keys[order]), "keys")
+        want_ptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=m))))
+        checks.add(np.array_equal(ptr, want_ptr), "indptr")
