@@ -301,14 +301,27 @@ def transpose_rows(P: DistCSR) -> DistCSR:
     return DistCSR.from_local_rows(R, clay, P.row_layout, check_finite=False)
 
 
+class _LocalRows:
+    """This rank's rows of a product held as scipy CSR with global columns,
+    and what :func:`fetch_rows` reads of a row-distributed matrix (``comm``,
+    ``row_layout``, ``shape``): ``A P`` is only read at ``R``'s ghost
+    columns, so it is never split into a DistCSR's blocks. Not collective."""
+
+    def __init__(self, local: sp.csr_matrix, row_layout: Layout, ncols: int):
+        self.local = local
+        self.comm = row_layout.comm
+        self.row_layout = row_layout
+        self.shape = (row_layout.global_size, ncols)
+
+
 def galerkin(A, P: DistCSR, R) -> DistCSR:
     """``R (A P)`` with every entry's terms added in key order (``A`` and
     ``R`` canonical). Collective on ``A.comm``."""
-    AP_loc = A.local_canonical() @ _ext_rows(A, P)
-    AP = DistCSR.from_local_rows(sp.csr_matrix(AP_loc), A.row_layout, P.col_layout,
-                                 check_finite=False)
-    Ac = R.local_canonical() @ _ext_rows(R, AP)
-    AP.free()
+    AP = _LocalRows(sp.csr_matrix(A.local_canonical() @ _ext_rows(A, P)), A.row_layout,
+                    P.shape[1])
+    ext = sp.vstack([AP.local, fetch_rows(AP, R.ghosts, local=AP.local, label="repro")],
+                    format="csr")
+    Ac = R.local_canonical() @ ext
     clay = P.col_layout
     return DistCSR.from_local_rows(sp.csr_matrix(Ac), clay, clay, check_finite=False)
 
