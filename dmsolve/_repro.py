@@ -23,7 +23,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._matrix import DistCSR, keys_of
-from ._reprosum import SLICE, canonical_rows, canonical_sell
+from ._reprosum import (SLICE, canonical_rows, canonical_sell, fill_slices, merge_rows_by_key,
+                        slice_slots, slot_runs)
 from ._vector import DistVector
 from .partition import fetch
 
@@ -113,14 +114,18 @@ class CanonicalCSR(DistCSR):
         self.col_keys = col_keys
         ghost_keys = fetch(self.col_layout, col_keys, self.ghosts)
         n = self.col_layout.local_size
-        d, o = self.diag.tocoo(), self.offd.tocoo()
-        rows = np.concatenate((d.row, o.row)).astype(np.int64)
-        cols = np.concatenate((d.col.astype(np.int64), o.col.astype(np.int64) + n))
-        keys = np.concatenate((col_keys[d.col], ghost_keys[o.col]))
-        vals = np.concatenate((d.data, o.data))
-        order = np.lexsort((keys, rows))
         m = self.row_layout.local_size
-        self._indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=m))))
+        d, o = self.diag, self.offd
+        # each row's entries, owned columns then ghosts, sorted by key (stable)
+        total = d.indptr[-1] + o.indptr[-1]
+        self._indptr = np.empty(m + 1, dtype=np.int64)
+        order = np.empty(total, dtype=np.int64)
+        keys = np.empty(total, dtype=np.int64)
+        merge_rows_by_key(d.indptr.astype(np.int64), col_keys[d.indices],
+                          o.indptr.astype(np.int64), ghost_keys[o.indices],
+                          self._indptr, order, keys)
+        cols = np.concatenate((d.indices.astype(np.int64), o.indices.astype(np.int64) + n))
+        vals = np.concatenate((d.data, o.data))
         self._indices = cols[order]
         self._data = np.ascontiguousarray(vals[order], dtype=np.float64)
         # x's owned entries, its ghosts, then a 1 (what padding multiplies)
@@ -139,7 +144,7 @@ class CanonicalCSR(DistCSR):
                 np.uint32 if self._ext.size < 2 ** 32 else np.uint64)
         else:
             self._slices = _slices(self._indptr, self._indices, self._data,
-                                   self._ext.size - 1, row_keys, keys[order], n)
+                                   self._ext.size - 1, row_keys, keys, n)
             self._acc = np.zeros(SLICE)
 
     def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
@@ -246,53 +251,29 @@ def _slice_layout(indptr, indices, data, one, row_keys, col_keys, perm, n_owned)
     # the slices with place p computing row perm[p]; and the share of
     # aligned slices
     m = indptr.size - 1
-    lens = np.diff(indptr)
     nsl = -(-m // SLICE)
-    place = np.empty(m, dtype=np.int64)
-    place[perm] = np.arange(m)
-    rows = np.repeat(np.arange(m), lens)
-    where = place[rows]
-    sl = where // SLICE
-    pos = np.arange(indptr[-1]) - np.repeat(indptr[:-1], lens)      # place in its row
-    padded = np.zeros(nsl * SLICE, dtype=np.int64)
-    padded[:m] = lens[perm]
-    longest = padded.reshape(nsl, SLICE).max(axis=1) if nsl else np.zeros(0, np.int64)
-    # slot by offset: the rank of an entry's offset among its slice's offsets
-    off = col_keys - row_keys[rows]
-    order = np.lexsort((off, sl))
-    new = np.ones(order.size, dtype=bool)
-    new[1:] = (sl[order][1:] != sl[order][:-1]) | (off[order][1:] != off[order][:-1])
-    rank = np.cumsum(new) - 1
-    nuniq = np.bincount(sl[order][new], minlength=nsl) if order.size else np.zeros(nsl, int)
-    first_rank = np.concatenate(([0], np.cumsum(nuniq)))[:-1]
-    by_offset = np.empty(order.size, dtype=np.int64)
-    by_offset[order] = rank - first_rank[sl[order]]
-    # aligned only where it pads no more than packing (a stencil's slices;
-    # a prolongator's offsets mean nothing and would only add empty slots)
-    aligned = nuniq <= longest
-    slot = np.where(aligned[sl], by_offset, pos)
-    width = np.where(aligned, nuniq, longest).astype(np.int64)
+    indptr = indptr.astype(np.int64)
+    perm = perm.astype(np.int64)
+    # slot by offset (the rank of an entry's offset among its slice's
+    # offsets) where that pads no more than packing (a stencil's slices; a
+    # prolongator's offsets mean nothing and would only add empty slots)
+    slot = np.empty(indptr[-1], dtype=np.int64)
+    width = np.empty(nsl, dtype=np.int64)
+    aligned = np.empty(nsl, dtype=np.bool_)
+    slice_slots(indptr, perm, np.asarray(col_keys, dtype=np.int64),
+                np.asarray(row_keys, dtype=np.int64), slot, width, aligned)
     start = np.concatenate(([0], np.cumsum(width * SLICE)))[:-1].astype(np.int64)
     total = int((width * SLICE).sum())
     itype = np.uint32 if one < 2 ** 32 - 1 else np.uint64
     sdata = np.full(total, -0.0)
     sidx = np.full(total, one, dtype=itype)
-    dest = start[sl] + slot * SLICE + where % SLICE
-    sdata[dest] = data
-    sidx[dest] = indices
+    fill_slices(indptr, perm, slot, start, data, indices, sdata, sidx)
     # a slot whose entries lie on consecutive columns c + r is a run, its
     # empty places included: they read x[c + r] times -0.0, which adds
     # nothing either (a chain from +0 is never -0; a non-finite x makes the
     # solve stop with NANORINF anyway)
-    groups = sidx.reshape(-1, SLICE).astype(np.int64)
-    real = groups != one
-    d = groups - np.arange(SLICE)
-    big = np.iinfo(np.int64).max
-    dmin = np.where(real, d, big).min(axis=1) if groups.size else np.zeros(0, np.int64)
-    dmax = np.where(real, d, -big).max(axis=1) if groups.size else np.zeros(0, np.int64)
-    # (a run lies in x, the n owned columns: the ghosts' slots gather)
-    ok = real.any(axis=1) & (dmin == dmax) & (dmin >= 0) & (dmin + SLICE <= int(n_owned))
-    run = np.where(ok, dmin, -1).astype(np.int64)
+    run = np.empty(total // SLICE, dtype=np.int64)
+    slot_runs(sidx, int(one), int(n_owned), run)
     share = float(aligned.mean()) if nsl else 1.0
     permuted = not np.array_equal(perm, np.arange(m))
-    return start, width, run, perm.astype(np.int64), permuted, sdata, sidx, share
+    return start, width, run, perm, permuted, sdata, sidx, share

@@ -35,8 +35,9 @@ from mpi4py import MPI
 from .jit import njit
 
 __all__ = ["NBINS", "WIDTH", "CHUNK", "accumulators", "dot_into", "sum_into", "dots_into",
-           "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",
-           "SLICE", "exact_dots"]
+           "dot2_into", "update_dot_into", "normalize", "to_float", "exact_sum", "exact_dot", "canonical_rows", "canonical_sell",
+           "SLICE", "exact_dots", "merge_rows_by_key", "slice_slots", "fill_slices",
+           "slot_runs"]
 
 #: Fixed-point bins per accumulator (64 for the exponent range, 3 for the
 #: pieces of the largest numbers, 1 for a carry).
@@ -287,6 +288,49 @@ def dots_into(V, w, acc):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
+def dot2_into(a, b, c, d, acc0, acc1):  # pragma: no cover
+    """Deposit ``a[i] * b[i]`` in ``acc0`` and ``c[i] * d[i]`` in ``acc1`` in
+    one pass over the four arrays (some may be the same): the two inner
+    products of an iteration cost one read of each vector, not two. Each
+    accumulator gets exactly what :func:`dot_into` would deposit."""
+    n = a.shape[0]
+    v0 = np.empty(CHUNK, dtype=np.float64)
+    v1 = np.empty(CHUNK, dtype=np.float64)
+    buf = np.empty(3, dtype=np.float64)
+    q = np.empty((3, CHUNK), dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        for i in range(m):
+            v0[i] = a[start + i] * b[start + i]
+            v1[i] = c[start + i] * d[start + i]
+        _fast_chunk(acc0, v0, m, bucket, q, buf)
+        _fast_chunk(acc1, v1, m, bucket, q, buf)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def update_dot_into(alpha, p, q, x, r, acc):  # pragma: no cover
+    """``x += alpha p; r -= alpha q`` entry by entry (each product rounded
+    before its sum, as numpy rounds them), depositing the new ``r[i] * r[i]``
+    in ``acc`` chunk by chunk while the chunk is in cache: CG's update and
+    its exact ``r^T r`` in one pass over memory."""
+    n = r.shape[0]
+    vals = np.empty(CHUNK, dtype=np.float64)
+    buf = np.empty(3, dtype=np.float64)
+    parts = np.empty((3, CHUNK), dtype=np.float64)
+    bucket = np.zeros(2048, dtype=np.int64)
+    for start in range(0, n, CHUNK):
+        m = min(CHUNK, n - start)
+        for i in range(m):
+            k = start + i
+            x[k] += alpha * p[k]
+            rk = r[k] - alpha * q[k]
+            r[k] = rk
+            vals[i] = rk * rk
+        _fast_chunk(acc, vals, m, bucket, parts, buf)
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
 def normalize(acc):  # pragma: no cover
     """Carry every bin but the top into ``[0, 2**32)``, in place, keeping the
     value: before an accumulator is added to others. Rows of a 2-D array
@@ -370,6 +414,7 @@ def exact_dots(comm, pairs) -> list[float]:
 
 #: Rows per slice of :func:`canonical_sell`.
 SLICE = 64
+_USLICE = np.uint64(SLICE)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -378,7 +423,7 @@ def _gather_slot(acc, data, idx, x, g, o):  # pragma: no cover
     # g[j - len(x)]; out of line, so that the run loop's code stays lean
     # (inlined, it cost the whole product 12%)
     n = np.uint64(x.shape[0])
-    for r in range(SLICE):
+    for r in range(_USLICE):
         j = np.uint64(idx[o + r])
         v = x[j] if j < n else g[j - n]
         acc[r] += data[o + r] * v
@@ -399,20 +444,25 @@ def canonical_sell(s0, s1, nrows, start, width, run, rows, permuted, data, idx, 
     the first column of slot ``k`` when its columns are consecutive and in
     ``x`` (read without a gather), else -1; indices are unsigned (numba then
     adds no wraparound test). Computes slices ``s0`` to ``s1 - 1``."""
-    C = np.uint64(SLICE)
+    # every index is unsigned (a signed lane index mixed with the unsigned
+    # offsets keeps the run loop from being vectorised: 3x slower)
+    C = _USLICE
+    one = np.uint64(1)
     for s in range(s0, s1):
         o = np.uint64(start[s])
-        for r in range(SLICE):
+        for r in range(C):
             acc[r] = 0.0
+        k = o // C
         for _ in range(width[s]):
-            c = run[o // C]
+            c = run[k]
             if c >= 0:
                 cu = np.uint64(c)
-                for r in range(SLICE):
+                for r in range(C):
                     acc[r] += data[o + r] * x[cu + r]
             else:
                 _gather_slot(acc, data, idx, x, g, o)
             o += C
+            k += one
         first = np.uint64(s) * C
         m = min(C, np.uint64(nrows) - first)
         if permuted:
@@ -421,3 +471,125 @@ def canonical_sell(s0, s1, nrows, start, width, run, rows, permuted, data, idx, 
         else:
             for r in range(m):
                 y[first + r] = acc[r]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def merge_rows_by_key(dptr, dkey, optr, okey, out_ptr, out_pos, out_key):  # pragma: no cover
+    """Merge each row's entries of two CSR blocks and sort them by key.
+
+    Row ``i`` takes the entries ``dptr[i]:dptr[i+1]`` of the first block
+    (keys ``dkey``), then those of the second (keys ``okey``), and orders
+    them by key, equal keys in that order (a stable sort: what
+    ``np.lexsort((keys, rows))`` gives over the two blocks one after the
+    other). ``out_pos[k]`` is where entry ``k`` of the merged
+    row came from: ``j`` for the first block's entry ``j``, ``dptr[-1] + j``
+    for the second's. ``out_ptr`` (``nrows + 1``) and ``out_key`` are
+    filled too; the caller takes the columns and values through ``out_pos``.
+    Rows are short, so an insertion sort (stable) runs in place."""
+    nd = dptr[dptr.shape[0] - 1]
+    k = 0
+    out_ptr[0] = 0
+    for i in range(dptr.shape[0] - 1):
+        first = k
+        for j in range(dptr[i], dptr[i + 1]):
+            out_pos[k] = j
+            out_key[k] = dkey[j]
+            k += 1
+        for j in range(optr[i], optr[i + 1]):
+            out_pos[k] = nd + j
+            out_key[k] = okey[j]
+            k += 1
+        for a in range(first + 1, k):
+            key = out_key[a]
+            pos = out_pos[a]
+            b = a - 1
+            while b >= first and out_key[b] > key:
+                out_key[b + 1] = out_key[b]
+                out_pos[b + 1] = out_pos[b]
+                b -= 1
+            out_key[b + 1] = key
+            out_pos[b + 1] = pos
+        out_ptr[i + 1] = k
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def slice_slots(indptr, perm, col_keys, row_keys, slot, width, aligned):  # pragma: no cover
+    """The slots of :func:`canonical_sell`'s slices: place ``p`` of slice
+    ``p // SLICE`` computes row ``perm[p]``. An entry's offset is its
+    column's key (``col_keys``, one per entry) minus its row's key. A slice
+    whose distinct offsets are no more than its longest row is *aligned*:
+    an entry's slot is the rank of its offset among the slice's distinct
+    offsets; otherwise the entry's place in its row. Fills ``slot`` (per
+    entry), ``width`` (slots per slice) and ``aligned`` (per slice)."""
+    m = perm.shape[0]
+    for s in range(width.shape[0]):
+        lo = s * SLICE
+        hi = min(m, lo + SLICE)
+        count = 0
+        longest = 0
+        for p in range(lo, hi):
+            i = perm[p]
+            count += indptr[i + 1] - indptr[i]
+            longest = max(longest, indptr[i + 1] - indptr[i])
+        uniq = np.empty(count, dtype=np.int64)
+        k = 0
+        for p in range(lo, hi):
+            i = perm[p]
+            for j in range(indptr[i], indptr[i + 1]):
+                uniq[k] = col_keys[j] - row_keys[i]
+                k += 1
+        uniq.sort()
+        nu = 0
+        for t in range(count):
+            if t == 0 or uniq[t] != uniq[nu - 1]:
+                uniq[nu] = uniq[t]
+                nu += 1
+        al = nu <= longest
+        aligned[s] = al
+        width[s] = nu if al else longest
+        for p in range(lo, hi):
+            i = perm[p]
+            for j in range(indptr[i], indptr[i + 1]):
+                if al:
+                    slot[j] = np.searchsorted(uniq[:nu], col_keys[j] - row_keys[i])
+                else:
+                    slot[j] = j - indptr[i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def fill_slices(indptr, perm, slot, start, data, indices, sdata, sidx):  # pragma: no cover
+    """Put entry ``j`` of row ``perm[p]`` at ``start[s] + slot[j] * SLICE + r``
+    (``p = s * SLICE + r``) of ``sdata`` and ``sidx``."""
+    for p in range(perm.shape[0]):
+        i = perm[p]
+        base = start[p // SLICE] + p % SLICE
+        for j in range(indptr[i], indptr[i + 1]):
+            d = base + slot[j] * SLICE
+            sdata[d] = data[j]
+            sidx[d] = indices[j]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def slot_runs(sidx, one, n_owned, run):  # pragma: no cover
+    """``run[g]``: the first column ``c`` of slot ``g`` (entries
+    ``sidx[g*SLICE:(g+1)*SLICE]``) when every real entry (not ``one``, the
+    padding) of place ``r`` is column ``c + r`` and ``c .. c + SLICE - 1``
+    are owned columns (below ``n_owned``); else -1."""
+    for g in range(run.shape[0]):
+        base = g * SLICE
+        lo = np.int64(0)
+        hi = np.int64(0)
+        real = False
+        for r in range(SLICE):
+            v = np.int64(sidx[base + r])
+            if v != one:
+                d = v - r
+                if not real:
+                    lo = d
+                    hi = d
+                    real = True
+                else:
+                    lo = min(lo, d)
+                    hi = max(hi, d)
+        ok = real and lo == hi and lo >= 0 and lo + SLICE <= n_owned
+        run[g] = lo if ok else -1

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._vector import DistVector
 from ._docs import document
-from ._fused_kernels import cg_update, dot2, xpay
+from ._fused_kernels import xpay
 from ._info import ConvergedReason
 from ._result import finish, zero_rhs
 from ._stopping import DEFAULT_DIVTOL
@@ -197,7 +197,7 @@ def _iterate(s: System, v: CGVectors, it: int, rz: float, reason):
             reason = ConvergedReason.INDEFINITE_MAT if pq <= 0 else ConvergedReason.NANORINF
             break
         alpha = rz / pq
-        rr = cg_update(alpha, p.local, q.local, x.local, r.local)
+        rr = red.cg_update(alpha, p.local, q.local, x.local, r.local)
         rz_new, nsq = _precondition_and_reduce(s, v, rr)
         it += 1
         # a negative r^T M r is a sign of an indefinite M unless r is already
@@ -228,15 +228,8 @@ def _precondition_and_reduce(s: System, v: CGVectors, rr=None) -> tuple[float, f
     if z is not r:
         s.precondition(r, z)
     red = s.red
-    send = red.send
-    if red.exact:
-        # exact parts (rr, a lane sum, is not): the same bits at any rank count
-        red.put(0, r.local, z.local)
-        red.put(1, n1.local, n2.local)
-    elif rr is not None and n1 is r and n2 is r:
-        send[1] = rr
-        send[0] = rr if z is r else s.dot(r.local, z.local)
-    else:
-        dot2(r.local, z.local, n1.local, n2.local, send)
+    # one pass over the vectors; with the exact reducer every part is exact
+    # (rr too, deposited by the update): the same bits at any rank count
+    red.put2(0, r.local, z.local, n1.local, n2.local, rr=rr if n1 is r and n2 is r else None)
     out = red.reduce(2)
     return float(out[0].real), float(out[1].real)     # real for a Hermitian M

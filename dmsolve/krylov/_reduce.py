@@ -8,7 +8,9 @@ from mpi4py import MPI
 
 from .. import _errors
 from .._errors import agree, announce, complete, open_channel, position
-from .._reprosum import accumulators, dot_into, dots_into, normalize, to_float
+from .._reprosum import (accumulators, dot2_into, dot_into, dots_into, normalize, to_float,
+                         update_dot_into)
+from ._fused_kernels import cg_update, dot2
 from ._linalg import gemv_dot
 
 __all__ = ["Reducer", "ExactReducer"]
@@ -134,6 +136,24 @@ class Reducer:
         Not collective."""
         send = self._send if send is None else send
         gemv_dot(V, w, send[i:i + V.shape[0]])
+
+    def put2(self, i: int, a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray,
+             rr=None) -> None:
+        """The parts of ``a^H b`` and ``c^H d`` into slots ``i`` and ``i + 1``
+        of :attr:`send` in one pass over the vectors. ``rr`` is ``c^H c`` when
+        the caller has it already (from :meth:`cg_update`) and ``c`` is ``d``.
+        Not collective."""
+        send = self._send
+        if rr is not None:
+            send[i + 1] = rr
+            send[i] = rr if a is c and b is c else self.dot(a, b)
+        else:
+            dot2(a, b, c, d, send[i:i + 2])
+
+    def cg_update(self, alpha, p: np.ndarray, q: np.ndarray, x: np.ndarray, r: np.ndarray):
+        """``x += alpha p; r -= alpha q`` in one pass; returns this rank's
+        ``r^H r`` in the form :meth:`put2` takes. Not collective."""
+        return cg_update(alpha, p, q, x, r)
 
     def _start(self, k: int, send: np.ndarray, recv: np.ndarray):
         # send[:k] and the error flag in slot k
@@ -277,6 +297,7 @@ class ExactReducer(Reducer):
     def __init__(self, comm: MPI.Comm, dtype, slots: int):
         super().__init__(comm, dtype, slots)
         self._accs: dict = {}               # id(float buffer) -> its accumulators
+        self._rr = accumulators(1)[0]       # r^T r of the fused CG update
 
     def put(self, i, a, b, send=None) -> None:
         acc = self._acc(self._send if send is None else send)[i]
@@ -287,6 +308,32 @@ class ExactReducer(Reducer):
         acc = self._acc(self._send if send is None else send)[i:i + V.shape[0]]
         acc.fill(0)
         dots_into(V, w, acc)
+
+    def put2(self, i, a, b, c, d, rr=None) -> None:
+        acc = self._acc(self._send)
+        if rr is not None:
+            # rr is r^T r's accumulator; c and d are r
+            acc[i + 1] = rr
+            if a is c and b is c:
+                acc[i] = rr
+            else:
+                acc[i].fill(0)
+                dot_into(a, b, acc[i])
+        elif a is c and b is d:
+            acc[i].fill(0)
+            dot_into(a, b, acc[i])
+            acc[i + 1] = acc[i]
+        else:
+            acc[i:i + 2].fill(0)
+            dot2_into(a, b, c, d, acc[i], acc[i + 1])
+
+    def cg_update(self, alpha, p, q, x, r):
+        """As :meth:`Reducer.cg_update`; returns ``r^T r``'s exact
+        accumulator (deposited during the update). Not collective."""
+        acc = self._rr
+        acc.fill(0)
+        update_dot_into(alpha, p, q, x, r, acc)
+        return acc
 
     def _acc(self, send: np.ndarray) -> np.ndarray:
         acc = self._accs.get(id(send))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dmsolve.jit import njit
 
-__all__ = ["row_max", "row_argmax", "segment_sums", "dense_rows"]
+__all__ = ["row_max", "row_argmax", "segment_sums", "dense_rows", "mis2_decide"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -82,3 +82,22 @@ def row_best_aggregate(indptr, indices, agg_ext, prio_ext, take, out):  # pragma
                 best_count = count
                 best_prio = p
                 out[i] = indices[j]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def mis2_decide(state, prio, m2, limit):  # pragma: no cover
+    """One round's decisions of the distance-2 independent set: an undecided
+    row (state 1) whose ``state * limit + prio`` is ``m2``, the largest
+    within distance 2, joins (state 2); one with a member within distance 2
+    (``m2 >= 2 * limit``) leaves (state 0). Returns the rows still undecided."""
+    left = 0
+    for i in range(state.shape[0]):
+        if state[i] != 1:
+            continue
+        if m2[i] == limit + prio[i]:
+            state[i] = 2
+        elif m2[i] >= 2 * limit:
+            state[i] = 0
+        else:
+            left += 1
+    return left

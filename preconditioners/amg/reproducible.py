@@ -38,7 +38,8 @@ from dmsolve.partition import exchange, fetch
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
-from ._repro_kernels import dense_rows, row_argmax, row_best_aggregate, row_max, segment_sums
+from ._repro_kernels import (dense_rows, mis2_decide, row_argmax, row_best_aggregate, row_max,
+                             segment_sums)
 
 __all__ = ["BLOCK_BITS", "priority", "strength_graph", "mis2_aggregation", "tentative", "smoothed",
            "transpose_rows", "galerkin", "CanonicalCoarseSolver", "Prolongation",
@@ -150,14 +151,18 @@ def mis2_aggregation(A, S: sp.csr_matrix, keys: np.ndarray, fill: bool = FILL):
     m1 = np.empty(n)
     m2 = np.empty(n)
     ip, ix = S.indptr, S.indices
-    while comm.allreduce(int((state == _UNDECIDED).sum()), op=MPI.SUM):
-        key = state * float(KEY_LIMIT) + prio           # exact in float64 (< 2**42)
-        row_max(ip, ix, np.concatenate((key, _ghosts(A, key))), key, m1)
-        row_max(ip, ix, np.concatenate((m1, _ghosts(A, m1))), m1, m2)
-        und = state == _UNDECIDED
-        top = m2 >= _IN * float(KEY_LIMIT)
-        state[und & (m2 == key)] = _IN
-        state[und & (m2 != key) & top] = _OUT
+    # (state, priority) as one float64, exact (< 2**42); the rows' own values,
+    # then the ghosts'
+    key = np.empty(n + A.ghosts.size)
+    left = int((state == _UNDECIDED).sum())
+    while comm.allreduce(left, op=MPI.SUM):
+        np.add(state * float(KEY_LIMIT), prio, out=key[:n])
+        key[n:] = A.halo.exchange(key[:n])
+        row_max(ip, ix, key, key[:n], m1)
+        key[:n] = m1                  # the ghosts' distance-1 maxima next
+        key[n:] = A.halo.exchange(m1)
+        row_max(ip, ix, key, m1, m2)
+        left = mis2_decide(state, prio, m2, float(KEY_LIMIT))
     root = state == _IN
     for _ in range(FILL_ROUNDS if fill else 0):
         # nodes two steps from every root (not next to one) that have such
@@ -301,14 +306,27 @@ def transpose_rows(P: DistCSR) -> DistCSR:
     return DistCSR.from_local_rows(R, clay, P.row_layout, check_finite=False)
 
 
+class _LocalRows:
+    """This rank's rows of a product held as scipy CSR with global columns,
+    and what :func:`fetch_rows` reads of a row-distributed matrix (``comm``,
+    ``row_layout``, ``shape``): ``A P`` is only read at ``R``'s ghost
+    columns, so it is never split into a DistCSR's blocks. Not collective."""
+
+    def __init__(self, local: sp.csr_matrix, row_layout: Layout, ncols: int):
+        self.local = local
+        self.comm = row_layout.comm
+        self.row_layout = row_layout
+        self.shape = (row_layout.global_size, ncols)
+
+
 def galerkin(A, P: DistCSR, R) -> DistCSR:
     """``R (A P)`` with every entry's terms added in key order (``A`` and
     ``R`` canonical). Collective on ``A.comm``."""
-    AP_loc = A.local_canonical() @ _ext_rows(A, P)
-    AP = DistCSR.from_local_rows(sp.csr_matrix(AP_loc), A.row_layout, P.col_layout,
-                                 check_finite=False)
-    Ac = R.local_canonical() @ _ext_rows(R, AP)
-    AP.free()
+    AP = _LocalRows(sp.csr_matrix(A.local_canonical() @ _ext_rows(A, P)), A.row_layout,
+                    P.shape[1])
+    ext = sp.vstack([AP.local, fetch_rows(AP, R.ghosts, local=AP.local, label="repro")],
+                    format="csr")
+    Ac = R.local_canonical() @ ext
     clay = P.col_layout
     return DistCSR.from_local_rows(sp.csr_matrix(Ac), clay, clay, check_finite=False)
 
