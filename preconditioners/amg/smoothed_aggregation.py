@@ -472,7 +472,7 @@ class SmoothedAggregation(Preconditioner):
                 # a smoothed P's rows hold a few aggregates' columns, never
                 # diagonals: sliced ELL would pad them, and finding that out
                 # costs a layout pass as long as a few products
-                P.set_local_format("csr")
+                P.set_local_format("narrow")
             # with theta = 0 the prolongator was smoothed with A itself: its
             # estimate of rho(D^-1 A) serves the smoothers too (GAMG's
             # use_sa_esteig), instead of a second Lanczos iteration
