@@ -69,7 +69,8 @@ def product_bytes(A) -> dict:
     copy and the halo buffers)."""
     d, o = A.diag, A.offd
     n = d.shape[0]
-    sell = A.product_format == "sell"
+    # sliced ELL and narrow CSR write y once; scipy CSR zeroes it first
+    sell = A.product_format != "csr"
     diag_fmt = A.product_nbytes
     orows = int(np.count_nonzero(np.diff(o.indptr)))
     offd = o.data.nbytes + o.indices.nbytes + 8 * orows

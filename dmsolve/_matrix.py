@@ -20,7 +20,7 @@ from ._coo_files import coo_file_rows
 from ._interop import csc_add, csr_add, mpi_datatype
 from ._layout import Layout, verify_layouts
 from ._local_blocks import CompressedRows, canonical_csr, check_format
-from ._sell import choose_format
+from ._sell import product_block
 from ._vector import DistVector
 from .bsp import NeighborExchange
 
@@ -65,8 +65,11 @@ class DistCSR:
     ``local_format`` chooses the kernels of the products on the ``diag``
     block: ``"auto"`` (default) multiplies a real block in sliced ELL with
     run slots (:mod:`dmsolve._sell`, SELL-C-sigma as PETSc's MATSELL) when
-    it holds at most 1.1x CSR's bytes, ``"sell"`` whenever the block is
-    real, ``"csr"`` with scipy's CSR kernels. The sliced ELL copy is built
+    it holds at most 1.1x CSR's bytes and else (from 256 rows) in CSR with
+    narrow column indices (:mod:`dmsolve._narrow`: 16 bits for at most 65536
+    columns, scipy's sums in scipy's order), ``"sell"`` in sliced ELL whenever
+    the block is real, ``"narrow"`` in narrow CSR whenever the block is real,
+    ``"csr"`` with scipy's CSR kernels. The sliced ELL or narrow copy is built
     from ``diag`` on the first product (per rank, not collective); ``diag``
     stays the CSR every other use reads. After changing ``diag``'s entries
     in place, call :meth:`set_local_format` to rebuild it (:meth:`scale`
@@ -141,14 +144,16 @@ class DistCSR:
 
     @property
     def product_format(self) -> str:
-        """The format this rank's products use on ``diag``: ``"sell"`` or
-        ``"csr"`` (chooses it now if no product has yet). Not collective."""
-        return "csr" if self._sell_block() is None else "sell"
+        """The format this rank's products use on ``diag``: ``"sell"``,
+        ``"narrow"`` or ``"csr"`` (chooses it now if no product has yet). Not
+        collective."""
+        s = self._sell_block()
+        return "csr" if s is None else s.name
 
     @property
     def product_nbytes(self) -> int:
         """Bytes of the arrays this rank's products read for ``diag``: its
-        sliced ELL copy, or its CSR arrays (chooses the format now if no
+        sliced ELL or narrow copy, or its CSR arrays (chooses the format now if no
         product has yet). Not collective."""
         s = self._sell_block()
         d = self.diag
@@ -158,7 +163,7 @@ class DistCSR:
     def _sell_block(self):
         s = self._sell
         if s is False:
-            s = self._sell = choose_format(self.diag, self.local_format)
+            s = self._sell = product_block(self.diag, self.local_format)
         return s
 
     # -- constructors ----------------------------------------------------------------
@@ -370,7 +375,7 @@ class DistCSR:
                   self.offd.data, self.offd.indices, self.offd.indptr, self.ghosts,
                   self.halo.sendbuf, self.halo.recvbuf, self.halo.send_index]
         sell = self._sell if self._sell else None
-        return int(sum(a.nbytes for a in arrays)) + (sell.nbytes if sell else 0)
+        return int(sum(a.nbytes for a in arrays)) + (sell.stored_nbytes if sell else 0)
 
     # -- collective queries ----------------------------------------------------------
     def global_nnz(self) -> int:

@@ -31,14 +31,18 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._narrow import NarrowRows
 from ._sell_kernels import CHUNK, sell_fill, sell_layout, sell_matvec, sell_rmatvec_add
 
-__all__ = ["SlicedEll", "choose_format", "FORMATS"]
+__all__ = ["SlicedEll", "choose_format", "product_block", "FORMATS"]
 
 #: Local formats of a DistCSR's products: ``"auto"`` (sliced ELL where it
-#: fits, see :func:`choose_format`), ``"csr"`` (scipy's CSR kernels) or
-#: ``"sell"`` (sliced ELL whenever the entries are real).
-FORMATS = ("auto", "csr", "sell")
+#: fits, see :func:`choose_format`, else compressed rows with narrow indices:
+#: :func:`product_block`), ``"csr"`` (scipy's CSR kernels), ``"sell"`` (sliced
+#: ELL whenever the entries are real) or ``"narrow"`` (compressed rows with
+#: narrow indices, :class:`dmsolve._narrow.NarrowRows`, whenever the entries
+#: are real).
+FORMATS = ("auto", "csr", "sell", "narrow")
 
 #: The smallest block made sliced ELL by ``"auto"`` (4 chunks): below it a
 #: product costs microseconds either way.
@@ -61,6 +65,8 @@ class SlicedEll:
 
     Not collective.
     """
+
+    name = "sell"
 
     def __init__(self, shape, nnz, slot_ptr, run_col, gather_ptr, gather_col, vals):
         self.shape = (int(shape[0]), int(shape[1]))
@@ -127,6 +133,11 @@ class SlicedEll:
                                       self.gather_col, self.vals, self._acc))
 
     @property
+    def stored_nbytes(self) -> int:
+        """Bytes held beside the CSR block (all of :attr:`nbytes`). Not collective."""
+        return self.nbytes
+
+    @property
     def run_fraction(self) -> float:
         """The fraction of the stored slots that are run slots. Not collective."""
         return float(np.mean(self.run_col >= 0)) if self.run_col.size else 0.0
@@ -180,3 +191,23 @@ def choose_format(B: sp.csr_matrix, fmt: str) -> "SlicedEll | None":
     if B.shape[0] < MIN_AUTO_ROWS:
         return None
     return SlicedEll.from_csr(B, max_bytes=MAX_AUTO_BYTES * csr_nbytes(B))
+
+
+def product_block(B: sp.csr_matrix, fmt: str) -> "SlicedEll | NarrowRows | None":
+    """The form a DistCSR's products use for its block ``B`` in the local
+    format ``fmt``; None for scipy's CSR kernels.
+
+    ``"sell"`` and ``"auto"`` as :func:`choose_format`; where ``"auto"`` keeps
+    CSR for a real block of at least :data:`MIN_AUTO_ROWS` rows, the CSR is
+    multiplied with narrow indices (:class:`dmsolve._narrow.NarrowRows`: the
+    same sums as scipy's in the same order, fewer bytes), as it is for any
+    real block with ``"narrow"``. Complex blocks stay CSR. Not collective.
+    """
+    if fmt == "narrow":
+        real = B.dtype in (np.float64, np.float32)
+        return NarrowRows.from_csr(B) if real else None
+    s = choose_format(B, fmt)
+    if s is None and fmt == "auto" and B.dtype in (np.float64, np.float32) \
+            and B.shape[0] >= MIN_AUTO_ROWS:
+        return NarrowRows.from_csr(B)
+    return s

@@ -57,9 +57,14 @@ def check_smoother(desc) -> tuple[str, dict]:
     return check_options(SMOOTHERS, desc)
 
 
-def make_smoother(desc, A):
+def make_smoother(desc, A, *, rho: float | None = None):
     """Build a smoother from ``name`` or ``(name, options)``. Collective on ``A.comm``
     (the agreed diagonal check and, for some smoothers, eigenvalue estimates).
+
+    ``rho``, when given, is an estimate of ``rho(D^-1 A)`` already made (amg's
+    prolongator smoothing makes one per level): the smoothers that need it
+    (``jacobi`` without ``omega``, ``chebyshev``) take it instead of running a
+    Lanczos iteration of their own.
 
     Raises
     ------
@@ -68,7 +73,9 @@ def make_smoother(desc, A):
         is not empty (:func:`._diagonal.checked_diagonal`), or a bad option.
     """
     name, opts = check_smoother(desc)
-    return SMOOTHERS[name](A, **opts)
+    if rho is None:
+        return SMOOTHERS[name](A, **opts)
+    return SMOOTHERS[name](A, rho=rho, **opts)
 
 
 def adjoint_smoother(desc) -> tuple[str, dict] | None:
@@ -128,14 +135,15 @@ class JacobiSmoother(_Residual):
         """Itself. Not collective."""
         return "jacobi", dict(options)
 
-    def __init__(self, A, **options):
+    def __init__(self, A, rho: float | None = None, **options):
         o = self.check_options(**options)
         super().__init__(A)
         self.dinv = _safe_inverse(checked_diagonal(A, "smoother 'jacobi'",
                                                    allow_empty_rows=True))
         omega = o["omega"]
         if omega is None:
-            _, rho = lanczos_extremes(A, np.abs(self.dinv), 10)
+            if rho is None:
+                _, rho = lanczos_extremes(A, np.abs(self.dinv), 10)
             omega = (4.0 / 3.0) / (1.1 * rho) if rho > 0 else 1.0
         self.omega = float(omega)
         self.scaled = self.omega * self.dinv
@@ -188,7 +196,8 @@ class L1JacobiSmoother(JacobiSmoother):
         """Itself. Not collective."""
         return "l1-jacobi", dict(options)
 
-    def __init__(self, A, **options):
+    def __init__(self, A, rho: float | None = None, **options):
+        # rho: unused (the l1 row sums need no estimate)
         o = self.check_options(**options)
         _Residual.__init__(self, A)
         self.omega = 1.0
@@ -226,11 +235,12 @@ class ChebyshevSmoother:
         """Itself. Not collective."""
         return "chebyshev", dict(options)
 
-    def __init__(self, A, **options):
+    def __init__(self, A, rho: float | None = None, **options):
         o = self.check_options(**options)
         dinv = _safe_inverse(checked_diagonal(A, "smoother 'chebyshev'",
                                               allow_empty_rows=True))
-        _, rho = lanczos_extremes(A, np.abs(dinv), 10)
+        if rho is None:
+            _, rho = lanczos_extremes(A, np.abs(dinv), 10)
         hi = 1.1 * rho if rho > 0 else 1.0
         self.kernel = ChebyshevKernel(A, dinv, hi / o["ratio"], hi, o["degree"])
 
@@ -284,7 +294,8 @@ class HybridGaussSeidel:
         o["sweep"] = {"forward": "backward", "backward": "forward"}.get(o["sweep"], o["sweep"])
         return "gauss-seidel", o
 
-    def __init__(self, A, **options):
+    def __init__(self, A, rho: float | None = None, **options):
+        # rho: unused (Gauss-Seidel needs no estimate)
         o = self.check_options(**options)
         self.A = A
         self.sweep = o["sweep"]

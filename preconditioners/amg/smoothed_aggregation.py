@@ -469,6 +469,14 @@ class SmoothedAggregation(Preconditioner):
             P, rho = self.smooth(Ak, T, self.strength.theta)
             if P is not T:
                 T.free()
+                # a smoothed P's rows hold a few aggregates' columns, never
+                # diagonals: sliced ELL would pad them, and finding that out
+                # costs a layout pass as long as a few products
+                P.set_local_format("narrow")
+            # with theta = 0 the prolongator was smoothed with A itself: its
+            # estimate of rho(D^-1 A) serves the smoothers too (GAMG's
+            # use_sa_esteig), instead of a second Lanczos iteration
+            shared = rho if rho > 0 and self.strength.theta <= 0 else None
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
             rows = galerkin_rows(Ak, P)
             # the ranks from `active` on own no coarse rows: the next level
@@ -479,7 +487,8 @@ class SmoothedAggregation(Preconditioner):
             Ac = (DistCSR.from_local_rows(rows, slay, slay, check_finite=False)
                   if sub is not None else None)
             t, tm["galerkin"] = time.perf_counter(), tm["galerkin"] + time.perf_counter() - t
-            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother)
+            pre, post = self._smoothers(Ak, len(self.levels), plan.presmoother, plan.postsmoother,
+                                        rho=shared)
             if self._single:
                 Ak, P, pre, post = self._rounded(Ak, P, pre, post, first=not self.levels)
             tm["smoothers"] += time.perf_counter() - t
@@ -587,13 +596,15 @@ class SmoothedAggregation(Preconditioner):
                    self.grid_complexity())
 
     @staticmethod
-    def _smoothers(Ak, level: int, presmoother, postsmoother):
+    def _smoothers(Ak, level: int, presmoother, postsmoother, rho: float | None = None):
         """The pre- and postsmoother of level ``level`` (one object when they
-        are the same). Collective on ``Ak.comm``; a bad diagonal is raised on
+        are the same), given ``rho``, an estimate of ``rho(D^-1 A)`` already
+        made, or None. Collective on ``Ak.comm``; a bad diagonal is raised on
         every rank with the level named."""
         try:
-            pre = make_smoother(presmoother, Ak)
-            post = pre if postsmoother == presmoother else make_smoother(postsmoother, Ak)
+            pre = make_smoother(presmoother, Ak, rho=rho)
+            post = pre if postsmoother == presmoother else make_smoother(postsmoother, Ak,
+                                                                         rho=rho)
         except ValueError as e:     # raised alike on every rank (an agreed check)
             raise ValueError("amg level %d (%d rows): %s" % (level, Ak.shape[0], e)) from None
         return pre, post

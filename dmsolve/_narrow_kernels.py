@@ -1,0 +1,43 @@
+"""Compiled products of a :class:`dmsolve._narrow.NarrowRows` block.
+
+Compiled on the first product and cached on disk next to this module. The
+loops are scipy's ``csr_matvec`` and ``csc_matvec`` (one running sum per
+row, entries in stored order), so the results are the same bits as scipy's
+for float64; what differs is the memory side: the column indices are read
+as unsigned 16-bit integers where the block has at most 65536 columns (10
+bytes per entry instead of CSR's 12), and an unsigned index costs numba no
+negative-index check.
+
+Not collective; nothing is allocated per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import njit
+
+__all__ = ["narrow_matvec", "narrow_rmatvec_add"]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def narrow_matvec(indptr, indices, data, x, y):  # pragma: no cover
+    """``y = B @ x`` for the CSR arrays of ``B`` (unsigned ``indptr`` and
+    ``indices``); every entry of ``y`` is written. The sum of a row is
+    formed in float64 whatever the dtype of ``data`` (as the sliced ELL
+    kernels do). Not collective."""
+    for i in range(y.shape[0]):
+        s = 0.0
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            s += data[k] * x[np.uint64(indices[k])]
+        y[i] = s
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def narrow_rmatvec_add(indptr, indices, data, y, x):  # pragma: no cover
+    """``x += B^T y`` for the CSR arrays of ``B`` (unsigned ``indptr`` and
+    ``indices``): each row scatters into ``x``. Not collective."""
+    for i in range(y.shape[0]):
+        yi = y[i]
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            x[np.uint64(indices[k])] += data[k] * yi
