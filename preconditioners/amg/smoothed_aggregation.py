@@ -162,6 +162,14 @@ def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -
     check_key_range(A)
 
 
+def _check_reproducible_strength(name: str, strength) -> None:
+    """The strength measures ``reproducible=True`` cannot take. Not collective
+    (inside the constructor's agreement)."""
+    if name != "symmetric" or strength.block_size != 1:
+        raise ValueError("amg(reproducible=True) takes the 'symmetric' strength measure "
+                         "without block_size, got %r %r" % (name, strength.options()))
+
+
 def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
     """Refuse candidates whose column count differs between ranks, or whose
     columns are zero or linearly dependent (the tentative prolongator would
@@ -187,20 +195,22 @@ def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
         raise ValueError("B's %d columns are linearly dependent" % k)
 
 
-def _stage(registry: Registry, desc, keyword: str, value):
+def _stage(registry: Registry, desc, **shorthands):
     """The stage object ``cls(**options)`` for the descriptor ``desc``, with
-    ``keyword=value`` (a shorthand argument, when not None) among its options.
-    Not collective.
+    each shorthand ``keyword=value`` whose value is not None among its
+    options. Not collective.
 
     Raises
     ------
     ValueError
-        If ``keyword`` is given both ways, or an option value is bad.
+        If a keyword is given both ways, or an option value is bad.
     TypeError
         If the stage does not take one of the options.
     """
     name, cls, opts = registry.resolve(desc)
-    if value is not None:
+    for keyword, value in shorthands.items():
+        if value is None:
+            continue
         if keyword in opts:
             raise ValueError("%s given twice, as %s=%r and in %s %r; give it once"
                              % (keyword, keyword, value, registry.kind, desc))
@@ -209,6 +219,23 @@ def _stage(registry: Registry, desc, keyword: str, value):
         return name, cls(**opts)
     except TypeError as e:
         raise TypeError("%s %r: %s" % (registry.kind, name, e)) from None
+
+
+#: The strength measure of a scalar problem (one candidate) when neither
+#: ``strength`` nor its shorthands are given.
+SCALAR_STRENGTH = ("classical", {"theta": 0.3})
+
+
+def _default_strength(strength, theta, block_size, candidates: int, reproducible: bool):
+    """The strength descriptor: ``strength`` when given; else
+    :data:`SCALAR_STRENGTH` for one candidate, and the symmetric measure
+    (PyAMG's) for several candidates, a ``theta`` or ``block_size``
+    shorthand, or ``reproducible=True``. Not collective."""
+    if strength is not None:
+        return strength
+    if theta is None and block_size is None and candidates == 1 and not reproducible:
+        return SCALAR_STRENGTH
+    return "symmetric"
 
 
 class SmoothedAggregation(Preconditioner):
@@ -332,12 +359,13 @@ class SmoothedAggregation(Preconditioner):
 
     name = "amg"
 
-    def __init__(self, A, B=None, *, theta: float | None = None, aggregate: str = "standard",
+    def __init__(self, A, B=None, *, theta: float | None = None,
+                 block_size: int | None = None, aggregate: str = "standard",
                  omega: float | None = None,
                  presmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  postsmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000, strength="symmetric", smooth="jacobi",
+                 min_rows_per_rank: int = 2000, strength=None, smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
                  agglomerate: bool = True, precision: str = "double",
                  reproducible: bool = False):
@@ -349,8 +377,7 @@ class SmoothedAggregation(Preconditioner):
             if A.row_layout != A.col_layout:
                 raise ValueError("amg needs a square matrix with rows and columns "
                                  "distributed alike, got %d x %d" % A.shape)
-            strength_name, self.strength = _stage(STRENGTH, strength, "theta", theta)
-            smooth_name, self.smooth = _stage(PROLONGATOR_SMOOTHERS, smooth, "omega", omega)
+            smooth_name, self.smooth = _stage(PROLONGATOR_SMOOTHERS, smooth, omega=omega)
             aggregate = check_choice("aggregate", aggregate, AGGREGATIONS)
             presmoother = check_smoother(presmoother)
             postsmoother = check_smoother(postsmoother)
@@ -375,8 +402,12 @@ class SmoothedAggregation(Preconditioner):
             report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
             reproducible = check_bool("reproducible", reproducible)
+            strength_name, self.strength = _stage(
+                STRENGTH, _default_strength(strength, theta, block_size, Bl.shape[1],
+                                            reproducible), theta=theta, block_size=block_size)
             if reproducible:
                 _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name)
+                _check_reproducible_strength(strength_name, self.strength)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
             raise ValueError("amg: progress must be given on every rank or on none")
         _check_candidates(Bl, comm, A.shape[0])
@@ -466,7 +497,7 @@ class SmoothedAggregation(Preconditioner):
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = self.smooth(Ak, T, self.strength.theta)
+            P, rho = self.smooth(Ak, T, self.strength)
             if P is not T:
                 T.free()
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
