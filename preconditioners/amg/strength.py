@@ -73,7 +73,7 @@ def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
     Rows ``r`` with the same ``r // block_size`` (global numbering) form a
     node. Nodes ``I != J`` are strongly connected when the Frobenius norms of
     their blocks satisfy ``|A_IJ| >= theta * sqrt(|A_II| |A_JJ|)``, as PyAMG's
-    symmetric measure on a BSR matrix. The graph returned is on rows again:
+    symmetric measure on a BSR matrix (``theta = 0``: every nonzero block). The graph returned is on rows again:
     every row of a node is joined to the other rows of its node and to every
     row of each strongly connected node, so that aggregation, which gives
     rows with the same neighbours the same aggregate, aggregates whole nodes.
