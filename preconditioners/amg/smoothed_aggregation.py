@@ -223,7 +223,7 @@ def _stage(registry: Registry, desc, **shorthands):
 
 #: The strength measure of a scalar problem (one candidate) when neither
 #: ``strength`` nor its shorthands are given.
-SCALAR_STRENGTH = ("classical", {"theta": 0.3})
+SCALAR_STRENGTH = ("classical", {"theta": 0.3, "filter_levels": 1})
 
 
 def _default_strength(strength, theta, block_size, candidates: int, reproducible: bool):
@@ -497,7 +497,7 @@ class SmoothedAggregation(Preconditioner):
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = self.smooth(Ak, T, self.strength)
+            P, rho = self.smooth(Ak, T, self.strength.on_level(len(self.levels)))
             if P is not T:
                 T.free()
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t

@@ -6,6 +6,8 @@ on-process block only; it is local and needs no communication.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -21,7 +23,8 @@ __all__ = ["STRENGTH", "SymmetricStrength", "ClassicalStrength", "symmetric_stre
 #: cols, vals, diag_row, diag_col)`` entry by entry for the prolongator's filter
 #: (:func:`.smooth.filtered_matrix`), say by ``measure.filters`` whether that
 #: filter can drop anything, and by ``measure.has_weak(A)`` whether it drops
-#: something of this rank's rows of ``A``.
+#: something of this rank's rows of ``A``; ``measure.on_level(k)`` is the
+#: measure the prolongator smoothing of level ``k`` (0: the finest) filters by.
 STRENGTH = Registry("strength measure")
 
 
@@ -106,9 +109,15 @@ def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
 
 def _row_max(rows: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``max(0, max of x over each row's entries)`` for each entry's row
-    (``rows`` integer labels of a contiguous range). Not collective."""
+    (``rows`` integer labels; sorted, as from a CSR matrix, takes the fast
+    path). Not collective."""
     if rows.size == 0:
         return np.zeros(0)
+    change = np.flatnonzero(np.diff(rows)) + 1
+    if np.all(rows[change] > rows[change - 1]):
+        starts = np.concatenate(([0], change))
+        m = np.maximum(np.maximum.reduceat(x, starts), 0.0)
+        return np.repeat(m, np.diff(np.append(starts, rows.size)))
     low = rows.min()
     m = np.zeros(int(rows.max() - low) + 1)
     np.maximum.at(m, rows - low, x)
@@ -167,12 +176,15 @@ def classical_strength(A, theta: float = 0.3, with_weak: bool = False):
     """
     D = A.diag.tocoo()
     m = _negative_row_max(A)
-    neg = np.where(D.row != D.col, -D.data, 0.0)
+    # -a_ij, and 0 on the diagonal (a_ii > 0 is never strong anyway)
+    neg = -D.data
+    neg[D.row == D.col] = 0.0
     keep = (neg > 0) & (neg >= theta * m[D.row])
     S = _graph(D, keep)
     if not with_weak:
         return S
-    weak = (S.nnz < np.count_nonzero((D.row != D.col) & (D.data != 0))
+    # an entry off the diagonal is nonzero exactly where neg is
+    weak = (S.nnz < np.count_nonzero(neg)
             or _classical_weak(A.offd, m, theta, None))
     return S, weak
 
@@ -213,6 +225,10 @@ class SymmetricStrength:
         """Whether :meth:`strong` can call a nonzero coupling weak. Not collective."""
         return self.theta > 0 and self.block_size == 1
 
+    def on_level(self, level: int) -> "SymmetricStrength":
+        """The measure itself: every level is filtered alike. Not collective."""
+        return self
+
     def has_weak(self, A) -> bool:
         """Whether :meth:`strong` may call a nonzero entry of this rank's rows
         of ``A`` weak (without looking: whether the measure filters at all).
@@ -238,8 +254,13 @@ class ClassicalStrength:
 
     ``theta`` in ``[0, 1]`` (default 0.3): a negative coupling is strong when
     it is at least ``theta`` times the row's largest negative one; positive
-    couplings never are. The prolongator smoothing filters the weak ones out
-    (lumped onto the diagonal). 0.3 lies above the ratio 1/4 of the corner
+    couplings never are. The prolongator smoothing of the first
+    ``filter_levels`` levels (default 1: the finest only; None: every level)
+    filters the weak ones out (lumped onto the diagonal): that keeps the
+    prolongator from spreading across the weak direction of an anisotropic
+    problem. Coarse levels of the Laplacians have many small weak
+    couplings, and filtering them would cost a filtered copy of each level
+    operator in the set-up for no fewer iterations. 0.3 lies above the ratio 1/4 of the corner
     to the strong couplings of bilinear finite elements on a strongly
     anisotropic problem, so those coarsen along the strong direction only,
     and below every ratio of the 5- and 7-point Laplacians' coarse levels
@@ -250,13 +271,15 @@ class ClassicalStrength:
     Raises
     ------
     TypeError, ValueError
-        If ``theta`` is not a real number in ``[0, 1]``.
+        If ``theta`` is not a real number in ``[0, 1]`` or ``filter_levels``
+        neither None nor a non-negative int.
     """
 
-    filters = True
-
-    def __init__(self, theta: float = 0.3):
+    def __init__(self, theta: float = 0.3, filter_levels: int | None = 1):
         self.theta = check_real("theta", theta, low=0.0, high=1.0)
+        self.filter_levels = check_int("filter_levels", filter_levels, low=0, allow_none=True)
+        #: whether this measure's filter drops anything (see on_level)
+        self.filters = self.filter_levels != 0
         # (A, whether its rows hold weak entries) of the last graph built: the
         # prolongator smoothing of the same level asks next (has_weak)
         self._last = (None, True)
@@ -266,6 +289,15 @@ class ClassicalStrength:
         S, weak = classical_strength(A, self.theta, with_weak=True)
         self._last = (A, weak)
         return S
+
+    def on_level(self, level: int) -> "ClassicalStrength":
+        """The measure itself on the first ``filter_levels`` levels, else a
+        copy that filters nothing. Not collective."""
+        if self.filter_levels is None or level < self.filter_levels:
+            return self
+        unfiltered = copy.copy(self)
+        unfiltered.filters = False
+        return unfiltered
 
     def has_weak(self, A) -> bool:
         """Whether this rank's rows of ``A`` hold a nonzero off-diagonal
@@ -284,4 +316,4 @@ class ClassicalStrength:
 
     def options(self) -> dict:
         """The options, as a descriptor's dict. Not collective."""
-        return {"theta": self.theta}
+        return {"theta": self.theta, "filter_levels": self.filter_levels}

@@ -67,7 +67,7 @@ def test_default_options_are_recorded_in_descriptor_form():
     """The default options are recorded in descriptor form."""
     A = gallery.poisson2d(20, COMM)
     opts = preconditioners.make("amg", A, presmoother="sor", cycle="w").describe()["options"]
-    want = {"strength": ("classical", {"theta": 0.3}),
+    want = {"strength": ("classical", {"theta": 0.3, "filter_levels": 1}),
             "smooth": ("jacobi", {"omega": 4.0 / 3.0}),
             "aggregate": "standard",
             "presmoother": ("gauss-seidel", {"sweep": "symmetric", "omega": 1.0,

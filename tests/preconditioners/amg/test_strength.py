@@ -117,12 +117,13 @@ def test_block_strength_keeps_each_node_in_one_aggregate():
 
 
 @pytest.mark.parametrize("options,want", [
-    ({}, ("classical", {"theta": 0.3})),
+    ({}, ("classical", {"theta": 0.3, "filter_levels": 1})),
     ({"theta": 0.0}, ("symmetric", {"theta": 0.0})),
     ({"block_size": 2}, ("symmetric", {"theta": 0.0, "block_size": 2})),
     ({"B": "constants2"}, ("symmetric", {"theta": 0.0})),
     ({"reproducible": True}, ("symmetric", {"theta": 0.0})),
-    ({"strength": ("classical", {"theta": 0.5})}, ("classical", {"theta": 0.5})),
+    ({"strength": ("classical", {"theta": 0.5})},
+     ("classical", {"theta": 0.5, "filter_levels": 1})),
 ], ids=["scalar", "theta", "block-size", "two-candidates", "reproducible", "given"])
 def test_default_strength_measure(options, want):
     """Scalar problems default to the classical measure; systems, the theta
@@ -143,3 +144,16 @@ def test_reproducible_refuses_the_classical_measure():
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
                              block_size=2, reproducible=True,
                              match="without block_size")
+
+
+@pytest.mark.parametrize("filter_levels,filtered", [(1, [True, False, False]),
+                                                    (2, [True, True, False]),
+                                                    (None, [True, True, True]),
+                                                    (0, [False, False, False])])
+def test_classical_filter_levels(filter_levels, filtered):
+    """The prolongator of the first filter_levels levels is filtered, no other."""
+    Ag = _fe_anisotropic(11)
+    A = DistCSR.from_global(Ag, COMM)
+    measure = ClassicalStrength(0.3, filter_levels=filter_levels)
+    got = [filtered_matrix(A, measure.on_level(k)) is not A for k in range(3)]
+    assert_collective(COMM, got == filtered, "filtered on levels %s" % got)
