@@ -251,8 +251,8 @@ class SmoothedAggregation(Preconditioner):
         elasticity). Real, finite, the same number ``k >= 1`` of columns on
         every rank, linearly independent.
     theta : float in [0, 1], optional
-        Shorthand for ``strength=("symmetric", {"theta": theta})``; default 0.
-        This and the options after it are keyword only.
+        Shorthand for ``strength=("symmetric", {"theta": theta})`` (PyAMG's
+        measure). This and the options after it are keyword only.
     aggregate : str
         Aggregation method (``"standard"``).
     omega : float in (0, 2], optional
@@ -278,10 +278,20 @@ class SmoothedAggregation(Preconditioner):
         Levels with fewer unknowns per rank are gathered onto fewer ranks
         (the first ones), by at most :data:`.coarse.MAX_RANK_REDUCTION`
         (4) times fewer ranks per level.
-    strength : str or (str, dict)
+    strength : str or (str, dict), optional
         Strength measure from :data:`.strength.STRENGTH`, as PyAMG's
-        ``("symmetric", {"theta": 0.08})``; its threshold also filters weak
-        couplings out of the prolongator smoothing.
+        ``("symmetric", {"theta": 0.08})``; it also decides which couplings
+        the prolongator smoothing filters out. Default: for one candidate,
+        :data:`SCALAR_STRENGTH`, the classical signed measure
+        ``("classical", {"theta": 0.3, "filter_levels": 1})``, under which
+        anisotropic problems coarsen along their strong direction; for
+        several candidates, with the ``theta`` or ``block_size`` shorthand, or
+        with ``reproducible=True``, ``"symmetric"`` with ``theta`` 0.
+    block_size : int >= 1, optional
+        Shorthand for ``strength=("symmetric", {"block_size": block_size})``:
+        interlaced unknowns per node (PETSc's matrix block size, PyAMG's BSR
+        block), aggregated node by node; e.g. 2 or 3 with rigid-body modes
+        for linear elasticity.
     smooth : str or (str, dict)
         Prolongator smoother from :data:`.smooth.PROLONGATOR_SMOOTHERS`:
         ``("jacobi", {"omega": 4/3})`` (the weight is divided by
@@ -359,13 +369,13 @@ class SmoothedAggregation(Preconditioner):
 
     name = "amg"
 
-    def __init__(self, A, B=None, *, theta: float | None = None,
-                 block_size: int | None = None, aggregate: str = "standard",
+    def __init__(self, A, B=None, *, theta: float | None = None, aggregate: str = "standard",
                  omega: float | None = None,
                  presmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  postsmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000, strength=None, smooth="jacobi",
+                 min_rows_per_rank: int = 2000, strength=None, block_size: int | None = None,
+                 smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
                  agglomerate: bool = True, precision: str = "double",
                  reproducible: bool = False):
