@@ -1,6 +1,6 @@
 """Prolongator smoothing: ``P = (I - omega/rho(D^-1 A_F) D^-1 A_F) T``, one Jacobi step.
 
-``A_F`` is ``A`` with its weak couplings (strength ``theta``) removed and
+``A_F`` is ``A`` with its weak couplings (by the strength measure) removed and
 lumped onto the diagonal, so that ``A_F`` keeps ``A``'s row sums and the
 smoothing still reproduces the near null space (Vanek, Mandel & Brezina 1996).
 By name (:data:`PROLONGATOR_SMOOTHERS`): ``"jacobi"``, or ``"none"`` (``P = T``).
@@ -10,31 +10,38 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from mpi4py import MPI
 
 from dmsolve import DistCSR, Registry
 from dmsolve.validate import check_real
 
 from .._dist import matmat_local, rows_with_global_columns
 from .._eigen import lanczos_extremes
-from .strength import is_strong
+from .strength import SymmetricStrength
 
 __all__ = ["PROLONGATOR_SMOOTHERS", "JacobiProlongation", "NoProlongationSmoothing",
            "filtered_matrix", "smooth_prolongator"]
 
 #: Prolongator smoothers by name, as PyAMG's ``smooth=("jacobi", {"omega": 4/3})``:
 #: classes ``cls(**options)`` (the constructor checks the options) whose instances
-#: are called as ``smoother(A, T, theta) -> (P, rho)``.
+#: are called as ``smoother(A, T, strength) -> (P, rho)`` with the level's strength
+#: measure (:data:`.strength.STRENGTH`).
 PROLONGATOR_SMOOTHERS = Registry("prolongator smoother")
 
 
-def filtered_matrix(A: DistCSR, theta: float) -> DistCSR:
-    """``A`` without weak off-diagonal couplings, their sum added to the diagonal.
+def filtered_matrix(A: DistCSR, strength) -> DistCSR:
+    """``A`` without the off-diagonal couplings the measure ``strength`` calls
+    weak, their sum added to the diagonal.
 
-    With ``theta = 0`` this is ``A`` itself. Collective on ``A.comm`` (one
-    halo exchange of the diagonal, the new matrix's halo plan).
+    ``A`` itself when the measure keeps every nonzero (``strength.filters``
+    false, e.g. the symmetric measure with ``theta = 0``) or calls no entry
+    of ``A`` weak. Collective on ``A.comm`` (one halo exchange of the
+    diagonal, a reduction, the new matrix's halo plan).
     """
-    if theta <= 0:
+    if not strength.filters:
         return A
+    if not A.comm.allreduce(strength.has_weak(A), op=MPI.LOR):
+        return A        # nothing to filter: spare the copy and its halo plan
     d = A.diagonal().local
     dg = A.halo.exchange(d.astype(A.halo.dtype, copy=False))
     loc = rows_with_global_columns(A).tocoo()
@@ -46,7 +53,7 @@ def filtered_matrix(A: DistCSR, theta: float) -> DistCSR:
     dj[own] = d[gj[own] - start]
     if (~own).any():
         dj[~own] = dg[np.searchsorted(A.ghosts, gj[~own])]
-    strong = is_strong(gi, gj, loc.data, d[loc.row], dj, theta)
+    strong = strength.strong(gi, gj, loc.data, d[loc.row], dj)
     weak = (gi != gj) & ~strong
     lump = np.bincount(loc.row[weak], weights=loc.data[weak], minlength=d.size)
     keep = ~weak
@@ -58,8 +65,12 @@ def filtered_matrix(A: DistCSR, theta: float) -> DistCSR:
 
 
 def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
-                       theta: float = 0.0, steps: int = 15) -> tuple[DistCSR, float]:
+                       theta: float = 0.0, steps: int = 15,
+                       strength=None) -> tuple[DistCSR, float]:
     """The Jacobi-smoothed prolongator and the estimate of ``rho(D^-1 A_F)`` used.
+
+    ``A_F`` is filtered by the strength measure ``strength`` (default: the
+    symmetric measure with threshold ``theta``).
 
     Collective on ``A.comm``: Lanczos reductions and a distributed product
     ``A_F T`` that fetches the ghost rows of ``T``.
@@ -69,7 +80,7 @@ def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
     P. Vanek, J. Mandel, M. Brezina, Computing 56(3), 1996; PyAMG
     ``jacobi_prolongation_smoother``.
     """
-    F = filtered_matrix(A, theta)
+    F = filtered_matrix(A, SymmetricStrength(theta) if strength is None else strength)
     d = F.diagonal().local
     with np.errstate(divide="ignore"):
         dinv = np.where(d != 0, 1.0 / d, 0.0)
@@ -104,10 +115,10 @@ class JacobiProlongation:
     def __init__(self, omega: float = 4.0 / 3.0):
         self.omega = check_real("omega", omega, low=0.0, high=2.0, low_open=True)
 
-    def __call__(self, A: DistCSR, T: DistCSR, theta: float) -> tuple[DistCSR, float]:
-        """``(P, rho)`` for the level ``A``; weak couplings (``theta``) are
-        filtered out first. Collective on ``A.comm``."""
-        return smooth_prolongator(A, T, omega=self.omega, theta=theta)
+    def __call__(self, A: DistCSR, T: DistCSR, strength) -> tuple[DistCSR, float]:
+        """``(P, rho)`` for the level ``A``; the couplings the measure
+        ``strength`` calls weak are filtered out first. Collective on ``A.comm``."""
+        return smooth_prolongator(A, T, omega=self.omega, strength=strength)
 
     def options(self) -> dict:
         """The options, as a descriptor's dict. Not collective."""
@@ -119,7 +130,7 @@ class NoProlongationSmoothing:
     """No smoothing: ``P = T``, unsmoothed aggregation (PyAMG's ``smooth=None``).
     Takes no options; not collective."""
 
-    def __call__(self, A: DistCSR, T: DistCSR, theta: float) -> tuple[DistCSR, float]:
+    def __call__(self, A: DistCSR, T: DistCSR, strength) -> tuple[DistCSR, float]:
         """``(T, 0.0)``: the tentative prolongator itself. Not collective."""
         return T, 0.0
 

@@ -162,6 +162,14 @@ def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -
     check_key_range(A)
 
 
+def _check_reproducible_strength(name: str, strength) -> None:
+    """The strength measures ``reproducible=True`` cannot take. Not collective
+    (inside the constructor's agreement)."""
+    if name != "symmetric" or strength.block_size != 1:
+        raise ValueError("amg(reproducible=True) takes the 'symmetric' strength measure "
+                         "without block_size, got %r %r" % (name, strength.options()))
+
+
 def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
     """Refuse candidates whose column count differs between ranks, or whose
     columns are zero or linearly dependent (the tentative prolongator would
@@ -187,20 +195,22 @@ def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
         raise ValueError("B's %d columns are linearly dependent" % k)
 
 
-def _stage(registry: Registry, desc, keyword: str, value):
+def _stage(registry: Registry, desc, **shorthands):
     """The stage object ``cls(**options)`` for the descriptor ``desc``, with
-    ``keyword=value`` (a shorthand argument, when not None) among its options.
-    Not collective.
+    each shorthand ``keyword=value`` whose value is not None among its
+    options. Not collective.
 
     Raises
     ------
     ValueError
-        If ``keyword`` is given both ways, or an option value is bad.
+        If a keyword is given both ways, or an option value is bad.
     TypeError
         If the stage does not take one of the options.
     """
     name, cls, opts = registry.resolve(desc)
-    if value is not None:
+    for keyword, value in shorthands.items():
+        if value is None:
+            continue
         if keyword in opts:
             raise ValueError("%s given twice, as %s=%r and in %s %r; give it once"
                              % (keyword, keyword, value, registry.kind, desc))
@@ -209,6 +219,23 @@ def _stage(registry: Registry, desc, keyword: str, value):
         return name, cls(**opts)
     except TypeError as e:
         raise TypeError("%s %r: %s" % (registry.kind, name, e)) from None
+
+
+#: The strength measure of a scalar problem (one candidate) when neither
+#: ``strength`` nor its shorthands are given.
+SCALAR_STRENGTH = ("classical", {"theta": 0.3, "filter_levels": 1})
+
+
+def _default_strength(strength, theta, block_size, candidates: int, reproducible: bool):
+    """The strength descriptor: ``strength`` when given; else
+    :data:`SCALAR_STRENGTH` for one candidate, and the symmetric measure
+    (PyAMG's) for several candidates, a ``theta`` or ``block_size``
+    shorthand, or ``reproducible=True``. Not collective."""
+    if strength is not None:
+        return strength
+    if theta is None and block_size is None and candidates == 1 and not reproducible:
+        return SCALAR_STRENGTH
+    return "symmetric"
 
 
 class SmoothedAggregation(Preconditioner):
@@ -224,8 +251,8 @@ class SmoothedAggregation(Preconditioner):
         elasticity). Real, finite, the same number ``k >= 1`` of columns on
         every rank, linearly independent.
     theta : float in [0, 1], optional
-        Shorthand for ``strength=("symmetric", {"theta": theta})``; default 0.
-        This and the options after it are keyword only.
+        Shorthand for ``strength=("symmetric", {"theta": theta})`` (PyAMG's
+        measure). This and the options after it are keyword only.
     aggregate : str
         Aggregation method (``"standard"``).
     omega : float in (0, 2], optional
@@ -251,10 +278,20 @@ class SmoothedAggregation(Preconditioner):
         Levels with fewer unknowns per rank are gathered onto fewer ranks
         (the first ones), by at most :data:`.coarse.MAX_RANK_REDUCTION`
         (4) times fewer ranks per level.
-    strength : str or (str, dict)
+    strength : str or (str, dict), optional
         Strength measure from :data:`.strength.STRENGTH`, as PyAMG's
-        ``("symmetric", {"theta": 0.08})``; its threshold also filters weak
-        couplings out of the prolongator smoothing.
+        ``("symmetric", {"theta": 0.08})``; it also decides which couplings
+        the prolongator smoothing filters out. Default: for one candidate,
+        :data:`SCALAR_STRENGTH`, the classical signed measure
+        ``("classical", {"theta": 0.3, "filter_levels": 1})``, under which
+        anisotropic problems coarsen along their strong direction; for
+        several candidates, with the ``theta`` or ``block_size`` shorthand, or
+        with ``reproducible=True``, ``"symmetric"`` with ``theta`` 0.
+    block_size : int >= 1, optional
+        Shorthand for ``strength=("symmetric", {"block_size": block_size})``:
+        interlaced unknowns per node (PETSc's matrix block size, PyAMG's BSR
+        block), aggregated node by node; e.g. 2 or 3 with rigid-body modes
+        for linear elasticity.
     smooth : str or (str, dict)
         Prolongator smoother from :data:`.smooth.PROLONGATOR_SMOOTHERS`:
         ``("jacobi", {"omega": 4/3})`` (the weight is divided by
@@ -337,7 +374,8 @@ class SmoothedAggregation(Preconditioner):
                  presmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  postsmoother=("chebyshev", {"degree": 2, "ratio": 11.0}),
                  cycle: str = "V", max_levels: int = 10, max_coarse: int = 300,
-                 min_rows_per_rank: int = 2000, strength="symmetric", smooth="jacobi",
+                 min_rows_per_rank: int = 2000, strength=None, block_size: int | None = None,
+                 smooth="jacobi",
                  max_dense_coarse: int = 2000, coarse_sweeps: int = 2, progress=None,
                  agglomerate: bool = True, precision: str = "double",
                  reproducible: bool = False):
@@ -349,8 +387,7 @@ class SmoothedAggregation(Preconditioner):
             if A.row_layout != A.col_layout:
                 raise ValueError("amg needs a square matrix with rows and columns "
                                  "distributed alike, got %d x %d" % A.shape)
-            strength_name, self.strength = _stage(STRENGTH, strength, "theta", theta)
-            smooth_name, self.smooth = _stage(PROLONGATOR_SMOOTHERS, smooth, "omega", omega)
+            smooth_name, self.smooth = _stage(PROLONGATOR_SMOOTHERS, smooth, omega=omega)
             aggregate = check_choice("aggregate", aggregate, AGGREGATIONS)
             presmoother = check_smoother(presmoother)
             postsmoother = check_smoother(postsmoother)
@@ -375,8 +412,12 @@ class SmoothedAggregation(Preconditioner):
             report = Progress(progress, comm, "amg")     # checks progress
             Bl = _candidates(A, B)
             reproducible = check_bool("reproducible", reproducible)
+            strength_name, self.strength = _stage(
+                STRENGTH, _default_strength(strength, theta, block_size, Bl.shape[1],
+                                            reproducible), theta=theta, block_size=block_size)
             if reproducible:
                 _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name)
+                _check_reproducible_strength(strength_name, self.strength)
         if comm.allreduce(int(bool(report)), op=MPI.SUM) not in (0, comm.Get_size()):
             raise ValueError("amg: progress must be given on every rank or on none")
         _check_candidates(Bl, comm, A.shape[0])
@@ -466,7 +507,7 @@ class SmoothedAggregation(Preconditioner):
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = self.smooth(Ak, T, self.strength.theta)
+            P, rho = self.smooth(Ak, T, self.strength.on_level(len(self.levels)))
             if P is not T:
                 T.free()
                 # a smoothed P's rows hold a few aggregates' columns, never

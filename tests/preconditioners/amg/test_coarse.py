@@ -378,8 +378,9 @@ def test_describe_reports_rows_and_nonzeros_of_every_level():
 def _zero_coarse_diagonal(comm):
     """Blocks [[1,-1,-1],[-1,1,-1],[-1,-1,4]] (entries summing to zero) chained
     through their last rows: unsmoothed aggregation makes one aggregate of
-    each block (at 1 to 4 ranks: 1260 rows, blocks never cut), and the coarse
-    diagonal (the sum of a block) is zero."""
+    each block (at 1 to 4 ranks: 1260 rows, blocks never cut) on the symmetric
+    strength graph (the positive couplings count), and the coarse diagonal
+    (the sum of a block) is zero."""
     nb = 420
     blk = np.array([[1.0, -1, -1], [-1, 1, -1], [-1, -1, 4]])
     K = sp.kron(sp.eye(nb), blk).tolil()
@@ -395,12 +396,13 @@ def test_an_error_on_a_gathered_level_is_raised_on_every_rank():
              r"or not finite in 420 rows, the first at global row 0")
     for agglomerate in (True, False):
         assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
-                                 smooth="none", max_coarse=10, agglomerate=agglomerate,
-                                 match=match)
+                                 strength="symmetric", smooth="none", max_coarse=10,
+                                 agglomerate=agglomerate, match=match)
     # and with reports on, which wait for the end on a gathered level
     seen = []
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A, smooth="none",
-                             max_coarse=10, progress=lambda *a: seen.append(a[1]), match=match)
+                             strength="symmetric", max_coarse=10,
+                             progress=lambda *a: seen.append(a[1]), match=match)
     assert_collective(COMM, seen == ["level 0: 1260 rows, %d nonzeros" % A.global_nnz()],
                       "the finest level was reported: %s" % seen)
     # afterwards the communicators still work

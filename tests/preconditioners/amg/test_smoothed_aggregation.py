@@ -67,7 +67,7 @@ def test_default_options_are_recorded_in_descriptor_form():
     """The default options are recorded in descriptor form."""
     A = gallery.poisson2d(20, COMM)
     opts = preconditioners.make("amg", A, presmoother="sor", cycle="w").describe()["options"]
-    want = {"strength": ("symmetric", {"theta": 0.0}),
+    want = {"strength": ("classical", {"theta": 0.3, "filter_levels": 1}),
             "smooth": ("jacobi", {"omega": 4.0 / 3.0}),
             "aggregate": "standard",
             "presmoother": ("gauss-seidel", {"sweep": "symmetric", "omega": 1.0,
@@ -340,7 +340,7 @@ BAD_INPUTS = [
     ("amg-strength-theta-nan", ValueError, "theta",
      make_pc("amg", strength=("symmetric", {"theta": float("nan")}))),
     ("amg-unknown-strength-measure", ValueError, "unknown strength measure",
-     make_pc("amg", strength="classical")),
+     make_pc("amg", strength="evolution")),
     ("amg-unknown-prolongator-smoother", ValueError, "unknown prolongator smoother",
      make_pc("amg", smooth="energy")),
     ("amg-strength-unknown-option", TypeError, "thta",

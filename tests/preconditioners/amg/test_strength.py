@@ -1,0 +1,159 @@
+"""Strength of connection: the classical signed measure and the prolongator
+filter it decides against serial references, node-by-node strength for
+systems against PyAMG's BSR aggregates, and which measure amg takes by default."""
+
+import numpy as np
+import pyamg
+import pytest
+import scipy.sparse as sp
+from mpi4py import MPI
+
+import dmsolve.gallery as gallery
+import preconditioners
+from dmsolve import DistCSR
+from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
+from preconditioners.amg.aggregate import standard_aggregation
+from preconditioners.amg.smooth import filtered_matrix
+from preconditioners.amg.strength import (ClassicalStrength, SymmetricStrength,
+                                          classical_strength)
+
+COMM = MPI.COMM_WORLD
+
+
+def _fe_anisotropic(n, theta=np.pi / 8):
+    """Bilinear elements, epsilon 1e-3: positive off-diagonal entries, and
+    corners at a quarter of the strong couplings at theta 0."""
+    S = pyamg.gallery.diffusion_stencil_2d(epsilon=1e-3, theta=theta, type="FE")
+    return pyamg.gallery.stencil_grid(S, (n, n), format="csr")
+
+
+def _classical_reference(A, theta):
+    """Serial: ``-a_ij >= theta max_k (-a_ik)``, ``a_ij < 0``, off the diagonal."""
+    C = A.tocoo()
+    off = C.row != C.col
+    neg = np.where(off, -C.data, 0.0)
+    m = np.zeros(A.shape[0])
+    np.maximum.at(m, C.row, neg)
+    return C, off & (neg > 0) & (neg >= theta * m[C.row])
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.3, 0.6])
+def test_classical_strength_equals_serial_reference(theta):
+    """The graph keeps exactly the strong entries of this rank's diagonal block."""
+    Ag = _fe_anisotropic(23)
+    A = DistCSR.from_global(Ag, COMM)
+    S = classical_strength(A, theta)
+    C, strong = _classical_reference(Ag, theta)
+    lo, hi = A.row_layout.owned_range
+    inside = strong & (C.row >= lo) & (C.row < hi) & (C.col >= lo) & (C.col < hi)
+    ref = sp.csr_matrix((np.abs(C.data[inside]), (C.row[inside] - lo, C.col[inside] - lo)),
+                        shape=(hi - lo, hi - lo))
+    assert_collective(COMM, (S != ref).nnz == 0, "graph differs from the reference")
+    # never a positive coupling
+    D = A.diag.tocoo()
+    positive = set(zip(D.row[D.data > 0].tolist(), D.col[D.data > 0].tolist()))
+    Sc = S.tocoo()
+    assert_collective(COMM, not positive & set(zip(Sc.row.tolist(), Sc.col.tolist())),
+                      "a positive coupling is strong")
+
+
+def test_classical_filter_lumps_weak_entries_onto_the_diagonal():
+    """The filtered matrix drops the weak entries and keeps the row sums."""
+    Ag = _fe_anisotropic(19)
+    A = DistCSR.from_global(Ag, COMM)
+    measure = ClassicalStrength(0.3)
+    F = filtered_matrix(A, measure)
+    C, strong = _classical_reference(Ag, 0.3)
+    weak = (C.row != C.col) & ~strong
+    ref = sp.csr_matrix((np.where(weak, 0.0, C.data), (C.row, C.col)), shape=Ag.shape)
+    ref = ref + sp.diags(np.bincount(C.row[weak], weights=C.data[weak], minlength=Ag.shape[0]))
+    assert_collective(COMM, F is not A, "the filter kept A")
+    assert_allclose_collective(F.to_scipy().toarray(), ref.toarray(), rtol=1e-15, atol=1e-15)
+
+
+def test_classical_filter_keeps_a_matrix_with_nothing_weak():
+    """On the Laplacian every coupling is strong: the filter returns A itself."""
+    A = gallery.poisson3d(7, COMM)
+    measure = ClassicalStrength(0.3)
+    assert_collective(COMM, not measure.has_weak(A), "a weak entry in the Laplacian")
+    measure(A)      # the graph's answer is reused
+    assert_collective(COMM, filtered_matrix(A, measure) is A, "the Laplacian was copied")
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.1])
+def test_block_strength_gives_pyamg_bsr_aggregates_at_one_rank(theta):
+    """At one rank, block_size=2 aggregates as PyAMG does on the BSR matrix."""
+    Ab, _ = pyamg.gallery.linear_elasticity((13, 13), format="bsr")
+    A = DistCSR.from_global(sp.csr_matrix(Ab), MPI.COMM_SELF)
+    agg, count = standard_aggregation(SymmetricStrength(theta, block_size=2)(A))
+    C = pyamg.strength.symmetric_strength_of_connection(Ab, theta)
+    AggOp, _ = pyamg.aggregation.standard_aggregation(C)
+    assert count == AggOp.shape[1]
+    ref = np.repeat(np.asarray(AggOp.tocsr().indices), 2)
+    # the same partition into aggregates, possibly numbered differently
+    assert len(set(zip(agg.tolist(), ref.tolist()))) == count
+
+
+def test_block_strength_keeps_each_node_in_one_aggregate():
+    """With block_size=3 the rows of a node share an aggregate; a node cut by
+    a rank boundary (147 rows) is a node on each side."""
+    Ab, _ = pyamg.gallery.linear_elasticity((7, 7), format="bsr")
+    Ab = sp.csr_matrix(Ab)
+    # three unknowns per node: 2-D elasticity and a third component
+    n = Ab.shape[0] // 2
+    A3 = sp.lil_matrix((3 * n, 3 * n))
+    keep = np.flatnonzero(np.arange(3 * n) % 3 != 2)
+    A3[np.ix_(keep, keep)] = Ab.toarray()
+    A3.setdiag(np.where(np.arange(3 * n) % 3 == 2, 1.0, A3.diagonal()))
+    for r in range(2, 3 * n, 3):            # tie the third component to the first
+        A3[r, r - 2] = A3[r - 2, r] = -0.1
+    A = DistCSR.from_global(A3.tocsr(), COMM)
+    agg, count = standard_aggregation(SymmetricStrength(0.0, block_size=3)(A))
+    node = np.arange(A.row_layout.start, A.row_layout.stop) // 3
+    ok = all(np.unique(agg[node == k]).size == 1 for k in np.unique(node))
+    assert_collective(COMM, ok, "a node split between aggregates")
+    whole = np.bincount(node - node.min())[node - node.min()] == 3 if node.size else node
+    assert_collective(COMM, bool(np.all(agg[whole] >= 0)), "a whole node left unaggregated")
+
+
+@pytest.mark.parametrize("options,want", [
+    ({}, ("classical", {"theta": 0.3, "filter_levels": 1})),
+    ({"theta": 0.0}, ("symmetric", {"theta": 0.0})),
+    ({"block_size": 2}, ("symmetric", {"theta": 0.0, "block_size": 2})),
+    ({"B": "constants2"}, ("symmetric", {"theta": 0.0})),
+    ({"reproducible": True}, ("symmetric", {"theta": 0.0})),
+    ({"strength": ("classical", {"theta": 0.5})},
+     ("classical", {"theta": 0.5, "filter_levels": 1})),
+], ids=["scalar", "theta", "block-size", "two-candidates", "reproducible", "given"])
+def test_default_strength_measure(options, want):
+    """Scalar problems default to the classical measure; systems, the theta
+    shorthand and reproducible mode to the symmetric one."""
+    A = gallery.poisson2d(12, COMM)
+    if options.get("B") == "constants2":
+        options = {"B": gallery.block_constants(A.row_layout, 2)}
+    got = preconditioners.make("amg", A, **options).describe()["options"]["strength"]
+    assert_collective(COMM, got == want, "strength %r" % (got,))
+
+
+def test_reproducible_refuses_the_classical_measure():
+    """reproducible=True refuses a measure it cannot key, on every rank."""
+    A = gallery.poisson2d(12, COMM)
+    assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
+                             strength="classical", reproducible=True,
+                             match="takes the 'symmetric' strength measure")
+    assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
+                             block_size=2, reproducible=True,
+                             match="without block_size")
+
+
+@pytest.mark.parametrize("filter_levels,filtered", [(1, [True, False, False]),
+                                                    (2, [True, True, False]),
+                                                    (None, [True, True, True]),
+                                                    (0, [False, False, False])])
+def test_classical_filter_levels(filter_levels, filtered):
+    """The prolongator of the first filter_levels levels is filtered, no other."""
+    Ag = _fe_anisotropic(11)
+    A = DistCSR.from_global(Ag, COMM)
+    measure = ClassicalStrength(0.3, filter_levels=filter_levels)
+    got = [filtered_matrix(A, measure.on_level(k)) is not A for k in range(3)]
+    assert_collective(COMM, got == filtered, "filtered on levels %s" % got)
