@@ -507,17 +507,19 @@ class SmoothedAggregation(Preconditioner):
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = self.smooth(Ak, T, self.strength.on_level(len(self.levels)))
+            measure = self.strength.on_level(len(self.levels))
+            P, rho = self.smooth(Ak, T, measure)
             if P is not T:
                 T.free()
                 # a smoothed P's rows hold a few aggregates' columns, never
                 # diagonals: sliced ELL would pad them, and finding that out
                 # costs a layout pass as long as a few products
                 P.set_local_format("narrow")
-            # with theta = 0 the prolongator was smoothed with A itself: its
-            # estimate of rho(D^-1 A) serves the smoothers too (GAMG's
-            # use_sa_esteig), instead of a second Lanczos iteration
-            shared = rho if rho > 0 and self.strength.theta <= 0 else None
+            # where the measure filtered nothing, the prolongator was smoothed
+            # with A itself: its estimate of rho(D^-1 A) serves the smoothers
+            # too (GAMG's use_sa_esteig), instead of a second Lanczos iteration
+            filtered = measure.filters and Ak.comm.allreduce(measure.has_weak(Ak), op=MPI.LOR)
+            shared = rho if rho > 0 and not filtered else None
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
             rows = galerkin_rows(Ak, P)
             # the ranks from `active` on own no coarse rows: the next level
