@@ -245,12 +245,13 @@ def _ext_rows(A, B: DistCSR) -> sp.csr_matrix:
 
 
 def _global_cols(A, M: sp.csr_matrix) -> sp.csr_matrix:
-    """Canonical local rows (owned columns then ghosts) with global columns."""
+    """Canonical local rows (owned columns then ghosts) with global columns.
+    ``M`` is left as it is: the copy sorts its own values."""
     n = A.col_layout.local_size
     cols = M.indices.astype(np.int64) + A.col_layout.start
     ghost = M.indices >= n
     cols[ghost] = A.ghosts[M.indices[ghost] - n]
-    G = sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], A.shape[1]))
+    G = sp.csr_matrix((M.data.copy(), cols, M.indptr.copy()), shape=(M.shape[0], A.shape[1]))
     G.sort_indices()
     return G
 
