@@ -38,6 +38,7 @@ from dmsolve.partition import exchange, fetch
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
+from .strength import ClassicalStrength, classical_mask
 from ._repro_kernels import (dense_rows, mis2_decide, row_argmax, row_best_aggregate, row_max,
                              segment_sums)
 
@@ -90,25 +91,33 @@ def _ghosts(A, values: np.ndarray) -> np.ndarray:
     return np.array(A.halo.exchange(np.ascontiguousarray(values, dtype=np.float64)))
 
 
-def strength_graph(A, theta: float):
-    """The strong couplings of ``A``'s canonical local rows.
+def strength_graph(A, measure):
+    """The strong couplings of ``A``'s canonical local rows by the strength
+    measure ``measure`` (:class:`.strength.SymmetricStrength` without
+    ``block_size``, or :class:`.strength.ClassicalStrength`).
 
     Returns ``(S, strong)``: ``S`` the graph (local rows x owned columns then
     ghosts, no diagonal) and ``strong`` the mask of strong entries over the
-    canonical rows' entries (``|a_ij| >= theta sqrt(|a_ii a_jj|)``, every
-    nonzero coupling for ``theta = 0``). Collective among neighbours (the
-    ghost diagonal).
+    canonical rows' entries (symmetric: ``|a_ij| >= theta sqrt(|a_ii a_jj|)``,
+    every nonzero coupling for ``theta = 0``; classical: ``-a_ij >= theta
+    max_k (-a_ik)``). Each depends on the entries of a whole row and the
+    diagonal only, not on their order, so it is the same at any partition.
+    Collective among neighbours (the ghost diagonal, for the symmetric
+    measure).
     """
     M = A.local_canonical()
     n = M.shape[0]
-    d = A.diagonal().local.astype(np.float64)
-    d_ext = np.concatenate((d, _ghosts(A, d)))
     rows = np.repeat(np.arange(n), np.diff(M.indptr))
     cols = M.indices
     off = cols != rows
-    if theta <= 0:
+    theta = measure.theta
+    if isinstance(measure, ClassicalStrength):
+        strong = classical_mask(rows, cols, M.data, theta)
+    elif theta <= 0:
         strong = off & (M.data != 0)
     else:
+        d = A.diagonal().local.astype(np.float64)
+        d_ext = np.concatenate((d, _ghosts(A, d)))
         strong = off & (np.abs(M.data) >= theta * np.sqrt(np.abs(d[rows] * d_ext[cols])))
     S = sp.csr_matrix((np.ones(int(strong.sum())), (rows[strong], cols[strong])),
                       shape=M.shape)
@@ -256,16 +265,17 @@ def _global_cols(A, M: sp.csr_matrix) -> sp.csr_matrix:
     return G
 
 
-def smoothed(A, T: DistCSR, ckeys, omega: float, theta: float, strong):
-    """``P = T - omega/rho D_F^-1 A_F T`` with the weak couplings of the
-    canonical rows lumped onto the diagonal in key order, and the estimate
-    ``rho`` of ``rho(D_F^-1 A_F)``; ``(P, rho)``. Collective on ``A.comm``."""
+def smoothed(A, T: DistCSR, ckeys, omega: float, filters: bool, strong):
+    """``P = T - omega/rho D_F^-1 A_F T`` with, when ``filters``, the weak
+    couplings of the canonical rows (``~strong``) lumped onto the diagonal in
+    key order, and the estimate ``rho`` of ``rho(D_F^-1 A_F)``; ``(P, rho)``.
+    Collective on ``A.comm``."""
     M = A.local_canonical()
     n = M.shape[0]
     rows = np.repeat(np.arange(n), np.diff(M.indptr))
     F, FA = M, A
-    if theta > 0:
-        weak = (M.indices != rows) & ~strong
+    weak = (M.indices != rows) & ~strong if filters else None
+    if weak is not None and A.comm.allreduce(bool(weak.any()), op=MPI.LOR):
         lump = np.zeros(n)
         segment_sums(rows[weak], M.data[weak], lump)       # in key order per row
         keep = ~weak

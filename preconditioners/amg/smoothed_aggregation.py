@@ -165,9 +165,10 @@ def _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name) -
 def _check_reproducible_strength(name: str, strength) -> None:
     """The strength measures ``reproducible=True`` cannot take. Not collective
     (inside the constructor's agreement)."""
-    if name != "symmetric" or strength.block_size != 1:
+    if name not in ("symmetric", "classical") or getattr(strength, "block_size", 1) != 1:
         raise ValueError("amg(reproducible=True) takes the 'symmetric' strength measure "
-                         "without block_size, got %r %r" % (name, strength.options()))
+                         "without block_size or the 'classical' one, got %r %r"
+                         % (name, strength.options()))
 
 
 def _check_candidates(B: np.ndarray, comm, global_rows: int) -> None:
@@ -226,14 +227,14 @@ def _stage(registry: Registry, desc, **shorthands):
 SCALAR_STRENGTH = ("classical", {"theta": 0.3, "filter_levels": 1})
 
 
-def _default_strength(strength, theta, block_size, candidates: int, reproducible: bool):
+def _default_strength(strength, theta, block_size, candidates: int):
     """The strength descriptor: ``strength`` when given; else
     :data:`SCALAR_STRENGTH` for one candidate, and the symmetric measure
-    (PyAMG's) for several candidates, a ``theta`` or ``block_size``
-    shorthand, or ``reproducible=True``. Not collective."""
+    (PyAMG's) for several candidates or a ``theta`` or ``block_size``
+    shorthand. Not collective."""
     if strength is not None:
         return strength
-    if theta is None and block_size is None and candidates == 1 and not reproducible:
+    if theta is None and block_size is None and candidates == 1:
         return SCALAR_STRENGTH
     return "symmetric"
 
@@ -284,9 +285,10 @@ class SmoothedAggregation(Preconditioner):
         the prolongator smoothing filters out. Default: for one candidate,
         :data:`SCALAR_STRENGTH`, the classical signed measure
         ``("classical", {"theta": 0.3, "filter_levels": 1})``, under which
-        anisotropic problems coarsen along their strong direction; for
-        several candidates, with the ``theta`` or ``block_size`` shorthand, or
-        with ``reproducible=True``, ``"symmetric"`` with ``theta`` 0.
+        anisotropic problems coarsen along their strong direction (with
+        ``reproducible=True`` too: the measure reads whole rows, so it is the
+        same at any partition); for several candidates, or with the
+        ``theta`` or ``block_size`` shorthand, ``"symmetric"`` with ``theta`` 0.
     block_size : int >= 1, optional
         Shorthand for ``strength=("symmetric", {"block_size": block_size})``:
         interlaced unknowns per node (PETSc's matrix block size, PyAMG's BSR
@@ -413,8 +415,8 @@ class SmoothedAggregation(Preconditioner):
             Bl = _candidates(A, B)
             reproducible = check_bool("reproducible", reproducible)
             strength_name, self.strength = _stage(
-                STRENGTH, _default_strength(strength, theta, block_size, Bl.shape[1],
-                                            reproducible), theta=theta, block_size=block_size)
+                STRENGTH, _default_strength(strength, theta, block_size, Bl.shape[1]),
+                theta=theta, block_size=block_size)
             if reproducible:
                 _check_reproducible(A, Bl, single, presmoother, postsmoother, smooth_name)
                 _check_reproducible_strength(strength_name, self.strength)
@@ -565,12 +567,12 @@ class SmoothedAggregation(Preconditioner):
         every level. Collective on ``A.comm``."""
         tm = self.timings
         self._lcomm = self.comm
-        theta = self.strength.theta
         omega = getattr(self.smooth, "omega", None)       # None: unsmoothed
         Ak, keys = canonical(A), keys_of(A)
         while len(self.levels) < plan.max_levels - 1 and Ak.shape[0] > plan.max_coarse:
             t = time.perf_counter()
-            S, strong = rp.strength_graph(Ak, theta)
+            measure = self.strength.on_level(len(self.levels))
+            S, strong = rp.strength_graph(Ak, measure)
             t, tm["strength"] = time.perf_counter(), tm["strength"] + time.perf_counter() - t
             agg, clay, ckeys = rp.mis2_aggregation(Ak, S, keys)
             t, tm["aggregate"] = time.perf_counter(), tm["aggregate"] + time.perf_counter() - t
@@ -578,7 +580,7 @@ class SmoothedAggregation(Preconditioner):
                 break                         # no coarsening possible
             T, Bc = rp.tentative(Ak, agg, clay, keys, Bl)
             t, tm["tentative"] = time.perf_counter(), tm["tentative"] + time.perf_counter() - t
-            P, rho = rp.smoothed(Ak, T, ckeys, omega, theta, strong)
+            P, rho = rp.smoothed(Ak, T, ckeys, omega, measure.filters, strong)
             if P is not T:
                 T.free()
             Pc, Rc = canonical(P, ckeys), canonical(rp.transpose_rows(P), keys)

@@ -124,9 +124,10 @@ def _row_max(rows: np.ndarray, x: np.ndarray) -> np.ndarray:
     return m[rows - low]
 
 
-def _classical(rows, cols, vals, theta: float) -> np.ndarray:
+def classical_mask(rows, cols, vals, theta: float) -> np.ndarray:
     """``-a_ij >= theta * max_k (-a_ik)`` and ``a_ij < 0``, entry by entry,
-    the maximum over every entry given of the row. Not collective."""
+    the maximum over every entry given of the row (``rows`` sorted, each
+    row's entries whole). Not collective."""
     neg = np.where(rows != cols, -vals, 0.0)
     return (neg > 0) & (neg >= theta * _row_max(rows, neg))
 
@@ -312,7 +313,7 @@ class ClassicalStrength:
     def strong(self, rows, cols, vals, diag_row, diag_col) -> np.ndarray:
         """The strong entries among the given ones, which must hold whole rows
         (``rows`` a contiguous range of labels). Not collective."""
-        return _classical(rows, cols, vals, self.theta)
+        return classical_mask(rows, cols, vals, self.theta)
 
     def options(self) -> dict:
         """The options, as a descriptor's dict. Not collective."""

@@ -8,13 +8,16 @@ import pytest
 import scipy.sparse as sp
 from mpi4py import MPI
 
+import dmsolve
 import dmsolve.gallery as gallery
 import preconditioners
-from dmsolve import DistCSR
+from dmsolve import DistCSR, DistVector
+from dmsolve.reproducible import canonical
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
+from preconditioners.amg import reproducible
 from preconditioners.amg.aggregate import standard_aggregation
 from preconditioners.amg.smooth import filtered_matrix
-from preconditioners.amg.strength import (ClassicalStrength, SymmetricStrength,
+from preconditioners.amg.strength import (STRENGTH, ClassicalStrength, SymmetricStrength,
                                           classical_strength)
 
 COMM = MPI.COMM_WORLD
@@ -25,6 +28,11 @@ def _fe_anisotropic(n, theta=np.pi / 8):
     corners at a quarter of the strong couplings at theta 0."""
     S = pyamg.gallery.diffusion_stencil_2d(epsilon=1e-3, theta=theta, type="FE")
     return pyamg.gallery.stencil_grid(S, (n, n), format="csr")
+
+
+def _fe_anisotropic_dist(n, comm=COMM):
+    """:func:`_fe_anisotropic` (rotated by pi/8) as a DistCSR on ``comm``."""
+    return DistCSR.from_global(_fe_anisotropic(n), comm)
 
 
 def _classical_reference(A, theta):
@@ -121,13 +129,13 @@ def test_block_strength_keeps_each_node_in_one_aggregate():
     ({"theta": 0.0}, ("symmetric", {"theta": 0.0})),
     ({"block_size": 2}, ("symmetric", {"theta": 0.0, "block_size": 2})),
     ({"B": "constants2"}, ("symmetric", {"theta": 0.0})),
-    ({"reproducible": True}, ("symmetric", {"theta": 0.0})),
+    ({"reproducible": True}, ("classical", {"theta": 0.3, "filter_levels": 1})),
     ({"strength": ("classical", {"theta": 0.5})},
      ("classical", {"theta": 0.5, "filter_levels": 1})),
 ], ids=["scalar", "theta", "block-size", "two-candidates", "reproducible", "given"])
 def test_default_strength_measure(options, want):
-    """Scalar problems default to the classical measure; systems, the theta
-    shorthand and reproducible mode to the symmetric one."""
+    """Scalar problems default to the classical measure, in reproducible mode
+    too; systems and the theta shorthand to the symmetric one."""
     A = gallery.poisson2d(12, COMM)
     if options.get("B") == "constants2":
         options = {"B": gallery.block_constants(A.row_layout, 2)}
@@ -135,15 +143,66 @@ def test_default_strength_measure(options, want):
     assert_collective(COMM, got == want, "strength %r" % (got,))
 
 
-def test_reproducible_refuses_the_classical_measure():
-    """reproducible=True refuses a measure it cannot key, on every rank."""
+def test_reproducible_refuses_block_size():
+    """reproducible=True refuses a measure it cannot key (nodes of several
+    unknowns), on every rank."""
     A = gallery.poisson2d(12, COMM)
-    assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
-                             strength="classical", reproducible=True,
-                             match="takes the 'symmetric' strength measure")
     assert_raises_collective(COMM, ValueError, preconditioners.make, "amg", A,
                              block_size=2, reproducible=True,
                              match="without block_size")
+
+
+@pytest.mark.parametrize("strength", ["classical", "symmetric", ("symmetric", {"theta": 0.1})],
+                         ids=["classical", "symmetric", "symmetric-0.1"])
+def test_reproducible_strength_graph_equals_the_default_one(strength):
+    """The reproducible hierarchy's strong couplings on the finest level are
+    the measure's on the gathered matrix (the same count and values in each
+    row, whatever the order of the row's entries); a measure that filters
+    calls some of them weak."""
+    A = _fe_anisotropic_dist(24)
+    name, options = (strength, {}) if isinstance(strength, str) else strength
+    measure = STRENGTH[name](**options)
+    C = canonical(A)
+    _, strong = reproducible.strength_graph(C, measure)
+    M = C.local_canonical()
+    rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    count = np.bincount(rows[strong], minlength=M.shape[0])
+    total = np.bincount(rows[strong], weights=np.abs(M.data[strong]), minlength=M.shape[0])
+    G = A.to_scipy().tocoo()
+    d = A.to_scipy().diagonal()
+    ref = measure.strong(G.row, G.col, G.data, d[G.row], d[G.col])
+    lo, hi = A.row_layout.start, A.row_layout.stop
+    want_count = np.bincount(G.row[ref], minlength=A.shape[0])[lo:hi]
+    want_total = np.bincount(G.row[ref], weights=np.abs(G.data[ref]),
+                             minlength=A.shape[0])[lo:hi]
+    assert_collective(COMM, np.array_equal(count, want_count)
+                      and np.allclose(total, want_total, rtol=1e-14)
+                      and want_count.sum() > 0
+                      and (not measure.filters or want_count.sum() < (G.row != G.col).sum()),
+                      "%d strong couplings, %d expected" % (count.sum(), want_count.sum()))
+
+
+def test_reproducible_classical_hierarchy_is_the_same_at_any_rank_count():
+    """With the classical default, reproducible=True gives the same bits of a
+    CG solve on 1 rank (a self communicator) as on all of them, and its
+    iterations on an anisotropic problem stay within 3 of the default mode's
+    (15 against 12 at 1 and 2 ranks; with the symmetric measure 27 against
+    24)."""
+    A = _fe_anisotropic_dist(40)
+    b = DistVector.from_global(np.sin(np.arange(A.shape[0]) * 0.37), A.row_layout)
+    x, info = dmsolve.solve(A, b, "cg", pc="amg", rtol=1e-8, reproducible=True)
+    _, fast = dmsolve.solve(A, b, "cg", pc="amg", rtol=1e-8)
+    self_comm = COMM.Split(COMM.rank, 0)
+    A1 = _fe_anisotropic_dist(40, self_comm)
+    b1 = DistVector.from_global(np.sin(np.arange(A.shape[0]) * 0.37), A1.row_layout)
+    x1, info1 = dmsolve.solve(A1, b1, "cg", pc="amg", rtol=1e-8, reproducible=True)
+    same = np.array_equal(x.gather(), x1.gather()) and info.iterations == info1.iterations
+    del A1, b1, x1
+    self_comm.Free()
+    assert_collective(COMM, info.converged and same
+                      and info.iterations <= fast.iterations + 3,
+                      "reproducible %d iterations (1 rank: %d, same bits %s), default %d"
+                      % (info.iterations, info1.iterations, same, fast.iterations))
 
 
 @pytest.mark.parametrize("filter_levels,filtered", [(1, [True, False, False]),
