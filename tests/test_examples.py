@@ -134,6 +134,11 @@ def test_demo_runs_and_checks_itself(comm, capsys):
                         r"(-?\d+)", out)
         checks.add(m14 and m14.group(1) == "True" and m14.group(2) == "1",
                    "cubical: gudhi's diagram, Euler characteristic 1", m14 and m14.group(0))
+        m15 = re.search(r"pairs D0/D1 (\d+)/(\d+) in \S+ s; equal to gudhi's "
+                        r"CubicalComplex\(vertices=image\): (\w+)", out)
+        checks.add(m15 and m15.group(3) == "True" and int(m15.group(1)) > 0
+                   and int(m15.group(2)) > 0,
+                   "images: image_persistence gives gudhi's diagram", m15 and m15.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
