@@ -52,7 +52,7 @@ def kernels() -> dict[str, object]:
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
                               "dmsolve._reprosum", "dmsolve.bsp._merge_kernel",
-                              "dmsolve._mmread_kernels"]:
+                              "dmsolve._mmread_kernels", "dmsolve._narrow_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if is_kernel(obj) and obj.py_func.__module__ == modname:
