@@ -531,6 +531,23 @@ def out_of_core(comm, tmpdir):
                     if d_ooc.missing else "D1 too: a rank's slab fits the budget"))
 
 
+def _equal_to_gudhi(image, dg, dims: int) -> str:
+    """Whether the gathered diagram ``dg`` has gudhi's finite pairs of
+    ``CubicalComplex(vertices=image)`` in dimensions 0 .. dims-1."""
+    try:
+        import gudhi
+    except ImportError:
+        return "gudhi not installed, not checked"
+    cc = gudhi.CubicalComplex(vertices=image)
+    cc.compute_persistence(min_persistence=-1.0)
+    ok = True
+    for d in range(dims):
+        ref = np.asarray(cc.persistence_intervals_in_dimension(d)).reshape(-1, 2)
+        ref = ref[np.isfinite(ref[:, 1]) & (ref[:, 1] > ref[:, 0])]
+        ok &= np.array_equal(dg.finite(d), ref[np.lexsort((ref[:, 1], ref[:, 0]))])
+    return str(bool(ok))
+
+
 def cubical(comm):
     # image data: the grid's cubical complex, filtered as gudhi's and
     # CubicalRipser's CubicalComplex(vertices=...) (the V-construction)
@@ -542,19 +559,7 @@ def cubical(comm):
     dg = topology.persistence_diagram(grid, image, axes="zyx").gather()
     tri = topology.persistence_diagram(topology.Grid(shape, comm), image, axes="zyx")
     counts = topology.discrete_gradient(grid, image, axes="zyx").critical_counts()
-    try:
-        import gudhi
-    except ImportError:
-        same = "gudhi not installed, not checked"
-    else:
-        cc = gudhi.CubicalComplex(vertices=image)
-        cc.compute_persistence(min_persistence=-1.0)
-        ok = True
-        for d in range(3):
-            ref = np.asarray(cc.persistence_intervals_in_dimension(d)).reshape(-1, 2)
-            ref = ref[np.isfinite(ref[:, 1]) & (ref[:, 1] > ref[:, 0])]
-            ok &= np.array_equal(dg.finite(d), ref[np.lexsort((ref[:, 1], ref[:, 0]))])
-        same = str(bool(ok))
+    same = _equal_to_gudhi(image, dg, 3)
     say(comm, "[14] Cubical complexes (image data): Grid(%s, complex='cubical'), a noisy "
         "%dx%dx%d image" % ((shape,) + shape),
         "    pairs D0/D1/D2 %s (on the Freudenthal triangulation: %s); equal to gudhi's "
@@ -579,19 +584,7 @@ def images(comm):
     dg = topology.image_persistence(image, comm)
     seconds = comm.allreduce(time.perf_counter() - t, op=MPI.MAX)
     dg = dg.gather()
-    try:
-        import gudhi
-    except ImportError:
-        same = "gudhi not installed, not checked"
-    else:
-        cc = gudhi.CubicalComplex(vertices=image)
-        cc.compute_persistence(min_persistence=-1.0)
-        ok = True
-        for d in range(2):
-            ref = np.asarray(cc.persistence_intervals_in_dimension(d)).reshape(-1, 2)
-            ref = ref[np.isfinite(ref[:, 1]) & (ref[:, 1] > ref[:, 0])]
-            ok &= np.array_equal(dg.finite(d), ref[np.lexsort((ref[:, 1], ref[:, 0]))])
-        same = str(bool(ok))
+    same = _equal_to_gudhi(image, dg, 2)
     say(comm, "[15] Images: topology.image_persistence(image, comm) of %s" % name,
         "    pairs D0/D1 %s in %.3f s; equal to gudhi's CubicalComplex(vertices=image): %s"
         % ("/".join(str(dg.report[d]["nonzero"]) for d in range(2)), seconds, same))
