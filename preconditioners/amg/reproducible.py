@@ -38,7 +38,6 @@ from dmsolve.partition import exchange, fetch
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
-from .strength import ClassicalStrength, classical_mask
 from ._repro_kernels import (dense_rows, mis2_decide, row_argmax, row_best_aggregate, row_max,
                              segment_sums)
 
@@ -102,23 +101,16 @@ def strength_graph(A, measure):
     every nonzero coupling for ``theta = 0``; classical: ``-a_ij >= theta
     max_k (-a_ik)``). Each depends on the entries of a whole row and the
     diagonal only, not on their order, so it is the same at any partition.
-    Collective among neighbours (the ghost diagonal, for the symmetric
-    measure).
+    Collective among neighbours (the ghost diagonal).
     """
     M = A.local_canonical()
     n = M.shape[0]
     rows = np.repeat(np.arange(n), np.diff(M.indptr))
     cols = M.indices
     off = cols != rows
-    theta = measure.theta
-    if isinstance(measure, ClassicalStrength):
-        strong = classical_mask(rows, cols, M.data, theta)
-    elif theta <= 0:
-        strong = off & (M.data != 0)
-    else:
-        d = A.diagonal().local.astype(np.float64)
-        d_ext = np.concatenate((d, _ghosts(A, d)))
-        strong = off & (np.abs(M.data) >= theta * np.sqrt(np.abs(d[rows] * d_ext[cols])))
+    d = A.diagonal().local.astype(np.float64)
+    d_ext = np.concatenate((d, _ghosts(A, d)))
+    strong = off & measure.strong(rows, cols, M.data, d[rows], d_ext[cols])
     S = sp.csr_matrix((np.ones(int(strong.sum())), (rows[strong], cols[strong])),
                       shape=M.shape)
     return S, strong
