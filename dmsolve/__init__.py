@@ -10,12 +10,14 @@ from ._layout import Layout, block_range, block_ranges
 from ._registry import PRECONDITIONERS, Registry, split_descriptor
 from ._vector import DistVector
 from ._version import __version__
+from . import threads
+from .threads import get_num_threads, set_num_threads
 
 __all__ = [
     "CollectiveError", "agree", "raise_collective", "raise_from_root",
     "Registry", "split_descriptor", "PRECONDITIONERS",
     "Layout", "block_range", "block_ranges",
-    "DistVector",
+    "DistVector", "threads", "get_num_threads", "set_num_threads",
 ]
 
 from . import bsp
