@@ -24,6 +24,8 @@ MODULES = [
     "dmsolve",
     "dmsolve.krylov",
     "dmsolve.bsp",
+    "dmsolve.threads",
+    "dmsolve.taskgraph",
     "dmsolve.gallery",
     "dmsolve.partition",
     "dmsolve.io",
@@ -196,7 +198,7 @@ def groups() -> list[tuple[str, str, list[str]]]:
                   for pkg in PACKAGES}
     return [
         ("dmsolve", "Distributed vectors and matrices, the Krylov solvers, the BSP "
-         "layer, test problems, partitioning, files, checkpoints and the command line.",
+         "layer, threads and task graphs inside a rank, test problems, partitioning, files, checkpoints and the command line.",
          by_package["dmsolve"]),
         ("preconditioners", "Every preconditioner by name (``preconditioners.make``), "
          "the smoothers, algebraic multigrid and GeMSLR.", by_package["preconditioners"]),
