@@ -56,6 +56,9 @@ BENCHMARKS = {
     "images": ("bench_images.py", 1, [], "Persistence of 2-D images against CubicalRipser"),
     # 1 rank: the script launches every reader (ours at 1 and 2 ranks) in its own process
     "mmread": ("bench_mmread.py", 1, [], "Reading Matrix Market files against scipy.io.mmread"),
+    # 1 rank: the script launches every layout (ranks x threads) in its own processes
+    "threads": ("bench_threads.py", 1, [], "Threads inside a rank: 1 rank x 2 threads against "
+                "2 ranks x 1 thread"),
     # 1 rank: every figure comes from fresh processes the script starts
     "startup": ("bench_startup.py", 1, [], "Start-up: imports and the first solve"),
 }
