@@ -9,7 +9,8 @@ from .._interop_inputs import distribute_inputs
 from .._registry import PRECONDITIONERS, Registry
 from .._repro import check_pc_name
 from ..checkpoint import from_options
-from ..validate import check_bool
+from ..threads import resolve as resolve_threads, using as using_threads
+from ..validate import agreed, check_bool
 from ._bicgstab import bicgstab
 from ._cg import cg
 from ._fgmres import fgmres
@@ -62,7 +63,7 @@ def _make_pc(pc, A, reproducible=False):
 
 
 def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=None,
-          **options):
+          threads: int | None = None, **options):
     """Solve ``A x = b`` with a Krylov method and a preconditioner by name.
 
     Parameters
@@ -115,6 +116,11 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
     comm : MPI.Comm, keyword-only
         The communicator for a global (scipy/numpy) ``A``; default
         ``MPI.COMM_WORLD``. A distributed ``A`` brings its own.
+    threads : int, keyword-only
+        Threads per rank for this call, the preconditioner's set-up
+        included (default: :func:`dmsolve.get_num_threads`). The solution
+        and the iterations do not depend on it beyond the last bits of the
+        reductions (see :mod:`dmsolve.threads`).
 
     Returns
     -------
@@ -125,7 +131,8 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
     ------
     ValueError
         Unknown backend, method or preconditioner name (on every rank: the
-        check uses no rank-dependent fact), or as the method raises.
+        check uses no rank-dependent fact), ``threads`` not a positive
+        integer on some rank (on every rank), or as the method raises.
     TypeError
         A name that is not a string, ``M`` given in ``options`` together
         with ``pc``, a distributed ``A`` with numpy vectors (or a global
@@ -169,12 +176,15 @@ def solve(A, b, method: str = "cg", pc=None, *, backend: str = "dmsolve", comm=N
     True
     """
     A, b, pc, finish = distribute_inputs(A, b, comm, options, pc)
+    with agreed(A.row_layout.comm):
+        resolve_threads(threads)
     run = BACKENDS[backend]
     if backend != "dmsolve" and check_bool("reproducible", options.get("reproducible", False)):
         # a rank-independent fact: raised alike on every rank
         raise ValueError("reproducible=True is dmsolve's own mode; backend=%r has none "
                          "(use backend='dmsolve')" % backend)
-    return finish(*run(A, b, method, pc, **options))
+    with using_threads(threads):
+        return finish(*run(A, b, method, pc, **options))
 
 
 @BACKENDS.register("dmsolve")

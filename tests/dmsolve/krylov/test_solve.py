@@ -1,6 +1,7 @@
 """``dmsolve.solve``: Krylov methods, preconditioners and backends looked up by
 name in their registries."""
 
+import numpy as np
 import pytest
 from mpi4py import MPI
 
@@ -70,3 +71,28 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_threads_solve_as_one_thread_does(comm, threads):
+    """solve(threads=k) runs set-up and iterations on k threads: the same
+    iterations as one thread, and the default comes back afterwards."""
+    A = dmsolve.gallery.poisson3d(24, comm)
+    b = dmsolve.gallery.rhs(A, "random")
+    x1, info1 = dmsolve.solve(A, b, "cg", pc="amg", rtol=1e-8, threads=1)
+    xk, infok = dmsolve.solve(A, b, "cg", pc="amg", rtol=1e-8, threads=threads)
+    ok = (dmsolve.get_num_threads() == 1 and infok.converged
+          and infok.iterations == info1.iterations
+          and np.allclose(xk.gather(), x1.gather(), rtol=1e-10, atol=1e-12))
+    assert_collective(comm, ok, "threads=%d: %d iterations against %d"
+                      % (threads, infok.iterations, info1.iterations))
+
+
+@pytest.mark.mpi(min_size=2)
+def test_threads_refused_on_one_rank_is_refused_on_every_rank(comm):
+    A = dmsolve.gallery.poisson2d(10, comm)
+    b = dmsolve.gallery.rhs(A, "ones")
+    assert_raises_collective(comm, ValueError, dmsolve.solve, A, b, "cg",
+                             match="positive integer", threads=0 if comm.rank == 1 else 2)
+    x, info = dmsolve.solve(A, b, "cg", threads=2)      # the communicator is still usable
+    assert_collective(comm, info.converged, "solve after the refusal")
