@@ -73,6 +73,7 @@ from .checkpoint import Checkpointer, describe_pc
 from .krylov import METHODS, KSPMonitor, solve
 from .krylov._symmetry import SYMMETRY_RTOL, asymmetry
 from .reproducible import REPRODUCIBLE_PCS
+from .threads import set_num_threads
 from .validate import check_int, check_real
 
 __all__ = ["main", "build_parser", "available_memory", "ABORT_GRACE"]
@@ -239,6 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", metavar="FILE",
                    help="write the solution x to FILE: .mtx (Matrix Market, written by every "
                    "rank) or .npy (gathered on rank 0)")
+    s.add_argument("--threads", type=int, metavar="K",
+                   help="threads per rank (default: DMSOLVE_NUM_THREADS, else 1)")
     s.add_argument("--rtol", type=float, default=1e-8,
                    help="relative tolerance: stop when ||r|| <= max(rtol*||b||, atol) "
                    "(default 1e-8)")
@@ -276,6 +279,8 @@ def _solve(comm, args) -> int:
     pcopts, popts = _check_command(args)
     # what needs no matrix is checked before anything is built
     _preflight(comm, args, popts)
+    if args.threads is not None:
+        set_num_threads(args.threads)
 
     t0 = time.perf_counter()
     if args.problem:
@@ -288,7 +293,7 @@ def _solve(comm, args) -> int:
         b = io.read_vector(args.rhs, comm, layout=A.row_layout)
     else:
         b = gallery.rhs(A, "random", seed=0)
-    B, nullspace = _near_nullspace(comm, args, A)
+    B, nullspace, block = _near_nullspace(comm, args, A)
     t_build = time.perf_counter() - t0
     nnz = A.global_nnz()
     if args.check:
@@ -296,7 +301,7 @@ def _solve(comm, args) -> int:
 
     if args.progress:
         pcopts["progress"] = True
-    M, pc_seconds, pc_compile = _build_pc(args, A, pcopts, B)
+    M, pc_seconds, pc_compile = _build_pc(args, A, pcopts, B, block)
     _check_pc_symmetry(args, pcopts, M)
 
     options = dict(rtol=args.rtol, atol=args.atol, maxiter=args.maxiter)
@@ -360,7 +365,8 @@ def _check_command(args) -> tuple[dict, dict]:
         check_real("--atol", args.atol, low=0.0)
         if args.maxiter is not None:
             check_int("--maxiter", args.maxiter, low=0)
-        for name in ("--restart", "--checkpoint-every", "--monitor-every", "--block-size"):
+        for name in ("--restart", "--checkpoint-every", "--monitor-every", "--block-size",
+                     "--threads"):
             value = getattr(args, name[2:].replace("-", "_"))
             if value is not None:
                 check_int(name, value, low=1)
@@ -523,19 +529,21 @@ def _progress_reporters() -> list[str]:
 
 # -- the near null space, the preconditioner and the symmetry they need ------------
 
-def _near_nullspace(comm, args, A) -> tuple[list | None, str]:
+def _near_nullspace(comm, args, A) -> tuple[list | None, str, int]:
     """AMG's near null space from ``--block-size`` or ``--coordinates`` (None
-    when neither is given) and how the summary names it. Collective on
-    ``comm`` (rank 0 reads the coordinates and broadcasts them)."""
+    when neither is given), how the summary names it, and the unknowns per
+    node (1 when neither is given). Collective on ``comm`` (rank 0 reads the
+    coordinates and broadcasts them)."""
     if args.coordinates is None and args.block_size is None:
-        return None, ""
+        return None, "", 1
     rows = A.shape[0]
     if args.coordinates is None:
         if rows % args.block_size:
             _usage("--block-size %d does not divide the matrix's %d rows"
                    % (args.block_size, rows))
         return (gallery.block_constants(A.row_layout, args.block_size),
-                "%d constants (block size %d)" % (args.block_size, args.block_size))
+                "%d constants (block size %d)" % (args.block_size, args.block_size),
+                args.block_size)
     X = read_coordinates(comm, args.coordinates)
     nodes, d = X.shape
     if args.block_size is not None and args.block_size != d:
@@ -546,12 +554,14 @@ def _near_nullspace(comm, args, A) -> tuple[list | None, str]:
                "interlaced); the matrix has %d rows"
                % (args.coordinates, nodes, d, d * nodes, d, rows))
     modes = gallery.rigid_body_modes(X, A.row_layout)
-    return modes, "%d rigid-body modes" % len(modes)
+    return modes, "%d rigid-body modes" % len(modes), d
 
 
-def _build_pc(args, A, pcopts: dict, B):
+def _build_pc(args, A, pcopts: dict, B, block: int):
     """The preconditioner (None for ``none``), its set-up seconds and its
-    numba compile seconds, as :func:`dmsolve.solve` counts them. Built here,
+    numba compile seconds, as :func:`dmsolve.solve` counts them; an AMG
+    given ``block`` > 1 unknowns per node measures strength by nodes
+    (``block_size``). Built here,
     not by the solve, so that a refusal can be worded for the command line.
     Collective on ``A.comm``."""
     if args.pc == "none":
@@ -559,6 +569,8 @@ def _build_pc(args, A, pcopts: dict, B):
     opts = dict(pcopts)
     if B is not None:
         opts["B"] = B
+        if block > 1 and "block_size" in (_pc_parameters(args.pc) or ()):
+            opts["block_size"] = block
     if args.reproducible:
         opts["reproducible"] = True
     watch = Stopwatch()

@@ -681,7 +681,12 @@ def test_near_nullspace_cuts_amg_iterations_on_elasticity(comm, capsys, elastici
     got = {k: _run_status(comm, capsys, base + v) for k, v in runs.items()}
     its = {k: int(_number_after(out, "in ")) if code == 0 else -1
            for k, (code, out, _) in got.items()}
-    b = gallery.rhs(DistCSR.from_global(A, comm), "random", seed=0).gather()
+    Ad = DistCSR.from_global(A, comm)
+    bd = gallery.rhs(Ad, "random", seed=0)
+    b = bd.gather()
+    # the command line measures strength by nodes, as the library asked so does
+    _, lib = dmsolve.solve(Ad, bd, "cg", ("amg", {"B": gallery.block_constants(Ad.row_layout, 2),
+                                                  "block_size": 2}), rtol=1e-8)
     ref = on_rank0(comm, lambda: {
         "none": _pyamg_iterations(A, None, b),
         "block": _pyamg_iterations(A, np.kron(np.ones((A.shape[0] // 2, 1)), np.eye(2)), b),
@@ -693,6 +698,8 @@ def test_near_nullspace_cuts_amg_iterations_on_elasticity(comm, capsys, elastici
                    "the summary names the near null space", got["npy"][1])
         checks.add(its["npy"] == its["txt"] == its["mtx"] == its["both"],
                    "the same modes from every file kind", its)
+        checks.add(its["block"] == lib.iterations, "--block-size 2 is AMG's block_size=2",
+                   (its, lib.iterations))
         checks.add(its["none"] >= 4 * its["npy"] and its["none"] >= 3 * its["block"],
                    "the near null space cuts the iterations", its)
         checks.add(its["npy"] <= 1.5 * ref["rbm"] and its["block"] <= 1.5 * ref["block"],
@@ -740,3 +747,18 @@ def test_exit_status_and_output_of_the_process(comm, shared_tmp_path, elasticity
                    "exit status 2, one message", bad)
         checks.add(good[0] == 0 and "3 rigid-body modes" in good[1], "solved", good)
         checks.add(err < 1e-7, "the written x is spsolve's", err)
+
+
+def test_threads_option(comm, capsys):
+    """--threads K runs the solve on K threads per rank, in as many
+    iterations as one thread; a count below 1 is a usage error (exit 2)."""
+    base = ["solve", "--problem", "poisson3d", "--n", "16", "--pc", "amg"]
+    one = _run_status(comm, capsys, base)
+    two = _run_status(comm, capsys, base + ["--threads", "2"])
+    bad = _run_status(comm, capsys, base + ["--threads", "0"])
+    dmsolve.set_num_threads(1)
+    with Checks(comm) as checks:
+        checks.add(one[0] == 0 and two[0] == 0, "both runs converge", (one, two))
+        checks.add(_number_after(one[1], "in ") == _number_after(two[1], "in "),
+                   "the same iterations at 2 threads", (one[1], two[1]))
+        checks.add(bad[0] == 2 and "--threads" in bad[1], "--threads 0 is refused", bad)
