@@ -20,8 +20,10 @@ Taskflow (Huang et al., IEEE TPDS 2022):
   communication overlaps work.
 
 :class:`Executor` runs a graph on the rank's thread pool
-(:mod:`dmsolve.threads`): the calling thread and ``threads - 1`` pool
-threads take ready tasks from one shared queue, first come first served.
+(:mod:`dmsolve.threads`): the calling thread and up to ``threads - 1`` pool
+threads take ready tasks from one shared queue, first come first served. A
+pool thread that finds no ready task goes back to the pool, so that a task
+may itself call the threaded kernels (whose blocks other threads then take).
 (Taskflow's executor steals work between per-thread queues; with Python's
 lock around every queue a single queue costs less.) The compiled kernels
 release the GIL, so tasks that call them run at once; pure Python tasks take
@@ -237,6 +239,7 @@ class _Run:
         self.pending: dict = {}
         self.parent_of: dict = {}
         self.running = 0
+        self.pumps = 0          # pool threads at work on this run (at most threads - 1)
         self.error: BaseException | None = None
         self.done = False
 
@@ -258,6 +261,11 @@ class _Run:
             self.to_start.append((task, parent))
         else:
             self.ready.append((task, parent))
+            if self.pumps < min(self.threads - 1, len(self.ready)):
+                self.pumps += 1
+                # one pool thread more than the pumps: the blocks of a kernel
+                # that a task runs on threads find a thread free
+                post(self._pump, self.threads)
         self.cv.notify()
 
     def _finish(self, task: Task, parent, chosen=None) -> None:
@@ -332,20 +340,20 @@ class _Run:
             return self.ready.popleft()
         return None
 
-    def _worker(self) -> None:
+    def _pump(self) -> None:
+        # a pool thread's turn at this run: ready tasks until there are none,
+        # then back to the pool, where a kernel's blocks (a task that calls
+        # a threaded kernel) or another run can use the thread
         while True:
             with self.cv:
-                while not self.done and (not self.ready or self.error is not None):
-                    self.cv.wait()
-                if self.done:
-                    return
                 item = self._take()
+                if item is None:
+                    self.pumps -= 1
+                    return
             self._execute(*item)
 
     def drive(self) -> None:
         """The calling thread's loop: start and test requests, run tasks."""
-        for _ in range(self.threads - 1):
-            post(self._worker, self.threads - 1)
         try:
             while True:
                 with self.cv:

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from dmsolve import threads
 from dmsolve.taskgraph import Executor, TaskGraph
 
 
@@ -179,3 +180,15 @@ def test_a_request_task_must_return_requests():
     g.request(lambda: 42, name="not-a-request")
     with pytest.raises(TypeError, match="not an MPI.Request"):
         Executor(2).run(g)
+
+
+def test_a_task_may_run_threaded_kernels():
+    # the task's own blocks wait for each other: they need two threads while
+    # the graph runs on two
+    barrier = threading.Barrier(2, timeout=20)
+    names = []
+    g = TaskGraph()
+    g.task(lambda: names.extend(threads.parallel_map(
+        lambda i: (barrier.wait(), threading.current_thread().name)[1], 2, threads=2)))
+    Executor(2).run(g)
+    assert len(set(names)) == 2 and not barrier.broken
