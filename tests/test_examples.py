@@ -139,6 +139,13 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(m15 and m15.group(3) == "True" and int(m15.group(1)) > 0
                    and int(m15.group(2)) > 0,
                    "images: image_persistence gives gudhi's diagram", m15 and m15.group(0))
+        m16 = re.search(r"the same bits at 2 threads as at 1: (\w+); CG \+ amg: (\d+) iterations "
+                        r"at 1 thread, (\d+) at 2\n.*the same pairs at 2 threads: (\w+); a task "
+                        r"graph overlapped a ring exchange with local work: (\w+)", out)
+        checks.add(m16 and m16.group(1) == m16.group(4) == m16.group(5) == "True"
+                   and m16.group(2) == m16.group(3),
+                   "threads: the same bits, iterations and pairs at 2 threads; a task graph",
+                   m16 and m16.group(0))
         checks.add("duplicates: True" in out, "duplicates: True")
         checks.add("equal to scipy.csgraph: True" in out, "equal to scipy.csgraph")
         checks.add("[6] Topology" in out and "done in" in out, "every section ran")
