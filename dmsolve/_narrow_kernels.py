@@ -17,7 +17,7 @@ import numpy as np
 
 from .jit import njit
 
-__all__ = ["narrow_matvec", "narrow_rmatvec_add"]
+__all__ = ["narrow_matvec", "narrow_matvec_rows", "narrow_rmatvec_add", "scatter_rows"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -41,3 +41,27 @@ def narrow_rmatvec_add(indptr, indices, data, y, x):  # pragma: no cover
         yi = y[i]
         for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
             x[np.uint64(indices[k])] += data[k] * yi
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def narrow_matvec_rows(r0, r1, indptr, indices, data, x, y):  # pragma: no cover
+    """:func:`narrow_matvec` over rows ``r0 .. r1 - 1`` only (a block of a
+    threaded product), each row summed as there. Not collective."""
+    for i in range(r0, r1):
+        s = 0.0
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            s += data[k] * x[np.uint64(indices[k])]
+        y[i] = s
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def scatter_rows(r0, r1, indptr, indices, data, y, x):  # pragma: no cover
+    """``x[j] = sum_k data[k] * y[indices[k]]`` for ``j`` in ``r0 .. r1 - 1``,
+    the terms added one by one into ``x[j]`` from zero in stored order, in
+    ``x``'s dtype: what a scatter ``x += B^T y`` into a zeroed ``x`` adds into
+    ``x[j]``, when the rows of this transposed copy hold its terms in the
+    order the scatter meets them. Not collective."""
+    for j in range(r0, r1):
+        x[j] = 0
+        for k in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
+            x[j] += data[k] * y[np.uint64(indices[k])]
