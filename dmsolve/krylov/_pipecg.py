@@ -10,7 +10,7 @@ import numpy as np
 
 from .._vector import DistVector
 from ._docs import document
-from ._fused_kernels import pipecg_dots, pipecg_update
+from ._threaded import pipecg_dots, pipecg_update
 from ._info import ConvergedReason
 from ._result import finish, zero_rhs
 from ._stopping import DEFAULT_DIVTOL
