@@ -24,6 +24,7 @@ from dmsolve.validate import agreed, check_bool, check_choice, check_int
 from .._diagonal import checked_diagonal
 from .._precision import Float32Work, check_precision, refuse_single_reproducible
 from .._registry import register
+from .._threads import ufunc_blocks
 from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother,
                          make_smoother)
 from .aggregate import AGGREGATIONS
@@ -87,7 +88,7 @@ class Level:
         y = DistVector(lay, out)
         assert y.local is out, "out must be a contiguous array of the level's dtype"
         self.A.matvec(DistVector(lay, x), out=y)
-        np.subtract(b, out, out=out)
+        ufunc_blocks(np.subtract, b, out, out)
 
 
 class IdleLevel:
