@@ -17,7 +17,7 @@ from mpi4py import MPI
 
 from ._assembly import coo_rows, global_rows, local_rows
 from ._coo_files import coo_file_rows
-from ._interop import csc_add, csr_add, mpi_datatype
+from ._interop import allgatherv, csc_add, csr_add
 from ._layout import Layout, verify_layouts
 from ._local_blocks import CompressedRows, canonical_csr, check_format, csr_product
 from ._sell import product_block
@@ -449,9 +449,8 @@ class DistCSR:
         the off-process block once the ghost values arrive. Collective among
         neighbouring ranks; allocates nothing when ``out`` is given.
 
-        The local products run on ``threads`` threads (default
-        :func:`dmsolve.get_num_threads`) by blocks of rows, each row summed
-        as on one thread: the result is the same bits at any thread count.
+        On ``threads`` threads (default :func:`dmsolve.get_num_threads`) the
+        local products run by blocks of rows: the same bits at any count.
 
         ``x`` may be real or complex whatever the matrix's dtype; the result
         is float64, or complex128 when the matrix or ``x`` is complex, and
@@ -496,12 +495,10 @@ class DistCSR:
         neighbouring ranks; allocates nothing when ``out`` is given. Dtypes
         as in :meth:`matvec`.
 
-        On ``threads`` threads (default :func:`dmsolve.get_num_threads`) a
-        real product in the sliced-ELL or narrow format multiplies the
-        on-process block through a transposed copy built on the first such
-        product (as many bytes again as the block), by rows, its terms in
-        the order of the one-thread scatter: the same bits at any thread
-        count. The off-process scatter and the other formats run on one thread.
+        On ``threads`` threads a real sliced-ELL or narrow ``diag`` block is
+        multiplied by rows of a transposed copy (built on the first such
+        product, the block's bytes again) holding the terms in the
+        one-thread scatter's order: the same bits at any thread count.
 
         Raises
         ------
@@ -744,7 +741,7 @@ class DistCSR:
         """
         loc = self.local_rows().tocoo()
         rows = loc.row.astype(np.int64) + self.row_layout.start
-        parts = [_allgatherv(self.comm, a, root) for a in (rows, loc.col.astype(np.int64),
+        parts = [allgatherv(self.comm, a, root) for a in (rows, loc.col.astype(np.int64),
                                                            loc.data)]
         if parts[0] is None:
             return None
@@ -795,15 +792,3 @@ def keys_of(A: DistCSR) -> np.ndarray:
     lay = A.row_layout
     return np.arange(lay.start, lay.stop, dtype=np.int64)
 
-
-def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
-    counts = np.array(comm.allgather(a.size), dtype=np.int64)
-    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    mt = mpi_datatype(a.dtype)
-    if root is None:
-        out = np.empty(int(counts.sum()), dtype=a.dtype)
-        comm.Allgatherv([a, mt], [out, (counts, displs), mt])
-        return out
-    out = np.empty(int(counts.sum()), dtype=a.dtype) if comm.Get_rank() == root else None
-    comm.Gatherv([a, mt], [out, (counts, displs), mt] if out is not None else None, root=root)
-    return out

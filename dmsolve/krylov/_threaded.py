@@ -49,8 +49,10 @@ def dot2(a, b, c, d, out) -> None:
         a, b, c, d, bounds, l0, l1, part), a.shape[0], k, width=2, dtype=out.dtype))
 
 
-def pipecg_update(alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r, out) -> None:
-    """The pipelined CG pass of :func:`._fused_kernels.pipecg_update`."""
+def pipecg_update(alpha, beta, norm, vectors: tuple, out) -> None:
+    """The pipelined CG pass of :func:`._fused_kernels.pipecg_update` on
+    ``vectors``, its arrays ``(n, m, w, u, z, q, s, p, x, r)``."""
+    n_, m, w, u, z, q, s, p, x, r = vectors
     k = resolve(None)
     if k == 1:
         _k.pipecg_update(alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r, out)

@@ -40,7 +40,7 @@ def test_fused_kernels_on_threads(monkeypatch, kind):
             rr = _threaded.cg_update(0.3, vs[0], vs[1], vs[2], vs[3])
             _threaded.xpay(0.7, vs[4], vs[5])
             _threaded.dot2(vs[0], vs[1], vs[2], vs[3], out2)
-            _threaded.pipecg_update(0.2, 0.4, 2, *vs, out3)
+            _threaded.pipecg_update(0.2, 0.4, 2, tuple(vs), out3)
             _threaded.pipecg_dots(2, vs[2], vs[3], vs[9], out3b)
         results[k] = ([v.copy() for v in vs], rr, out2, out3, out3b)
     assert posts.count > 0
