@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._blocks import parallel_blocks, row_blocks
-from ._narrow_kernels import narrow_matvec, narrow_matvec_rows, narrow_rmatvec_add, scatter_rows
+from ._narrow_kernels import (narrow_matvec, narrow_matvec_rows, narrow_rmatvec_add, scatter_rows,
+                              transpose_fill)
 from .threads import resolve
 
 __all__ = ["NarrowRows", "ScatterTranspose", "index_dtype", "transposed_product",
@@ -149,12 +150,13 @@ class ScatterTranspose:
         :class:`NarrowRows`), from its :meth:`scatter_entries`. Not collective."""
         rows, cols, vals = block.scatter_entries()
         m, n = block.shape
-        order = np.argsort(cols, kind="stable")    # stable: a column's terms in scatter order
-        counts = np.bincount(cols, minlength=n)
         indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        return cls((n, m), indptr.astype(index_dtype(indptr[-1] + 1)),
-                   rows[order].astype(index_dtype(m)), np.ascontiguousarray(vals[order]))
+        np.cumsum(np.bincount(cols, minlength=n), out=indptr[1:])
+        indices = np.empty(rows.size, index_dtype(m))
+        data = np.empty(rows.size, vals.dtype)
+        # stable: a column's terms in the scatter's order
+        transpose_fill(rows, cols, np.ascontiguousarray(vals), indptr[:-1].copy(), indices, data)
+        return cls((n, m), indptr.astype(index_dtype(indptr[-1] + 1)), indices, data)
 
     @property
     def nbytes(self) -> int:

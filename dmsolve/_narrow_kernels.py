@@ -17,7 +17,8 @@ import numpy as np
 
 from .jit import njit
 
-__all__ = ["narrow_matvec", "narrow_matvec_rows", "narrow_rmatvec_add", "scatter_rows"]
+__all__ = ["narrow_matvec", "narrow_matvec_rows", "narrow_rmatvec_add", "scatter_rows",
+           "transpose_fill"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -65,3 +66,17 @@ def scatter_rows(r0, r1, indptr, indices, data, y, x):  # pragma: no cover
         x[j] = 0
         for k in range(np.uint64(indptr[j]), np.uint64(indptr[j + 1])):
             x[j] += data[k] * y[np.uint64(indices[k])]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def transpose_fill(rows, cols, vals, next_pos, out_indices, out_data):  # pragma: no cover
+    """A counting sort of the terms ``(rows[e], cols[e], vals[e])`` by
+    column, stable (a column's terms keep their order): term ``e`` goes to
+    ``next_pos[cols[e]]``, which then moves on; ``next_pos`` starts as the
+    transposed copy's row pointers. Not collective."""
+    for e in range(rows.shape[0]):
+        c = cols[e]
+        p = next_pos[c]
+        out_indices[p] = rows[e]
+        out_data[p] = vals[e]
+        next_pos[c] = p + 1

@@ -540,6 +540,10 @@ class SmoothedAggregation(Preconditioner):
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, P, pre, post))
             self._level_info.append({"rho": rho})
+            # one restriction now, on every rank of the level whatever its
+            # thread count: on threads it builds the prolongator's transposed
+            # copy here, at set-up, rather than in the first cycle
+            self.levels[-1].P.rmatvec(self.levels[-1].r, out=self.levels[-1].bc)
             if report:
                 note("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
                      Ak.global_nnz())
