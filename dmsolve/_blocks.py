@@ -9,7 +9,7 @@ import numpy as np
 
 from . import threads as _threads
 
-__all__ = ["row_blocks", "lane_plan", "run_rows", "run_lanes", "lane_total"]
+__all__ = ["row_blocks", "lane_plan", "run_lanes", "parallel_blocks", "lane_total"]
 
 
 @functools.lru_cache(maxsize=512)
@@ -36,12 +36,6 @@ def lane_plan(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     threads take (:func:`dmsolve.threads.lane_blocks`); kept for the next
     call. Not collective."""
     return _lane_plan(int(n), int(k), int(_threads.LANE))
-
-
-def run_rows(func, bounds: np.ndarray, k: int) -> None:
-    """``func(lo, hi)`` for the blocks ``bounds[b] .. bounds[b + 1]`` on ``k``
-    threads. Not collective."""
-    parallel_blocks(func, bounds, k)
 
 
 def run_lanes(func, n: int, k: int, width: int = 0, dtype=np.float64) -> np.ndarray:
