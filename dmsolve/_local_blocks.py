@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from ._blocks import parallel_blocks, row_blocks
 from ._interop import csr_add
 from ._sell import FORMATS
-from .threads import resolve
 
 __all__ = ["CompressedRows", "canonical_csr", "check_format", "csr_product"]
 
@@ -40,7 +39,7 @@ class CompressedRows:
     def matvec_add(self, x: np.ndarray, y: np.ndarray, *, threads: int = 1) -> None:
         """``y += B @ x``, by blocks of the nonempty rows on ``threads``
         threads (each row as on one thread). Not collective."""
-        k = resolve(threads)
+        k = threads
         rows = row_blocks(self.rows.size, k) if k > 1 else None
         if rows is None or rows.size <= 2:
             self._add_rows(0, self.rows.size, x, y)
@@ -58,7 +57,7 @@ class CompressedRows:
 def csr_product(B: sp.csr_matrix, x: np.ndarray, y: np.ndarray, threads: int = 1) -> None:
     """``y = B @ x`` with scipy's CSR kernels, by blocks of rows on
     ``threads`` threads (each row summed as on one thread). Not collective."""
-    k = resolve(threads)
+    k = threads
     rows = row_blocks(B.shape[0], k) if k > 1 else None
     if rows is None or rows.size <= 2:
         y.fill(0)

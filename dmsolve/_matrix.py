@@ -520,7 +520,7 @@ class DistCSR:
         rev.start(g)
         try:
             if sell is not None:
-                sell.rmatvec(yl, x, threads=threads)
+                sell.rmatvec(yl, x, threads=resolve(threads))
             else:
                 x.fill(0)
                 d = self.diag

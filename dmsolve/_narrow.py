@@ -16,7 +16,6 @@ import scipy.sparse as sp
 from ._blocks import parallel_blocks, row_blocks
 from ._narrow_kernels import (narrow_matvec, narrow_matvec_rows, narrow_rmatvec_add, scatter_rows,
                               transpose_fill)
-from .threads import resolve
 
 __all__ = ["NarrowRows", "ScatterTranspose", "index_dtype", "transposed_product",
            "transpose_nbytes"]
@@ -74,11 +73,11 @@ class NarrowRows:
         that block's unless :meth:`astype` made them). Not collective."""
         return self.nbytes - (self.data.nbytes if self._shared else 0) + transpose_nbytes(self)
 
-    def matvec(self, x: np.ndarray, y: np.ndarray, *, threads: int | None = None) -> None:
+    def matvec(self, x: np.ndarray, y: np.ndarray, *, threads: int = 1) -> None:
         """``y = B @ x`` (every entry of ``y`` written), on ``threads``
-        threads (:func:`dmsolve.threads.resolve`) by blocks of rows: every row
-        is summed as on one thread, the same bits. Not collective."""
-        k = resolve(threads)
+        threads by blocks of rows: every row is summed as on one thread, the
+        same bits. Not collective."""
+        k = threads
         rows = row_blocks(self.shape[0], k) if k > 1 else None
         if rows is None or rows.size <= 2:
             narrow_matvec(self.indptr, self.indices, self.data, x, y)
@@ -90,7 +89,7 @@ class NarrowRows:
         """``x += B^T y``. Not collective."""
         narrow_rmatvec_add(self.indptr, self.indices, self.data, y, x)
 
-    def rmatvec(self, y: np.ndarray, x: np.ndarray, *, threads: int | None = None) -> None:
+    def rmatvec(self, y: np.ndarray, x: np.ndarray, *, threads: int = 1) -> None:
         """``x = B^T y``: see :func:`transposed_product`. Not collective."""
         transposed_product(self, y, x, threads)
 
@@ -108,12 +107,12 @@ class NarrowRows:
                               self.indptr.astype(idx)), shape=self.shape)
 
 
-def transposed_product(block, y: np.ndarray, x: np.ndarray, threads: int | None) -> None:
+def transposed_product(block, y: np.ndarray, x: np.ndarray, threads: int) -> None:
     """``x = B^T y`` for a ``SlicedEll`` or :class:`NarrowRows` ``block``: on
     one thread (or a block too small to split) a scatter into a zeroed
     ``x``; on more, its :class:`ScatterTranspose` (built on the first such
     product and kept on the block) by rows, the same bits. Not collective."""
-    k = resolve(threads)
+    k = threads
     if k == 1 or row_blocks(block.shape[1], k).size <= 2:
         x.fill(0)
         block.rmatvec_add(y, x)
@@ -163,11 +162,11 @@ class ScatterTranspose:
         """Bytes of the copy. Not collective."""
         return int(self.indptr.nbytes + self.indices.nbytes + self.data.nbytes)
 
-    def product(self, y: np.ndarray, x: np.ndarray, *, threads: int | None = None) -> None:
+    def product(self, y: np.ndarray, x: np.ndarray, *, threads: int = 1) -> None:
         """``x = B^T y`` (every entry of ``x`` written; the bits of a scatter
         into a zeroed ``x``), by blocks of rows of ``x`` on ``threads``
         threads. Not collective."""
-        k = resolve(threads)
+        k = threads
         rows = row_blocks(self.shape[0], k)
         parallel_blocks(lambda r0, r1: scatter_rows(r0, r1, self.indptr, self.indices,
                                                     self.data, y, x), rows, k)

@@ -35,7 +35,7 @@ from ._blocks import row_blocks
 from ._narrow import NarrowRows, transpose_nbytes, transposed_product
 from ._sell_kernels import (CHUNK, sell_fill, sell_layout, sell_matvec, sell_matvec_chunks,
                             sell_rmatvec_add)
-from .threads import parallel_for, resolve
+from .threads import parallel_for
 
 __all__ = ["SlicedEll", "choose_format", "product_block", "FORMATS"]
 
@@ -148,13 +148,12 @@ class SlicedEll:
         """The fraction of the stored slots that are run slots. Not collective."""
         return float(np.mean(self.run_col >= 0)) if self.run_col.size else 0.0
 
-    def matvec(self, x: np.ndarray, y: np.ndarray, *, threads: int | None = None) -> None:
+    def matvec(self, x: np.ndarray, y: np.ndarray, *, threads: int = 1) -> None:
         """``y = B @ x`` (of the block's dtype, every entry of ``y`` written),
-        on ``threads`` threads (:func:`dmsolve.threads.resolve`) by blocks of
-        whole chunks: every row is summed as on one thread, the same bits.
-        Not collective."""
+        on ``threads`` threads by blocks of whole chunks: every row is summed
+        as on one thread, the same bits. Not collective."""
         n = self.shape[0]
-        k = resolve(threads)
+        k = threads
         rows = row_blocks(n, k, CHUNK) if k > 1 else None
         if rows is None or rows.size <= 2:
             sell_matvec(n, self.slot_ptr, self.run_col, self.gather_ptr,
@@ -173,7 +172,7 @@ class SlicedEll:
         sell_rmatvec_add(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                          self.gather_col, self.vals, y, x)
 
-    def rmatvec(self, y: np.ndarray, x: np.ndarray, *, threads: int | None = None) -> None:
+    def rmatvec(self, y: np.ndarray, x: np.ndarray, *, threads: int = 1) -> None:
         """``x = B^T y``: see :func:`dmsolve._narrow.transposed_product`. Not collective."""
         transposed_product(self, y, x, threads)
 
