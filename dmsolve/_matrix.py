@@ -77,7 +77,8 @@ class DistCSR:
     does).
     A real matrix times a complex vector is complex, and so is a complex
     matrix times a real vector; the vector's dtype must be the same on every
-    rank.
+    rank. Products run on the rank's threads (:mod:`dmsolve.threads`), with
+    the same bits at any thread count.
 
     Raises
     ------

@@ -125,7 +125,8 @@ class Reducer:
     # -- local parts into slots --------------------------------------------------------
     def put(self, i: int, a: np.ndarray, b: np.ndarray, send: np.ndarray | None = None) -> None:
         """This rank's part of ``a^H b`` into slot ``i`` of ``send`` (default
-        :attr:`send`), for the next :meth:`reduce` (:meth:`ireduce`). Not
+        :attr:`send`), for the next :meth:`reduce` (:meth:`ireduce`); on two
+        or more threads summed in fixed lanes (:mod:`._threaded`). Not
         collective."""
         send = self._send if send is None else send
         send[i] = vdot(a, b, self.dot)
