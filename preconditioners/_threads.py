@@ -6,26 +6,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmsolve import threads as _threads
+from dmsolve import threads
 
 __all__ = ["row_split", "run_blocks", "ufunc_blocks"]
 
 
-def row_split(n: int, threads: int | None = None) -> np.ndarray | None:
-    """Boundaries of the blocks ``n`` entries are updated in on ``threads``
+def row_split(n: int, count: int | None = None) -> np.ndarray | None:
+    """Boundaries of the blocks ``n`` entries are updated in on ``count``
     threads (default the process's), or None when they make one block (then
     the caller runs its one-thread code). Not collective."""
-    k = _threads.resolve(threads)
+    k = threads.resolve(count)
     if k == 1:
         return None
-    rows = _threads.row_blocks(n, k, _threads.MIN_BLOCK)
+    rows = threads.row_blocks(n, k, threads.MIN_BLOCK)
     return rows if rows.size > 2 else None
 
 
 def run_blocks(func, rows: np.ndarray) -> None:
     """``func(lo, hi)`` for each block of ``rows`` (:func:`row_split`), on
     as many threads as blocks. Not collective."""
-    _threads.parallel_for(lambda b: func(int(rows[b]), int(rows[b + 1])), rows.size - 1,
+    threads.parallel_for(lambda b: func(int(rows[b]), int(rows[b + 1])), rows.size - 1,
                           rows.size - 1)
 
 
