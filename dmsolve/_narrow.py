@@ -14,8 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._blocks import parallel_blocks, row_blocks
-from ._narrow_kernels import (narrow_matvec, narrow_matvec_rows, narrow_rmatvec_add, scatter_rows,
-                              transpose_fill)
+from ._narrow_kernels import (narrow_count_columns, narrow_matvec, narrow_matvec_rows,
+                              narrow_rmatvec_add, narrow_transpose_fill, scatter_rows)
 
 __all__ = ["NarrowRows", "ScatterTranspose", "index_dtype", "transposed_product",
            "transpose_nbytes"]
@@ -63,6 +63,11 @@ class NarrowRows:
                           self.data.astype(dtype))
 
     @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values. Not collective."""
+        return self.data.dtype
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the arrays a product reads. Not collective."""
         return int(self.indptr.nbytes + self.indices.nbytes + self.data.nbytes)
@@ -93,12 +98,15 @@ class NarrowRows:
         """``x = B^T y``: see :func:`transposed_product`. Not collective."""
         transposed_product(self, y, x, threads)
 
-    def scatter_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, cols, vals)`` of every term :meth:`rmatvec_add` adds, in
-        the order it adds them. Not collective."""
-        rows = np.repeat(np.arange(self.shape[0], dtype=np.int64),
-                         np.diff(self.indptr.astype(np.int64)))
-        return rows, self.indices.astype(np.int64), self.data
+    def scatter_count(self, counts: np.ndarray) -> None:
+        """``counts[c] +=`` the number of terms :meth:`rmatvec_add` adds into
+        ``x[c]``. Not collective."""
+        narrow_count_columns(self.indices, counts)
+
+    def scatter_fill(self, next_pos: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+        """Place the terms of :meth:`rmatvec_add` by column in the order it
+        adds them (see :class:`ScatterTranspose`). Not collective."""
+        narrow_transpose_fill(self.indptr, self.indices, self.data, next_pos, indices, data)
 
     def to_csr(self) -> sp.csr_matrix:
         """The block back as scipy CSR (int32 indices when they fit). Not collective."""
@@ -146,16 +154,17 @@ class ScatterTranspose:
     @classmethod
     def from_scatter(cls, block) -> "ScatterTranspose":
         """The transposed copy of ``block`` (a ``SlicedEll`` or
-        :class:`NarrowRows`), from its :meth:`scatter_entries`. Not collective."""
-        rows, cols, vals = block.scatter_entries()
+        :class:`NarrowRows`): two passes of its terms in scatter order, a count
+        per column and a stable placement. Not collective."""
         m, n = block.shape
         indptr = np.zeros(n + 1, np.int64)
-        np.cumsum(np.bincount(cols, minlength=n), out=indptr[1:])
-        indices = np.empty(rows.size, index_dtype(m))
-        data = np.empty(rows.size, vals.dtype)
-        # stable: a column's terms in the scatter's order
-        transpose_fill(rows, cols, np.ascontiguousarray(vals), indptr[:-1].copy(), indices, data)
-        return cls((n, m), indptr.astype(index_dtype(indptr[-1] + 1)), indices, data)
+        block.scatter_count(indptr[1:])
+        np.cumsum(indptr, out=indptr)
+        nnz = int(indptr[-1])
+        indices = np.empty(nnz, index_dtype(m))
+        data = np.empty(nnz, block.dtype)
+        block.scatter_fill(indptr[:-1].copy(), indices, data)
+        return cls((n, m), indptr.astype(index_dtype(nnz + 1)), indices, data)
 
     @property
     def nbytes(self) -> int:

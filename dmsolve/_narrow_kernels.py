@@ -18,7 +18,7 @@ import numpy as np
 from .jit import njit
 
 __all__ = ["narrow_matvec", "narrow_matvec_rows", "narrow_rmatvec_add", "scatter_rows",
-           "transpose_fill"]
+           "narrow_count_columns", "narrow_transpose_fill"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -68,15 +68,25 @@ def scatter_rows(r0, r1, indptr, indices, data, y, x):  # pragma: no cover
             x[j] += data[k] * y[np.uint64(indices[k])]
 
 
+
 @njit(cache=True, nogil=True, boundscheck=False)
-def transpose_fill(rows, cols, vals, next_pos, out_indices, out_data):  # pragma: no cover
-    """A counting sort of the terms ``(rows[e], cols[e], vals[e])`` by
-    column, stable (a column's terms keep their order): term ``e`` goes to
-    ``next_pos[cols[e]]``, which then moves on; ``next_pos`` starts as the
-    transposed copy's row pointers. Not collective."""
-    for e in range(rows.shape[0]):
-        c = cols[e]
-        p = next_pos[c]
-        out_indices[p] = rows[e]
-        out_data[p] = vals[e]
-        next_pos[c] = p + 1
+def narrow_count_columns(indices, counts):  # pragma: no cover
+    """``counts[c] += 1`` for every stored entry of column ``c``. Not collective."""
+    for k in range(indices.shape[0]):
+        counts[np.uint64(indices[k])] += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def narrow_transpose_fill(indptr, indices, data, next_pos, out_indices,
+                          out_data):  # pragma: no cover
+    """The terms of :func:`narrow_rmatvec_add` placed by column, in the order
+    it adds them (a stable counting sort): the term of entry ``k`` of row
+    ``i`` goes to ``next_pos[indices[k]]``, which then moves on; ``next_pos``
+    starts as the transposed copy's row pointers. Not collective."""
+    for i in range(indptr.shape[0] - 1):
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            c = np.uint64(indices[k])
+            p = next_pos[c]
+            out_indices[p] = i
+            out_data[p] = data[k]
+            next_pos[c] = p + 1

@@ -33,8 +33,8 @@ import scipy.sparse as sp
 
 from ._blocks import row_blocks
 from ._narrow import NarrowRows, transpose_nbytes, transposed_product
-from ._sell_kernels import (CHUNK, sell_fill, sell_layout, sell_matvec, sell_matvec_chunks,
-                            sell_rmatvec_add)
+from ._sell_kernels import (CHUNK, sell_count_columns, sell_fill, sell_layout, sell_matvec,
+                            sell_matvec_chunks, sell_rmatvec_add, sell_transpose_fill)
 from .threads import parallel_for
 
 __all__ = ["SlicedEll", "choose_format", "product_block", "FORMATS"]
@@ -132,6 +132,11 @@ class SlicedEll:
                          self.vals.astype(dtype))
 
     @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values. Not collective."""
+        return self.vals.dtype
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the stored arrays. Not collective."""
         return sum(a.nbytes for a in (self.slot_ptr, self.run_col, self.gather_ptr,
@@ -176,21 +181,18 @@ class SlicedEll:
         """``x = B^T y``: see :func:`dmsolve._narrow.transposed_product`. Not collective."""
         transposed_product(self, y, x, threads)
 
-    def scatter_entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rows, cols, vals)`` of every term :meth:`rmatvec_add` adds, in
-        the order it adds them (padding lanes of real rows included: they add
-        ``0 * y``). Not collective."""
-        C = self.chunk
-        nslots = self.run_col.size
-        chunk_of = np.repeat(np.arange(self.slot_ptr.size - 1), np.diff(self.slot_ptr))
-        rows = (chunk_of[:, None] * C + np.arange(C)).astype(np.int64)
-        cols = np.empty((nslots, C), np.int64)
-        run = self.run_col >= 0
-        cols[run] = self.run_col[run, None] + np.arange(C)
-        g = np.flatnonzero(~run)
-        cols[g] = self.gather_col.reshape(-1, C)[self.gather_ptr[g] // C]
-        keep = (rows < self.shape[0]).ravel()
-        return rows.ravel()[keep], cols.ravel()[keep], self.vals.ravel()[keep]
+    def scatter_count(self, counts: np.ndarray) -> None:
+        """``counts[c] +=`` the number of terms :meth:`rmatvec_add` adds into
+        ``x[c]`` (padding lanes of real rows included: they add ``0 * y``).
+        Not collective."""
+        sell_count_columns(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
+                           self.gather_col, counts)
+
+    def scatter_fill(self, next_pos: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+        """Place the terms of :meth:`rmatvec_add` by column in the order it
+        adds them (see :class:`dmsolve._narrow.ScatterTranspose`). Not collective."""
+        sell_transpose_fill(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
+                            self.gather_col, self.vals, next_pos, indices, data)
 
     def to_csr(self) -> sp.csr_matrix:
         """The block back as CSR (padding dropped; an entry stored as an explicit

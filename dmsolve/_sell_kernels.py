@@ -23,7 +23,7 @@ import numpy as np
 from .jit import njit
 
 __all__ = ["CHUNK", "sell_layout", "sell_fill", "sell_matvec", "sell_matvec_chunks",
-           "sell_rmatvec_add"]
+           "sell_rmatvec_add", "sell_count_columns", "sell_transpose_fill"]
 
 #: Rows per chunk. Measured on 3D Poisson 100^3 (one core): 16 rows
 #: 4.6 ms, 32 rows 3.6 ms, 64 rows 2.8 ms per product (scipy CSR 6.9 ms).
@@ -200,3 +200,45 @@ def sell_matvec_chunks(k0, k1, nrows, slot_ptr, run_col, gather_ptr, gather_col,
         m = min(_C, np.uint64(nrows) - r)
         for i in range(m):
             y[r + i] = acc[i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sell_count_columns(nrows, slot_ptr, run_col, gather_ptr, gather_col,
+                       counts):  # pragma: no cover
+    """``counts[c] += 1`` for every term :func:`sell_rmatvec_add` adds into
+    ``x[c]`` (padding lanes of real rows included). Not collective."""
+    nchunks = slot_ptr.shape[0] - 1
+    for k in range(nchunks):
+        r = np.uint64(k) * _C
+        m = min(_C, np.uint64(nrows) - r)
+        for s in range(slot_ptr[k], slot_ptr[k + 1]):
+            c = run_col[s]
+            if c >= 0:
+                for i in range(m):
+                    counts[np.uint64(c) + i] += 1
+            else:
+                q = np.uint64(gather_ptr[s])
+                for i in range(m):
+                    counts[np.uint64(gather_col[q + i])] += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sell_transpose_fill(nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, next_pos,
+                        out_indices, out_data):  # pragma: no cover
+    """The terms of :func:`sell_rmatvec_add` placed by column in the order it
+    adds them (a stable counting sort; ``next_pos`` as in
+    :func:`dmsolve._narrow_kernels.narrow_transpose_fill`). Not collective."""
+    nchunks = slot_ptr.shape[0] - 1
+    for k in range(nchunks):
+        r = np.uint64(k) * _C
+        m = min(_C, np.uint64(nrows) - r)
+        for s in range(slot_ptr[k], slot_ptr[k + 1]):
+            o = np.uint64(s) * _C
+            c = run_col[s]
+            q = np.uint64(gather_ptr[s])
+            for i in range(m):
+                col = np.uint64(c) + i if c >= 0 else np.uint64(gather_col[q + i])
+                p = next_pos[col]
+                out_indices[p] = r + i
+                out_data[p] = vals[o + i]
+                next_pos[col] = p + 1

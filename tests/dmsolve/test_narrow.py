@@ -156,23 +156,17 @@ def test_threaded_products_are_the_bits_of_one_thread(monkeypatch, shape, dtype)
 
 
 def test_scatter_transpose_keeps_the_scatter_order_of_terms():
-    # a column whose terms come from rows 5, 1 and 3 in that scatter order:
-    # the rows of the copy list them so, and sum them so
-    rows = np.array([5, 1, 3, 0], np.int64)
-    cols = np.array([2, 2, 2, 0], np.int64)
-    vals = np.array([1e16, 1.0, -1e16, 4.0])
-
-    class Block:
-        shape = (6, 3)
-        _transpose = None
-
-        def scatter_entries(self):
-            return rows, cols, vals
-
-    T = ScatterTranspose.from_scatter(Block())
-    assert T.indptr.tolist() == [0, 1, 1, 4]
-    assert T.indices.tolist() == [0, 5, 1, 3]
-    y = np.ones(6)
-    x = np.full(3, np.nan)
+    """A column's terms in the transposed copy are in the scatter's order
+    (rows 1, 3, 5), and summed so: a sum that cancels differently in another
+    order gives the scatter's bits."""
+    B = sp.csr_matrix((np.array([4.0, 1.0, -1e16, 1e16]),
+                       (np.array([0, 1, 3, 5]), np.array([0, 2, 2, 2]))), shape=(6, 3))
+    N = NarrowRows.from_csr(B)
+    T = ScatterTranspose.from_scatter(N)
+    assert T.shape == (3, 6) and T.indptr.tolist() == [0, 1, 1, 4]
+    assert T.indices.tolist() == [0, 1, 3, 5] and T.data.tolist() == B.data.tolist()
+    y = np.array([1.0, 3.0, 0.0, 1.0, 0.0, 1.0])
+    x, ref = np.full(3, np.nan), np.zeros(3)
     T.product(y, x, threads=1)
-    assert x.tolist() == [4.0, 0.0, (1e16 + 1.0) - 1e16]
+    N.rmatvec_add(y, ref)
+    assert x.tolist() == ref.tolist() == [4.0, 0.0, ((3.0 - 1e16) + 1e16)]
