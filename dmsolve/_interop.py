@@ -27,7 +27,7 @@ except ImportError as e:
         "sparse products that accumulate into y), which scipy %s does not provide: %s"
         % (scipy.__version__, e)) from e
 
-__all__ = ["mpi_datatype", "csr_matvec", "csc_matvec", "csr_add", "csc_add"]
+__all__ = ["mpi_datatype", "csr_matvec", "csc_matvec", "csr_add", "csc_add", "allgatherv"]
 
 
 def csr_add(n_row: int, n_col: int, indptr, indices, data, x: np.ndarray,
@@ -73,3 +73,19 @@ def mpi_datatype(dtype) -> MPI.Datatype:
     if datatype is None:
         datatype = _DATATYPES[char] = from_numpy_dtype(np.dtype(char))
     return datatype
+
+
+def allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None) -> np.ndarray | None:
+    """Every rank's ``a`` (1-D, one dtype on every rank) concatenated in rank
+    order, on every rank (or on ``root`` only; None elsewhere). Collective on
+    ``comm``."""
+    counts = np.array(comm.allgather(a.size), dtype=np.int64)
+    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    mt = mpi_datatype(a.dtype)
+    if root is None:
+        out = np.empty(int(counts.sum()), dtype=a.dtype)
+        comm.Allgatherv([a, mt], [out, (counts, displs), mt])
+        return out
+    out = np.empty(int(counts.sum()), dtype=a.dtype) if comm.Get_rank() == root else None
+    comm.Gatherv([a, mt], [out, (counts, displs), mt] if out is not None else None, root=root)
+    return out

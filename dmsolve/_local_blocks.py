@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._blocks import parallel_blocks, row_blocks
 from ._interop import csr_add
 from ._sell import FORMATS
 
-__all__ = ["CompressedRows", "canonical_csr", "check_format"]
+__all__ = ["CompressedRows", "canonical_csr", "check_format", "csr_product"]
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -35,12 +36,39 @@ class CompressedRows:
         self.indptr = np.append(B.indptr[self.rows], B.indptr[-1]).astype(B.indptr.dtype)
         self._work = np.empty(self.rows.size, dtype=np.result_type(B.dtype, dtype))
 
-    def matvec_add(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y += B @ x``. Not collective."""
-        B, w = self.matrix, self._work
-        np.take(y, self.rows, out=w, mode="clip")          # "raise" would buffer
-        csr_add(self.rows.size, B.shape[1], self.indptr, B.indices, B.data, x, w)
-        np.put(y, self.rows, w, mode="clip")
+    def matvec_add(self, x: np.ndarray, y: np.ndarray, *, threads: int = 1) -> None:
+        """``y += B @ x``, by blocks of the nonempty rows on ``threads``
+        threads (each row as on one thread). Not collective."""
+        k = threads
+        rows = row_blocks(self.rows.size, k) if k > 1 else None
+        if rows is None or rows.size <= 2:
+            self._add_rows(0, self.rows.size, x, y)
+        else:
+            parallel_blocks(lambda r0, r1: self._add_rows(r0, r1, x, y), rows, k)
+
+    def _add_rows(self, r0: int, r1: int, x: np.ndarray, y: np.ndarray) -> None:
+        # nonempty rows r0 .. r1 - 1: gathered from y, accumulated, put back
+        B, w, rows = self.matrix, self._work[r0:r1], self.rows[r0:r1]
+        np.take(y, rows, out=w, mode="clip")          # "raise" would buffer
+        csr_add(r1 - r0, B.shape[1], self.indptr[r0:r1 + 1], B.indices, B.data, x, w)
+        np.put(y, rows, w, mode="clip")
+
+
+def csr_product(B: sp.csr_matrix, x: np.ndarray, y: np.ndarray, threads: int = 1) -> None:
+    """``y = B @ x`` with scipy's CSR kernels, by blocks of rows on
+    ``threads`` threads (each row summed as on one thread). Not collective."""
+    k = threads
+    rows = row_blocks(B.shape[0], k) if k > 1 else None
+    if rows is None or rows.size <= 2:
+        y.fill(0)
+        csr_add(B.shape[0], B.shape[1], B.indptr, B.indices, B.data, x, y)
+        return
+
+    def block(r0: int, r1: int) -> None:
+        y[r0:r1] = 0
+        csr_add(r1 - r0, B.shape[1], B.indptr[r0:r1 + 1], B.indices, B.data, x, y[r0:r1])
+
+    parallel_blocks(block, rows, k)
 
 
 def check_format(local_format) -> None:

@@ -17,12 +17,13 @@ from mpi4py import MPI
 
 from ._assembly import coo_rows, global_rows, local_rows
 from ._coo_files import coo_file_rows
-from ._interop import csc_add, csr_add, mpi_datatype
+from ._interop import allgatherv, csc_add, csr_add
 from ._layout import Layout, verify_layouts
-from ._local_blocks import CompressedRows, canonical_csr, check_format
+from ._local_blocks import CompressedRows, canonical_csr, check_format, csr_product
 from ._sell import product_block
 from ._vector import DistVector
 from .bsp import NeighborExchange
+from .threads import resolve
 
 __all__ = ["DistCSR", "CompressedRows", "keys_of"]
 
@@ -76,7 +77,8 @@ class DistCSR:
     does).
     A real matrix times a complex vector is complex, and so is a complex
     matrix times a real vector; the vector's dtype must be the same on every
-    rank.
+    rank. Products run on the rank's threads (:mod:`dmsolve.threads`), with
+    the same bits at any thread count.
 
     Raises
     ------
@@ -440,12 +442,16 @@ class DistCSR:
             c = self._offd_c[dtype.char] = CompressedRows(self.offd, dtype)
         return c
 
-    def matvec(self, x: DistVector, out: DistVector | None = None) -> DistVector:
+    def matvec(self, x: DistVector, out: DistVector | None = None, *,
+               threads: int | None = None) -> DistVector:
         """``out = A @ x``.
 
         Starts the halo exchange, multiplies the on-process block, then adds
         the off-process block once the ghost values arrive. Collective among
         neighbouring ranks; allocates nothing when ``out`` is given.
+
+        On ``threads`` threads (default :func:`dmsolve.get_num_threads`) the
+        local products run by blocks of rows: the same bits at any count.
 
         ``x`` may be real or complex whatever the matrix's dtype; the result
         is float64, or complex128 when the matrix or ``x`` is complex, and
@@ -468,27 +474,32 @@ class DistCSR:
         halo = self.halo if dtype == self.halo.dtype else self.halo.for_dtype(dtype)
         y = out.local
         sell = self._sell_block() if dtype == self.dtype and dtype.kind == "f" else None
+        k = resolve(threads)
         halo.start(xl)
         try:
             if sell is not None:
-                sell.matvec(xl, y)
+                sell.matvec(xl, y, threads=k)
             else:
-                y.fill(0)
-                d = self.diag
-                csr_add(d.shape[0], d.shape[1], d.indptr, d.indices, d.data, xl, y)
+                csr_product(self.diag, xl, y, k)
         finally:            # never leave the exchange active, whatever raised
             ghost = halo.finish()
         if self.offd.nnz:
-            self._offd_rows(dtype).matvec_add(ghost, y)
+            self._offd_rows(dtype).matvec_add(ghost, y, threads=k)
         return out
 
-    def rmatvec(self, y: DistVector, out: DistVector | None = None) -> DistVector:
+    def rmatvec(self, y: DistVector, out: DistVector | None = None, *,
+                threads: int | None = None) -> DistVector:
         """``out = A^T y`` (transpose, not conjugate: :meth:`hmatvec` is ``A^H y``).
 
         Off-process contributions travel back to the owners of their columns
         by the reverse halo exchange and are summed there. Collective among
         neighbouring ranks; allocates nothing when ``out`` is given. Dtypes
         as in :meth:`matvec`.
+
+        On ``threads`` threads a real sliced-ELL or narrow ``diag`` block is
+        multiplied by rows of a transposed copy (built on the first such
+        product, the block's bytes again) holding the terms in the
+        one-thread scatter's order: the same bits at any thread count.
 
         Raises
         ------
@@ -509,10 +520,10 @@ class DistCSR:
         sell = self._sell_block() if dtype == self.dtype and dtype.kind == "f" else None
         rev.start(g)
         try:
-            x.fill(0)
             if sell is not None:
-                sell.rmatvec_add(yl, x)
+                sell.rmatvec(yl, x, threads=resolve(threads))
             else:
+                x.fill(0)
                 d = self.diag
                 csc_add(d.shape[1], d.shape[0], d.indptr, d.indices, d.data, yl, x)
         finally:            # never leave the exchange active, whatever raised
@@ -731,7 +742,7 @@ class DistCSR:
         """
         loc = self.local_rows().tocoo()
         rows = loc.row.astype(np.int64) + self.row_layout.start
-        parts = [_allgatherv(self.comm, a, root) for a in (rows, loc.col.astype(np.int64),
+        parts = [allgatherv(self.comm, a, root) for a in (rows, loc.col.astype(np.int64),
                                                            loc.data)]
         if parts[0] is None:
             return None
@@ -782,15 +793,3 @@ def keys_of(A: DistCSR) -> np.ndarray:
     lay = A.row_layout
     return np.arange(lay.start, lay.stop, dtype=np.int64)
 
-
-def _allgatherv(comm: MPI.Comm, a: np.ndarray, root: int | None = None):
-    counts = np.array(comm.allgather(a.size), dtype=np.int64)
-    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    mt = mpi_datatype(a.dtype)
-    if root is None:
-        out = np.empty(int(counts.sum()), dtype=a.dtype)
-        comm.Allgatherv([a, mt], [out, (counts, displs), mt])
-        return out
-    out = np.empty(int(counts.sum()), dtype=a.dtype) if comm.Get_rank() == root else None
-    comm.Gatherv([a, mt], [out, (counts, displs), mt] if out is not None else None, root=root)
-    return out

@@ -31,8 +31,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._narrow import NarrowRows
-from ._sell_kernels import CHUNK, sell_fill, sell_layout, sell_matvec, sell_rmatvec_add
+from ._blocks import row_blocks
+from ._narrow import NarrowRows, transpose_nbytes, transposed_product
+from ._sell_kernels import (CHUNK, sell_count_columns, sell_fill, sell_layout, sell_matvec,
+                            sell_matvec_chunks, sell_rmatvec_add, sell_transpose_fill)
+from .threads import parallel_for
 
 __all__ = ["SlicedEll", "choose_format", "product_block", "FORMATS"]
 
@@ -75,6 +78,8 @@ class SlicedEll:
         self.slot_ptr, self.run_col = slot_ptr, run_col
         self.gather_ptr, self.gather_col, self.vals = gather_ptr, gather_col, vals
         self._acc = np.zeros(self.chunk)
+        self._accs = np.zeros((0, self.chunk))     # one row per block of a threaded product
+        self._transpose = None      # dmsolve._narrow.ScatterTranspose, for threaded rmatvec
 
     @classmethod
     def from_csr(cls, B: sp.csr_matrix, max_bytes: float | None = None) -> "SlicedEll | None":
@@ -127,6 +132,11 @@ class SlicedEll:
                          self.vals.astype(dtype))
 
     @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values. Not collective."""
+        return self.vals.dtype
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the stored arrays. Not collective."""
         return sum(a.nbytes for a in (self.slot_ptr, self.run_col, self.gather_ptr,
@@ -134,24 +144,55 @@ class SlicedEll:
 
     @property
     def stored_nbytes(self) -> int:
-        """Bytes held beside the CSR block (all of :attr:`nbytes`). Not collective."""
-        return self.nbytes
+        """Bytes held beside the CSR block (all of :attr:`nbytes`, and the
+        transposed copy of threaded transposed products once built). Not collective."""
+        return self.nbytes + transpose_nbytes(self)
 
     @property
     def run_fraction(self) -> float:
         """The fraction of the stored slots that are run slots. Not collective."""
         return float(np.mean(self.run_col >= 0)) if self.run_col.size else 0.0
 
-    def matvec(self, x: np.ndarray, y: np.ndarray) -> None:
-        """``y = B @ x`` (of the block's dtype, every entry of ``y`` written).
-        Not collective."""
-        sell_matvec(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
-                    self.gather_col, self.vals, x, y, self._acc)
+    def matvec(self, x: np.ndarray, y: np.ndarray, *, threads: int = 1) -> None:
+        """``y = B @ x`` (of the block's dtype, every entry of ``y`` written),
+        on ``threads`` threads by blocks of whole chunks: every row is summed
+        as on one thread, the same bits. Not collective."""
+        n = self.shape[0]
+        k = threads
+        rows = row_blocks(n, k, CHUNK) if k > 1 else None
+        if rows is None or rows.size <= 2:
+            sell_matvec(n, self.slot_ptr, self.run_col, self.gather_ptr,
+                        self.gather_col, self.vals, x, y, self._acc)
+            return
+        chunks = (rows + (CHUNK - 1)) // CHUNK
+        if self._accs.shape[0] < chunks.size - 1:
+            self._accs = np.zeros((chunks.size - 1, CHUNK))
+        accs = self._accs
+        parallel_for(lambda b: sell_matvec_chunks(
+            chunks[b], chunks[b + 1], n, self.slot_ptr, self.run_col, self.gather_ptr,
+            self.gather_col, self.vals, x, y, accs[b]), chunks.size - 1, k)
 
     def rmatvec_add(self, y: np.ndarray, x: np.ndarray) -> None:
         """``x += B^T y`` (of the block's dtype). Not collective."""
         sell_rmatvec_add(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
                          self.gather_col, self.vals, y, x)
+
+    def rmatvec(self, y: np.ndarray, x: np.ndarray, *, threads: int = 1) -> None:
+        """``x = B^T y``: see :func:`dmsolve._narrow.transposed_product`. Not collective."""
+        transposed_product(self, y, x, threads)
+
+    def scatter_count(self, counts: np.ndarray) -> None:
+        """``counts[c] +=`` the number of terms :meth:`rmatvec_add` adds into
+        ``x[c]`` (padding lanes of real rows included: they add ``0 * y``).
+        Not collective."""
+        sell_count_columns(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
+                           self.gather_col, counts)
+
+    def scatter_fill(self, next_pos: np.ndarray, indices: np.ndarray, data: np.ndarray) -> None:
+        """Place the terms of :meth:`rmatvec_add` by column in the order it
+        adds them (see :class:`dmsolve._narrow.ScatterTranspose`). Not collective."""
+        sell_transpose_fill(self.shape[0], self.slot_ptr, self.run_col, self.gather_ptr,
+                            self.gather_col, self.vals, next_pos, indices, data)
 
     def to_csr(self) -> sp.csr_matrix:
         """The block back as CSR (padding dropped; an entry stored as an explicit

@@ -22,7 +22,8 @@ import numpy as np
 
 from .jit import njit
 
-__all__ = ["CHUNK", "sell_layout", "sell_fill", "sell_matvec", "sell_rmatvec_add"]
+__all__ = ["CHUNK", "sell_layout", "sell_fill", "sell_matvec", "sell_matvec_chunks",
+           "sell_rmatvec_add", "sell_count_columns", "sell_transpose_fill"]
 
 #: Rows per chunk. Measured on 3D Poisson 100^3 (one core): 16 rows
 #: 4.6 ms, 32 rows 3.6 ms, 64 rows 2.8 ms per product (scipy CSR 6.9 ms).
@@ -172,3 +173,72 @@ def sell_rmatvec_add(nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, y,
                 q = np.uint64(gather_ptr[s])
                 for i in range(m):
                     x[np.uint64(gather_col[q + i])] += vals[o + i] * y[r + i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sell_matvec_chunks(k0, k1, nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, x, y,
+                       acc):  # pragma: no cover
+    """:func:`sell_matvec` over chunks ``k0 .. k1 - 1`` only (the rows of a
+    block of a threaded product): each row is summed as there, so the rows
+    of ``y`` are the same bits. ``acc`` is the block's own ``CHUNK`` float64.
+    Not collective."""
+    for k in range(k0, k1):
+        for i in range(_C):
+            acc[i] = 0.0
+        for s in range(slot_ptr[k], slot_ptr[k + 1]):
+            o = np.uint64(s) * _C
+            c = run_col[s]
+            if c >= 0:
+                cu = np.uint64(c)
+                for i in range(_C):
+                    acc[i] += vals[o + i] * x[cu + i]
+            else:
+                q = np.uint64(gather_ptr[s])
+                for i in range(_C):
+                    acc[i] += vals[o + i] * x[np.uint64(gather_col[q + i])]
+        r = np.uint64(k) * _C
+        m = min(_C, np.uint64(nrows) - r)
+        for i in range(m):
+            y[r + i] = acc[i]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sell_count_columns(nrows, slot_ptr, run_col, gather_ptr, gather_col,
+                       counts):  # pragma: no cover
+    """``counts[c] += 1`` for every term :func:`sell_rmatvec_add` adds into
+    ``x[c]`` (padding lanes of real rows included). Not collective."""
+    nchunks = slot_ptr.shape[0] - 1
+    for k in range(nchunks):
+        r = np.uint64(k) * _C
+        m = min(_C, np.uint64(nrows) - r)
+        for s in range(slot_ptr[k], slot_ptr[k + 1]):
+            c = run_col[s]
+            if c >= 0:
+                for i in range(m):
+                    counts[np.uint64(c) + i] += 1
+            else:
+                q = np.uint64(gather_ptr[s])
+                for i in range(m):
+                    counts[np.uint64(gather_col[q + i])] += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def sell_transpose_fill(nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, next_pos,
+                        out_indices, out_data):  # pragma: no cover
+    """The terms of :func:`sell_rmatvec_add` placed by column in the order it
+    adds them (a stable counting sort; ``next_pos`` as in
+    :func:`dmsolve._narrow_kernels.narrow_transpose_fill`). Not collective."""
+    nchunks = slot_ptr.shape[0] - 1
+    for k in range(nchunks):
+        r = np.uint64(k) * _C
+        m = min(_C, np.uint64(nrows) - r)
+        for s in range(slot_ptr[k], slot_ptr[k + 1]):
+            o = np.uint64(s) * _C
+            c = run_col[s]
+            q = np.uint64(gather_ptr[s])
+            for i in range(m):
+                col = np.uint64(c) + i if c >= 0 else np.uint64(gather_col[q + i])
+                p = next_pos[col]
+                out_indices[p] = r + i
+                out_data[p] = vals[o + i]
+                next_pos[col] = p + 1

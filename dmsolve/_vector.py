@@ -7,9 +7,12 @@ import numbers
 import numpy as np
 from mpi4py import MPI
 
+from ._blocks import lane_total, run_lanes
 from ._errors import agree
 from ._interop import mpi_datatype
 from ._layout import Layout
+from ._vector_kernels import abs_sum_lanes, dot_lanes
+from .threads import resolve
 
 __all__ = ["DistVector"]
 
@@ -227,23 +230,31 @@ class DistVector:
         return self
 
     # -- reductions (collective) ---------------------------------------------
-    def local_dot(self, other: "DistVector"):
-        """This rank's part of ``dot(self, other)``. Not collective."""
+    def local_dot(self, other: "DistVector", *, threads: int | None = None):
+        """This rank's part of ``dot(self, other)``, on ``threads`` threads
+        (see :meth:`dot`). Not collective."""
         self._check(other)
-        return np.vdot(self.local, other.local)
+        return local_vdot(self.local, other.local, threads)
 
-    def dot(self, other: "DistVector"):
-        """Inner product ``sum(conj(self) * other)``. Collective."""
-        return self.comm.allreduce(self.local_dot(other), op=MPI.SUM)
+    def dot(self, other: "DistVector", *, threads: int | None = None):
+        """Inner product ``sum(conj(self) * other)``. Collective.
 
-    def norm(self, ord=2) -> float:
-        """Vector norm (``2``, ``1`` or ``np.inf``). Collective."""
+        On ``threads`` threads (default :func:`dmsolve.get_num_threads`), two
+        or more, a float64 or complex128 rank's part is summed in fixed lanes
+        (:func:`dmsolve.threads.lane_bounds`): the same bits at any such
+        thread count and on every run; one thread sums as ``np.vdot``.
+        """
+        return self.comm.allreduce(self.local_dot(other, threads=threads), op=MPI.SUM)
+
+    def norm(self, ord=2, *, threads: int | None = None) -> float:
+        """Vector norm (``2``, ``1`` or ``np.inf``). Collective. The 2- and
+        1-norms sum on ``threads`` threads as :meth:`dot` does."""
         loc = self.local
         if ord == 2:
             return float(np.sqrt(self.comm.allreduce(
-                float(np.vdot(loc, loc).real), op=MPI.SUM)))
+                float(local_vdot(loc, loc, threads).real), op=MPI.SUM)))
         if ord == 1:
-            return float(self.comm.allreduce(float(np.abs(loc).sum()), op=MPI.SUM))
+            return float(self.comm.allreduce(float(_abs_sum(loc, threads)), op=MPI.SUM))
         if ord in (np.inf, "inf"):
             mx = float(np.abs(loc).max()) if loc.size else 0.0
             return float(self.comm.allreduce(mx, op=MPI.MAX))
@@ -384,6 +395,30 @@ class DistVector:
 _ARRAY_MIX = ("cannot combine a DistVector with a numpy array in %s (the DistVector is "
               "distributed, the array is not): distribute the array with "
               "DistVector.from_global(array, x.layout), or work on x.local, this rank's part")
+
+
+_LANE_DTYPES = (np.dtype(np.float64), np.dtype(np.complex128))
+
+
+def local_vdot(a: np.ndarray, b: np.ndarray, threads: int | None = None):
+    """``np.vdot(a, b)``; on two or more threads (float64 or complex128
+    arrays), summed in fixed lanes by blocks of lanes, the same bits at any
+    such thread count. Not collective."""
+    k = resolve(threads)
+    if k == 1 or a.dtype not in _LANE_DTYPES or b.dtype not in _LANE_DTYPES:
+        return np.vdot(a, b)
+    partial = run_lanes(lambda bounds, l0, l1, part: dot_lanes(a, b, bounds, l0, l1, part),
+                        a.shape[0], k, dtype=np.result_type(a.dtype, b.dtype))
+    return lane_total(partial)
+
+
+def _abs_sum(a: np.ndarray, threads: int | None):
+    # sum(|a|), in fixed lanes on two or more threads (as local_vdot)
+    k = resolve(threads)
+    if k == 1 or a.dtype not in _LANE_DTYPES:
+        return np.abs(a).sum()
+    return lane_total(run_lanes(lambda bounds, l0, l1, part: abs_sum_lanes(
+        a, bounds, l0, l1, part), a.shape[0], k))
 
 
 def _axpy_inplace(alpha, x: np.ndarray, y: np.ndarray) -> None:

@@ -13,6 +13,7 @@ from ._jacobi import checked_inverse_diagonal
 from ._kernels import chebyshev_start, chebyshev_step
 from ._precision import Float32Work, check_precision, refuse_single_reproducible
 from ._registry import register
+from ._threads import row_split, run_blocks
 
 __all__ = ["Chebyshev", "ChebyshevKernel"]
 
@@ -53,13 +54,24 @@ class ChebyshevKernel:
             A.matvec(self._xv, out=self._yv)
         sigma = theta / delta if delta > 0 else np.inf
         rho = 1.0 / sigma
+        rows = row_split(r.shape[0])        # None: one thread, one block
         # r = b - A x (b from a zero guess); d = (r * dinv) / theta; x += d
-        chebyshev_start(b, Ad, dinv, d, x, r, 1.0 / theta, zero_guess)
+        if rows is None:
+            chebyshev_start(b, Ad, dinv, d, x, r, 1.0 / theta, zero_guess)
+        else:
+            run_blocks(lambda lo, hi: chebyshev_start(
+                b[lo:hi], Ad[lo:hi], dinv[lo:hi], d[lo:hi], x[lo:hi], r[lo:hi], 1.0 / theta,
+                zero_guess), rows)
         for _ in range(self.degree - 1):
             A.matvec(self._xv, out=self._yv)
             rho_new = 1.0 / (2.0 * sigma - rho)
             # r -= Ad; d = rho_new rho d + (2 rho_new / delta) dinv r; x += d
-            chebyshev_step(r, Ad, dinv, d, x, rho_new * rho, 2.0 * rho_new / delta)
+            a, c = rho_new * rho, 2.0 * rho_new / delta
+            if rows is None:
+                chebyshev_step(r, Ad, dinv, d, x, a, c)
+            else:
+                run_blocks(lambda lo, hi: chebyshev_step(
+                    r[lo:hi], Ad[lo:hi], dinv[lo:hi], d[lo:hi], x[lo:hi], a, c), rows)
             rho = rho_new
 
 

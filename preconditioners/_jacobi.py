@@ -10,6 +10,7 @@ from dmsolve.validate import agreed, check_bool, check_real
 from ._diagonal import refuse_rows
 from ._precision import check_precision, refuse_single_reproducible
 from ._registry import register
+from ._threads import ufunc_blocks
 
 __all__ = ["Jacobi", "Identity", "checked_inverse_diagonal"]
 
@@ -90,7 +91,7 @@ class Jacobi(Preconditioner):
 
     def _apply(self, r, out):
         """Not collective."""
-        np.multiply(r, self.inv_diag, out=out)
+        ufunc_blocks(np.multiply, r, self.inv_diag, out)
 
     def _describe(self):
         return {"omega": self.omega, "precision": self.precision,

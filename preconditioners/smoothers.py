@@ -27,6 +27,7 @@ from ._diagonal import checked_diagonal, refuse_rows
 from ._eigen import lanczos_extremes
 from ._kernels import sor_sweep, unsigned_index
 from ._registry import check_options
+from ._threads import ufunc_blocks
 
 __all__ = ["SMOOTHERS", "make_smoother", "check_smoother", "register_smoother",
            "adjoint_smoother", "MAX_SWEEPS"]
@@ -108,7 +109,7 @@ class _Residual:
     def residual(self, b, x, out):
         np.copyto(self.xv.local, x)
         self.A.matvec(self.xv, out=self.yv)
-        np.subtract(b, self.yv.local, out=out)
+        ufunc_blocks(np.subtract, b, self.yv.local, out)
 
 
 @register_smoother("jacobi")
@@ -167,11 +168,11 @@ class JacobiSmoother(_Residual):
         Collective among neighbours (halo exchanges)."""
         for it in range(self.iterations):
             if zero_guess and it == 0:
-                np.multiply(self.scaled, b, out=x)
+                ufunc_blocks(np.multiply, self.scaled, b, x)
                 continue
             self.residual(b, x, self._r)
-            self._r *= self.scaled
-            x += self._r
+            ufunc_blocks(np.multiply, self._r, self.scaled, self._r)
+            ufunc_blocks(np.add, x, self._r, x)
 
 
 @register_smoother("l1-jacobi")

@@ -52,7 +52,8 @@ def kernels() -> dict[str, object]:
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
                               "dmsolve._reprosum", "dmsolve.bsp._merge_kernel",
-                              "dmsolve._mmread_kernels", "dmsolve._narrow_kernels"]:
+                              "dmsolve._mmread_kernels", "dmsolve._narrow_kernels",
+                              "dmsolve._vector_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if is_kernel(obj) and obj.py_func.__module__ == modname:
@@ -90,6 +91,38 @@ def warm_products(comm) -> None:
         x.local[:] = 1.0
         M.matvec(x, out=y)
         M.rmatvec(y, out=x)
+
+
+def warm_threads(comm) -> None:
+    """The kernels of a rank's work on two threads: products by row blocks
+    (sliced ELL, narrow CSR, the transposed copy; float64 and float32),
+    vector sums in lanes, CG and pipelined CG's fused passes by lanes (real
+    and complex), on blocks made small enough to split a tiny problem."""
+    import dmsolve.gallery as gallery
+    from dmsolve import threads
+    from dmsolve.krylov import cg, pipecg
+
+    saved = threads.MIN_BLOCK
+    threads.MIN_BLOCK = 64
+    try:
+        with threads.using(2):
+            A = gallery.poisson2d(24, comm)
+            for fmt in ("sell", "narrow"):
+                A.set_local_format(fmt)
+                for M in (A, A.single()):
+                    x, y = M.create_vectors()
+                    x.local[:] = 1.0
+                    M.matvec(x, out=y)
+                    M.rmatvec(y, out=x)
+            for Ak in (A, A.astype(complex)):
+                b = gallery.rhs(Ak, "random")
+                b.dot(b)
+                b.norm(1)
+                for method in (cg, pipecg):
+                    method(Ak, b, maxiter=3)
+                    method(Ak, b, maxiter=3, norm_type="preconditioned")
+    finally:
+        threads.MIN_BLOCK = saved
 
 
 def warm_krylov(comm) -> None:
@@ -245,6 +278,7 @@ def main(argv=None) -> int:
     # a fresh checkout spends minutes here with nothing else to show: one
     # line per stage (on rank 0) says what is being compiled and for how long
     stages = [("sparse products", warm_products), ("Krylov kernels", warm_krylov),
+              ("threaded kernels", warm_threads),
               ("preconditioners", warm_preconditioners), ("topology", warm_topology)]
     for title, warm in stages:
         say("compiling the %s on rank 0" % title)

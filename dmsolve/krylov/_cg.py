@@ -9,7 +9,7 @@ import numpy as np
 
 from .._vector import DistVector
 from ._docs import document
-from ._fused_kernels import xpay
+from ._threaded import xpay
 from ._info import ConvergedReason
 from ._result import finish, zero_rhs
 from ._stopping import DEFAULT_DIVTOL

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from ..jit import njit
 
-__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots", "axpy_plain"]
+__all__ = ["LANES", "cg_update", "xpay", "dot2", "pipecg_update", "pipecg_dots", "axpy_plain",
+           "cg_update_lanes", "dot2_lanes", "pipecg_update_lanes", "pipecg_dots_lanes"]
 
 #: Independent partial sums per inner product.
 LANES = 4
@@ -204,3 +205,43 @@ def axpy_plain(alpha, x, y):  # pragma: no cover
     reproducible mode needs."""
     for i in range(y.shape[0]):
         y[i] += alpha * x[i]
+
+
+# -- by lanes, for threads: each lane is one call of the kernel above on the
+# lane's slice, so a lane's sum does not depend on which thread took it; the
+# caller adds the lane sums in lane order (dmsolve._blocks.lane_total)
+@njit(cache=True, nogil=True, boundscheck=False)
+def cg_update_lanes(alpha, p, q, x, r, bounds, l0, l1, partial):  # pragma: no cover
+    """:func:`cg_update` on lanes ``l0 .. l1 - 1`` (``bounds[l] ..
+    bounds[l + 1]``), lane ``l``'s ``r^H r`` into ``partial[l]``."""
+    for lane in range(l0, l1):
+        lo, hi = bounds[lane], bounds[lane + 1]
+        partial[lane] = cg_update(alpha, p[lo:hi], q[lo:hi], x[lo:hi], r[lo:hi])
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def dot2_lanes(a, b, c, d, bounds, l0, l1, partial):  # pragma: no cover
+    """:func:`dot2` on lanes ``l0 .. l1 - 1``, lane ``l``'s pair into ``partial[l]``."""
+    for lane in range(l0, l1):
+        lo, hi = bounds[lane], bounds[lane + 1]
+        dot2(a[lo:hi], b[lo:hi], c[lo:hi], d[lo:hi], partial[lane])
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def pipecg_update_lanes(alpha, beta, norm, n_, m, w, u, z, q, s, p, x, r, bounds, l0, l1,
+                        partial):  # pragma: no cover
+    """:func:`pipecg_update` on lanes ``l0 .. l1 - 1``, lane ``l``'s three
+    inner products into ``partial[l]``."""
+    for lane in range(l0, l1):
+        lo, hi = bounds[lane], bounds[lane + 1]
+        pipecg_update(alpha, beta, norm, n_[lo:hi], m[lo:hi], w[lo:hi], u[lo:hi], z[lo:hi],
+                      q[lo:hi], s[lo:hi], p[lo:hi], x[lo:hi], r[lo:hi], partial[lane])
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def pipecg_dots_lanes(norm, w, u, r, bounds, l0, l1, partial):  # pragma: no cover
+    """:func:`pipecg_dots` on lanes ``l0 .. l1 - 1``: the sums
+    :func:`pipecg_update_lanes` leaves, lane by lane."""
+    for lane in range(l0, l1):
+        lo, hi = bounds[lane], bounds[lane + 1]
+        pipecg_dots(norm, w[lo:hi], u[lo:hi], r[lo:hi], partial[lane])

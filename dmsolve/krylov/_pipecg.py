@@ -10,7 +10,7 @@ import numpy as np
 
 from .._vector import DistVector
 from ._docs import document
-from ._fused_kernels import pipecg_dots, pipecg_update
+from ._threaded import pipecg_dots, pipecg_update
 from ._info import ConvergedReason
 from ._result import finish, zero_rhs
 from ._stopping import DEFAULT_DIVTOL
@@ -225,8 +225,8 @@ def _iterate(s: System, v: PipeVectors, it: int, start: int, gamma_old: float,
         # z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
         # x += alpha p, r -= alpha s, u -= alpha q, w -= alpha z; and the
         # next reduction's (r, u), (u, w) and the norm's, all in one pass
-        pipecg_update(alpha, beta, v.norm_code, v.n.local, v.m.local, v.w.local, v.u.local,
-                      v.z.local, v.q.local, v.s.local, v.p.local, v.x.local, v.r.local, v.send)
+        pipecg_update(alpha, beta, v.norm_code, (v.n.local, v.m.local, v.w.local, v.u.local,
+                      v.z.local, v.q.local, v.s.local, v.p.local, v.x.local, v.r.local), v.send)
         have_dots = True
         gamma_old, alpha_old = gamma, alpha
         it += 1

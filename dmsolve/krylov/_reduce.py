@@ -10,7 +10,7 @@ from .. import _errors
 from .._errors import agree, announce, complete, open_channel, position
 from .._reprosum import (accumulators, dot2_into, dot_into, dots_into, normalize, to_float,
                          update_dot_into)
-from ._fused_kernels import cg_update, dot2
+from ._threaded import cg_update, dot2, vdot
 from ._linalg import gemv_dot
 
 __all__ = ["Reducer", "ExactReducer"]
@@ -125,10 +125,11 @@ class Reducer:
     # -- local parts into slots --------------------------------------------------------
     def put(self, i: int, a: np.ndarray, b: np.ndarray, send: np.ndarray | None = None) -> None:
         """This rank's part of ``a^H b`` into slot ``i`` of ``send`` (default
-        :attr:`send`), for the next :meth:`reduce` (:meth:`ireduce`). Not
+        :attr:`send`), for the next :meth:`reduce` (:meth:`ireduce`); on two
+        or more threads summed in fixed lanes (:mod:`._threaded`). Not
         collective."""
         send = self._send if send is None else send
-        send[i] = self.dot(a, b)
+        send[i] = vdot(a, b, self.dot)
 
     def put_rows(self, i: int, V: np.ndarray, w: np.ndarray,
                  send: np.ndarray | None = None) -> None:
@@ -146,7 +147,7 @@ class Reducer:
         send = self._send
         if rr is not None:
             send[i + 1] = rr
-            send[i] = rr if a is c and b is c else self.dot(a, b)
+            send[i] = rr if a is c and b is c else vdot(a, b, self.dot)
         else:
             dot2(a, b, c, d, send[i:i + 2])
 

@@ -6,6 +6,8 @@ import numpy as np
 
 from dmsolve import Registry
 
+from .._threads import ufunc_blocks
+
 __all__ = ["CYCLES", "run_cycle"]
 
 #: Cycle shapes by name: the number of coarse-grid visits per level (gamma).
@@ -38,5 +40,5 @@ def run_cycle(levels, coarse, lvl: int, b: np.ndarray, x: np.ndarray, gamma: int
         run_cycle(levels, coarse, lvl + 1, L.bc.local, L.xc.local, gamma,
                   zero_guess=(visit == 0))
     L.P.matvec(L.xc, out=L.corr)
-    x += L.corr.local
+    ufunc_blocks(np.add, x, L.corr.local, x)
     L.postsmoother.smooth(b, x, False)

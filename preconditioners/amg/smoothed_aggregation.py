@@ -24,6 +24,7 @@ from dmsolve.validate import agreed, check_bool, check_choice, check_int
 from .._diagonal import checked_diagonal
 from .._precision import Float32Work, check_precision, refuse_single_reproducible
 from .._registry import register
+from .._threads import ufunc_blocks
 from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother,
                          make_smoother)
 from .aggregate import AGGREGATIONS
@@ -87,7 +88,7 @@ class Level:
         y = DistVector(lay, out)
         assert y.local is out, "out must be a contiguous array of the level's dtype"
         self.A.matvec(DistVector(lay, x), out=y)
-        np.subtract(b, out, out=out)
+        ufunc_blocks(np.subtract, b, out, out)
 
 
 class IdleLevel:
@@ -539,6 +540,10 @@ class SmoothedAggregation(Preconditioner):
             tm["smoothers"] += time.perf_counter() - t
             self.levels.append(Level(Ak, P, pre, post))
             self._level_info.append({"rho": rho})
+            # one restriction now, on every rank of the level whatever its
+            # thread count: on threads it builds the prolongator's transposed
+            # copy here, at set-up, rather than in the first cycle
+            self.levels[-1].P.rmatvec(self.levels[-1].r, out=self.levels[-1].bc)
             if report:
                 note("level %d: %d rows, %d nonzeros", len(self.levels) - 1, Ak.shape[0],
                      Ak.global_nnz())

@@ -21,6 +21,7 @@ from dmsolve.bsp import NeighborExchange
 from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, run_mpi_job)
 from operands import complex_matrix, dominant, random_matrix, real_matrix, uneven_layout, vector
+from threaded import Posts, same_bits, small_blocks
 
 
 CASES = {
@@ -558,3 +559,33 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+@pytest.mark.parametrize("fmt", ["auto", "sell", "narrow", "csr"])
+@pytest.mark.parametrize("layouts", ["block", "uneven"])
+@pytest.mark.parametrize("kind", ["real", "complex-x", "complex-matrix"])
+def test_threaded_products_are_the_bits_of_one_thread(comm, monkeypatch, fmt, layouts, kind):
+    """matvec and rmatvec on 2 and 4 threads (the on- and off-process blocks
+    split into blocks of rows) give the bits of one thread."""
+    small_blocks(monkeypatch, rows=48)
+    posts = Posts(monkeypatch)
+    A = random_matrix(1500, 1300, density=0.004, seed=11, empty_rows=(3, 700))
+    A = A + sp.eye(1500, 1300, format="csr")
+    if kind == "complex-matrix":
+        A = A + 1j * random_matrix(1500, 1300, density=0.002, seed=12)
+    row_layout, col_layout = _layouts(layouts, A, comm)
+    dA = DistCSR.from_global(A, comm, layout=row_layout, col_layout=col_layout)
+    dA.set_local_format(fmt)
+    x = vector(1300, 1, "real" if kind == "real" else "complex")
+    y = vector(1500, 2, "real" if kind == "real" else "complex")
+    dx, dy = DistVector.from_global(x, dA.col_layout), DistVector.from_global(y, dA.row_layout)
+    ref, rref = dA.matvec(dx, threads=1).local.copy(), dA.rmatvec(dy, threads=1).local.copy()
+    for k in (2, 4):
+        assert_collective(comm, same_bits(dA.matvec(dx, threads=k).local, ref), "matvec %d" % k)
+        assert_collective(comm, same_bits(dA.rmatvec(dy, threads=k).local, rref),
+                          "rmatvec %d" % k)
+    assert_collective(comm, posts.count > 0 or dA.row_layout.local_size < 96)
+    assert_allclose_collective(dA.matvec(dx, threads=2).gather(), A @ x, rtol=1e-13,
+                               atol=1e-13)
+    assert_allclose_collective(dA.rmatvec(dy, threads=2).gather(), A.T @ y, rtol=1e-13,
+                               atol=1e-13)

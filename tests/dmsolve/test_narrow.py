@@ -6,10 +6,11 @@ import pytest
 import scipy.sparse as sp
 
 from dmsolve import DistCSR, DistVector
-from dmsolve._narrow import NarrowRows, index_dtype
+from dmsolve._narrow import NarrowRows, ScatterTranspose, index_dtype
 from dmsolve._sell import MIN_AUTO_ROWS, choose_format, product_block
 from mpitest import assert_allclose_collective, assert_collective, assert_equal_collective
 from operands import random_matrix
+from threaded import Posts, same_bits, small_blocks
 
 
 def ragged(m, n, seed=0):
@@ -124,3 +125,48 @@ def test_distcsr_in_narrow_equals_csr(comm, fmt):
     assert_allclose_collective(s.rmatvec(x32).gather(), A.T @ x.gather(), rtol=1e-5,
                                atol=1e-6 * scale)
     assert_collective(comm, (s.to_scipy() != A.astype(np.float32)).nnz == 0)
+
+
+@pytest.mark.parametrize("shape", [(3000, 2500), (700, 70000)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_threaded_products_are_the_bits_of_one_thread(monkeypatch, shape, dtype):
+    # rows split into blocks (matvec); the transposed copy holds each
+    # column's terms in the scatter's order (rmatvec): the same bits
+    small_blocks(monkeypatch, rows=100)
+    posts = Posts(monkeypatch)
+    B = ragged(*shape, seed=7).astype(dtype)
+    N = NarrowRows.from_csr(B)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape[1]).astype(dtype)
+    y = rng.standard_normal(shape[0]).astype(dtype)
+    ref, rref = np.empty(shape[0], dtype), np.zeros(shape[1], dtype)
+    N.matvec(x, ref, threads=1)
+    N.rmatvec_add(y, rref)
+    for k in (1, 2, 4):
+        out, rout = np.full(shape[0], np.nan, dtype), np.full(shape[1], np.nan, dtype)
+        N.matvec(x, out, threads=k)
+        N.rmatvec(y, rout, threads=k)
+        assert same_bits(out, ref) and same_bits(rout, rref), k
+    assert posts.count > 0
+    T = N._transpose
+    assert isinstance(T, ScatterTranspose) and T.shape == (shape[1], shape[0])
+    assert N.stored_nbytes == N.nbytes - N.data.nbytes + T.nbytes
+    np.testing.assert_allclose(rref, B.T @ y, rtol=1e-3 if dtype == np.float32 else 1e-12,
+                               atol=1e-3 if dtype == np.float32 else 1e-12)
+
+
+def test_scatter_transpose_keeps_the_scatter_order_of_terms():
+    """A column's terms in the transposed copy are in the scatter's order
+    (rows 1, 3, 5), and summed so: a sum that cancels differently in another
+    order gives the scatter's bits."""
+    B = sp.csr_matrix((np.array([4.0, 1.0, -1e16, 1e16]),
+                       (np.array([0, 1, 3, 5]), np.array([0, 2, 2, 2]))), shape=(6, 3))
+    N = NarrowRows.from_csr(B)
+    T = ScatterTranspose.from_scatter(N)
+    assert T.shape == (3, 6) and T.indptr.tolist() == [0, 1, 1, 4]
+    assert T.indices.tolist() == [0, 1, 3, 5] and T.data.tolist() == B.data.tolist()
+    y = np.array([1.0, 3.0, 0.0, 1.0, 0.0, 1.0])
+    x, ref = np.full(3, np.nan), np.zeros(3)
+    T.product(y, x, threads=1)
+    N.rmatvec_add(y, ref)
+    assert x.tolist() == ref.tolist() == [4.0, 0.0, ((3.0 - 1e16) + 1e16)]

@@ -7,10 +7,11 @@ import pytest
 from mpi4py import MPI
 
 from bad_inputs import check_bad_input
-from dmsolve import DistVector, Layout, gallery
+from dmsolve import DistVector, Layout, gallery, threads
 from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective, same_on_all_ranks)
 from operands import uneven_layout, vector
+from threaded import Posts, same_bits, small_blocks
 
 
 @pytest.mark.parametrize("n", [0, 7, 13, 101])
@@ -246,3 +247,27 @@ def test_norms_of_a_vector_whose_ranks_own_nothing(comm):
     A = gallery.poisson1d(2, comm)
     x = DistVector.from_global(np.array([3.0, -4.0]), A.row_layout)
     assert_allclose_collective([x.norm(), x.norm(1), x.norm(np.inf)], [5.0, 7.0, 4.0], comm)
+
+
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_threaded_reductions_sum_in_fixed_lanes(comm, monkeypatch, kind):
+    """dot and the 1- and 2-norms: one thread sums as numpy; two or more
+    sum in fixed lanes, the same bits at 2, 3 and 4 threads and on every
+    run, and close to numpy's."""
+    small_blocks(monkeypatch, lane=40)
+    posts = Posts(monkeypatch)
+    lay = uneven_layout(3001, comm)
+    x = DistVector.from_global(vector(3001, 4, kind) * 1e3, lay)
+    y = DistVector.from_global(vector(3001, 5, kind), lay)
+    assert_collective(comm, same_bits(x.local_dot(y, threads=1), np.vdot(x.local, y.local)))
+    ref = (x.dot(y, threads=2), x.norm(threads=2), x.norm(1, threads=2))
+    for k in (2, 3, 4, 3, 2):
+        got = (x.dot(y, threads=k), x.norm(threads=k), x.norm(1, threads=k))
+        assert_collective(comm, all(same_bits(a, b) for a, b in zip(got, ref)), "threads %d" % k)
+    assert_collective(comm, posts.count > 0 or lay.local_size < 80)
+    xg, yg = x.gather(), y.gather()
+    assert_allclose_collective(ref[0], np.vdot(xg, yg), rtol=1e-12)
+    assert_allclose_collective(ref[1], np.linalg.norm(xg), rtol=1e-13)
+    assert_allclose_collective(ref[2], np.abs(xg).sum(), rtol=1e-13)
+    with threads.using(4):          # the process default
+        assert_collective(comm, same_bits(x.dot(y), ref[0]) and same_bits(x.norm(), ref[1]))

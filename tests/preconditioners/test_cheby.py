@@ -1,10 +1,17 @@
 """The Chebyshev polynomial preconditioner: its options checked at the door,
-with the same exception on every rank."""
+with the same exception on every rank, and the same bits on any number of
+threads."""
 
+import numpy as np
 import pytest
+from mpi4py import MPI
 
+import dmsolve.gallery as gallery
 import preconditioners
 from bad_inputs import check_bad_input, make_pc
+from dmsolve import threads
+from mpitest import assert_collective
+from threaded import Posts, same_bits, small_blocks
 
 
 # -- bad input: the same exception on every rank -------------------------------------------
@@ -28,3 +35,22 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_threaded_application_is_the_bits_of_one_thread(monkeypatch, precision):
+    """Chebyshev's vector updates and matvecs by blocks of rows on 2 and 4
+    threads give the bits of one thread."""
+    comm = MPI.COMM_WORLD
+    small_blocks(monkeypatch, rows=64)
+    A = gallery.poisson3d(16, comm)
+    M = preconditioners.make("cheby", A, degree=3, precision=precision)
+    r = gallery.rhs(A, "random")
+    with threads.using(1):
+        ref = M(r).local.copy()
+    posts = Posts(monkeypatch)
+    for k in (2, 4):
+        with threads.using(k):
+            assert_collective(comm, same_bits(M(r).local, ref), "threads %d" % k)
+    assert_collective(comm, posts.count > 0 or A.row_layout.local_size < 128)
+    assert_collective(comm, bool(np.all(np.isfinite(ref))))

@@ -1,4 +1,4 @@
-"""Point Jacobi against its serial formula."""
+"""Point Jacobi against its serial formula, on any number of threads."""
 
 import pytest
 from mpi4py import MPI
@@ -7,7 +7,9 @@ import dmsolve.gallery as gallery
 import preconditioners
 from bad_inputs import check_bad_input, make_pc, zero_diagonal_matrix
 from dmsolve import DistVector, Layout, solve
-from mpitest import assert_allclose_collective
+from dmsolve import threads
+from mpitest import assert_allclose_collective, assert_collective
+from threaded import Posts, same_bits, small_blocks
 
 COMM = MPI.COMM_WORLD
 
@@ -49,3 +51,22 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_threaded_jacobi_is_the_bits_of_one_thread(monkeypatch, precision):
+    """The scaling by blocks of entries on 2 and 4 threads gives the bits of one."""
+    small_blocks(monkeypatch, rows=64)
+    A = gallery.poisson3d(14, COMM)
+    M = preconditioners.make("jacobi", A, omega=0.7, precision=precision)
+    r = gallery.rhs(A, "random")
+    with threads.using(1):
+        ref = M(r).local.copy()
+    posts = Posts(monkeypatch)
+    for k in (2, 4):
+        with threads.using(k):
+            assert_collective(COMM, same_bits(M(r).local, ref), "threads %d" % k)
+    assert_collective(COMM, posts.count > 0 or A.row_layout.local_size < 128)
+    S = A.to_scipy()
+    assert_allclose_collective(M(r).gather(), 0.7 * r.gather() / S.diagonal(),
+                               rtol=1e-6 if precision == "single" else 1e-15)

@@ -13,6 +13,7 @@ from amg_cases import saddle_point
 from dmsolve import DistCSR, DistVector
 from mpitest import Checks, assert_raises_collective
 from preconditioners.smoothers import make_smoother
+from threaded import Posts, same_bits, small_blocks
 
 COMM = MPI.COMM_WORLD
 
@@ -64,3 +65,30 @@ def test_smoothers_refuse_a_zero_diagonal_but_leave_an_empty_row_alone(smoother)
                                 check_finite=False)
     assert_raises_collective(COMM, ValueError, make_smoother, smoother, F,
                              match="not finite in 1 row, the first at global row 1")
+
+
+@pytest.mark.parametrize("desc", ["jacobi", "l1-jacobi", ("chebyshev", {"degree": 3})])
+@pytest.mark.parametrize("zero_guess", [True, False])
+def test_threaded_smoothing_is_the_bits_of_one_thread(monkeypatch, desc, zero_guess):
+    """Jacobi, l1-Jacobi and Chebyshev sweeps (two of them) by blocks of rows
+    on 2, 3 and 4 threads give the bits of one thread."""
+    comm = MPI.COMM_WORLD
+    small_blocks(monkeypatch, rows=64)
+    A = gallery.poisson3d(14, comm)
+    S = make_smoother(desc, A)
+    b = gallery.rhs(A, "random").local
+    x0 = gallery.rhs(A, "random", seed=3).local
+    results = []
+    for k in (1, 2, 3, 4):
+        x = x0.copy()
+        with dmsolve.threads.using(k):
+            S.smooth(b, x, zero_guess)
+            S.smooth(b, x, False)
+        results.append(x)
+    posts = Posts(monkeypatch)
+    with dmsolve.threads.using(2):
+        S.smooth(b, x0.copy(), zero_guess)
+    checks = Checks(comm)
+    checks.add(all(same_bits(x, results[0]) for x in results[1:]), "same bits")
+    checks.add(posts.count > 0 or b.size < 128, "work split")
+    checks.assert_all()

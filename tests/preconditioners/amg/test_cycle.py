@@ -1,6 +1,6 @@
 """Multigrid cycles: symmetric V and W cycles and their description, every
-smoother and cycle converging, and rank-independent smoothers giving a
-rank-independent cycle."""
+smoother and cycle converging, rank-independent smoothers giving a
+rank-independent cycle, and the same bits on any number of threads."""
 
 import pytest
 from mpi4py import MPI
@@ -8,7 +8,9 @@ from mpi4py import MPI
 import dmsolve.gallery as gallery
 import preconditioners
 from amg_cases import amg_solve, serial_iterations
+from dmsolve import threads
 from mpitest import assert_allclose_collective, assert_collective
+from threaded import Posts, same_bits, small_blocks
 
 COMM = MPI.COMM_WORLD
 
@@ -54,3 +56,21 @@ def test_rank_independent_smoothers_give_rank_independent_cycle_on_one_level_blo
     serial = serial_iterations("poisson2d-48", presmoother=smoother, postsmoother=smoother)
     assert_collective(COMM, abs(info.iterations - serial) <= 2,
                       "%d ranks %d vs serial %d" % (COMM.size, info.iterations, serial))
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_threaded_cycle_is_the_bits_of_one_thread(monkeypatch, precision):
+    """A V-cycle on 2, 3 and 4 threads (smoothers, residuals and products by
+    blocks of rows, the restriction through the prolongator's transposed
+    copy) gives the bits of one thread."""
+    small_blocks(monkeypatch, rows=64)
+    A = gallery.poisson3d(18, COMM)
+    M = preconditioners.make("amg", A, max_coarse=50, precision=precision)
+    r = gallery.rhs(A, "random")
+    with threads.using(1):
+        ref = M(r).local.copy()
+    posts = Posts(monkeypatch)
+    for k in (2, 3, 4):
+        with threads.using(k):
+            assert_collective(COMM, same_bits(M(r).local, ref), "threads %d" % k)
+    assert_collective(COMM, posts.count > 0)

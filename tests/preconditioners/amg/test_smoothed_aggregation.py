@@ -21,6 +21,8 @@ from dmsolve.krylov import cg
 from mpitest import (Checks, assert_allclose_collective, assert_collective,
                      assert_raises_collective, same_on_all_ranks)
 
+from threaded import small_blocks
+
 COMM = MPI.COMM_WORLD
 
 
@@ -364,3 +366,23 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+def test_setup_on_threads_builds_the_restrictions_transposed_copy(monkeypatch):
+    """Set up on 2 threads, each prolongator keeps the transposed copy its
+    threaded restriction multiplies with (built at set-up, not in the first
+    cycle); on one thread it keeps none."""
+    small_blocks(monkeypatch, rows=64)
+    A = gallery.poisson3d(16, COMM)
+    sizes = {}
+    for k in (1, 2):
+        with dmsolve.threads.using(k):
+            M = preconditioners.make("amg", A, max_coarse=50)
+            before = [L.P.local_nbytes for L in M.levels if L.active]
+            M(gallery.rhs(A, "random"))
+            sizes[k] = (before, [L.P.local_nbytes for L in M.levels if L.active])
+    assert_collective(COMM, sizes[1][0] == sizes[1][1] and sizes[2][0] == sizes[2][1],
+                      "no copy built in a cycle")
+    fine = M.levels[0].P
+    big = fine.col_layout.local_size >= 128
+    assert_collective(COMM, (sizes[2][0][0] > sizes[1][0][0]) == big, str(sizes))
