@@ -52,7 +52,8 @@ def kernels() -> dict[str, object]:
                for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + ".")]
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
                               "dmsolve._reprosum", "dmsolve.bsp._merge_kernel",
-                              "dmsolve._mmread_kernels", "dmsolve._narrow_kernels"]:
+                              "dmsolve._mmread_kernels", "dmsolve._narrow_kernels",
+                              "dmsolve._spgemm_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if is_kernel(obj) and obj.py_func.__module__ == modname:
@@ -76,10 +77,18 @@ def _cached(dispatcher) -> bool:
 
 def warm_products(comm) -> None:
     """A sliced-ELL matvec and rmatvec (the format DistCSR's products choose
-    on blocks of 1024 rows or more), and the Matrix Market reader's scan of
-    its entry lines."""
+    on blocks of 1024 rows or more), the Matrix Market reader's scan of
+    its entry lines, and a sparse product whose sums cancel (the pass that
+    closes the gaps of dropped zeros) and a transpose."""
+    import scipy.sparse as sp
+
     import dmsolve.gallery as gallery
     from dmsolve._mmread_kernels import plain_lines
+    from dmsolve.spgemm import matmat, transpose
+
+    X = sp.csr_matrix(np.array([[1.0, -1.0], [2.0, 0.0]]))
+    matmat(X, sp.csr_matrix(np.ones((2, 1))))
+    transpose(X)
 
     plain_lines(np.frombuffer(b"1 1 1.0\n", dtype=np.uint8), 2, 1, False)
 

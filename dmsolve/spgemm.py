@@ -1,0 +1,206 @@
+"""Sparse matrix products and transposes of local CSR blocks on the threads of a rank.
+
+:func:`matmat` is scipy's ``A @ B`` and :func:`transpose` scipy's
+``A.T.tocsr()``, with the same values to the bit (the same sums in the same
+order) and each row's columns sorted, computed by blocks of rows on
+:func:`dmsolve.threads.get_num_threads` threads (or a call's ``threads=``).
+The results do not depend on the thread count. The AMG set-up (smoothed
+prolongators, Galerkin products) and the Hodge Laplacians use them, since
+scipy's product runs on one thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import threads as _threads
+from ._spgemm_kernels import (compact_rows, matmat_count, matmat_fill, transpose_count,
+                              transpose_fill)
+
+__all__ = ["matmat", "transpose", "MIN_BLOCK_ENTRIES"]
+
+#: The fewest entries of ``A`` worth a block of rows of their own: about the
+#: work that hides the cost of handing a block to another thread.
+MIN_BLOCK_ENTRIES = 1 << 15
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _csr(M, name: str) -> sp.csr_matrix:
+    if not sp.issparse(M):
+        raise TypeError("%s must be a scipy sparse matrix, got %s" % (name, type(M).__name__))
+    return M.tocsr()
+
+
+def _value_dtype(*dtypes) -> np.dtype:
+    dt = np.result_type(*dtypes)
+    if dt not in (np.float32, np.float64, np.complex64, np.complex128):
+        raise TypeError("sparse products take float32, float64, complex64 or complex128 "
+                        "entries, got %s" % ", ".join(str(np.dtype(d)) for d in dtypes))
+    return np.dtype(dt)
+
+
+def _index_dtype(*bounds) -> np.dtype:
+    return np.dtype(np.int32) if max(bounds, default=0) <= _INT32_MAX else np.dtype(np.int64)
+
+
+def _row_cuts(indptr: np.ndarray, threads: int | None) -> np.ndarray:
+    """Row boundaries of blocks with about equal numbers of entries, one per
+    thread but none with fewer than :data:`MIN_BLOCK_ENTRIES` (the work of a
+    product row grows with its entries). Not collective."""
+    n = indptr.size - 1
+    nnz = int(indptr[-1])
+    parts = max(1, min(_threads.resolve(threads), nnz // MIN_BLOCK_ENTRIES, n))
+    if parts == 1:
+        return np.array([0, n], dtype=np.int64)
+    cuts = np.searchsorted(indptr, _threads.split(nnz, parts), side="left").astype(np.int64)
+    cuts[0], cuts[-1] = 0, n
+    return np.maximum.accumulate(np.minimum(cuts, n))
+
+
+def _unsigned(a: np.ndarray, idx: np.dtype) -> np.ndarray:
+    """``a`` in ``idx`` seen as unsigned (no copy when already ``idx``): the
+    kernels index by it without numba's test for negative indices."""
+    return a.astype(idx, copy=False).view(np.dtype("u%d" % idx.itemsize))
+
+
+def _arrays(M: sp.csr_matrix, idx: np.dtype, dtype: np.dtype | None = None):
+    data = None if dtype is None else M.data.astype(dtype, copy=False)
+    return _unsigned(M.indptr, idx), _unsigned(M.indices, idx), data
+
+
+def _result(shape, indptr, indices, data) -> sp.csr_matrix:
+    """A CSR matrix on the arrays (sorted rows), its index arrays of one dtype."""
+    idx = _index_dtype(int(indptr[-1]), shape[1])
+    C = sp.csr_matrix((data, indices.astype(idx, copy=False), indptr.astype(idx, copy=False)),
+                      shape=shape, copy=False)
+    C.has_sorted_indices = True
+    return C
+
+
+def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
+    """``A @ B`` of two local sparse matrices, as scipy CSR with sorted columns.
+
+    The same entries and values (to the bit) as scipy's ``A @ B``: each
+    entry sums the products of ``A``'s row in stored order, from zero, and
+    entries whose sum is zero are left out. Rows are computed in blocks on
+    ``threads`` threads (:func:`dmsolve.threads.resolve`); the result does
+    not depend on their number. Not collective.
+
+    Parameters
+    ----------
+    A, B : scipy sparse matrices, shapes ``(m, n)`` and ``(n, p)``
+        Entries float32, float64, complex64 or complex128 (the result's type
+        is numpy's promotion of the two).
+    threads : int, optional
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(m, p)``
+
+    Raises
+    ------
+    TypeError
+        An operand is not a scipy sparse matrix, or its entries are of
+        another type (integers, booleans).
+    ValueError
+        The inner dimensions differ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from dmsolve.spgemm import matmat
+    >>> A = sp.random(50, 40, density=0.1, format="csr", random_state=0)
+    >>> B = sp.random(40, 30, density=0.1, format="csr", random_state=1)
+    >>> C = matmat(A, B, threads=2)
+    >>> bool(np.array_equal(C.toarray(), (A @ B).toarray()))
+    True
+    """
+    A, B = _csr(A, "A"), _csr(B, "B")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError("A @ B: A has %d columns but B has %d rows" % (A.shape[1], B.shape[0]))
+    dtype = _value_dtype(A.dtype, B.dtype)
+    m, p = A.shape[0], B.shape[1]
+    idx = _index_dtype(A.nnz, B.nnz, m, A.shape[1], p)
+    a_ptr, a_ind, a_val = _arrays(A, idx, dtype)
+    b_ptr, b_ind, b_val = _arrays(B, idx, dtype)
+    cuts = _row_cuts(A.indptr, threads)
+    nblocks = cuts.size - 1
+    sizes = np.zeros(m + 1, dtype=np.int64)
+
+    def count(b):
+        matmat_count(a_ptr, a_ind, b_ptr, b_ind, p, cuts[b], cuts[b + 1], sizes)
+
+    _threads.parallel_for(count, nblocks, threads)
+    indptr = np.cumsum(sizes, out=sizes)
+    room = int(indptr[-1])
+    indices = np.empty(room, dtype=_index_dtype(p))
+    data = np.empty(room, dtype=dtype)
+    lengths = np.empty(m, dtype=np.int64)
+
+    def fill(b):
+        matmat_fill(a_ptr, a_ind, a_val, b_ptr, b_ind, b_val, p, cuts[b], cuts[b + 1],
+                    indptr, _unsigned(indices, indices.dtype), data, lengths)
+
+    _threads.parallel_for(fill, nblocks, threads)
+    kept = int(lengths.sum())
+    if kept < room:             # some sums were zero: close the gaps they left
+        tight = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=tight[1:])
+        out_indices = np.empty(kept, dtype=indices.dtype)
+        out_data = np.empty(kept, dtype=dtype)
+
+        def compact(b):
+            compact_rows(indptr, indices, data, lengths, tight, cuts[b], cuts[b + 1],
+                         out_indices, out_data)
+
+        _threads.parallel_for(compact, nblocks, threads)
+        indptr, indices, data = tight, out_indices, out_data
+    return _result((m, p), indptr, indices, data)
+
+
+def transpose(A, threads: int | None = None) -> sp.csr_matrix:
+    """``A.T`` as scipy CSR, the same arrays as scipy's ``A.T.tocsr()``.
+
+    Each row of the result lists its entries by increasing column (the rows
+    of ``A`` they come from), duplicates of ``A`` kept. Blocks of ``A``'s
+    rows are scattered on ``threads`` threads into places fixed by the
+    blocks' column counts, so the result does not depend on their number.
+    Not collective.
+
+    Raises
+    ------
+    TypeError
+        ``A`` is not a scipy sparse matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from dmsolve.spgemm import transpose
+    >>> A = sp.random(30, 20, density=0.2, format="csr", random_state=0)
+    >>> bool(np.array_equal(transpose(A, threads=2).toarray(), A.T.toarray()))
+    True
+    """
+    A = _csr(A, "A")
+    m, n = A.shape
+    idx = _index_dtype(A.nnz, m, n)
+    ptr, ind, val = _arrays(A, idx)
+    val = A.data
+    cuts = _row_cuts(A.indptr, threads)
+    nblocks = cuts.size - 1
+    counts = np.zeros((nblocks, n), dtype=np.int64)
+    _threads.parallel_for(lambda b: transpose_count(ptr, ind, cuts[b], cuts[b + 1], counts[b]),
+                          nblocks, threads)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts.sum(axis=0), out=indptr[1:])
+    # block b's entries of column c go after those of the blocks before it
+    starts = indptr[:-1] + np.cumsum(counts, axis=0) - counts
+    indices = np.empty(A.nnz, dtype=_index_dtype(m))
+    data = np.empty(A.nnz, dtype=A.dtype)
+    _threads.parallel_for(lambda b: transpose_fill(ptr, ind, val, cuts[b], cuts[b + 1],
+                                                   starts[b], indices, data),
+                          nblocks, threads)
+    return _result((n, m), indptr, indices, data)
