@@ -1,6 +1,8 @@
 """The Galerkin coarse operator ``R A P`` with ``R = P^T``, as distributed SpGEMMs.
 
-``A P`` takes the ghost rows of ``P`` through the BSP layer. ``P^T (A P)`` is
+``A P`` takes the ghost rows of ``P`` through the BSP layer. The local
+products and the transpose run on the process's threads
+(:mod:`dmsolve.spgemm`, scipy's values to the bit). ``P^T (A P)`` is
 formed from each rank's rows: the rows of the result that belong to this
 rank's own coarse unknowns (the columns of ``P``'s diagonal block) stay here;
 the partial rows of ghost coarse unknowns (``P``'s off-process columns, only
@@ -15,6 +17,7 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR
 from dmsolve.bsp import BSP
+from dmsolve.spgemm import matmat, transpose
 
 from .._dist import matmat_local
 
@@ -45,7 +48,7 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     # P's local columns first, then its ghosts: rows of P^T in that order
     nown = P.diag.shape[1]
     Pc = sp.hstack([P.diag, P.offd], format="csr")
-    C = (Pc.T.tocsr() @ AP).tocsr()
+    C = matmat(transpose(Pc), AP)
     own = C[:nown]
     ghost = C[nown:].tocoo()
     ctx = BSP(A.comm)

@@ -11,11 +11,17 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import Registry
+from dmsolve import Registry, threads
 from dmsolve.validate import check_int, check_real
+
+from ._strength_kernels import classical_count, classical_fill
 
 __all__ = ["STRENGTH", "SymmetricStrength", "ClassicalStrength", "symmetric_strength",
            "classical_strength", "is_strong"]
+
+#: The fewest rows of a block of the classical measure's compiled passes
+#: (:func:`dmsolve.threads.row_blocks`): a row costs a few entries' tests.
+MIN_BLOCK_ROWS = 1 << 13
 
 #: Strength measures by name, as PyAMG's ``strength=("symmetric", {"theta": 0.08})``:
 #: classes ``cls(**options)`` (the constructor checks the options) whose instances
@@ -175,6 +181,54 @@ def classical_strength(A, theta: float = 0.3, with_weak: bool = False):
     SIAM, 1987; PyAMG ``classical_strength_of_connection(A, theta,
     norm='min')``.
     """
+    if _takes_kernels(A):
+        S, weak = _classical_blocks(A, theta)
+    else:
+        S, weak = _classical_arrays(A, theta)
+    return (S, weak) if with_weak else S
+
+
+def _takes_kernels(A) -> bool:
+    """Whether the compiled passes apply: real float64 blocks in canonical
+    form (sorted, no duplicates), as a DistCSR keeps them. Not collective."""
+    return all(M.dtype == np.float64 and M.has_canonical_format for M in (A.diag, A.offd))
+
+
+def _unsigned(a: np.ndarray) -> np.ndarray:
+    return a.view(np.dtype("u%d" % a.dtype.itemsize))
+
+
+def _classical_blocks(A, theta: float) -> tuple[sp.csr_matrix, bool]:
+    """:func:`classical_strength` by blocks of rows on the process's threads
+    (the same graph). Not collective."""
+    D, O = A.diag, A.offd
+    n = D.shape[0]
+    d_ptr, d_ind, o_ptr = _unsigned(D.indptr), _unsigned(D.indices), _unsigned(O.indptr)
+    cuts = threads.row_blocks(n, None, MIN_BLOCK_ROWS)
+    nblocks = cuts.size - 1
+    m = np.empty(n)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    weak = np.zeros(n, dtype=np.bool_)
+    threads.parallel_for(
+        lambda b: classical_count(d_ptr, d_ind, D.data, o_ptr, O.data, float(theta),
+                                  cuts[b], cuts[b + 1], m, sizes, weak), nblocks)
+    indptr = np.cumsum(sizes, out=sizes)
+    nnz = int(indptr[-1])
+    idx = np.int32 if max(nnz, n) <= np.iinfo(np.int32).max else np.int64
+    indptr = indptr.astype(idx)
+    indices = np.empty(nnz, dtype=idx)
+    data = np.empty(nnz)
+    threads.parallel_for(
+        lambda b: classical_fill(d_ptr, d_ind, D.data, float(theta), cuts[b], cuts[b + 1], m,
+                                 indptr, _unsigned(indices), data), nblocks)
+    S = sp.csr_matrix((data, indices, indptr), shape=D.shape, copy=False)
+    S.has_sorted_indices = True
+    return S, bool(weak.any())
+
+
+def _classical_arrays(A, theta: float) -> tuple[sp.csr_matrix, bool]:
+    """:func:`classical_strength` in numpy, for blocks the compiled passes do
+    not take. Not collective."""
     D = A.diag.tocoo()
     m = _negative_row_max(A)
     # -a_ij, and 0 on the diagonal (a_ii > 0 is never strong anyway)
@@ -182,8 +236,6 @@ def classical_strength(A, theta: float = 0.3, with_weak: bool = False):
     neg[D.row == D.col] = 0.0
     keep = (neg > 0) & (neg >= theta * m[D.row])
     S = _graph(D, keep)
-    if not with_weak:
-        return S
     # an entry off the diagonal is nonzero exactly where neg is
     weak = (S.nnz < np.count_nonzero(neg)
             or _classical_weak(A.offd, m, theta, None))

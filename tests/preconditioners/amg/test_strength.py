@@ -14,7 +14,7 @@ import preconditioners
 from dmsolve import DistCSR, DistVector
 from dmsolve.reproducible import canonical
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
-from preconditioners.amg import reproducible
+from preconditioners.amg import reproducible, strength
 from preconditioners.amg.aggregate import standard_aggregation
 from preconditioners.amg.smooth import filtered_matrix
 from preconditioners.amg.strength import (STRENGTH, ClassicalStrength, SymmetricStrength,
@@ -216,3 +216,31 @@ def test_classical_filter_levels(filter_levels, filtered):
     measure = ClassicalStrength(0.3, filter_levels=filter_levels)
     got = [filtered_matrix(A, measure.on_level(k)) is not A for k in range(3)]
     assert_collective(COMM, got == filtered, "filtered on levels %s" % got)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("theta", [0.0, 0.3, 0.6])
+@pytest.mark.parametrize("problem", ["fe-anisotropic", "poisson3d", "random"])
+def test_classical_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, theta, k):
+    """The compiled, threaded classical measure (blocks of 8 rows) gives the
+    numpy formulation's graph to the bit and the same weak flag, on positive
+    off-diagonal entries, off-rank columns and explicit zeros."""
+    if problem == "fe-anisotropic":
+        A = _fe_anisotropic_dist(23)
+    elif problem == "poisson3d":
+        A = gallery.poisson3d(11, COMM)
+    else:
+        R = sp.random(301, 301, density=0.03, format="csr", random_state=5)
+        R.data -= 0.7
+        G = (R + R.T + sp.diags(np.full(301, 4.0))).tocsr()
+        G.data[::17] = 0.0                      # explicit zeros are neither strong nor weak
+        A = DistCSR.from_global(G, COMM)
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 8)
+    assert_collective(COMM, strength._takes_kernels(A), "the compiled passes apply")
+    with dmsolve.threads.using(k):
+        S, weak = strength._classical_blocks(A, theta)
+    R, weak_ref = strength._classical_arrays(A, theta)
+    ok = (weak == weak_ref and np.array_equal(S.indptr, R.indptr)
+          and np.array_equal(S.indices, R.indices)
+          and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
+    assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))

@@ -1,0 +1,72 @@
+"""Compiled loops of the classical strength measure (:mod:`.strength`), one
+block of rows per call so that blocks run at once on several threads
+(``nogil``). They take a rank's diagonal and off-process blocks as sorted CSR
+arrays (unsigned indices) and give the same graph as the numpy formulation.
+Not collective.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dmsolve.jit import njit
+
+__all__ = ["classical_count", "classical_fill"]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def classical_count(d_ptr, d_ind, d_val, o_ptr, o_val, theta, start, stop, m,
+                    sizes, weak):  # pragma: no cover
+    """For rows ``start .. stop - 1``: ``m[i] = max(0, max_j (-a_ij))`` over
+    the whole row (both blocks), ``sizes[i + 1]`` = its strong entries in the
+    diagonal block (off the diagonal, ``-a_ij > 0`` and ``-a_ij >= theta m_i``),
+    and ``weak[i]`` whether the row holds a nonzero off-diagonal entry that is
+    not strong. Not collective."""
+    for i in range(start, stop):
+        mi = 0.0
+        for t in range(d_ptr[i], d_ptr[i + 1]):
+            x = -d_val[t]
+            if x > mi:
+                mi = x
+        for t in range(o_ptr[i], o_ptr[i + 1]):
+            x = -o_val[t]
+            if x > mi:
+                mi = x
+        m[i] = mi
+        bound = theta * mi
+        n = 0
+        w = False
+        for t in range(d_ptr[i], d_ptr[i + 1]):
+            if d_ind[t] == i:
+                continue
+            x = -d_val[t]
+            if x > 0 and x >= bound:
+                n += 1
+            elif x != 0:
+                w = True
+        for t in range(o_ptr[i], o_ptr[i + 1]):
+            x = -o_val[t]
+            if not (x > 0 and x >= bound) and x != 0:
+                w = True
+        sizes[i + 1] = n
+        weak[i] = w
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def classical_fill(d_ptr, d_ind, d_val, theta, start, stop, m, s_ptr, s_ind,
+                   s_val):  # pragma: no cover
+    """The strong entries of rows ``start .. stop - 1`` of the diagonal block
+    (as :func:`classical_count` counted them), ``|a_ij|``, from
+    ``s_ptr[i]`` on in column order. Not collective."""
+    for i in range(start, stop):
+        bound = theta * m[i]
+        p = s_ptr[i]
+        for t in range(d_ptr[i], d_ptr[i + 1]):
+            j = d_ind[t]
+            if j == i:
+                continue
+            x = -d_val[t]
+            if x > 0 and x >= bound:
+                s_ind[p] = j
+                s_val[p] = abs(d_val[t])
+                p += 1
