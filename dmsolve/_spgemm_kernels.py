@@ -6,8 +6,8 @@ product is Gustavson's row by row, as scipy's ``csr_matmat``: an output
 entry is ``0 + a_i1 b_1k + a_i2 b_2k + ...`` over the entries of ``A``'s row
 in stored order, and entries that sum to zero are dropped; so the values are
 the same bits as scipy's. Each call works on rows ``start .. stop - 1`` only,
-with its own marker and accumulator arrays, so that blocks run at once on
-several threads (``nogil``).
+with its own marker, accumulator and output arrays, so that blocks run at
+once on several threads (``nogil``).
 
 Not collective.
 """
@@ -18,8 +18,7 @@ import numpy as np
 
 from .jit import njit
 
-__all__ = ["matmat_count", "matmat_fill", "compact_rows", "transpose_count",
-           "transpose_fill"]
+__all__ = ["matmat_rows", "copy_entries", "transpose_count", "transpose_fill"]
 
 #: Rows of at most this many entries are sorted by insertion, longer ones by
 #: numpy's sort: the rows of a sparse product are mostly a few dozen long.
@@ -27,35 +26,23 @@ INSERTION_MAX = 48
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def matmat_count(a_indptr, a_indices, b_indptr, b_indices, ncols, start, stop,
-                 sizes):  # pragma: no cover
-    """``sizes[i + 1]`` = the number of distinct columns of row ``i`` of
-    ``A @ B`` (before dropping zeros), for rows ``start .. stop - 1``.
-    Not collective."""
+def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, ncols, start,
+                stop, capacity):  # pragma: no cover
+    """Rows ``start .. stop - 1`` of ``C = A @ B``: ``(indptr, indices,
+    data)`` of those rows alone (``indptr`` from 0), each row's columns
+    sorted and its zero sums dropped. The output starts with room for
+    ``capacity`` entries and doubles when full (a first pass that counts
+    each row would cost a third of the product). Not collective."""
+    room = max(capacity, 16)
+    indptr = np.empty(stop - start + 1, np.int64)
+    indptr[0] = 0
+    indices = np.empty(room, b_indices.dtype)
+    data = np.empty(room, a_data.dtype)
     mark = np.full(ncols, -1, np.int64)
+    acc = np.zeros(ncols, a_data.dtype)
+    cols = np.empty(ncols, b_indices.dtype)
+    top = 0
     for i in range(start, stop):
-        n = 0
-        for jj in range(a_indptr[i], a_indptr[i + 1]):
-            j = a_indices[jj]
-            for kk in range(b_indptr[j], b_indptr[j + 1]):
-                k = b_indices[kk]
-                if mark[k] != i:
-                    mark[k] = i
-                    n += 1
-        sizes[i + 1] = n
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def matmat_fill(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, ncols, start,
-                stop, c_indptr, c_indices, c_data, lengths):  # pragma: no cover
-    """Rows ``start .. stop - 1`` of ``C = A @ B`` into ``C``'s arrays, each
-    row from ``c_indptr[i]`` on with its columns sorted and its zero sums
-    dropped; ``lengths[i]`` = the entries kept (at most the row's room).
-    Not collective."""
-    mark = np.full(ncols, -1, np.int64)
-    acc = np.zeros(ncols, c_data.dtype)
-    for i in range(start, stop):
-        base = c_indptr[i]
         n = 0
         for jj in range(a_indptr[i], a_indptr[i + 1]):
             j = a_indices[jj]
@@ -65,41 +52,44 @@ def matmat_fill(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, ncols,
                 acc[k] += v * b_data[kk]
                 if mark[k] != i:
                     mark[k] = i
-                    c_indices[base + n] = k
+                    cols[n] = k
                     n += 1
+        if top + n > indices.shape[0]:
+            room = max(2 * indices.shape[0], top + n)
+            grown = np.empty(room, indices.dtype)
+            grown[:top] = indices[:top]
+            indices = grown
+            grown_data = np.empty(room, data.dtype)
+            grown_data[:top] = data[:top]
+            data = grown_data
         if n > INSERTION_MAX:
-            c_indices[base:base + n] = np.sort(c_indices[base:base + n])
+            cols[:n] = np.sort(cols[:n])
         else:
-            for t in range(base + 1, base + n):
-                c = c_indices[t]
+            for t in range(1, n):
+                c = cols[t]
                 s = t - 1
-                while s >= base and c_indices[s] > c:
-                    c_indices[s + 1] = c_indices[s]
+                while s >= 0 and cols[s] > c:
+                    cols[s + 1] = cols[s]
                     s -= 1
-                c_indices[s + 1] = c
-        kept = 0
-        for t in range(base, base + n):
-            k = c_indices[t]
+                cols[s + 1] = c
+        for t in range(n):
+            k = cols[t]
             x = acc[k]
             acc[k] = 0
             if x != 0:
-                c_indices[base + kept] = k
-                c_data[base + kept] = x
-                kept += 1
-        lengths[i] = kept
+                indices[top] = k
+                data[top] = x
+                top += 1
+        indptr[i - start + 1] = top
+    return indptr, indices[:top], data[:top]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def compact_rows(indptr, indices, data, lengths, new_indptr, start, stop,
-                 out_indices, out_data):  # pragma: no cover
-    """Copy the first ``lengths[i]`` entries of rows ``start .. stop - 1``
-    to ``new_indptr[i]`` on in the output arrays. Not collective."""
-    for i in range(start, stop):
-        src = indptr[i]
-        dst = new_indptr[i]
-        for t in range(lengths[i]):
-            out_indices[dst + t] = indices[src + t]
-            out_data[dst + t] = data[src + t]
+def copy_entries(indices, data, offset, out_indices, out_data):  # pragma: no cover
+    """``out[offset : offset + len]`` = a block's entries. Not collective."""
+    for t in range(indices.shape[0]):
+        out_indices[offset + t] = indices[t]
+        out_data[offset + t] = data[t]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)

@@ -15,8 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import threads as _threads
-from ._spgemm_kernels import (compact_rows, matmat_count, matmat_fill, transpose_count,
-                              transpose_fill)
+from ._spgemm_kernels import copy_entries, matmat_rows, transpose_count, transpose_fill
 
 __all__ = ["matmat", "transpose", "MIN_BLOCK_ENTRIES"]
 
@@ -127,38 +126,27 @@ def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
     a_ptr, a_ind, a_val = _arrays(A, idx, dtype)
     b_ptr, b_ind, b_val = _arrays(B, idx, dtype)
     cuts = _row_cuts(A.indptr, threads)
-    nblocks = cuts.size - 1
-    sizes = np.zeros(m + 1, dtype=np.int64)
 
-    def count(b):
-        matmat_count(a_ptr, a_ind, b_ptr, b_ind, p, cuts[b], cuts[b + 1], sizes)
+    def rows(b):
+        lo, hi = cuts[b], cuts[b + 1]
+        # room for 1.5 entries per entry of A's rows: enough for the
+        # products of the AMG set-up, which then never grow their arrays
+        room = (int(A.indptr[hi]) - int(A.indptr[lo])) * 3 // 2
+        return matmat_rows(a_ptr, a_ind, a_val, b_ptr, b_ind, b_val, p, lo, hi, room)
 
-    _threads.parallel_for(count, nblocks, threads)
-    indptr = np.cumsum(sizes, out=sizes)
-    room = int(indptr[-1])
-    indices = np.empty(room, dtype=_index_dtype(p))
-    data = np.empty(room, dtype=dtype)
-    lengths = np.empty(m, dtype=np.int64)
-
-    def fill(b):
-        matmat_fill(a_ptr, a_ind, a_val, b_ptr, b_ind, b_val, p, cuts[b], cuts[b + 1],
-                    indptr, _unsigned(indices, indices.dtype), data, lengths)
-
-    _threads.parallel_for(fill, nblocks, threads)
-    kept = int(lengths.sum())
-    if kept < room:             # some sums were zero: close the gaps they left
-        tight = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(lengths, out=tight[1:])
-        out_indices = np.empty(kept, dtype=indices.dtype)
-        out_data = np.empty(kept, dtype=dtype)
-
-        def compact(b):
-            compact_rows(indptr, indices, data, lengths, tight, cuts[b], cuts[b + 1],
-                         out_indices, out_data)
-
-        _threads.parallel_for(compact, nblocks, threads)
-        indptr, indices, data = tight, out_indices, out_data
-    return _result((m, p), indptr, indices, data)
+    blocks = _threads.parallel_map(rows, cuts.size - 1, threads)
+    if len(blocks) == 1:
+        indptr, indices, data = blocks[0]
+    else:
+        sizes = np.array([blk[0][-1] for blk in blocks], dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(sizes)))
+        indptr = np.concatenate([blocks[0][0][:1]] + [blk[0][1:] + off
+                                                      for blk, off in zip(blocks, offsets)])
+        indices = np.empty(int(offsets[-1]), dtype=blocks[0][1].dtype)
+        data = np.empty(int(offsets[-1]), dtype=dtype)
+        _threads.parallel_for(lambda b: copy_entries(blocks[b][1], blocks[b][2], offsets[b],
+                                                     indices, data), len(blocks), threads)
+    return _result((m, p), indptr, indices.view(idx), data)
 
 
 def transpose(A, threads: int | None = None) -> sp.csr_matrix:

@@ -78,17 +78,17 @@ def _cached(dispatcher) -> bool:
 def warm_products(comm) -> None:
     """A sliced-ELL matvec and rmatvec (the format DistCSR's products choose
     on blocks of 1024 rows or more), the Matrix Market reader's scan of
-    its entry lines, and a sparse product whose sums cancel (the pass that
-    closes the gaps of dropped zeros) and a transpose."""
+    its entry lines, and a sparse product on two threads (two blocks of rows
+    and the copy that joins them) and a transpose."""
     import scipy.sparse as sp
 
     import dmsolve.gallery as gallery
     from dmsolve._mmread_kernels import plain_lines
     from dmsolve.spgemm import matmat, transpose
 
-    X = sp.csr_matrix(np.array([[1.0, -1.0], [2.0, 0.0]]))
-    matmat(X, sp.csr_matrix(np.ones((2, 1))))
-    transpose(X)
+    X = sp.random(600, 600, density=0.25, format="csr", random_state=0)
+    matmat(X, X, threads=2)
+    transpose(X, threads=2)
 
     plain_lines(np.frombuffer(b"1 1 1.0\n", dtype=np.uint8), 2, 1, False)
 

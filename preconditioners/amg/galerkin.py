@@ -47,10 +47,11 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     AP = matmat_local(A, P)
     # P's local columns first, then its ghosts: rows of P^T in that order
     nown = P.diag.shape[1]
-    Pc = sp.hstack([P.diag, P.offd], format="csr")
+    Pc = sp.hstack([P.diag, P.offd], format="csr") if P.offd.shape[1] else P.diag
     C = matmat(transpose(Pc), AP)
-    own = C[:nown]
-    ghost = C[nown:].tocoo()
+    # slicing copies: spare it where P has no ghost columns (one rank)
+    own = C[:nown] if C.shape[0] > nown else C
+    ghost = C[nown:].tocoo() if C.shape[0] > nown else sp.coo_matrix((0, C.shape[1]))
     ctx = BSP(A.comm)
     tag = ctx.tags("rows", "cols", "vals")
     if ghost.nnz:
