@@ -16,13 +16,14 @@ from dmsolve import spgemm, threads
 from dmsolve.krylov import cg
 from dmsolve import gallery
 from mpitest import assert_collective
-from preconditioners.amg import galerkin, smooth, strength
+from preconditioners.amg import galerkin, reproducible, smooth, strength
 
 COMM = MPI.COMM_WORLD
 CASES = [
     ("poisson3d-16", {}),                                   # classical, filtered level 0
     ("poisson2d-60", {"strength": ("symmetric", {"theta": 0.1})}),
     ("anisotropic_diffusion-40", {}),
+    ("poisson3d-14", {"reproducible": True, "theta": 0.1}),
 ]
 
 
@@ -76,9 +77,10 @@ def scipy_matmat(A, B, threads=None):
 def scipy_products(monkeypatch):
     """The set-up's sparse products as they were: scipy's product, scipy's
     transpose, scipy's product with the diagonal, and the strength graph
-    built through COO."""
+    built through COO (the reproducible hierarchy's products too)."""
     monkeypatch.setattr(dist, "local_matmat", scipy_matmat)
     monkeypatch.setattr(galerkin, "matmat", scipy_matmat)
+    monkeypatch.setattr(reproducible, "matmat", scipy_matmat)
     monkeypatch.setattr(galerkin, "transpose", lambda A, threads=None: A.T.tocsr())
 
     def jacobi_step(T_loc, FT, w):
@@ -87,6 +89,7 @@ def scipy_products(monkeypatch):
         return P
 
     monkeypatch.setattr(smooth, "_jacobi_step", jacobi_step)
+    monkeypatch.setattr(reproducible, "_jacobi_step", jacobi_step)
     monkeypatch.setattr(strength, "_takes_kernels", lambda A: False)
 
 
