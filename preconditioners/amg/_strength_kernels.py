@@ -1,7 +1,8 @@
-"""Compiled loops of the classical strength measure (:mod:`.strength`), one
-block of rows per call so that blocks run at once on several threads
-(``nogil``). They take a rank's diagonal and off-process blocks as sorted CSR
-arrays (unsigned indices) and give the same graph as the numpy formulation.
+"""Compiled loops of the classical and symmetric strength measures
+(:mod:`.strength`), one block of rows per call so that blocks run at once on
+several threads (``nogil``). They take a rank's diagonal and off-process
+blocks as sorted CSR arrays (unsigned indices) and give the same graph as
+the numpy formulation.
 Not collective.
 """
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from dmsolve.jit import njit
 
-__all__ = ["classical_count", "classical_fill"]
+__all__ = ["classical_count", "classical_fill", "symmetric_count", "symmetric_fill"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -67,6 +68,44 @@ def classical_fill(d_ptr, d_ind, d_val, theta, start, stop, m, s_ptr, s_ind,
                 continue
             x = -d_val[t]
             if x > 0 and x >= bound:
+                s_ind[p] = j
+                s_val[p] = abs(d_val[t])
+                p += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def _symmetric_strong(v, di, dj, theta):  # pragma: no cover
+    if theta <= 0:
+        return v != 0
+    return abs(v) >= theta * np.sqrt(abs(di * dj))
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def symmetric_count(d_ptr, d_ind, d_val, diag, theta, start, stop, sizes):  # pragma: no cover
+    """``sizes[i + 1]`` = the strong entries of row ``i`` of the diagonal
+    block by the symmetric measure (off the diagonal, ``|a_ij| >= theta
+    sqrt(|a_ii a_jj|)``, or nonzero for ``theta <= 0``), for rows ``start ..
+    stop - 1``. Not collective."""
+    for i in range(start, stop):
+        n = 0
+        for t in range(d_ptr[i], d_ptr[i + 1]):
+            j = d_ind[t]
+            if j != i and _symmetric_strong(d_val[t], diag[i], diag[j], theta):
+                n += 1
+        sizes[i + 1] = n
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def symmetric_fill(d_ptr, d_ind, d_val, diag, theta, start, stop, s_ptr, s_ind,
+                   s_val):  # pragma: no cover
+    """The strong entries of rows ``start .. stop - 1`` (as
+    :func:`symmetric_count` counted them), ``|a_ij|``, from ``s_ptr[i]`` on
+    in column order. Not collective."""
+    for i in range(start, stop):
+        p = s_ptr[i]
+        for t in range(d_ptr[i], d_ptr[i + 1]):
+            j = d_ind[t]
+            if j != i and _symmetric_strong(d_val[t], diag[i], diag[j], theta):
                 s_ind[p] = j
                 s_val[p] = abs(d_val[t])
                 p += 1

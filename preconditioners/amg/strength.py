@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from dmsolve import Registry, threads
 from dmsolve.validate import check_int, check_real
 
-from ._strength_kernels import classical_count, classical_fill
+from ._strength_kernels import classical_count, classical_fill, symmetric_count, symmetric_fill
 
 __all__ = ["STRENGTH", "SymmetricStrength", "ClassicalStrength", "symmetric_strength",
            "classical_strength", "is_strong"]
@@ -72,8 +72,44 @@ def symmetric_strength(A, theta: float = 0.0) -> sp.csr_matrix:
     aggregation for second and fourth order elliptic problems", Computing
     56(3), 1996.
     """
+    if _takes_kernels(A):
+        return _symmetric_blocks(A, theta)
     D, d = _diagonal_block(A)
     return _graph(D, is_strong(D.row, D.col, D.data, d[D.row], d[D.col], theta))
+
+
+def _symmetric_blocks(A, theta: float) -> sp.csr_matrix:
+    """:func:`symmetric_strength` by blocks of rows on the process's threads
+    (the same graph). Not collective."""
+    D = A.diag
+    n = D.shape[0]
+    d_ptr, d_ind = _unsigned(D.indptr), _unsigned(D.indices)
+    diag = D.diagonal() if D.shape[0] == D.shape[1] else _diagonal_block(A)[1]
+    cuts = threads.row_blocks(n, None, MIN_BLOCK_ROWS)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    threads.parallel_for(
+        lambda b: symmetric_count(d_ptr, d_ind, D.data, diag, float(theta), cuts[b],
+                                  cuts[b + 1], sizes), cuts.size - 1)
+    indptr, indices, data = _graph_arrays(sizes)
+    threads.parallel_for(
+        lambda b: symmetric_fill(d_ptr, d_ind, D.data, diag, float(theta), cuts[b], cuts[b + 1],
+                                 indptr, _unsigned(indices), data), cuts.size - 1)
+    return _sorted_graph(D.shape, indptr, indices, data)
+
+
+def _graph_arrays(sizes: np.ndarray):
+    """Row pointers from row sizes (``sizes[i + 1]``, summed in place) and
+    room for the entries, int32 where they fit. Not collective."""
+    indptr = np.cumsum(sizes, out=sizes)
+    nnz, n = int(indptr[-1]), sizes.size - 1
+    idx = np.int32 if max(nnz, n) <= np.iinfo(np.int32).max else np.int64
+    return indptr.astype(idx), np.empty(nnz, dtype=idx), np.empty(nnz)
+
+
+def _sorted_graph(shape, indptr, indices, data) -> sp.csr_matrix:
+    S = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    S.has_sorted_indices = True
+    return S
 
 
 def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
@@ -212,18 +248,11 @@ def _classical_blocks(A, theta: float) -> tuple[sp.csr_matrix, bool]:
     threads.parallel_for(
         lambda b: classical_count(d_ptr, d_ind, D.data, o_ptr, O.data, float(theta),
                                   cuts[b], cuts[b + 1], m, sizes, weak), nblocks)
-    indptr = np.cumsum(sizes, out=sizes)
-    nnz = int(indptr[-1])
-    idx = np.int32 if max(nnz, n) <= np.iinfo(np.int32).max else np.int64
-    indptr = indptr.astype(idx)
-    indices = np.empty(nnz, dtype=idx)
-    data = np.empty(nnz)
+    indptr, indices, data = _graph_arrays(sizes)
     threads.parallel_for(
         lambda b: classical_fill(d_ptr, d_ind, D.data, float(theta), cuts[b], cuts[b + 1], m,
                                  indptr, _unsigned(indices), data), nblocks)
-    S = sp.csr_matrix((data, indices, indptr), shape=D.shape, copy=False)
-    S.has_sorted_indices = True
-    return S, bool(weak.any())
+    return _sorted_graph(D.shape, indptr, indices, data), bool(weak.any())
 
 
 def _classical_arrays(A, theta: float) -> tuple[sp.csr_matrix, bool]:

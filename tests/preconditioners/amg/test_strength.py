@@ -244,3 +244,29 @@ def test_classical_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, t
           and np.array_equal(S.indices, R.indices)
           and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
     assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("theta", [0.0, 0.08, 0.5])
+@pytest.mark.parametrize("problem", ["fe-anisotropic", "random"])
+def test_symmetric_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, theta, k):
+    """The compiled, threaded symmetric measure (blocks of 8 rows) gives the
+    numpy formulation's graph to the bit, explicit zeros and negative
+    diagonals included."""
+    if problem == "fe-anisotropic":
+        A = _fe_anisotropic_dist(23)
+    else:
+        R = sp.random(301, 301, density=0.03, format="csr", random_state=6)
+        R.data -= 0.7
+        G = (R + R.T + sp.diags(np.where(np.arange(301) % 5, 4.0, -3.0))).tocsr()
+        G.data[::13] = 0.0
+        A = DistCSR.from_global(G, COMM)
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 8)
+    assert_collective(COMM, strength._takes_kernels(A), "the compiled passes apply")
+    with dmsolve.threads.using(k):
+        S = strength.symmetric_strength(A, theta)
+    D, d = strength._diagonal_block(A)
+    R = strength._graph(D, strength.is_strong(D.row, D.col, D.data, d[D.row], d[D.col], theta))
+    ok = (np.array_equal(S.indptr, R.indptr) and np.array_equal(S.indices, R.indices)
+          and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
+    assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))
