@@ -18,7 +18,8 @@ import numpy as np
 
 from .jit import njit
 
-__all__ = ["matmat_rows", "copy_entries", "transpose_count", "transpose_fill"]
+__all__ = ["matmat_rows", "copy_entries", "transpose_count", "transpose_fill",
+           "subtract_scaled_rows"]
 
 #: Rows of at most this many entries are sorted by insertion, longer ones by
 #: numpy's sort: the rows of a sparse product are mostly a few dozen long.
@@ -114,3 +115,43 @@ def transpose_fill(indptr, indices, data, start, stop, nxt, t_indices,
             t_indices[p] = i
             t_data[p] = data[t]
             nxt[c] = p + 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def subtract_scaled_rows(t_indptr, t_indices, t_data, f_indptr, f_indices, f_data, w, start,
+                         stop):  # pragma: no cover
+    """Rows ``start .. stop - 1`` of ``T - diag(w) F`` (both sorted, no
+    duplicates): ``(indptr, indices, data)`` of those rows alone, merged
+    row by row as scipy's ``csr_minus_csr`` does (``t - w_i f``, ``t - 0``
+    or ``0 - w_i f``), zero results dropped. Not collective."""
+    room = (t_indptr[stop] - t_indptr[start]) + (f_indptr[stop] - f_indptr[start])
+    indptr = np.empty(stop - start + 1, np.int64)
+    indptr[0] = 0
+    indices = np.empty(room, t_indices.dtype)
+    data = np.empty(room, t_data.dtype)
+    top = 0
+    for i in range(start, stop):
+        wi = w[i]
+        p, pend = t_indptr[i], t_indptr[i + 1]
+        q, qend = f_indptr[i], f_indptr[i + 1]
+        while p < pend or q < qend:
+            if q >= qend or (p < pend and t_indices[p] < f_indices[q]):
+                j = t_indices[p]
+                r = t_data[p] - 0.0
+                p += 1
+            elif p >= pend or f_indices[q] < t_indices[p]:
+                j = f_indices[q]
+                x = wi * f_data[q]
+                r = 0.0 - x
+                q += 1
+            else:
+                j = t_indices[p]
+                r = t_data[p] - wi * f_data[q]
+                p += 1
+                q += 1
+            if r != 0:
+                indices[top] = j
+                data[top] = r
+                top += 1
+        indptr[i - start + 1] = top
+    return indptr, indices[:top], data[:top]

@@ -1,8 +1,9 @@
 """Sparse matrix products and transposes of local CSR blocks on the threads of a rank.
 
-:func:`matmat` is scipy's ``A @ B`` and :func:`transpose` scipy's
-``A.T.tocsr()``, with the same values to the bit (the same sums in the same
-order) and each row's columns sorted, computed by blocks of rows on
+:func:`matmat` is scipy's ``A @ B``, :func:`transpose` scipy's
+``A.T.tocsr()`` and :func:`subtract_scaled` scipy's ``T - sp.diags(w) @ F``,
+with the same values to the bit (the same sums in the same order) and each
+row's columns sorted, computed by blocks of rows on
 :func:`dmsolve.threads.get_num_threads` threads (or a call's ``threads=``).
 The results do not depend on the thread count. The AMG set-up (smoothed
 prolongators, Galerkin products) and the Hodge Laplacians use them, since
@@ -15,9 +16,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import threads as _threads
-from ._spgemm_kernels import copy_entries, matmat_rows, transpose_count, transpose_fill
+from ._spgemm_kernels import (copy_entries, matmat_rows, subtract_scaled_rows, transpose_count,
+                              transpose_fill)
 
-__all__ = ["matmat", "transpose", "MIN_BLOCK_ENTRIES"]
+__all__ = ["matmat", "transpose", "subtract_scaled", "MIN_BLOCK_ENTRIES"]
 
 #: The fewest entries of ``A`` worth a block of rows of their own: about the
 #: work that hides the cost of handing a block to another thread.
@@ -135,18 +137,60 @@ def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
         return matmat_rows(a_ptr, a_ind, a_val, b_ptr, b_ind, b_val, p, lo, hi, room)
 
     blocks = _threads.parallel_map(rows, cuts.size - 1, threads)
-    if len(blocks) == 1:
-        indptr, indices, data = blocks[0]
-    else:
-        sizes = np.array([blk[0][-1] for blk in blocks], dtype=np.int64)
-        offsets = np.concatenate(([0], np.cumsum(sizes)))
-        indptr = np.concatenate([blocks[0][0][:1]] + [blk[0][1:] + off
-                                                      for blk, off in zip(blocks, offsets)])
-        indices = np.empty(int(offsets[-1]), dtype=blocks[0][1].dtype)
-        data = np.empty(int(offsets[-1]), dtype=dtype)
-        _threads.parallel_for(lambda b: copy_entries(blocks[b][1], blocks[b][2], offsets[b],
-                                                     indices, data), len(blocks), threads)
+    indptr, indices, data = _joined(blocks, threads)
     return _result((m, p), indptr, indices.view(idx), data)
+
+
+def _joined(blocks: list, threads: int | None):
+    """One CSR's arrays from blocks of rows, each ``(indptr from 0, indices,
+    data)``: the entries copied into place on the threads. Not collective."""
+    if len(blocks) == 1:
+        return blocks[0]
+    sizes = np.array([blk[0][-1] for blk in blocks], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    indptr = np.concatenate([blocks[0][0][:1]] + [blk[0][1:] + off
+                                                  for blk, off in zip(blocks, offsets)])
+    indices = np.empty(int(offsets[-1]), dtype=blocks[0][1].dtype)
+    data = np.empty(int(offsets[-1]), dtype=blocks[0][2].dtype)
+    _threads.parallel_for(lambda b: copy_entries(blocks[b][1], blocks[b][2], offsets[b],
+                                                 indices, data), len(blocks), threads)
+    return indptr, indices, data
+
+
+def subtract_scaled(T, F, w: np.ndarray, threads: int | None = None) -> sp.csr_matrix:
+    """``T - diag(w) @ F`` as scipy CSR with sorted columns, without zeros.
+
+    The bits of scipy's ``T - sp.diags(w) @ F`` (zeros eliminated): each
+    entry is ``t - w_i f``, ``t`` or ``-(w_i f)``, computed by blocks of
+    rows on ``threads`` threads. For float64 ``T`` and ``F`` with sorted
+    rows and no duplicates (others go through scipy). Not collective.
+
+    Raises
+    ------
+    ValueError
+        The shapes differ or ``w`` is not one value per row.
+    """
+    T, F = _csr(T, "T"), _csr(F, "F")
+    w = np.asarray(w, dtype=np.float64)
+    if T.shape != F.shape or w.shape != (T.shape[0],):
+        raise ValueError("T - diag(w) F: T is %s, F is %s and w has shape %s"
+                         % (T.shape, F.shape, w.shape))
+    if not (T.dtype == F.dtype == np.float64 and T.has_canonical_format
+            and F.has_canonical_format):
+        C = sp.csr_matrix(T - sp.diags(w) @ F)
+        C.eliminate_zeros()
+        C.sort_indices()
+        return C
+    m, n = T.shape
+    idx = _index_dtype(T.nnz + F.nnz, m, n)
+    t_ptr, t_ind, _ = _arrays(T, idx)
+    f_ptr, f_ind, _ = _arrays(F, idx)
+    cuts = _row_cuts(T.indptr.astype(np.int64) + F.indptr, threads)
+    blocks = _threads.parallel_map(
+        lambda b: subtract_scaled_rows(t_ptr, t_ind, T.data, f_ptr, f_ind, F.data, w,
+                                       cuts[b], cuts[b + 1]), cuts.size - 1, threads)
+    indptr, indices, data = _joined(blocks, threads)
+    return _result((m, n), indptr, indices.view(idx), data)
 
 
 def transpose(A, threads: int | None = None) -> sp.csr_matrix:

@@ -36,13 +36,12 @@ from mpi4py import MPI
 from dmsolve import DistCSR, Layout
 from dmsolve.reproducible import canonical, keys_of
 from dmsolve.partition import exchange, fetch
-from dmsolve.spgemm import matmat
+from dmsolve.spgemm import matmat, subtract_scaled
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
 from ._repro_kernels import (dense_rows, mis2_decide, row_argmax, row_best_aggregate, row_max,
                              segment_sums)
-from .smooth import _jacobi_step
 
 __all__ = ["BLOCK_BITS", "priority", "strength_graph", "mis2_aggregation", "tentative", "smoothed",
            "transpose_rows", "galerkin", "CanonicalCoarseSolver", "Prolongation",
@@ -292,7 +291,7 @@ def smoothed(A, T: DistCSR, ckeys, omega: float, filters: bool, strong):
     _, rho = lanczos_extremes(FA, np.abs(dinv), 15, reproducible=True)
     FT = matmat(F, _ext_rows(A, T))
     scale = (omega / rho) if rho > 0 else 0.0
-    P = _jacobi_step(T.local_rows(), FT, scale * dinv)
+    P = subtract_scaled(T.local_rows(), FT, scale * dinv)
     if FA is not A:
         FA.free()
     return DistCSR.from_local_rows(P, A.row_layout, T.col_layout, check_finite=False), rho

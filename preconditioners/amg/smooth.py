@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, Registry
+from dmsolve.spgemm import subtract_scaled
 from dmsolve.validate import check_real
 
 from .._dist import matmat_local, rows_with_global_columns
@@ -64,17 +65,6 @@ def filtered_matrix(A: DistCSR, strength) -> DistCSR:
     return DistCSR.from_local_rows(F, A.row_layout, A.col_layout, check_finite=False)
 
 
-def _jacobi_step(T_loc: sp.csr_matrix, FT: sp.csr_matrix, w: np.ndarray) -> sp.csr_matrix:
-    """``T_loc - diag(w) FT`` without zero entries, ``FT`` (sorted rows)
-    overwritten. Each row of ``FT`` is scaled in place rather than through
-    scipy's product with a diagonal matrix: the same products ``w_i x``,
-    without a copy; those that are zero subtract nothing. Not collective."""
-    FT.data *= np.repeat(w, np.diff(FT.indptr))
-    P_loc = sp.csr_matrix(T_loc - FT)
-    P_loc.eliminate_zeros()
-    return P_loc
-
-
 def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
                        theta: float = 0.0, steps: int = 15,
                        strength=None) -> tuple[DistCSR, float]:
@@ -99,7 +89,7 @@ def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
     T_loc = rows_with_global_columns(T)
     FT = matmat_local(F, T, B_local=T_loc)
     scale = (omega / rho) if rho > 0 else 0.0
-    P_loc = _jacobi_step(T_loc, FT, scale * dinv)
+    P_loc = subtract_scaled(T_loc, FT, scale * dinv)
     if F is not A:
         F.free()
     return DistCSR.from_local_rows(P_loc, A.row_layout, T.col_layout, check_finite=False), rho

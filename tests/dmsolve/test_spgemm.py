@@ -142,3 +142,51 @@ def test_matmat_refuses_what_it_does_not_take():
                              match="3 columns but B has 4 rows")
     assert_raises_collective(COMM, ValueError, spgemm.matmat, sp.eye(3), sp.eye(3),
                              threads=0)
+
+
+def scipy_subtract_scaled(T, F, w):
+    C = sp.csr_matrix(T - sp.diags(w) @ F)
+    C.eliminate_zeros()
+    return C
+
+
+@pytest.mark.parametrize("k", THREADS)
+def test_subtract_scaled_is_scipys(monkeypatch, k):
+    """subtract_scaled(T, F, w) has the bits of scipy's T - diag(w) F
+    without zeros: shared, T-only and F-only entries, rows whose weight is
+    zero, entries that cancel and explicit zeros of F, split in blocks."""
+    monkeypatch.setattr(spgemm, "MIN_BLOCK_ENTRIES", 16)
+    T = random_csr(400, 90, 0.05, 20, empty_rows=(3, 399))
+    F = random_csr(400, 90, 0.05, 21, empty_rows=(4, 399))
+    F = (F + 0.5 * T).tocsr()                       # shared entries
+    F.sort_indices()
+    w = np.random.default_rng(22).random(400) - 0.5
+    w[::7] = 0.0
+    cancel = np.flatnonzero(np.diff(T.indptr) > 0)[:5]
+    F = F.tolil()
+    for r in cancel:                                # t - w f == 0 exactly
+        j = T.indices[T.indptr[r]]
+        w[r], F[r, j] = 1.0, T[r, j]
+    F = F.tocsr()
+    F.data[::11] = 0.0                              # explicit zeros
+    C = spgemm.subtract_scaled(T, F, w, threads=k)
+    R = scipy_subtract_scaled(T, F, w)
+    assert_collective(COMM, bitwise_equal(C, R) and all(C[r].nnz < T[r].nnz + F[r].nnz
+                                                         for r in cancel), "at %d threads" % k)
+
+
+def test_subtract_scaled_takes_other_matrices_through_scipy():
+    """Unsorted rows, duplicates and complex entries give scipy's result."""
+    T = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([2, 0, 0]), np.array([0, 2, 3])),
+                      shape=(2, 3))
+    F = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0]]))
+    w = np.array([2.0, -1.0])
+    ok = bitwise_equal(spgemm.subtract_scaled(T, F, w), scipy_subtract_scaled(T, F, w))
+    Tc = random_csr(30, 20, 0.2, 23, np.complex128)
+    Fc = random_csr(30, 20, 0.2, 24)
+    wc = np.linspace(-1, 1, 30)
+    ok = ok and bitwise_equal(spgemm.subtract_scaled(Tc, Fc, wc),
+                              scipy_subtract_scaled(Tc, Fc, wc))
+    assert_collective(COMM, ok, "fallback differs from scipy")
+    assert_raises_collective(COMM, ValueError, spgemm.subtract_scaled, T, F, np.ones(3),
+                             match="w has shape")

@@ -83,13 +83,13 @@ def scipy_products(monkeypatch):
     monkeypatch.setattr(reproducible, "matmat", scipy_matmat)
     monkeypatch.setattr(galerkin, "transpose", lambda A, threads=None: A.T.tocsr())
 
-    def jacobi_step(T_loc, FT, w):
+    def subtract_scaled(T_loc, FT, w):
         P = sp.csr_matrix(T_loc - sp.diags(w) @ FT)
         P.eliminate_zeros()
         return P
 
-    monkeypatch.setattr(smooth, "_jacobi_step", jacobi_step)
-    monkeypatch.setattr(reproducible, "_jacobi_step", jacobi_step)
+    monkeypatch.setattr(smooth, "subtract_scaled", subtract_scaled)
+    monkeypatch.setattr(reproducible, "subtract_scaled", subtract_scaled)
     monkeypatch.setattr(strength, "_takes_kernels", lambda A: False)
 
 
