@@ -138,6 +138,7 @@ def warm_preconditioners(comm) -> None:
     for A, pcs in [
             (spd, ["amg", ("amg", {"presmoother": "gauss-seidel",
                                    "postsmoother": "gauss-seidel"}),
+                   ("amg", {"strength": ("symmetric", {"theta": 0.08})}),
                    ("amg", {"precision": "single"}),
                    ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
                    ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1}),
