@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from dmsolve import Registry, threads
+from dmsolve.spgemm import matmat, transpose
 from dmsolve.validate import check_int, check_real
 
 from ._strength_kernels import classical_count, classical_fill, symmetric_count, symmetric_fill
@@ -142,7 +143,7 @@ def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
     strong = sp.csr_matrix((np.ones(int(keep.sum())), (C.row[keep], C.col[keep])),
                            shape=(nodes, nodes))
     member = sp.csr_matrix((np.ones(n), (np.arange(n), node)), shape=(n, nodes))
-    S = (member @ strong @ member.T).tocoo()
+    S = matmat(matmat(member, strong), transpose(member)).tocoo()
     off = S.row != S.col
     S = sp.csr_matrix((S.data[off], (S.row[off], S.col[off])), shape=(n, n))
     S.sort_indices()

@@ -22,6 +22,7 @@ COMM = MPI.COMM_WORLD
 CASES = [
     ("poisson3d-16", {}),                                   # classical, filtered level 0
     ("poisson2d-60", {"strength": ("symmetric", {"theta": 0.1})}),
+    ("poisson2d-100", {"block_size": 2}),                    # node-by-node strength
     ("anisotropic_diffusion-40", {}),
     ("poisson3d-14", {"reproducible": True, "theta": 0.1}),
 ]
@@ -91,6 +92,8 @@ def scipy_products(monkeypatch):
     monkeypatch.setattr(smooth, "subtract_scaled", subtract_scaled)
     monkeypatch.setattr(reproducible, "subtract_scaled", subtract_scaled)
     monkeypatch.setattr(strength, "_takes_kernels", lambda A: False)
+    monkeypatch.setattr(strength, "matmat", scipy_matmat)
+    monkeypatch.setattr(strength, "transpose", lambda A, threads=None: A.T.tocsr())
 
 
 @pytest.mark.timeout(300)
