@@ -30,6 +30,7 @@ MODULES = [
     "dmsolve.checkpoint",
     "dmsolve.reproducible",
     "dmsolve.validate",
+    "dmsolve.spgemm",
     "dmsolve.petsc",
     "dmsolve.cli",
     "preconditioners",
