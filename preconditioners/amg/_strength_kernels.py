@@ -12,7 +12,8 @@ import numpy as np
 
 from dmsolve.jit import njit
 
-__all__ = ["classical_count", "classical_fill", "symmetric_count", "symmetric_fill"]
+__all__ = ["classical_count", "classical_fill", "symmetric_count", "symmetric_fill",
+           "classical_mask_rows"]
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -109,3 +110,29 @@ def symmetric_fill(d_ptr, d_ind, d_val, diag, theta, start, stop, s_ptr, s_ind,
                 s_ind[p] = j
                 s_val[p] = abs(d_val[t])
                 p += 1
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def classical_mask_rows(rows, cols, vals, theta, lo, hi, out):  # pragma: no cover
+    """``out[t]`` for entries ``lo .. hi - 1`` (whole rows, ``rows``
+    sorted): ``-a_ij > 0`` and ``-a_ij >= theta m_i``, off the diagonal, with
+    ``m_i`` numpy's ``maximum(maximum.reduceat(neg), 0)`` over the row's
+    entries given (``neg`` 0 on the diagonal; a NaN carries through as in
+    numpy). Not collective."""
+    s = lo
+    while s < hi:
+        e = s + 1
+        while e < hi and rows[e] == rows[s]:
+            e += 1
+        m = -vals[s] if rows[s] != cols[s] else 0.0
+        for t in range(s + 1, e):
+            x = -vals[t] if rows[t] != cols[t] else 0.0
+            if not (m >= x or m != m):
+                m = x
+        if not (m >= 0.0 or m != m):
+            m = 0.0
+        bound = theta * m
+        for t in range(s, e):
+            x = -vals[t] if rows[t] != cols[t] else 0.0
+            out[t] = x > 0 and x >= bound
+        s = e

@@ -15,7 +15,8 @@ from dmsolve import Registry, threads
 from dmsolve.spgemm import matmat, transpose
 from dmsolve.validate import check_int, check_real
 
-from ._strength_kernels import classical_count, classical_fill, symmetric_count, symmetric_fill
+from ._strength_kernels import (classical_count, classical_fill, classical_mask_rows,
+                                symmetric_count, symmetric_fill)
 
 __all__ = ["STRENGTH", "SymmetricStrength", "ClassicalStrength", "symmetric_strength",
            "classical_strength", "is_strong"]
@@ -171,8 +172,23 @@ def classical_mask(rows, cols, vals, theta: float) -> np.ndarray:
     """``-a_ij >= theta * max_k (-a_ik)`` and ``a_ij < 0``, entry by entry,
     the maximum over every entry given of the row (``rows`` sorted, each
     row's entries whole). Not collective."""
+    rows, cols, vals = np.asarray(rows), np.asarray(cols), np.asarray(vals)
+    if vals.dtype == np.float64 and rows.size and bool(np.all(rows[1:] >= rows[:-1])):
+        return _classical_mask_blocks(rows, cols, vals, theta)
     neg = np.where(rows != cols, -vals, 0.0)
     return (neg > 0) & (neg >= theta * _row_max(rows, neg))
+
+
+def _classical_mask_blocks(rows, cols, vals, theta: float) -> np.ndarray:
+    """:func:`classical_mask` of sorted rows, by blocks of whole rows on the
+    process's threads (the same mask). Not collective."""
+    cuts = threads.row_blocks(rows.size, None, MIN_BLOCK_ROWS * 8)
+    # a row's entries stay in one block
+    cuts[1:-1] = np.searchsorted(rows, rows[cuts[1:-1]], side="left")
+    out = np.empty(rows.size, dtype=np.bool_)
+    threads.parallel_for(lambda b: classical_mask_rows(rows, cols, vals, float(theta), cuts[b],
+                                                       cuts[b + 1], out), cuts.size - 1)
+    return out
 
 
 def _negative_row_max(A) -> np.ndarray:

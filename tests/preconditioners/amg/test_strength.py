@@ -270,3 +270,26 @@ def test_symmetric_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, t
     ok = (np.array_equal(S.indptr, R.indptr) and np.array_equal(S.indices, R.indices)
           and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
     assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_classical_mask_blocks_equal_numpy(monkeypatch, k):
+    """The compiled classical mask (blocks of whole rows on k threads) is
+    numpy's: row maxima over the entries given, the diagonal left out,
+    rows with no negative coupling, a NaN row, positive entries."""
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 2)
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(0, 9, 500)
+    rows = np.repeat(np.arange(500), sizes) + 1000
+    cols = rng.integers(990, 1510, rows.size)
+    cols[::5] = rows[::5]                           # diagonal entries
+    vals = rng.standard_normal(rows.size)
+    vals[rows == rows[40]] = np.abs(vals[rows == rows[40]])     # no negative coupling
+    vals[np.flatnonzero(rows == rows[80])[:1]] = np.nan
+    with dmsolve.threads.using(k):
+        got = strength.classical_mask(rows, cols, vals, 0.3)
+    neg = np.where(rows != cols, -vals, 0.0)
+    with np.errstate(invalid="ignore"):
+        want = (neg > 0) & (neg >= 0.3 * strength._row_max(rows, neg))
+    assert_collective(COMM, got.dtype == np.bool_ and np.array_equal(got, want)
+                      and want.any() and not want.all(), "classical mask differs")
