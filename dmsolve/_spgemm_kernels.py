@@ -26,14 +26,35 @@ __all__ = ["matmat_rows", "copy_entries", "transpose_count", "transpose_fill",
 INSERTION_MAX = 48
 
 
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
+def _gather_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, i, mark, acc, cols,
+                n):  # pragma: no cover
+    """Add row ``i`` of ``A`` times ``B`` into ``acc``, listing in
+    ``cols[n:]`` the columns the row has not met yet; the new ``n``."""
+    for jj in range(a_indptr[i], a_indptr[i + 1]):
+        j = a_indices[jj]
+        v = a_data[jj]
+        for kk in range(b_indptr[j], b_indptr[j + 1]):
+            k = b_indices[kk]
+            acc[k] += v * b_data[kk]
+            if mark[k] != i:
+                mark[k] = i
+                cols[n] = k
+                n += 1
+    return n
+
+
 @njit(cache=True, nogil=True, boundscheck=False)
-def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, ncols, start,
-                stop, capacity):  # pragma: no cover
-    """Rows ``start .. stop - 1`` of ``C = A @ B``: ``(indptr, indices,
-    data)`` of those rows alone (``indptr`` from 0), each row's columns
-    sorted and its zero sums dropped. The output starts with room for
-    ``capacity`` entries and doubles when full (a first pass that counts
-    each row would cost a third of the product). Not collective."""
+def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, a2_indptr,
+                a2_indices, a2_data, b2_indptr, b2_indices, b2_data, ncols, start, stop,
+                capacity):  # pragma: no cover
+    """Rows ``start .. stop - 1`` of ``C = [A A2] @ [B; B2]`` (each row of
+    ``A``'s entries, then ``A2``'s, as in the stacked matrices; ``A2`` may
+    have no entries): ``(indptr, indices, data)`` of those rows alone
+    (``indptr`` from 0), each row's columns sorted and its zero sums
+    dropped. The output starts with room for ``capacity`` entries and
+    doubles when full (a first pass that counts each row would cost a third
+    of the product). Not collective."""
     room = max(capacity, 16)
     indptr = np.empty(stop - start + 1, np.int64)
     indptr[0] = 0
@@ -44,17 +65,10 @@ def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, ncols,
     cols = np.empty(ncols, b_indices.dtype)
     top = 0
     for i in range(start, stop):
-        n = 0
-        for jj in range(a_indptr[i], a_indptr[i + 1]):
-            j = a_indices[jj]
-            v = a_data[jj]
-            for kk in range(b_indptr[j], b_indptr[j + 1]):
-                k = b_indices[kk]
-                acc[k] += v * b_data[kk]
-                if mark[k] != i:
-                    mark[k] = i
-                    cols[n] = k
-                    n += 1
+        n = _gather_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, i, mark, acc,
+                        cols, 0)
+        n = _gather_row(a2_indptr, a2_indices, a2_data, b2_indptr, b2_indices, b2_data, i, mark,
+                        acc, cols, n)
         if top + n > indices.shape[0]:
             room = max(2 * indices.shape[0], top + n)
             grown = np.empty(room, indices.dtype)

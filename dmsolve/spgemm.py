@@ -19,7 +19,7 @@ from . import threads as _threads
 from ._spgemm_kernels import (copy_entries, matmat_rows, subtract_scaled_rows, transpose_count,
                               transpose_fill)
 
-__all__ = ["matmat", "transpose", "subtract_scaled", "MIN_BLOCK_ENTRIES"]
+__all__ = ["matmat", "block_matmat", "transpose", "subtract_scaled", "MIN_BLOCK_ENTRIES"]
 
 #: The fewest entries of ``A`` worth a block of rows of their own: about the
 #: work that hides the cost of handing a block to another thread.
@@ -119,22 +119,55 @@ def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
     >>> bool(np.array_equal(C.toarray(), (A @ B).toarray()))
     True
     """
-    A, B = _csr(A, "A"), _csr(B, "B")
-    if A.shape[1] != B.shape[0]:
-        raise ValueError("A @ B: A has %d columns but B has %d rows" % (A.shape[1], B.shape[0]))
-    dtype = _value_dtype(A.dtype, B.dtype)
-    m, p = A.shape[0], B.shape[1]
-    idx = _index_dtype(A.nnz, B.nnz, m, A.shape[1], p)
-    a_ptr, a_ind, a_val = _arrays(A, idx, dtype)
-    b_ptr, b_ind, b_val = _arrays(B, idx, dtype)
-    cuts = _row_cuts(A.indptr, threads)
+    return block_matmat([A], [B], threads)
+
+
+def block_matmat(A_blocks, B_blocks, threads: int | None = None) -> sp.csr_matrix:
+    """``hstack(A_blocks) @ vstack(B_blocks)`` without forming the stacks.
+
+    One or two blocks each (``A_k @ B_k`` must be defined, the ``A_k``
+    with as many rows, the ``B_k`` with as many columns): e.g. a rank's
+    diagonal and off-process blocks times its own rows of ``B`` and the
+    ghost rows fetched. The result is :func:`matmat`'s of the stacked
+    matrices, to the bit: each row adds ``A_1``'s entries, then ``A_2``'s.
+    Not collective.
+
+    Raises
+    ------
+    TypeError
+        As :func:`matmat`.
+    ValueError
+        Not one or two blocks of each, or shapes that do not fit.
+    """
+    As = [_csr(M, "A_blocks[%d]" % k) for k, M in enumerate(A_blocks)]
+    Bs = [_csr(M, "B_blocks[%d]" % k) for k, M in enumerate(B_blocks)]
+    if not 1 <= len(As) == len(Bs) <= 2:
+        raise ValueError("block_matmat takes one or two blocks of each factor, got %d and %d"
+                         % (len(As), len(Bs)))
+    m, p = As[0].shape[0], Bs[0].shape[1]
+    for k, (A, B) in enumerate(zip(As, Bs)):
+        if A.shape[1] != B.shape[0]:
+            raise ValueError("A @ B: A has %d columns but B has %d rows"
+                             % (sum(M.shape[1] for M in As), sum(M.shape[0] for M in Bs)))
+        if A.shape[0] != m or B.shape[1] != p:
+            raise ValueError("block %d: A_k has %d rows (not %d) or B_k %d columns (not %d)"
+                             % (k, A.shape[0], m, B.shape[1], p))
+    dtype = _value_dtype(*[M.dtype for M in As + Bs])
+    idx = _index_dtype(*[b for M in As + Bs for b in (M.nnz,) + M.shape])
+    if len(As) == 1:            # an empty second block: no row has entries in it
+        As.append(sp.csr_matrix((m, 0), dtype=dtype))
+        Bs.append(sp.csr_matrix((0, p), dtype=dtype))
+    parts = [_arrays(M, idx, dtype) for M in (As[0], Bs[0], As[1], Bs[1])]
+    args = tuple(a for part in parts for a in part)
+    work = As[0].indptr.astype(np.int64) + As[1].indptr
+    cuts = _row_cuts(work, threads)
 
     def rows(b):
         lo, hi = cuts[b], cuts[b + 1]
         # room for 1.5 entries per entry of A's rows: enough for the
         # products of the AMG set-up, which then never grow their arrays
-        room = (int(A.indptr[hi]) - int(A.indptr[lo])) * 3 // 2
-        return matmat_rows(a_ptr, a_ind, a_val, b_ptr, b_ind, b_val, p, lo, hi, room)
+        room = int(work[hi] - work[lo]) * 3 // 2
+        return matmat_rows(*args, p, lo, hi, room)
 
     blocks = _threads.parallel_map(rows, cuts.size - 1, threads)
     indptr, indices, data = _joined(blocks, threads)

@@ -46,12 +46,10 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     lay = P.col_layout
     AP = matmat_local(A, P)
     # P's local columns first, then its ghosts: rows of P^T in that order
-    nown = P.diag.shape[1]
-    Pc = sp.hstack([P.diag, P.offd], format="csr") if P.offd.shape[1] else P.diag
-    C = matmat(transpose(Pc), AP)
-    # slicing copies: spare it where P has no ghost columns (one rank)
-    own = C[:nown] if C.shape[0] > nown else C
-    ghost = C[nown:].tocoo() if C.shape[0] > nown else sp.coo_matrix((0, C.shape[1]))
+    # the rows of P^T: P's local columns (this rank's coarse unknowns),
+    # then its ghost columns; each block's product on its own
+    own = matmat(transpose(P.diag), AP)
+    ghost = matmat(transpose(P.offd), AP).tocoo()
     ctx = BSP(A.comm)
     tag = ctx.tags("rows", "cols", "vals")
     if ghost.nnz:
@@ -63,6 +61,6 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     rows = inbox.concat(tag.rows, dtype=np.int64)
     if rows.size:
         cols = inbox.concat(tag.cols, dtype=np.int64)
-        vals = inbox.concat(tag.vals, dtype=C.dtype)
+        vals = inbox.concat(tag.vals, dtype=own.dtype)
         own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
     return own

@@ -190,3 +190,27 @@ def test_subtract_scaled_takes_other_matrices_through_scipy():
     assert_collective(COMM, ok, "fallback differs from scipy")
     assert_raises_collective(COMM, ValueError, spgemm.subtract_scaled, T, F, np.ones(3),
                              match="w has shape")
+
+
+@pytest.mark.parametrize("k", THREADS)
+def test_block_matmat_is_the_product_of_the_stacks(k):
+    """block_matmat([A1, A2], [B1, B2]) is scipy's hstack(A) @ vstack(B) to
+    the bit (each row adds A1's entries, then A2's), also with one block,
+    an empty second block and a block of no columns."""
+    A1, A2 = big_enough(3000, 700, 30), random_csr(3000, 40, 0.05, 31, empty_rows=(0, 9))
+    B1, B2 = big_enough(700, 500, 32), random_csr(40, 500, 0.1, 33)
+    ok = bitwise_equal(spgemm.block_matmat([A1, A2], [B1, B2], threads=k),
+                       sp.hstack([A1, A2], format="csr") @ sp.vstack([B1, B2], format="csr"))
+    ok = ok and bitwise_equal(spgemm.block_matmat([A1], [B1], threads=k), A1 @ B1)
+    E, F = sp.csr_matrix((3000, 0)), sp.csr_matrix((0, 500))
+    ok = ok and bitwise_equal(spgemm.block_matmat([A1, E], [B1, F], threads=k), A1 @ B1)
+    assert_collective(COMM, ok, "block product differs at %d threads" % k)
+
+
+def test_block_matmat_refuses_blocks_that_do_not_fit():
+    """Three blocks, or blocks of different row counts, are refused."""
+    A, B = sp.eye(3, format="csr"), sp.eye(3, format="csr")
+    assert_raises_collective(COMM, ValueError, spgemm.block_matmat, [A, A, A], [B, B, B],
+                             match="one or two blocks")
+    assert_raises_collective(COMM, ValueError, spgemm.block_matmat, [A, sp.eye(4, 3)], [B, B],
+                             match="block 1")

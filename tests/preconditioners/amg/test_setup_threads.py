@@ -80,6 +80,8 @@ def scipy_products(monkeypatch):
     transpose, scipy's product with the diagonal, and the strength graph
     built through COO (the reproducible hierarchy's products too)."""
     monkeypatch.setattr(dist, "local_matmat", scipy_matmat)
+    monkeypatch.setattr(dist, "local_block_matmat", lambda As, Bs, threads=None: scipy_matmat(
+        sp.hstack(As, format="csr"), sp.vstack(Bs, format="csr")))
     monkeypatch.setattr(galerkin, "matmat", scipy_matmat)
     monkeypatch.setattr(reproducible, "matmat", scipy_matmat)
     monkeypatch.setattr(galerkin, "transpose", lambda A, threads=None: A.T.tocsr())
