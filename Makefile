@@ -12,7 +12,7 @@ DOCS_STAMP := $(VENV)/.dmsolve-docs
 # kernels, and the warm-up compiles them again before a demo times them)
 WARM_STAMP := .numba-warm
 KERNEL_SOURCES := $(wildcard preconditioners/*.py preconditioners/*/*.py topology/*.py topology/*/*.py dmsolve/_sell_kernels.py dmsolve/_narrow_kernels.py \
-  dmsolve/_vector_kernels.py \
+  dmsolve/_vector_kernels.py dmsolve/_spgemm_kernels.py \
   dmsolve/krylov/_fused_kernels.py dmsolve/_reprosum.py dmsolve/bsp/_merge_kernel.py)
 # Per-rank BLAS threads: 4 ranks on 2 cores with threaded BLAS run several times slower.
 export OMP_NUM_THREADS := 1

@@ -11,6 +11,8 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR
 from dmsolve.bsp import BSP
+from dmsolve.spgemm import block_matmat as local_block_matmat
+from dmsolve.spgemm import matmat as local_matmat
 
 __all__ = ["fetch_rows", "matmat_local", "matmat", "rows_with_global_columns"]
 
@@ -72,11 +74,13 @@ def fetch_rows(A: DistCSR, ids: np.ndarray, local: sp.csr_matrix | None = None,
 
 
 def matmat_local(A: DistCSR, B: DistCSR, B_local: sp.csr_matrix | None = None) -> sp.csr_matrix:
-    """This rank's rows of ``A @ B`` with global columns (scipy CSR).
+    """This rank's rows of ``A @ B`` with global columns (scipy CSR, sorted).
 
     ``B`` is distributed by rows like ``A``'s columns. The rows of ``B`` that
     ``A``'s off-process block touches (``A.ghosts``) are fetched through the
-    BSP layer. Collective on ``A.comm``.
+    BSP layer. The local product runs on the process's threads
+    (:func:`dmsolve.spgemm.matmat`: scipy's values to the bit). Collective
+    on ``A.comm``.
     """
     if B.row_layout != A.col_layout:
         raise ValueError("A @ B: B's rows are not distributed like A's columns")
@@ -84,15 +88,10 @@ def matmat_local(A: DistCSR, B: DistCSR, B_local: sp.csr_matrix | None = None) -
         B_local = rows_with_global_columns(B)
     ghost_rows = fetch_rows(B, A.ghosts, local=B_local, label="matmat")
     if A.offd.nnz:
-        # one product of [diag offd] with [own rows; ghost rows] rather than
-        # two and a sum of their results (the sum was a third of the time)
-        C = (sp.hstack([A.diag, A.offd], format="csr")
-             @ sp.vstack([B_local, ghost_rows], format="csr"))
-    else:
-        C = A.diag @ B_local
-    C = sp.csr_matrix(C)
-    C.sort_indices()
-    return C
+        # one product of [diag offd] with [own rows; ghost rows], the stacks
+        # never formed, rather than two and a sum of their results
+        return local_block_matmat([A.diag, A.offd], [B_local, ghost_rows])
+    return local_matmat(A.diag, B_local)
 
 
 def matmat(A: DistCSR, B: DistCSR) -> DistCSR:

@@ -53,7 +53,7 @@ def kernels() -> dict[str, object]:
     for modname in modules + ["dmsolve._sell_kernels", "dmsolve.krylov._fused_kernels",
                               "dmsolve._reprosum", "dmsolve.bsp._merge_kernel",
                               "dmsolve._mmread_kernels", "dmsolve._narrow_kernels",
-                              "dmsolve._vector_kernels"]:
+                              "dmsolve._vector_kernels", "dmsolve._spgemm_kernels"]:
         module = importlib.import_module(modname)
         for name, obj in vars(module).items():
             if is_kernel(obj) and obj.py_func.__module__ == modname:
@@ -77,10 +77,18 @@ def _cached(dispatcher) -> bool:
 
 def warm_products(comm) -> None:
     """A sliced-ELL matvec and rmatvec (the format DistCSR's products choose
-    on blocks of 1024 rows or more), and the Matrix Market reader's scan of
-    its entry lines."""
+    on blocks of 1024 rows or more), the Matrix Market reader's scan of
+    its entry lines, and a sparse product on two threads (two blocks of rows
+    and the copy that joins them) and a transpose."""
+    import scipy.sparse as sp
+
     import dmsolve.gallery as gallery
     from dmsolve._mmread_kernels import plain_lines
+    from dmsolve.spgemm import matmat, transpose
+
+    X = sp.random(600, 600, density=0.25, format="csr", random_state=0)
+    matmat(X, X, threads=2)
+    transpose(X, threads=2)
 
     plain_lines(np.frombuffer(b"1 1 1.0\n", dtype=np.uint8), 2, 1, False)
 
@@ -162,6 +170,7 @@ def warm_preconditioners(comm) -> None:
     for A, pcs in [
             (spd, ["amg", ("amg", {"presmoother": "gauss-seidel",
                                    "postsmoother": "gauss-seidel"}),
+                   ("amg", {"strength": ("symmetric", {"theta": 0.08})}),
                    ("amg", {"precision": "single"}),
                    ("bjacobi", {"sub": "ilu0"}), ("bjacobi", {"sub": "ilut"}),
                    ("bjacobi", {"sub": "lu"}), ("asm", {"overlap": 1}),

@@ -32,6 +32,7 @@ MODULES = [
     "dmsolve.checkpoint",
     "dmsolve.reproducible",
     "dmsolve.validate",
+    "dmsolve.spgemm",
     "dmsolve.petsc",
     "dmsolve.cli",
     "preconditioners",

@@ -1,6 +1,8 @@
 """The Galerkin coarse operator ``R A P`` with ``R = P^T``, as distributed SpGEMMs.
 
-``A P`` takes the ghost rows of ``P`` through the BSP layer. ``P^T (A P)`` is
+``A P`` takes the ghost rows of ``P`` through the BSP layer. The local
+products and the transpose run on the process's threads
+(:mod:`dmsolve.spgemm`, scipy's values to the bit). ``P^T (A P)`` is
 formed from each rank's rows: the rows of the result that belong to this
 rank's own coarse unknowns (the columns of ``P``'s diagonal block) stay here;
 the partial rows of ghost coarse unknowns (``P``'s off-process columns, only
@@ -15,6 +17,7 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR
 from dmsolve.bsp import BSP
+from dmsolve.spgemm import matmat, transpose
 
 from .._dist import matmat_local
 
@@ -43,11 +46,10 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     lay = P.col_layout
     AP = matmat_local(A, P)
     # P's local columns first, then its ghosts: rows of P^T in that order
-    nown = P.diag.shape[1]
-    Pc = sp.hstack([P.diag, P.offd], format="csr")
-    C = (Pc.T.tocsr() @ AP).tocsr()
-    own = C[:nown]
-    ghost = C[nown:].tocoo()
+    # the rows of P^T: P's local columns (this rank's coarse unknowns),
+    # then its ghost columns; each block's product on its own
+    own = matmat(transpose(P.diag), AP)
+    ghost = matmat(transpose(P.offd), AP).tocoo()
     ctx = BSP(A.comm)
     tag = ctx.tags("rows", "cols", "vals")
     if ghost.nnz:
@@ -59,6 +61,6 @@ def galerkin_rows(A: DistCSR, P: DistCSR) -> sp.csr_matrix:
     rows = inbox.concat(tag.rows, dtype=np.int64)
     if rows.size:
         cols = inbox.concat(tag.cols, dtype=np.int64)
-        vals = inbox.concat(tag.vals, dtype=C.dtype)
+        vals = inbox.concat(tag.vals, dtype=own.dtype)
         own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
     return own

@@ -11,8 +11,9 @@ unknowns (:mod:`dmsolve.reproducible`), never from where they are stored:
 - **tentative prolongator**: each aggregate's norm of the near null space
   summed on its root's rank in key order;
 - **products** (prolongator smoothing ``A T``, ``A P``, ``R (A P)``): each
-  local row of the left factor is stored in key order, so scipy's SpGEMM
-  adds the terms of every entry in one canonical order; ``R = P^T`` is built
+  local row of the left factor is stored in key order, so the SpGEMM
+  (:func:`dmsolve.spgemm.matmat`, which adds in stored order at any thread
+  count) adds the terms of every entry in one canonical order; ``R = P^T`` is built
   explicitly on the coarse unknowns' owners, so restriction is a product
   too (a transpose product would add partial sums across ranks);
 - **coarsest solve** (:class:`CanonicalCoarseSolver`): the pseudo-inverse
@@ -35,6 +36,7 @@ from mpi4py import MPI
 from dmsolve import DistCSR, Layout
 from dmsolve.reproducible import canonical, keys_of
 from dmsolve.partition import exchange, fetch
+from dmsolve.spgemm import matmat, subtract_scaled
 
 from .._dist import fetch_rows
 from .._eigen import lanczos_extremes
@@ -287,10 +289,9 @@ def smoothed(A, T: DistCSR, ckeys, omega: float, filters: bool, strong):
     if omega is None:                      # unsmoothed aggregation
         return T, 0.0
     _, rho = lanczos_extremes(FA, np.abs(dinv), 15, reproducible=True)
-    FT = F @ _ext_rows(A, T)
+    FT = matmat(F, _ext_rows(A, T))
     scale = (omega / rho) if rho > 0 else 0.0
-    P = sp.csr_matrix(T.local_rows() - sp.diags(scale * dinv) @ FT)
-    P.eliminate_zeros()
+    P = subtract_scaled(T.local_rows(), FT, scale * dinv)
     if FA is not A:
         FA.free()
     return DistCSR.from_local_rows(P, A.row_layout, T.col_layout, check_finite=False), rho
@@ -325,13 +326,12 @@ class _LocalRows:
 def galerkin(A, P: DistCSR, R) -> DistCSR:
     """``R (A P)`` with every entry's terms added in key order (``A`` and
     ``R`` canonical). Collective on ``A.comm``."""
-    AP = _LocalRows(sp.csr_matrix(A.local_canonical() @ _ext_rows(A, P)), A.row_layout,
-                    P.shape[1])
+    AP = _LocalRows(matmat(A.local_canonical(), _ext_rows(A, P)), A.row_layout, P.shape[1])
     ext = sp.vstack([AP.local, fetch_rows(AP, R.ghosts, local=AP.local, label="repro")],
                     format="csr")
-    Ac = R.local_canonical() @ ext
+    Ac = matmat(R.local_canonical(), ext)
     clay = P.col_layout
-    return DistCSR.from_local_rows(sp.csr_matrix(Ac), clay, clay, check_finite=False)
+    return DistCSR.from_local_rows(Ac, clay, clay, check_finite=False)
 
 
 class Prolongation:

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from dmsolve import DistCSR, Registry
+from dmsolve.spgemm import subtract_scaled
 from dmsolve.validate import check_real
 
 from .._dist import matmat_local, rows_with_global_columns
@@ -44,23 +45,27 @@ def filtered_matrix(A: DistCSR, strength) -> DistCSR:
         return A        # nothing to filter: spare the copy and its halo plan
     d = A.diagonal().local
     dg = A.halo.exchange(d.astype(A.halo.dtype, copy=False))
-    loc = rows_with_global_columns(A).tocoo()
+    loc = rows_with_global_columns(A)
+    row = np.repeat(np.arange(d.size), np.diff(loc.indptr))
     start = A.row_layout.start
-    gi = loc.row.astype(np.int64) + start
-    gj = loc.col.astype(np.int64)
+    gi = row + start
+    gj = loc.indices.astype(np.int64)
     own = (gj >= start) & (gj < A.row_layout.stop)
     dj = np.empty(gj.size)
     dj[own] = d[gj[own] - start]
     if (~own).any():
         dj[~own] = dg[np.searchsorted(A.ghosts, gj[~own])]
-    strong = strength.strong(gi, gj, loc.data, d[loc.row], dj)
+    strong = strength.strong(gi, gj, loc.data, d[row], dj)
     weak = (gi != gj) & ~strong
-    lump = np.bincount(loc.row[weak], weights=loc.data[weak], minlength=d.size)
+    weak_rows = row[weak]
+    lump = np.bincount(weak_rows, weights=loc.data[weak], minlength=d.size)
     keep = ~weak
-    vals = loc.data[keep].copy()
+    vals = loc.data[keep]
     on = (gi[keep] == gj[keep])
-    vals[on] += lump[loc.row[keep][on]]
-    F = sp.csr_matrix((vals, (loc.row[keep], gj[keep])), shape=loc.shape)
+    vals[on] += lump[row[keep][on]]
+    # the kept entries stay in their (sorted) order: CSR directly, no sort
+    dropped = np.concatenate(([0], np.cumsum(np.bincount(weak_rows, minlength=d.size))))
+    F = sp.csr_matrix((vals, gj[keep], loc.indptr - dropped), shape=loc.shape)
     return DistCSR.from_local_rows(F, A.row_layout, A.col_layout, check_finite=False)
 
 
@@ -88,9 +93,7 @@ def smooth_prolongator(A: DistCSR, T: DistCSR, omega: float = 4.0 / 3.0,
     T_loc = rows_with_global_columns(T)
     FT = matmat_local(F, T, B_local=T_loc)
     scale = (omega / rho) if rho > 0 else 0.0
-    P_loc = T_loc - sp.diags(scale * dinv) @ FT
-    P_loc = sp.csr_matrix(P_loc)
-    P_loc.eliminate_zeros()
+    P_loc = subtract_scaled(T_loc, FT, scale * dinv)
     if F is not A:
         F.free()
     return DistCSR.from_local_rows(P_loc, A.row_layout, T.col_layout, check_finite=False), rho

@@ -11,11 +11,19 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 
-from dmsolve import Registry
+from dmsolve import Registry, threads
+from dmsolve.spgemm import matmat, transpose
 from dmsolve.validate import check_int, check_real
+
+from ._strength_kernels import (classical_count, classical_fill, classical_mask_rows,
+                                symmetric_count, symmetric_fill)
 
 __all__ = ["STRENGTH", "SymmetricStrength", "ClassicalStrength", "symmetric_strength",
            "classical_strength", "is_strong"]
+
+#: The fewest rows of a block of the classical measure's compiled passes
+#: (:func:`dmsolve.threads.row_blocks`): a row costs a few entries' tests.
+MIN_BLOCK_ROWS = 1 << 13
 
 #: Strength measures by name, as PyAMG's ``strength=("symmetric", {"theta": 0.08})``:
 #: classes ``cls(**options)`` (the constructor checks the options) whose instances
@@ -66,8 +74,44 @@ def symmetric_strength(A, theta: float = 0.0) -> sp.csr_matrix:
     aggregation for second and fourth order elliptic problems", Computing
     56(3), 1996.
     """
+    if _takes_kernels(A):
+        return _symmetric_blocks(A, theta)
     D, d = _diagonal_block(A)
     return _graph(D, is_strong(D.row, D.col, D.data, d[D.row], d[D.col], theta))
+
+
+def _symmetric_blocks(A, theta: float) -> sp.csr_matrix:
+    """:func:`symmetric_strength` by blocks of rows on the process's threads
+    (the same graph). Not collective."""
+    D = A.diag
+    n = D.shape[0]
+    d_ptr, d_ind = _unsigned(D.indptr), _unsigned(D.indices)
+    diag = D.diagonal() if D.shape[0] == D.shape[1] else _diagonal_block(A)[1]
+    cuts = threads.row_blocks(n, None, MIN_BLOCK_ROWS)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    threads.parallel_for(
+        lambda b: symmetric_count(d_ptr, d_ind, D.data, diag, float(theta), cuts[b],
+                                  cuts[b + 1], sizes), cuts.size - 1)
+    indptr, indices, data = _graph_arrays(sizes)
+    threads.parallel_for(
+        lambda b: symmetric_fill(d_ptr, d_ind, D.data, diag, float(theta), cuts[b], cuts[b + 1],
+                                 indptr, _unsigned(indices), data), cuts.size - 1)
+    return _sorted_graph(D.shape, indptr, indices, data)
+
+
+def _graph_arrays(sizes: np.ndarray):
+    """Row pointers from row sizes (``sizes[i + 1]``, summed in place) and
+    room for the entries, int32 where they fit. Not collective."""
+    indptr = np.cumsum(sizes, out=sizes)
+    nnz, n = int(indptr[-1]), sizes.size - 1
+    idx = np.int32 if max(nnz, n) <= np.iinfo(np.int32).max else np.int64
+    return indptr.astype(idx), np.empty(nnz, dtype=idx), np.empty(nnz)
+
+
+def _sorted_graph(shape, indptr, indices, data) -> sp.csr_matrix:
+    S = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    S.has_sorted_indices = True
+    return S
 
 
 def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
@@ -100,7 +144,7 @@ def block_strength(A, theta: float, block_size: int) -> sp.csr_matrix:
     strong = sp.csr_matrix((np.ones(int(keep.sum())), (C.row[keep], C.col[keep])),
                            shape=(nodes, nodes))
     member = sp.csr_matrix((np.ones(n), (np.arange(n), node)), shape=(n, nodes))
-    S = (member @ strong @ member.T).tocoo()
+    S = matmat(matmat(member, strong), transpose(member)).tocoo()
     off = S.row != S.col
     S = sp.csr_matrix((S.data[off], (S.row[off], S.col[off])), shape=(n, n))
     S.sort_indices()
@@ -128,8 +172,23 @@ def classical_mask(rows, cols, vals, theta: float) -> np.ndarray:
     """``-a_ij >= theta * max_k (-a_ik)`` and ``a_ij < 0``, entry by entry,
     the maximum over every entry given of the row (``rows`` sorted, each
     row's entries whole). Not collective."""
+    rows, cols, vals = np.asarray(rows), np.asarray(cols), np.asarray(vals)
+    if vals.dtype == np.float64 and rows.size and bool(np.all(rows[1:] >= rows[:-1])):
+        return _classical_mask_blocks(rows, cols, vals, theta)
     neg = np.where(rows != cols, -vals, 0.0)
     return (neg > 0) & (neg >= theta * _row_max(rows, neg))
+
+
+def _classical_mask_blocks(rows, cols, vals, theta: float) -> np.ndarray:
+    """:func:`classical_mask` of sorted rows, by blocks of whole rows on the
+    process's threads (the same mask). Not collective."""
+    cuts = threads.row_blocks(rows.size, None, MIN_BLOCK_ROWS * 8)
+    # a row's entries stay in one block
+    cuts[1:-1] = np.searchsorted(rows, rows[cuts[1:-1]], side="left")
+    out = np.empty(rows.size, dtype=np.bool_)
+    threads.parallel_for(lambda b: classical_mask_rows(rows, cols, vals, float(theta), cuts[b],
+                                                       cuts[b + 1], out), cuts.size - 1)
+    return out
 
 
 def _negative_row_max(A) -> np.ndarray:
@@ -175,6 +234,47 @@ def classical_strength(A, theta: float = 0.3, with_weak: bool = False):
     SIAM, 1987; PyAMG ``classical_strength_of_connection(A, theta,
     norm='min')``.
     """
+    if _takes_kernels(A):
+        S, weak = _classical_blocks(A, theta)
+    else:
+        S, weak = _classical_arrays(A, theta)
+    return (S, weak) if with_weak else S
+
+
+def _takes_kernels(A) -> bool:
+    """Whether the compiled passes apply: real float64 blocks in canonical
+    form (sorted, no duplicates), as a DistCSR keeps them. Not collective."""
+    return all(M.dtype == np.float64 and M.has_canonical_format for M in (A.diag, A.offd))
+
+
+def _unsigned(a: np.ndarray) -> np.ndarray:
+    return a.view(np.dtype("u%d" % a.dtype.itemsize))
+
+
+def _classical_blocks(A, theta: float) -> tuple[sp.csr_matrix, bool]:
+    """:func:`classical_strength` by blocks of rows on the process's threads
+    (the same graph). Not collective."""
+    D, O = A.diag, A.offd
+    n = D.shape[0]
+    d_ptr, d_ind, o_ptr = _unsigned(D.indptr), _unsigned(D.indices), _unsigned(O.indptr)
+    cuts = threads.row_blocks(n, None, MIN_BLOCK_ROWS)
+    nblocks = cuts.size - 1
+    m = np.empty(n)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    weak = np.zeros(n, dtype=np.bool_)
+    threads.parallel_for(
+        lambda b: classical_count(d_ptr, d_ind, D.data, o_ptr, O.data, float(theta),
+                                  cuts[b], cuts[b + 1], m, sizes, weak), nblocks)
+    indptr, indices, data = _graph_arrays(sizes)
+    threads.parallel_for(
+        lambda b: classical_fill(d_ptr, d_ind, D.data, float(theta), cuts[b], cuts[b + 1], m,
+                                 indptr, _unsigned(indices), data), nblocks)
+    return _sorted_graph(D.shape, indptr, indices, data), bool(weak.any())
+
+
+def _classical_arrays(A, theta: float) -> tuple[sp.csr_matrix, bool]:
+    """:func:`classical_strength` in numpy, for blocks the compiled passes do
+    not take. Not collective."""
     D = A.diag.tocoo()
     m = _negative_row_max(A)
     # -a_ij, and 0 on the diagonal (a_ii > 0 is never strong anyway)
@@ -182,8 +282,6 @@ def classical_strength(A, theta: float = 0.3, with_weak: bool = False):
     neg[D.row == D.col] = 0.0
     keep = (neg > 0) & (neg >= theta * m[D.row])
     S = _graph(D, keep)
-    if not with_weak:
-        return S
     # an entry off the diagonal is nonzero exactly where neg is
     weak = (S.nnz < np.count_nonzero(neg)
             or _classical_weak(A.offd, m, theta, None))

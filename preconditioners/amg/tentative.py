@@ -8,6 +8,8 @@ import scipy.sparse as sp
 
 from dmsolve import DistCSR, Layout
 
+from ._tentative_kernels import aggregate_slots
+
 __all__ = ["fit_candidates", "tentative_prolongator"]
 
 
@@ -16,7 +18,8 @@ def fit_candidates(agg: np.ndarray, count: int, B: np.ndarray):
     with ``T R = B`` on aggregated rows and orthonormal columns of ``T``.
 
     The QRs of all aggregates run as one stacked ``numpy.linalg.qr`` on
-    zero-padded blocks. Signs are fixed so that ``diag(R) >= 0``. Not collective.
+    zero-padded blocks, each aggregate's rows in row order. Signs are fixed
+    so that ``diag(R) >= 0``. Not collective.
 
     References
     ----------
@@ -27,11 +30,7 @@ def fit_candidates(agg: np.ndarray, count: int, B: np.ndarray):
     a = agg[rows]
     if count == 0 or rows.size == 0:
         return sp.csr_matrix((n, count * k)), np.zeros((count * k, k))
-    order = np.argsort(a, kind="stable")
-    rows, a = rows[order], a[order]
-    sizes = np.bincount(a, minlength=count)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    slot = np.arange(a.size) - starts[a]
+    slot, sizes = aggregate_slots(a, count)
     m = max(int(sizes.max()), k)
     blocks = np.zeros((count, m, k))
     blocks[a, slot] = B[rows]
@@ -46,10 +45,13 @@ def fit_candidates(agg: np.ndarray, count: int, B: np.ndarray):
         s[s == 0] = 1
         Q = Q * s[:, None, :]
         R = R * s[:, :, None]
-    vals = Q[a, slot].reshape(-1)                       # (rows, k)
-    tr = np.repeat(rows, k)
-    tc = (a[:, None] * k + np.arange(k)).reshape(-1)
-    T = sp.csr_matrix((vals, (tr, tc)), shape=(n, count * k))
+    # row by row (rows ascending, k columns each, ascending): CSR directly
+    vals = Q[a, slot].reshape(-1)
+    cols = (a[:, None] * k + np.arange(k)).reshape(-1)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    indptr[rows + 1] = k
+    np.cumsum(indptr, out=indptr)
+    T = sp.csr_matrix((vals, cols, indptr), shape=(n, count * k))
     return T, R.reshape(count * k, k)
 
 
@@ -62,7 +64,6 @@ def tentative_prolongator(layout: Layout, agg: np.ndarray, count: int, B: np.nda
     ``layout.comm`` (DistCSR construction).
     """
     T, R = fit_candidates(agg, count, B)
-    T = T.tocoo()
-    Tg = sp.csr_matrix((T.data, (T.row, T.col + first_coarse)),
+    Tg = sp.csr_matrix((T.data, T.indices.astype(np.int64) + first_coarse, T.indptr),
                        shape=(layout.local_size, coarse_layout.global_size))
     return DistCSR.from_local_rows(Tg, layout, coarse_layout, check_finite=False), R

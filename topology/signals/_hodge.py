@@ -17,6 +17,7 @@ import preconditioners
 from dmsolve import DistCSR, DistVector
 from dmsolve.bsp import BSP, piece_components, stable_argsort
 from dmsolve.krylov import cg
+from dmsolve.spgemm import matmat, transpose
 from dmsolve.validate import agreed, check_bool, check_choice, check_int, check_real
 
 from ..core import search_rows
@@ -136,8 +137,10 @@ def hodge_laplacian(cx, k: int, part: str = "full") -> DistCSR:
     ``part`` is ``"full"``, ``"up"`` (``B_{k+1} B_{k+1}^T``) or ``"down"``
     (``B_k^T B_k``). Each rank forms its share of the products locally: the
     up part from its owned (k+1)-simplices, the down part from its owned
-    (k-1)-simplices, whose cofaces all lie in its closed stars. Collective on
-    ``cx.comm`` (one BSP superstep of assembly).
+    (k-1)-simplices, whose cofaces all lie in its closed stars, with the
+    sparse products of :mod:`dmsolve.spgemm` on the process's threads (the
+    same values at any thread count). Collective on ``cx.comm`` (one BSP
+    superstep of assembly).
 
     Raises
     ------
@@ -192,7 +195,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None, cache=None
         if sign is not None:
             sg = sg * sign[fpos]
         C = sp.csr_matrix((sg[m], (fpos[m], spos[m])), shape=(nloc, own.size))
-        G = (C @ C.T).tocoo()
+        G = matmat(C, transpose(C)).tocoo()
         rows.append(gids[G.row]), cols.append(gids[G.col]), vals.append(G.data)
     if part in ("full", "down") and k >= 1:
         fpos, spos, sg = _incidence(cx, k, cache)
@@ -201,7 +204,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None, cache=None
         if sign is not None:
             sg = sg * sign[spos]
         R = sp.csr_matrix((sg[m], (fpos[m], spos[m])), shape=(own.size, nloc))
-        G = (R.T @ R).tocoo()
+        G = matmat(transpose(R), R).tocoo()
         rows.append(gids[G.row]), cols.append(gids[G.col]), vals.append(G.data)
     cat = (lambda a, dt: np.concatenate(a) if a else np.zeros(0, dt))
     return DistCSR.from_coo(cat(rows, np.int64), cat(cols, np.int64), cat(vals, np.float64),

@@ -14,7 +14,7 @@ import preconditioners
 from dmsolve import DistCSR, DistVector
 from dmsolve.reproducible import canonical
 from mpitest import assert_allclose_collective, assert_collective, assert_raises_collective
-from preconditioners.amg import reproducible
+from preconditioners.amg import reproducible, strength
 from preconditioners.amg.aggregate import standard_aggregation
 from preconditioners.amg.smooth import filtered_matrix
 from preconditioners.amg.strength import (STRENGTH, ClassicalStrength, SymmetricStrength,
@@ -216,3 +216,80 @@ def test_classical_filter_levels(filter_levels, filtered):
     measure = ClassicalStrength(0.3, filter_levels=filter_levels)
     got = [filtered_matrix(A, measure.on_level(k)) is not A for k in range(3)]
     assert_collective(COMM, got == filtered, "filtered on levels %s" % got)
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("theta", [0.0, 0.3, 0.6])
+@pytest.mark.parametrize("problem", ["fe-anisotropic", "poisson3d", "random"])
+def test_classical_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, theta, k):
+    """The compiled, threaded classical measure (blocks of 8 rows) gives the
+    numpy formulation's graph to the bit and the same weak flag, on positive
+    off-diagonal entries, off-rank columns and explicit zeros."""
+    if problem == "fe-anisotropic":
+        A = _fe_anisotropic_dist(23)
+    elif problem == "poisson3d":
+        A = gallery.poisson3d(11, COMM)
+    else:
+        R = sp.random(301, 301, density=0.03, format="csr", random_state=5)
+        R.data -= 0.7
+        G = (R + R.T + sp.diags(np.full(301, 4.0))).tocsr()
+        G.data[::17] = 0.0                      # explicit zeros are neither strong nor weak
+        A = DistCSR.from_global(G, COMM)
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 8)
+    assert_collective(COMM, strength._takes_kernels(A), "the compiled passes apply")
+    with dmsolve.threads.using(k):
+        S, weak = strength._classical_blocks(A, theta)
+    R, weak_ref = strength._classical_arrays(A, theta)
+    ok = (weak == weak_ref and np.array_equal(S.indptr, R.indptr)
+          and np.array_equal(S.indices, R.indices)
+          and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
+    assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+@pytest.mark.parametrize("theta", [0.0, 0.08, 0.5])
+@pytest.mark.parametrize("problem", ["fe-anisotropic", "random"])
+def test_symmetric_strength_blocks_equal_the_numpy_graph(monkeypatch, problem, theta, k):
+    """The compiled, threaded symmetric measure (blocks of 8 rows) gives the
+    numpy formulation's graph to the bit, explicit zeros and negative
+    diagonals included."""
+    if problem == "fe-anisotropic":
+        A = _fe_anisotropic_dist(23)
+    else:
+        R = sp.random(301, 301, density=0.03, format="csr", random_state=6)
+        R.data -= 0.7
+        G = (R + R.T + sp.diags(np.where(np.arange(301) % 5, 4.0, -3.0))).tocsr()
+        G.data[::13] = 0.0
+        A = DistCSR.from_global(G, COMM)
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 8)
+    assert_collective(COMM, strength._takes_kernels(A), "the compiled passes apply")
+    with dmsolve.threads.using(k):
+        S = strength.symmetric_strength(A, theta)
+    D, d = strength._diagonal_block(A)
+    R = strength._graph(D, strength.is_strong(D.row, D.col, D.data, d[D.row], d[D.col], theta))
+    ok = (np.array_equal(S.indptr, R.indptr) and np.array_equal(S.indices, R.indices)
+          and np.array_equal(S.data.view(np.uint8), R.data.view(np.uint8)))
+    assert_collective(COMM, ok, "%s theta %g: graphs differ at %d threads" % (problem, theta, k))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_classical_mask_blocks_equal_numpy(monkeypatch, k):
+    """The compiled classical mask (blocks of whole rows on k threads) is
+    numpy's: row maxima over the entries given, the diagonal left out,
+    rows with no negative coupling, a NaN row, positive entries."""
+    monkeypatch.setattr(strength, "MIN_BLOCK_ROWS", 2)
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(0, 9, 500)
+    rows = np.repeat(np.arange(500), sizes) + 1000
+    cols = rng.integers(990, 1510, rows.size)
+    cols[::5] = rows[::5]                           # diagonal entries
+    vals = rng.standard_normal(rows.size)
+    vals[rows == rows[40]] = np.abs(vals[rows == rows[40]])     # no negative coupling
+    vals[np.flatnonzero(rows == rows[80])[:1]] = np.nan
+    with dmsolve.threads.using(k):
+        got = strength.classical_mask(rows, cols, vals, 0.3)
+    neg = np.where(rows != cols, -vals, 0.0)
+    with np.errstate(invalid="ignore"):
+        want = (neg > 0) & (neg >= 0.3 * strength._row_max(rows, neg))
+    assert_collective(COMM, got.dtype == np.bool_ and np.array_equal(got, want)
+                      and want.any() and not want.all(), "classical mask differs")

@@ -1,4 +1,5 @@
-"""Boundary matrices, Hodge Laplacians, the Hodge decomposition of flows
+"""Boundary matrices, Hodge Laplacians (on threads too, to the bits of scipy's
+products), the Hodge decomposition of flows
 (coherently oriented or not) and Betti numbers, against serial constructions
 from sorted simplex lists and gudhi, under every partition, with no matrix
 gathered on rank 0."""
@@ -14,6 +15,8 @@ from mpi4py import MPI
 
 import gudhi_ref
 import topology
+import topology.signals._hodge as hodge_module
+from dmsolve import spgemm, threads
 from bad_inputs import check_bad_input
 from mpitest import (ROOT, assert_allclose_collective, assert_collective,
                      assert_equal_collective, assert_raises_collective)
@@ -432,3 +435,34 @@ def test_bad_input_raises_the_same_exception_on_every_rank(bad_input_env, reques
     that matches, on every rank (or works, at one rank, where a COMM_SELF
     operand is valid)."""
     check_bad_input(bad_input_env, request, exc, match, call)
+
+
+def _local_arrays(L):
+    return [L.diag.indptr, L.diag.indices, L.diag.data, L.offd.indptr, L.offd.indices,
+            L.offd.data, L.ghosts]
+
+
+@pytest.mark.parametrize("name", ["holey-surface", "grid-3d"])
+def test_laplacians_are_the_same_at_any_thread_count(monkeypatch, name):
+    """The Laplacians assembled on 1 and 2 threads (blocks of a few entries,
+    so that the products split) have the arrays of those assembled with
+    scipy's products, to the bit, on every rank."""
+    cx, _, _ = build(name)
+    monkeypatch.setattr(spgemm, "MIN_BLOCK_ENTRIES", 4)
+    got = {}
+    for k_threads in (1, 2):
+        with threads.using(k_threads):
+            got[k_threads] = [_local_arrays(hodge_laplacian(cx, k, part))
+                              for k in range(cx.dimension + 1) for part in ("up", "down", "full")]
+    monkeypatch.setattr(hodge_module, "matmat", lambda A, B: sp.csr_matrix(A @ B))
+    monkeypatch.setattr(hodge_module, "transpose", lambda A: A.T.tocsr())
+    ref = [_local_arrays(hodge_laplacian(cx, k, part))
+           for k in range(cx.dimension + 1) for part in ("up", "down", "full")]
+
+    def same(xs, ys):
+        return all(len(x) == len(y) and all(
+            a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+            for a, b in zip(x, y)) for x, y in zip(xs, ys))
+
+    assert_collective(COMM, same(got[1], ref) and same(got[2], ref),
+                      "%s: threaded Laplacians differ from scipy's" % name)
