@@ -22,6 +22,10 @@ from ._lower_star import CRITICAL, DOWN, TO_VERTEX, lower_star_gradient
 from ._order import global_order
 from ._stars import Stars
 
+#: The fewest owned vertices worth a block of lower stars of their own (a
+#: star costs about a microsecond: a block, some milliseconds)
+STAR_BLOCK = 1 << 12
+
 __all__ = ["discrete_gradient", "gradient_from_order", "simplicial_gradient",
            "DiscreteGradient"]
 
@@ -233,7 +237,7 @@ def simplicial_gradient(domain, order: DistVector, stars: Stars) -> DiscreteGrad
     tt = np.empty(int(S.tptr[-1]), S.step_dtype)
     qp = np.empty(int(S.qptr[-1]), np.int16)
     # blocks of owned vertices on the rank's threads (each writes its own stars)
-    cut = item_blocks(n, min_block=1 << 14)
+    cut = item_blocks(n, min_block=STAR_BLOCK)
     table = S.table()
 
     def stars(b):

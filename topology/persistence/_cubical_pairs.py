@@ -136,7 +136,8 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     def down_e(q, pos):
         o = stable_argsort(q)
         q = q[o]
-        # a query's items stay in one block: they cancel each other mod 2
+        # a query's items stay in one block, where their copies cancel before
+        # they are expanded (split, the mod-2 sums would be the same, slower)
         rq, rc, xq, xv, xg = run_blocks(cubical_descend_edges, (O, geom, C), (q, pos[o]),
                                         groups=q)
         return (rq, rc), np.column_stack((xq, xv, xg))

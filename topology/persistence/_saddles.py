@@ -399,7 +399,8 @@ def _wall_paths(mc: _MorseComplex, wall):
     def down_edges(q, pos, slot):
         o = stable_argsort(q)
         q = q[o]
-        # a query's items stay in one block: they cancel each other mod 2
+        # a query's items stay in one block, where their copies cancel before
+        # they are expanded (split, the mod-2 sums would be the same, slower)
         rq, rc, xq, x2 = run_blocks(descend_edges, (st, G.ep, G.tt, S.emax),
                                     (q, pos[o], slot[o]), groups=q)
         return (rq, rc), np.column_stack((xq, x2))
