@@ -16,7 +16,7 @@ from mpi4py import MPI
 from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
 from dmsolve.jit import njit, numba_attribute
-from dmsolve.threads import parallel_map, row_blocks
+from dmsolve.threads import parallel_map, resolve, row_blocks
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
@@ -183,18 +183,22 @@ def _reduce_batch(ptr, rows, ids, labels, origin, row_lo, row_hi, slot, store,
 #: The fewest rows worth a part of their own in :class:`_Pivots`: below
 #: this, the rounds between parts cost more than the threads save.
 PART_ROWS = 1 << 12
+#: Parts per thread: the upper rows' columns take more additions, and a
+#: thread that finishes its part takes another (a round waits for its slowest).
+PARTS_PER_THREAD = 2
 
 
 class _Pivots:
     """The pivots of this rank's rows ``lo:hi``, in parts of consecutive rows
-    (one per thread, :func:`dmsolve.threads.row_blocks`) that reduce at
-    once: the rank's rows are distributed over its threads as the rows are
-    over the ranks, and the same swap rule makes the pairs the serial
-    algorithm's whatever the parts (only :attr:`Reduction.additions` may
-    differ). Not collective."""
+    that reduce at once (one part on one thread, else :data:`PARTS_PER_THREAD`
+    per thread, none shorter than :data:`PART_ROWS`): the rank's rows are
+    distributed over its threads as the rows are over the ranks, and the
+    same swap rule makes the pairs the serial algorithm's whatever the parts
+    (only :attr:`Reduction.additions` may differ). Not collective."""
 
     def __init__(self, lo: int, hi: int):
-        self.cut = lo + row_blocks(hi - lo, min_block=PART_ROWS)
+        k = resolve(None)
+        self.cut = lo + row_blocks(hi - lo, 1 if k == 1 else PARTS_PER_THREAD * k, PART_ROWS)
         self.slot = np.full(hi - lo, -1, np.int64)
         self.stores = [_new_store() for _ in range(self.cut.size - 1)]
 
