@@ -13,7 +13,6 @@ from dmsolve import DistVector
 from dmsolve.threads import parallel_for, parallel_map
 
 from ..kernels import item_blocks, run_blocks
-
 from ._cubical_cells import (CRITICAL, SLOTS, CubeGeometry, cells_of, code_vertex, cube_geometry,
                              star_tables)
 from ._cubical_lower_star import lower_stars

@@ -180,6 +180,7 @@ def _reduce_batch(ptr, rows, ids, labels, origin, row_lo, row_hi, slot, store,
         zmeta[i] = zero_meta[i]
     return optr, orows, ometa, zmeta, adds
 
+
 #: The fewest rows worth a part of their own in :class:`_Pivots`: below
 #: this, the rounds between parts cost more than the threads save.
 PART_ROWS = 1 << 12
