@@ -57,10 +57,10 @@ def image_persistence(image, comm: MPI.Comm, *, min_persistence: float = 0.0,
         Report ``"D0"`` and ``"D1"`` with their pair counts (see
         :class:`dmsolve.Progress`; task ``"persistence"``).
     threads : int, optional
-        The threads each rank computes its rows on, for this call
-        (:func:`dmsolve.threads.using`); by default the process's
-        (:func:`dmsolve.get_num_threads`). The diagram is the same, bit for
-        bit, at any number of threads.
+        Threads per rank for this call (:func:`dmsolve.threads.using`;
+        default :func:`dmsolve.get_num_threads`): with two or more, a rank's
+        sublevel and superlevel sweeps run at once. The diagram is the same,
+        bit for bit, at any count.
 
     Returns
     -------
