@@ -10,7 +10,9 @@ import itertools
 import numpy as np
 
 from dmsolve import DistVector
+from dmsolve.threads import parallel_for, parallel_map
 
+from ..kernels import item_blocks, run_blocks
 from ._cubical_cells import (CRITICAL, SLOTS, CubeGeometry, cells_of, code_vertex, cube_geometry,
                              star_tables)
 from ._cubical_lower_star import lower_stars
@@ -46,11 +48,18 @@ class CubicalGradient(Gradient):
         if self._crit is None:
             # by blocks of cells: a mask of the whole doubled grid (8 bytes per
             # vertex) would be the gradient phase's largest temporary
+            # (numpy releases the GIL in these passes: the blocks run on the
+            # rank's threads, and are joined in order)
             step = 1 << 20
             C = self.C
-            pos = np.concatenate([np.flatnonzero(C[a:a + step] & 7 == CRITICAL + 1) + a
-                                  for a in range(0, C.size, step)] or [np.zeros(0, np.int64)])
-            code, dim, key = cells_of(self.O, self.geometry, C, pos)
+
+            def scan(b):
+                a = b * step
+                return np.flatnonzero(C[a:a + step] & 7 == CRITICAL + 1) + a
+            pos = np.concatenate(parallel_map(scan, -(-C.size // step))
+                                 or [np.zeros(0, np.int64)])
+            code, dim, key = run_blocks(cells_of, (self.O, self.geometry, C), (pos,),
+                                        min_block=1 << 14)
             self._crit = (pos, code, dim, key)
         return self._crit
 
@@ -132,6 +141,11 @@ def cubical_gradient(grid, order: DistVector) -> CubicalGradient:
     O = local if grid.comm.Get_size() == 1 else np.ascontiguousarray(grid.ghosted(local))
     C = np.zeros(g.DZ * g.DY * g.DX, np.uint8)      # every cell UNKNOWN (see _put)
     dim, sub, fac, cof, _ = star_tables()
-    if g.oz1 > g.oz0:
-        lower_stars(O, g, C, dim, sub, fac, cof)
+    # blocks of owned planes on the rank's threads: each vertex writes only
+    # its own lower star's cells, so the bytes do not depend on the blocks
+    cut = g.oz0 + item_blocks(g.oz1 - g.oz0, min_block=1)
+
+    def planes(b):
+        lower_stars(O, g, C, dim, sub, fac, cof, int(cut[b]), int(cut[b + 1]))
+    parallel_for(planes, cut.size - 1)
     return CubicalGradient(grid, order, g, O, C)

@@ -131,7 +131,7 @@ def _coords(q, DX, DY):  # pragma: no cover
     return r // DY, r % DY, cx
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _top(O, q, X, Y, DX, DY):  # pragma: no cover
     """(local vertex index, star offset k, dimension) of the top vertex of the cell at ``q``."""
     cz, cy, cx = _coords(q, DX, DY)
@@ -186,7 +186,7 @@ def _step(C, q):  # pragma: no cover
     return np.int64(C[q] >> 3)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cells_of(O, g, C, pos):  # pragma: no cover
     """(global code, dimension, filtration key) of the cells at local positions
     ``pos`` (cells of owned lower stars). Not collective."""

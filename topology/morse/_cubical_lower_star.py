@@ -43,9 +43,10 @@ def _lose_facet(m, nunp, pos, oq):  # pragma: no cover
     return oq
 
 
-@njit(cache=True)
-def lower_stars(O, g, C, dim, sub, fac, cof):  # pragma: no cover
-    """ProcessLowerStars on the cubical complex, for every owned vertex.
+@njit(cache=True, nogil=True)
+def lower_stars(O, g, C, dim, sub, fac, cof, z0, z1):  # pragma: no cover
+    """ProcessLowerStars on the cubical complex, for the owned vertices of
+    local planes ``z0:z1`` (within ``g.oz0:g.oz1``).
 
     Robins, Wood and Sheppard's algorithm with TTK's choices, as
     ``_lower_star.lower_star_gradient``: the steepest edge pairs with the
@@ -66,8 +67,12 @@ def lower_stars(O, g, C, dim, sub, fac, cof):  # pragma: no cover
     joins pqOne when its last-but-one facet is assigned, and pqZero from
     pqOne or as an edge), so the masks pop what the heaps popped, in the
     same order.
+
+    A vertex writes only the cells of its own lower star (each cell is in
+    the lower star of its top vertex alone), so blocks of planes can run at
+    once on several threads.
     """
-    X, Y, Z, oz0, oz1 = g.X, g.Y, g.Z, g.oz0, g.oz1
+    X, Y, Z = g.X, g.Y, g.Z
     DX, DY = g.DX, g.DY
     sv = np.empty(27, np.int64)      # vertex-array shift of each offset
     sd = np.empty(27, np.int64)      # doubled-array shift
@@ -103,7 +108,7 @@ def lower_stars(O, g, C, dim, sub, fac, cof):  # pragma: no cover
     pos = np.zeros(27, np.int64)     # and each offset's position
     lk = np.empty(27, np.int64)      # the used vertices by order: offsets
     lo = np.empty(27, np.int64)      # and orders
-    for zl in range(oz0, oz1):
+    for zl in range(z0, z1):
         zin = 0 < zl < Z - 1
         for y in range(Y):
             yin = zin and 0 < y < Y - 1

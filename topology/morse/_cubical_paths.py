@@ -19,7 +19,7 @@ __all__ = ["cubical_ascend_cubes", "cubical_descend_edges", "cubical_descend_ver
            "cubical_edge_ends", "cubical_square_sides"]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cubical_ascend_cubes(O, g, C, qry, pos):  # pragma: no cover
     """Follow the V-paths up from cubes: each item ``(query, cube position)``
     ends at a critical cube (``done``: its filtration key), the outside of
@@ -97,7 +97,7 @@ def cubical_ascend_cubes(O, g, C, qry, pos):  # pragma: no cover
     return rq[:nr], rc[:nr], xq[:nx], xv[:nx], xg[:nx]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cubical_descend_edges(O, g, C, qry, pos):  # pragma: no cover
     """Morse boundaries (mod 2) of chains of edges, one chain per query.
 
@@ -207,7 +207,7 @@ def cubical_descend_edges(O, g, C, qry, pos):  # pragma: no cover
     return rq[:nr], rc[:nr], xq[:nx], xv[:nx], xg[:nx]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cubical_square_sides(g, pos):  # pragma: no cover
     """For squares at ``pos``: their two cofacet cube positions (-1 outside
     the grid), and their four edge positions. Not collective."""
@@ -238,7 +238,7 @@ def cubical_square_sides(g, pos):  # pragma: no cover
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cubical_edge_ends(g, pos):  # pragma: no cover
     """The two vertex positions of the edges at ``pos``. Not collective."""
     DX, DY = g.DX, g.DY
@@ -251,7 +251,7 @@ def cubical_edge_ends(g, pos):  # pragma: no cover
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cubical_descend_vertices(O, g, C, qry, pos):  # pragma: no cover
     """Follow vertex-edge pairs down from vertex positions ``pos`` to a
     minimum (``done``: its key, ``cell_key(order, 0)``) or a vertex of another rank (exit).

@@ -13,12 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from dmsolve import DistVector, agree
+from dmsolve.threads import parallel_for
 
 from ..core import check_domain, owned_global_ids
+from ..kernels import item_blocks
 from ._gradient_base import Gradient
 from ._lower_star import CRITICAL, DOWN, TO_VERTEX, lower_star_gradient
 from ._order import global_order
 from ._stars import Stars
+
+#: The fewest owned vertices worth a block of lower stars of their own (a
+#: star costs about a microsecond: a block, some milliseconds)
+STAR_BLOCK = 1 << 12
 
 __all__ = ["discrete_gradient", "gradient_from_order", "simplicial_gradient",
            "DiscreteGradient"]
@@ -230,6 +236,12 @@ def simplicial_gradient(domain, order: DistVector, stars: Stars) -> DiscreteGrad
     tp = np.empty(int(S.tptr[-1]), np.int16)
     tt = np.empty(int(S.tptr[-1]), S.step_dtype)
     qp = np.empty(int(S.qptr[-1]), np.int16)
+    # blocks of owned vertices on the rank's threads (each writes its own stars)
+    cut = item_blocks(n, min_block=STAR_BLOCK)
+    table = S.table()
+
+    def stars(b):
+        lower_star_gradient(table, vp, ep, tp, tt, qp, int(cut[b]), int(cut[b + 1]))
     if n:
-        lower_star_gradient(S.table(), vp, ep, tp, tt, qp)
+        parallel_for(stars, cut.size - 1)
     return DiscreteGradient(domain, order, S, (vp, ep, tp, tt, qp))

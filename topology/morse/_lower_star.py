@@ -28,9 +28,9 @@ _WINDOW = 4096
 _HASH = np.int64(-7046029254386353131)      # 0x9E3779B97F4A7C15, Fibonacci hashing
 
 
-@njit(cache=True)
-def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
-    """The lower-star discrete gradient of every owned vertex, in place.
+@njit(cache=True, nogil=True)
+def lower_star_gradient(st, vp, ep, tp, tt, qp, i0, i1):  # pragma: no cover
+    """The lower-star discrete gradient of owned vertices ``i0:i1``, in place.
 
     Robins, Wood and Sheppard's ProcessLowerStars with TTK's choices: the
     steepest edge pairs with the vertex, ``pqOne`` and ``pqZero`` pop the
@@ -41,15 +41,20 @@ def lower_star_gradient(st, vp, ep, tp, tt, qp):  # pragma: no cover
     tetrahedron keeps its ``tt`` entry. A grid goes through
     ``_grid_lower_stars``, a complex through ``_general_lower_stars``: the
     same pairs and steps. Not collective.
+
+    A vertex writes only its own star's slots (and reads no other's), so
+    ranges of vertices can run at once on several threads.
     """
     if st.mode == GRID and st.doff.shape[0] < 16:
-        _grid_lower_stars(st.O, st.P, st.doff, st.ttab, st.qtab, st.qface, vp, ep, tp, tt, qp)
+        _grid_lower_stars(st.O, st.P, st.doff, st.ttab, st.qtab, st.qface, vp, ep, tp, tt, qp,
+                          i0, i1)
     else:
-        _general_lower_stars(st, vp, ep, tp, tt, qp)
+        _general_lower_stars(st, vp, ep, tp, tt, qp, i0, i1)
 
 
-@njit(cache=True)
-def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pragma: no cover
+@njit(cache=True, nogil=True)
+def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp, i0,
+                      i1):  # pragma: no cover
     """:func:`lower_star_gradient` on a grid, whose stencil (14 neighbours,
     36 triangles, 24 tetrahedra in 3D) fits in 64-bit masks and whose ranks
     fit in 4 bits. Not collective.
@@ -70,6 +75,8 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
       direct-mapped cache of finished stars replays them. It is tried in
       windows of vertices and skipped while it hits less than a quarter of
       the time (noisy fields), where its stores cost more than it saves.
+      A replayed star is the star computed, so the cache (one per call)
+      changes the time only, never the pairs.
     """
     ne, ntr, nqt = doff.shape[0], ttab.shape[0], qtab.shape[0]
     one = np.int64(1)
@@ -106,7 +113,7 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
     skip = 0
     hits = 0
     tried = 0
-    for i in range(P.shape[0]):
+    for i in range(i0, i1):
         p = P[i]
         ox = O[p]
         e0, t0, q0 = i * ne, i * ntr, i * nqt
@@ -307,8 +314,8 @@ def _grid_lower_stars(O, P, doff, ttab, qtab, qface, vp, ep, tp, tt, qp):  # pra
             c_sig[h] = sig
 
 
-@njit(cache=True)
-def _general_lower_stars(st, vp, ep, tp, tt, qp):  # pragma: no cover
+@njit(cache=True, nogil=True)
+def _general_lower_stars(st, vp, ep, tp, tt, qp, i0, i1):  # pragma: no cover
     """:func:`lower_star_gradient` on any star tables, with binary heaps.
 
     Keys are built from the ranks of the lower neighbours among themselves
@@ -348,7 +355,7 @@ def _general_lower_stars(st, vp, ep, tp, tt, qp):  # pragma: no cover
     cap = 2 * me + 4 * mt + 6 * mq + 16
     H0 = np.empty(cap, np.int64)
     H1 = np.empty(cap, np.int64)
-    for i in range(n):
+    for i in range(i0, i1):
         ox = O[P[i]]
         e0, t0, q0 = eptr[i], tptr[i], qptr[i]
         ne, nt_all, nq_all = eptr[i + 1] - e0, tptr[i + 1] - t0, qptr[i + 1] - q0

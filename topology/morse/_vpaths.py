@@ -80,7 +80,7 @@ def follow_paths(comm, layout, advance, arrive, items, exits, *, label: str
 
 
 # -- the kernels (not collective) ----------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def descend_vertices(st, vp, qry, pos):  # pragma: no cover
     """Follow vertex-edge pairs down from owned positions ``pos``.
 
@@ -111,7 +111,7 @@ def descend_vertices(st, vp, qry, pos):  # pragma: no cover
     return rq[:nr], rg[:nr], xq[:nx], xg[:nx]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grid_tables(st):  # pragma: no cover
     """A grid's stencil, indexed: ``cof[a, b]`` the tets of the star on
     neighbour slots ``a`` and ``b`` as (slot, third slot) pairs, slots
@@ -143,7 +143,7 @@ def _slot_of(doff, d):  # pragma: no cover
     return j
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ascend_tets(st, qp, qmax, qry, pos, slot):  # pragma: no cover
     """Follow tetrahedron-triangle pairs up (the dual path from a cofacet of
     a 2-saddle) from tets given by owned position ``pos`` and star ``slot``.
@@ -222,7 +222,7 @@ def ascend_tets(st, qp, qmax, qry, pos, slot):  # pragma: no cover
     return rq[:nr], rc[:nr], xq[:nx], xr[:nx]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def triangle_cofacets(st, qry, ii, slot):  # pragma: no cover
     """The two cofacet tets of critical triangles (owned index ``ii``, star
     ``slot``): as start items ``(q, pos, slot)`` when their top vertex is
@@ -272,7 +272,7 @@ def triangle_cofacets(st, qry, ii, slot):  # pragma: no cover
     return sq[:ns], sp[:ns], ss[:ns], oq[:no], xr[:nx]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def descend_edges(st, ep, tt, emax, qry, pos, slot):  # pragma: no cover
     """Morse boundary (mod 2) of chains of edges, one chain per query.
 

@@ -13,6 +13,7 @@ from dmsolve import DistVector, Layout
 from dmsolve.bsp import BSP, isin_sorted, sorted_unique, stable_argsort
 
 from ..core import fetch_rows
+from ..kernels import run_blocks
 from ..morse import (SLOTS, code_vertex, cubical_ascend_cubes, cubical_descend_edges,
                      cubical_descend_vertices, cubical_edge_ends, cubical_from_global,
                      cubical_gradient, cubical_square_sides, follow_paths)
@@ -85,7 +86,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     epos, ecode, ekey = crit[1]
 
     def down_v(q, pos):
-        rq, rc, xq, xv, xg = cubical_descend_vertices(O, geom, C, q, pos)
+        rq, rc, xq, xv, xg = run_blocks(cubical_descend_vertices, (O, geom, C), (q, pos))
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d0, _ = follow_paths(comm, layout, down_v, arrive,
@@ -113,7 +114,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     done = [(sq[out], np.full(int(out.sum()), -1, np.int64))]
 
     def up(q, pos):
-        rq, rc, xq, xv, xg = cubical_ascend_cubes(O, geom, C, q, pos)
+        rq, rc, xq, xv, xg = run_blocks(cubical_ascend_cubes, (O, geom, C), (q, pos))
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d2, _ = follow_paths(comm, layout, up, arrive, (sq[~out], start[~out]), empty3,
@@ -134,7 +135,11 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
 
     def down_e(q, pos):
         o = stable_argsort(q)
-        rq, rc, xq, xv, xg = cubical_descend_edges(O, geom, C, q[o], pos[o])
+        q = q[o]
+        # a query's items stay in one block, where their copies cancel before
+        # they are expanded (split, the mod-2 sums would be the same, slower)
+        rq, rc, xq, xv, xg = run_blocks(cubical_descend_edges, (O, geom, C), (q, pos[o]),
+                                        groups=q)
         return (rq, rc), np.column_stack((xq, xv, xg))
 
     d1, _ = follow_paths(comm, layout, down_e, arrive,

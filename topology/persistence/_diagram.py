@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from dmsolve import Progress, agree
 from dmsolve.io import atomic_path, check_writable
+from dmsolve.threads import resolve, using
 from dmsolve.validate import agreed, check_int, check_real
 
 from ..core import check_domain, check_pvtu_path, vtk_type, write_parallel
@@ -356,7 +357,8 @@ def gatherv(comm, arr: np.ndarray, root: int | None) -> np.ndarray | None:
 
 
 def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
-                        axes: str | None = None, progress=None) -> PersistenceDiagram:
+                        axes: str | None = None, progress=None,
+                        threads: int | None = None) -> PersistenceDiagram:
     """The persistence diagram of the lower-star filtration of ``values``.
 
     Parameters
@@ -405,7 +407,7 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
         cofaces, a simplex or vertex in no d-simplex, or a pinched vertex or
         edge: one whose link is not connected or, in 3D, not a sphere or a
         disk), a negative or non-finite ``min_persistence`` (``TypeError`` if
-        it is not a number), a bad ``axes`` or ``progress``.
+        it is not a number), a bad ``axes``, ``progress`` or ``threads``.
 
     Notes
     -----
@@ -494,17 +496,27 @@ def persistence_diagram(domain, values, *, min_persistence: float = 0.0,
     [[1. 3.]] [0.] [[5. 6.]]
     """
     check_domain(domain)
+    min_persistence, report, threads = _door(domain, min_persistence, progress, threads)
+    with using(threads):
+        block, missing = domain.kernels.diagram_block(values, axes, report)
+    return PersistenceDiagram(domain.comm, domain.dimension, block, min_persistence, missing,
+                              dims=_diagram_dims(domain))
+
+
+def _door(domain, min_persistence, progress, threads) -> tuple:
+    """The checked ``(min_persistence, progress report, thread count)`` of
+    :func:`persistence_diagram`, its errors raised on every rank.
+    Collective on ``domain.comm``."""
     comm = domain.comm
     with agreed(comm):
         min_persistence = check_real("min_persistence", min_persistence, low=0.0)
         report = Progress(progress, comm, "persistence")
+        threads = resolve(threads)
         if domain.dimension not in (2, 3):
             raise ValueError("persistence diagrams need a 2D or 3D domain, got dimension %d%s"
                              % (domain.dimension, " (an empty complex)"
                                 if domain.global_num_vertices == 0 else ""))
-    block, missing = domain.kernels.diagram_block(values, axes, report)
-    return PersistenceDiagram(comm, domain.dimension, block, min_persistence, missing,
-                              dims=_diagram_dims(domain))
+    return min_persistence, report, threads
 
 
 def _diagram_dims(domain) -> range:

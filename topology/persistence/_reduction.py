@@ -16,6 +16,7 @@ from mpi4py import MPI
 from dmsolve import agree, block_ranges
 from dmsolve.bsp import BSP, search_sorted, sorted_unique, stable_argsort
 from dmsolve.jit import njit, numba_attribute
+from dmsolve.threads import parallel_map, resolve, row_blocks
 
 __all__ = ["Reduction", "reduce_z2", "gf2_rank"]
 
@@ -114,7 +115,7 @@ def _new_store():  # pragma: no cover
             List.empty_list(types.int64), List.empty_list(types.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reduce_batch(ptr, rows, ids, labels, origin, row_lo, row_hi, slot, store,
                   store_id, store_label, store_origin):  # pragma: no cover
     """Reduce columns (in the given order) against this rank's pivots.
@@ -178,6 +179,114 @@ def _reduce_batch(ptr, rows, ids, labels, origin, row_lo, row_hi, slot, store,
     for i in range(len(zero_meta)):
         zmeta[i] = zero_meta[i]
     return optr, orows, ometa, zmeta, adds
+
+
+#: The fewest rows worth a part of their own in :class:`_Pivots`: below
+#: this, the rounds between parts cost more than the threads save.
+PART_ROWS = 1 << 12
+#: Parts per thread: the upper rows' columns take more additions, and a
+#: thread that finishes its part takes another (a round waits for its slowest).
+PARTS_PER_THREAD = 2
+
+
+class _Pivots:
+    """The pivots of this rank's rows ``lo:hi``, in parts of consecutive rows
+    that reduce at once (one part on one thread, else :data:`PARTS_PER_THREAD`
+    per thread, none shorter than :data:`PART_ROWS`): the rank's rows are
+    distributed over its threads as the rows are over the ranks, and the
+    same swap rule makes the pairs the serial algorithm's whatever the parts
+    (only :attr:`Reduction.additions` may differ). Not collective."""
+
+    def __init__(self, lo: int, hi: int):
+        k = resolve(None)
+        self.cut = lo + row_blocks(hi - lo, 1 if k == 1 else PARTS_PER_THREAD * k, PART_ROWS)
+        self.slot = np.full(hi - lo, -1, np.int64)
+        self.stores = [_new_store() for _ in range(self.cut.size - 1)]
+
+    def reduce(self, batch) -> tuple:
+        """:func:`_reduce_batch` of the columns ``batch`` (sorted by id)
+        against this rank's pivots: ``(optr, orows, ometa, zmeta, adds)``,
+        the columns leaving the rank and the zero columns. With several
+        parts, rounds: every part reduces the columns whose lowest row it
+        holds, on the rank's threads, and the columns leaving a part for a
+        lower one (reducing only lowers a column's lowest row) are its next
+        round's, until none moves between parts."""
+        cut, lo = self.cut, int(self.cut[0])
+        if len(self.stores) == 1:
+            return _reduce_batch(*batch, lo, int(cut[-1]), self.slot, *self.stores[0])
+        ptr, rows, ids, labels, origin = batch
+        incoming = [[] for _ in self.stores]
+        leaving, zeros, adds = [], [], 0
+        self._route((ptr, rows, np.column_stack((ids, labels, origin))), incoming, leaving)
+        while any(incoming):
+            work = [j for j, got in enumerate(incoming) if got]
+            batches = [_sorted_batch(incoming[j]) for j in work]
+
+            def part(b):
+                j = work[b]
+                a, z = int(cut[j]), int(cut[j + 1])
+                return _reduce_batch(*batches[b], a, z, self.slot[a - lo:z - lo],
+                                     *self.stores[j])
+            done = parallel_map(part, len(work))
+            incoming = [[] for _ in self.stores]
+            for optr, orows, ometa, zmeta, n in done:
+                zeros.append(zmeta)
+                adds += n
+                self._route((optr, orows, ometa), incoming, leaving)
+        optr, orows, ometa = _joined(leaving)
+        zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
+        return optr, orows, ometa, zm, adds
+
+    def _route(self, cols, incoming, leaving) -> None:
+        """Append the columns ``(ptr, rows, meta)`` to the list of the part
+        that holds their lowest row (an empty column: the first part, which
+        finds it zero), or to ``leaving``."""
+        ptr, rows, meta = cols
+        if meta.shape[0] == 0:
+            return
+        cnt = np.diff(ptr)
+        low = np.where(cnt > 0, rows[np.maximum(ptr[1:] - 1, 0)] if rows.size else 0,
+                       self.cut[0])
+        dest = np.searchsorted(self.cut, low, side="right") - 1
+        dest[low >= self.cut[-1]] = -1
+        for j in sorted_unique(dest).tolist():
+            sel = np.flatnonzero(dest == j)
+            piece = (np.concatenate(([0], np.cumsum(cnt[sel]))).astype(np.int64),
+                     _gather_columns(ptr, rows, sel), meta[sel])
+            (leaving if j < 0 else incoming[j]).append(piece)
+
+    def pivots(self) -> tuple:
+        """``(rows, ids, labels, origins)`` of the stored pivots, by row."""
+        lo = int(self.cut[0])
+        out = []
+        for j, (_, sid, slab, sorg) in enumerate(self.stores):
+            a, z = int(self.cut[j]) - lo, int(self.cut[j + 1]) - lo
+            prow = np.flatnonzero(self.slot[a:z] >= 0)
+            k = self.slot[a:z][prow]
+            out.append((prow + a + lo,) + tuple(_list_array(x)[k] if k.size else
+                                                np.zeros(0, np.int64) for x in (sid, slab, sorg)))
+        return tuple(np.concatenate(c) for c in zip(*out))
+
+
+def _joined(pieces) -> tuple:
+    """One ``(ptr, rows, meta)`` of the columns of several, in their order."""
+    if not pieces:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
+    cnt = np.concatenate([np.diff(p[0]) for p in pieces])
+    return (np.concatenate(([0], np.cumsum(cnt))).astype(np.int64),
+            np.concatenate([p[1] for p in pieces]), np.concatenate([p[2] for p in pieces]))
+
+
+def _sorted_batch(pieces) -> tuple:
+    """The columns of several ``(ptr, rows, meta)`` as one batch of
+    :func:`_reduce_batch`, sorted by id."""
+    ptr, rows, meta = _joined(pieces)
+    o = stable_argsort(meta[:, 0])
+    cnt = np.diff(ptr)[o]
+    nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
+    meta = meta[o]
+    return (nptr, _gather_columns(ptr, rows, o), meta[:, 0].copy(), meta[:, 1].copy(),
+            meta[:, 2].copy())
 
 
 def _check_columns(ptr, rows, ids, labels, nrows):
@@ -305,8 +414,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     agree(comm, None if np.all(low == both) else
           ValueError("nrows and row_ranges must be the same on every rank"))
     lo, hi = int(ranges[me]), int(ranges[me + 1])
-    slot = np.full(hi - lo, -1, np.int64)
-    store, store_id, store_label, store_origin = _new_store()
+    pivots = _Pivots(lo, hi)
     ctx = BSP(comm, ledger=ledger)
     tag = ctx.tags("head", "rows", "back")
     order = stable_argsort(ids)
@@ -318,8 +426,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     batch = (cptr, crow, ids[order], labels[order], np.full(ids.size, me, np.int64))
     zeros, received, additions, steps = [], 0, 0, 0
     while True:
-        optr, orows, ometa, zmeta, adds = _reduce_batch(*batch, lo, hi, slot, store, store_id,
-                                                        store_label, store_origin)
+        optr, orows, ometa, zmeta, adds = pivots.reduce(batch)
         additions += adds
         zeros.append(zmeta)
         if ometa.shape[0]:
@@ -344,18 +451,13 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
         batch = (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(),
                  head[o, 2].copy())
-    prow = np.flatnonzero(slot >= 0)
-    npiv = prow.size            # one stored pivot per row that has one
-    k = slot[prow]
-    pcol = _list_array(store_id)[k] if npiv else np.zeros(0, np.int64)
-    plab = _list_array(store_label)[k] if npiv else np.zeros(0, np.int64)
+    prow, pcol, plab, porg = pivots.pivots()   # one stored pivot per row that has one
     zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
     zo = stable_argsort(zm[:, 0])
     zm = zm[zo]
     low = None
     if lows:
-        porg = _list_array(store_origin)[k] if npiv else np.zeros(0, np.int64)
-        back = np.concatenate((np.column_stack((pcol, prow + lo)),
+        back = np.concatenate((np.column_stack((pcol, prow)),
                                np.column_stack((zm[:, 0], np.full(zm.shape[0], -1, np.int64)))))
         ctx.send_rows(np.concatenate((porg, zm[:, 2])), back, tag=tag.back)
         got = ctx.sync("reduce_z2:lows").concat(tag.back, dtype=np.int64, shape=(2,))
@@ -363,7 +465,7 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         srt = np.argsort(ids)
         low = np.empty(ids.size, np.int64)
         low[srt[search_sorted(ids[srt], got[:, 0])]] = got[:, 1]
-    return Reduction(pair_rows=prow + lo, pair_cols=pcol, pair_labels=plab,
+    return Reduction(pair_rows=prow, pair_cols=pcol, pair_labels=plab,
                      zero_cols=zm[:, 0].copy(), zero_labels=zm[:, 1].copy(), low=low,
                      row_range=(lo, hi), supersteps=steps, received_columns=received,
                      additions=additions)

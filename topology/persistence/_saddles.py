@@ -18,6 +18,7 @@ from mpi4py import MPI
 from dmsolve import DistVector, agree
 from dmsolve.bsp import BSP, sorted_unique, stable_argsort
 
+from ..kernels import run_blocks
 from ..morse import (DiscreteGradient, ascend_tets, descend_edges, descend_vertices,
                      follow_paths, gradient_from_order, locate_edges, locate_tets,
                      triangle_cofacets)
@@ -272,7 +273,7 @@ def _minima_paths(mc: _MorseComplex, release: bool):
     c1 = mc.crit[1]
 
     def down_vertices(q, pos):
-        rq, rg, xq, xg = descend_vertices(st, G.vp, q, pos)
+        rq, rg, xq, xg = run_blocks(descend_vertices, (st, G.vp), (q, pos))
         return (rq, rg), np.column_stack((xq, xg))
 
     def arrive_vertex(rows):
@@ -295,7 +296,7 @@ def _maxima_paths(mc: _MorseComplex, release: bool):
     c2 = mc.crit[2]
 
     def up_tets(sq, sp, ss):
-        rq, rc, xq, x4 = ascend_tets(st, G.qp, S.qmax, sq, sp, ss)
+        rq, rc, xq, x4 = run_blocks(ascend_tets, (st, G.qp, S.qmax), (sq, sp, ss))
         return (rq, rc), np.column_stack((xq, x4))
 
     def arrive_tet(rows):
@@ -397,7 +398,11 @@ def _wall_paths(mc: _MorseComplex, wall):
 
     def down_edges(q, pos, slot):
         o = stable_argsort(q)
-        rq, rc, xq, x2 = descend_edges(st, G.ep, G.tt, S.emax, q[o], pos[o], slot[o])
+        q = q[o]
+        # a query's items stay in one block, where their copies cancel before
+        # they are expanded (split, the mod-2 sums would be the same, slower)
+        rq, rc, xq, x2 = run_blocks(descend_edges, (st, G.ep, G.tt, S.emax),
+                                    (q, pos[o], slot[o]), groups=q)
         return (rq, rc), np.column_stack((xq, x2))
 
     def arrive_edge(rows):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from dmsolve.threads import using
 from mpitest import assert_collective, assert_equal_collective
 from topology import Grid, discrete_gradient
 from topology_cases import CUBICAL_CASES, cubical_field, image_axes
@@ -87,3 +88,22 @@ def test_cubical_critical_cells_do_not_depend_on_ranks():
     for d in range(4):
         assert_equal_collective(G.critical_cells(d), G1.critical_cells(d), err_msg="d=%d" % d)
     assert_collective(COMM, sum(G.critical_counts()) > 40, str(G.critical_counts()))
+
+
+def test_cubical_gradient_does_not_depend_on_threads():
+    """The byte of every cell (pairing code and step) and the critical cells
+    at 2 and 4 threads are those at 1 thread, on a grid whose planes make
+    several blocks on every rank."""
+    shape = (12, 11, 8 * COMM.size + 3)
+    f = cubical_field(shape, "noise")
+    grid = Grid(shape, COMM, complex="cubical")
+    with using(1):
+        ref = discrete_gradient(grid, f, axes="zyx")
+    for k in (2, 4):
+        with using(k):
+            G = discrete_gradient(grid, f, axes="zyx")
+        assert_equal_collective(G.C, ref.C, err_msg="cell bytes at %d threads" % k)
+        for d in range(4):
+            assert_equal_collective(G.local_critical(d), ref.local_critical(d),
+                                    err_msg="critical %d-cells at %d threads" % (d, k))
+    assert_collective(COMM, np.count_nonzero(ref.C) > 1000, "too small a gradient")

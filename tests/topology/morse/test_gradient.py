@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from dmsolve.threads import using
 from mpitest import (assert_collective, assert_equal_collective, assert_raises_collective,
                      on_rank0)
 from topology import Grid, SimplicialComplex, betti_numbers, discrete_gradient
+from topology.morse._gradient import STAR_BLOCK
+from topology.morse._lower_star import CRITICAL, DOWN, NOT_LOWER
 from topology_cases import GRADIENT_MESHES, HOLED_GRID_MESHES, complex_on_rank0, gradient_field
 from topology_reference import faces, grid_cells
 
@@ -129,6 +132,35 @@ def test_critical_cells_do_not_depend_on_ranks():
     for d in range(4):
         assert_equal_collective(cells[d], ref[d], err_msg="critical %d-cells" % d)
     assert_collective(COMM, sum(c.shape[0] for c in cells) > 20, "too easy a case")
+
+
+@pytest.mark.parametrize("case", ["grid", "mesh"])
+def test_gradient_does_not_depend_on_threads(case):
+    """Every star slot's code (and the step of every triangle its star
+    pairs down or makes critical) at 2 and 4 threads is the one at 1
+    thread, with several blocks of stars on every rank: the grid's
+    bit-mask kernel and the general one (a mesh)."""
+    # at least two blocks of STAR_BLOCK owned vertices on every rank
+    nz = (2 * STAR_BLOCK // 256 + 2) * COMM.size + 5
+    shape = (16, 16, nz)
+    values = gradient_field("ties3", shape, seed=4)
+    if case == "grid":
+        domain = Grid(shape, COMM)
+    else:
+        domain = complex_on_rank0(grid_cells(shape))        # its tetrahedra as a mesh
+    with using(1):
+        ref = discrete_gradient(domain, values)
+    owned = ref.vp.size
+    for k in (2, 4):
+        with using(k):
+            G = discrete_gradient(domain, values)
+        for name in ("vp", "ep", "tp", "qp"):
+            assert_equal_collective(getattr(G, name), getattr(ref, name),
+                                    err_msg="%s at %d threads" % (name, k))
+        written = (ref.tp == CRITICAL) | (ref.tp >= DOWN) | (ref.tp == NOT_LOWER)
+        assert_equal_collective(G.tt[written], ref.tt[written], err_msg="steps at %d" % k)
+    assert_collective(COMM, COMM.allreduce(owned, op=MPI.MIN) >= 2 * STAR_BLOCK,
+                      "a rank with one block: %d stars" % owned)
 
 
 @pytest.mark.parametrize("name", list(HOLED_GRID_MESHES))

@@ -40,7 +40,7 @@ def test_grid_lower_star_kernel_equals_the_general_kernel(shape, kind):
             fill = np.random.default_rng(seed)
             arrs = [fill.integers(-100, 100, m).astype(t) for m, t in zip(sizes, types)]
             if S.n_owned:
-                kernel(S.table(), *arrs)
+                kernel(S.table(), *arrs, 0, S.n_owned)
             out[name, seed] = arrs
     same = all(np.array_equal(a, b) for seed in (0, 1)
                for a, b in zip(out["grid", seed], out["general", seed]))

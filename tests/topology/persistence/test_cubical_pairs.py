@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from mpitest import assert_collective, assert_equal_collective
-from topology import Grid, critical_points, persistence_diagram
+from dmsolve.threads import using
+from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from topology import Grid, critical_points, discrete_gradient, persistence_diagram
+from topology.kernels import PATH_BLOCK
 from topology_cases import (BENCH_CASES, CUBICAL_CASES, bench_field, cubical_field,
                             finite_nonzero, image_axes)
 
 COMM = MPI.COMM_WORLD
+FIELDS = ("dim", "birth", "death", "birth_vertex", "death_vertex")
 
 
 def gudhi_pairs(f) -> dict:
@@ -99,3 +102,57 @@ def test_cripser_is_gudhi_cubical_vertices(shape, kind):
                                 err_msg="finite D%d" % d)
         assert_equal_collective(np.sort(ours[np.isinf(ours[:, 1]), 0]),
                                 np.sort(ref[np.isinf(ref[:, 1]), 0]), err_msg="essential D%d" % d)
+
+
+def cripser_pairs(f) -> dict:
+    """CubicalRipser's finite pairs with death > birth and essential births, per dimension."""
+    cripser = pytest.importorskip("cripser")
+    ph = cripser.computePH(np.ascontiguousarray(f, np.float64), maxdim=f.ndim - 1, top_dim=False)
+    out = {}
+    for d in range(f.ndim):
+        p = ph[ph[:, 0] == d][:, 1:3].copy()
+        p[p[:, 1] >= np.finfo(np.float64).max, 1] = np.inf        # cripser's "never dies"
+        out[d] = (finite_nonzero(p), np.sort(p[np.isinf(p[:, 1]), 0]))
+    return out
+
+
+def test_diagram_does_not_depend_on_threads():
+    """A noisy volume whose V-paths, lower stars and reduction make several
+    blocks on every rank: every raw pair, bit for bit, at 2 and 4 threads
+    (the process default, and threads=) is the one at 1 thread, and the
+    diagram is gudhi's and CubicalRipser's."""
+    shape = (30, 28, 24 * COMM.size + 5)
+    f = cubical_field(shape, "noise")
+    g = Grid(shape, COMM, complex="cubical")
+    ref = persistence_diagram(g, f, axes="zyx", threads=1)
+    for k in (2, 4):
+        with using(k):
+            by_default = persistence_diagram(g, f, axes="zyx")
+        by_argument = persistence_diagram(g, f, axes="zyx", threads=k)
+        for dg, how in ((by_default, "using"), (by_argument, "threads=")):
+            for name in FIELDS:
+                assert_equal_collective(dg.local_raw_pairs[name], ref.local_raw_pairs[name],
+                                        err_msg="%s at %d threads (%s)" % (name, k, how))
+    whole = ref.gather()
+    for refs, who in ((gudhi_pairs(f), "gudhi"), (cripser_pairs(f), "cripser")):
+        for d in range(3):
+            assert_equal_collective(whole.finite(d), refs[d][0], err_msg="D%d %s" % (d, who))
+            assert_equal_collective(whole.essential(d), refs[d][1], err_msg="ess. D%d" % d)
+    # D0's V-paths start at both ends of every critical edge
+    items = 2 * discrete_gradient(g, f, axes="zyx").local_critical(1)[0].size
+    assert_collective(COMM, COMM.allreduce(items, op=MPI.MIN) >= 4 * PATH_BLOCK,
+                      "too few V-path items for several blocks: %d" % items)
+
+
+@pytest.mark.parametrize("threads, exc", [(0, ValueError), (-2, ValueError), (1.5, TypeError),
+                                          ("2", TypeError), (True, TypeError)])
+def test_bad_threads_raise_on_every_rank(threads, exc):
+    """A thread count that is not a positive integer, on every rank or on
+    the last rank only, is refused on every rank."""
+    g = Grid((5, 4, 6), COMM, complex="cubical")
+    f = cubical_field((5, 4, 6), "noise")
+    assert_raises_collective(COMM, exc, persistence_diagram, g, f, axes="zyx", threads=threads,
+                             match="threads must be a positive integer")
+    mine = threads if COMM.rank == COMM.size - 1 else 2
+    assert_raises_collective(COMM, exc, persistence_diagram, g, f, axes="zyx", threads=mine,
+                             match="threads must be a positive integer")

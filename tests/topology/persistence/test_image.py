@@ -11,6 +11,7 @@ import pytest
 from mpi4py import MPI
 
 from dmsolve import Progress
+from dmsolve.threads import using
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
 from topology import Grid, image_persistence, persistence_diagram
 from topology.persistence import in_memory_parts, row_ranges, sorted_block
@@ -222,6 +223,39 @@ def test_bad_arguments_raise_on_every_rank():
                              min_persistence=-1.0)
     assert_raises_collective(COMM, TypeError, image_persistence, f, COMM, progress=3)
     assert_raises_collective(COMM, TypeError, image_persistence, f, "comm")
+
+
+@pytest.mark.parametrize("threads, exc", [(0, ValueError), (-3, ValueError), (1.5, TypeError)])
+def test_bad_threads_raise_on_every_rank(threads, exc):
+    """A thread count that is not a positive integer, on every rank or on
+    the last rank alone, is refused on every rank."""
+    f = random_image((9, 8), 4, 3)
+    assert_raises_collective(COMM, exc, image_persistence, f, COMM, threads=threads,
+                             match="threads must be a positive integer")
+    mine = threads if COMM.rank == COMM.size - 1 else 2
+    assert_raises_collective(COMM, exc, image_persistence, f, COMM, threads=mine,
+                             match="threads must be a positive integer")
+
+
+def test_image_does_not_depend_on_threads():
+    """Every raw pair, bit for bit, at 2 and 4 threads (the process default,
+    and threads=) is the one at 1 thread, and the diagram is gudhi's and
+    CubicalRipser's; the same through persistence_diagram on a cubical Grid."""
+    f = random_image((83, 97), 40, 21)
+    ref = image_persistence(f, COMM, threads=1)
+    grid = Grid(f.shape[::-1], COMM, complex="cubical")
+    for k in (2, 4):
+        with using(k):
+            by_default = image_persistence(f, COMM)
+        for dg, how in ((by_default, "using"), (image_persistence(f, COMM, threads=k), "threads="),
+                        (persistence_diagram(grid, f, axes="yx", threads=k), "grid")):
+            for name, col in ref.local_raw_pairs.items():
+                assert_equal_collective(dg.local_raw_pairs[name], col,
+                                        err_msg="%s at %d threads (%s)" % (name, k, how))
+    whole = ref.gather()
+    _check_against(whole, gudhi_pairs(f), "gudhi")
+    _check_against(whole, cripser_pairs(f), "cripser")
+    assert_collective(COMM, whole.report[1]["nonzero"] >= 100, "too easy: %s" % whole.report)
 
 
 def test_progress_reports_d0_and_d1():

@@ -13,7 +13,8 @@ from numba.typed import List
 
 import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
-from topology.persistence._reduction import _symdiff, gf2_rank, reduce_z2
+from dmsolve.threads import using
+from topology.persistence._reduction import PART_ROWS, _symdiff, gf2_rank, reduce_z2
 from topology_cases import tet_cavity, torus, tri_holes
 
 COMM = MPI.COMM_WORLD
@@ -204,6 +205,24 @@ def test_lows_cross_every_rank():
     cols.append(np.arange(n, dtype=np.int64))     # reduces through every rank's pivots
     check_reduction(cols, n, "one-rank")
     check_reduction(cols, n, "reversed")
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("kind", ["rows-on-one", "blocks", "reversed"])
+def test_parts_on_threads_equal_serial(kind, threads):
+    """With the rows of a rank in parts that reduce at once on its threads
+    (several parts of PART_ROWS rows or more), the pairs, zero columns, lows
+    and labels are still the serial algorithm's; banded columns make most
+    columns travel from part to part (and from rank to rank)."""
+    nrow = 3 * P * PART_ROWS + 7
+    rng = np.random.default_rng(5)
+    top = rng.integers(1, nrow, nrow // 2)
+    cols = [np.unique(rng.integers(max(t - 3 * PART_ROWS // 2, 0), t, 3)).astype(np.int64)
+            for t in top.tolist()]
+    with using(threads):
+        red = check_reduction(cols, nrow, kind)
+    crossed = COMM.allreduce(red.additions) > len(cols) // 4
+    assert_collective(COMM, crossed, "too easy: %d additions" % red.additions)
 
 
 def test_bad_input_raises_on_every_rank():

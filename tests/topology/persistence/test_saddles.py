@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
+from dmsolve.threads import using
 from mpitest import ROOT, assert_collective, assert_equal_collective, assert_raises_collective
-from topology import Grid, SimplicialComplex, global_order
+from topology import Grid, SimplicialComplex, discrete_gradient, global_order
 from topology.core import owned_global_ids
+from topology.kernels import PATH_BLOCK
 from topology.persistence import persistence_pairs_all, saddle_saddle_pairs
 from topology_cases import GRADIENT_MESHES, HOLED_GRID_MESHES, complex_on_rank0, gradient_field
 from topology_reference import grid_cells
@@ -84,6 +86,33 @@ def test_grid_diagrams_match_gudhi(case):
     assert_collective(COMM, pairs.dtype == np.int64 and pairs.shape[1] == 2, str(pairs.dtype))
     o = np.lexsort((pairs[:, 1], pairs[:, 0]))
     assert_equal_collective(o, np.arange(pairs.shape[0]), err_msg="not sorted by (birth, death)")
+
+
+def test_grid_pairs_do_not_depend_on_threads():
+    """A noisy grid whose lower stars and V-paths make several blocks on
+    every rank: the pairs and essential classes of every dimension, bit for
+    bit, at 2 and 4 threads are those at 1 thread, and gudhi's."""
+    shape = (24, 24, 16 * P + 6)
+    values = gradient_field("noise", shape, seed=3)
+    g = Grid(shape, COMM)
+    order = global_order(g.vertex_values(values))
+    with using(1):
+        ref = persistence_pairs_all(g, order)
+    for k in (2, 4):
+        with using(k):
+            res = persistence_pairs_all(g, order)
+        for d in range(3):
+            assert_equal_collective(res.pairs[d], ref.pairs[d], err_msg="D%d at %d" % (d, k))
+            assert_equal_collective(res.essential[d], ref.essential[d])
+    gudhi_ref = gudhi_diagrams(grid_cells(shape), values) if COMM.rank == 0 else None
+    gudhi_ref = COMM.bcast(gudhi_ref, root=0)
+    ours = our_diagrams(ref, values)
+    for d in range(3):
+        assert_equal_collective(ours[d], gudhi_ref[d], err_msg="D%d against gudhi" % d)
+    # D0's V-paths start at both ends of every critical edge
+    items = 2 * discrete_gradient(g, values).local_critical(1)[0].size
+    assert_collective(COMM, COMM.allreduce(items, op=MPI.MIN) >= 2 * PATH_BLOCK,
+                      "too few V-path items for several blocks: %d" % items)
 
 
 @pytest.mark.parametrize("name", list(GRADIENT_MESHES), ids=list(GRADIENT_MESHES))
