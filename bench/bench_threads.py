@@ -17,8 +17,10 @@ in ``--rounds`` rounds that alternate the layouts:
 - ``image``: ``topology.image_persistence`` of a 1000 x 1000 grey crop of
   scikit-image's retina, and CubicalRipser (``maxdim=1``, 1 thread).
 
-Times are the slowest rank's. Resident memory is each process's VmRSS at
-the end (the interpreter, the libraries, the data and what the work kept)
+Times are the slowest rank's. Resident memory is each process's VmRSS
+after the work with its inputs and result still alive (the matrix and
+vectors; the grid, field and diagram; the AMG hierarchy is freed), after a
+garbage collection and glibc's ``malloc_trim``
 and its peak VmHWM (set-up transients included), each summed over the ranks
 of a layout. Every layout's result is hashed (the product's vector, the
 solution, the diagram's pairs, gathered on rank 0) so that the table can say
@@ -58,6 +60,25 @@ def _status_mb(field: str) -> float:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def _release_free_memory() -> None:
+    """Give the allocator's free pages back, so that VmRSS counts live data:
+    glibc keeps freed memory of the heap and of each thread's arena."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):       # not glibc: VmRSS as it is
+        pass
+
+
+def _resident_mb() -> float:
+    """VmRSS with the work's data still alive, free pages given back."""
+    _release_free_memory()
+    return _status_mb("VmRSS")
 
 
 def _digest(*arrays) -> str:
@@ -103,7 +124,8 @@ def work_matvec(comm, n: int, repeats: int) -> dict:
             A.matvec(x, y)
         best = min(best, _slowest(comm, (time.perf_counter() - t0) / 20))
     full = y.gather()
-    return {"seconds": best, "digest": _digest(full) if comm.rank == 0 else None}
+    return {"seconds": best, "digest": _digest(full) if comm.rank == 0 else None,
+            "rss": _resident_mb()}
 
 
 def work_amg(comm, n: int, repeats: int) -> dict:
@@ -128,6 +150,7 @@ def work_amg(comm, n: int, repeats: int) -> dict:
     best["solve"] = min(r["solve"] for r in runs)
     full = x.gather()
     best["digest"] = _digest(full) if comm.rank == 0 else None
+    best["rss"] = _resident_mb()        # the matrix, the solution (its AMG is freed)
     return best
 
 
@@ -153,7 +176,8 @@ def work_cubical(comm, n: int, repeats: int) -> dict:
         t0 = time.perf_counter()
         dg = run()
         best = min(best, _slowest(comm, time.perf_counter() - t0))
-    return {"seconds": best, "digest": _diagram_digest(dg.gather(root=0))}
+    return {"seconds": best, "digest": _diagram_digest(dg.gather(root=0)),
+            "rss": _resident_mb()}
 
 
 def work_image(comm, repeats: int) -> dict:
@@ -167,7 +191,8 @@ def work_image(comm, repeats: int) -> dict:
         t0 = time.perf_counter()
         dg = topology.image_persistence(arr, comm)
         best = min(best, _slowest(comm, time.perf_counter() - t0))
-    return {"seconds": best, "digest": _diagram_digest(dg.gather(root=0))}
+    return {"seconds": best, "digest": _diagram_digest(dg.gather(root=0)),
+            "rss": _resident_mb()}
 
 
 def worker(case: str, n: int, repeats: int) -> None:
@@ -184,7 +209,7 @@ def worker(case: str, n: int, repeats: int) -> None:
         res = work_cubical(comm, n, repeats)
     else:
         res = work_image(comm, repeats)
-    rss = comm.gather(_status_mb("VmRSS"), root=0)
+    rss = comm.gather(res.pop("rss"), root=0)
     hwm = comm.gather(_status_mb("VmHWM"), root=0)
     if comm.rank == 0:
         res.update(resident_mb=float(sum(rss)), peak_mb=float(sum(hwm)), ranks=comm.size,
@@ -351,7 +376,8 @@ def markdown(results: dict, repeats: int, rounds: int) -> str:
         "each, on this 2-core machine. Each case in fresh processes, the best of %d timed "
         "calls after a warm-up call (the matvec: of %d x 20 products), best over %d rounds "
         "that alternate the layouts; times are the slowest rank's. Resident memory is VmRSS "
-        "at the end of the run (the data, the libraries and what the work kept), peak is "
+        "after the work with its data alive (the libraries, the matrix or field, the result; "
+        "free pages given back by malloc_trim), peak is "
         "VmHWM (the process's peak over the run, set-up transients included), each summed "
         "over the ranks. '1x2 = 1x1 bits': the "
         "gathered result (product vector, solution, diagram pairs) hashes the same at 2 "
