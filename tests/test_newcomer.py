@@ -88,8 +88,8 @@ def test_make_setup_warms_every_numba_kernel(comm):
     with Checks(comm) as checks:
         checks.add(warms, "make setup runs tools/warm_kernels.py", targets)
         # minutes of compiling on a fresh checkout: a line per stage, not silence
-        checks.add(stages == [(str(k), "7") for k in range(1, 8)],
-                   "the warm-up prints its 7 stages in order", out[-2000:])
+        checks.add(stages == [(str(k), "8") for k in range(1, 9)],
+                   "the warm-up prints its 8 stages in order", out[-2000:])
         echoes = re.findall(r'^\t@echo "setup \[(\d)/2\]: (.*)"$', makefile, re.M)
         checks.add([k for k, _ in echoes] == ["1", "2"]
                    and re.search(r"\d+ s\b", echoes[-1][1]),

@@ -255,10 +255,10 @@ def _wait_idle(comm) -> None:
 
 
 class _Stages:
-    """Prints ``numba warm-up [k/7] <stage> (<seconds> s so far)`` on rank
+    """Prints ``numba warm-up [k/8] <stage> (<seconds> s so far)`` on rank
     0, flushed, as each stage starts."""
 
-    TOTAL = 7
+    TOTAL = 8
 
     def __init__(self, comm, t0: float):
         self.comm, self.t0, self.k = comm, t0, 0
