@@ -11,6 +11,7 @@ import numpy as np
 
 from dmsolve import DistVector, Layout
 from dmsolve.bsp import BSP, isin_sorted, sorted_unique, stable_argsort
+from dmsolve.threads import parallel_map
 
 from ..core import fetch_rows
 from ..kernels import run_blocks
@@ -64,7 +65,9 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
     if progress:
         progress("discrete gradient: critical cells %s", G.critical_counts())
     O, C, geom = G.O, G.C, G.geometry
-    crit = {d: G.local_critical(d) for d in range(4)}
+    crit = {0: G.local_critical(0)}        # finds the critical cells, once
+    # numpy releases the GIL in the masks: the other dimensions' copies at once
+    crit.update(zip((1, 2, 3), parallel_map(lambda b: G.local_critical(b + 1), 3)))
     G.forget_critical()                 # the split copies are all that is read on
     stats = {"gradient_s": time.perf_counter() - t0}
     empty3 = np.zeros((0, 3), np.int64)
@@ -148,14 +151,7 @@ def cubical_morse_pairs(grid, order: DistVector, progress=None):
                          empty3,
                          label="cubical:walls")
     del G, O, C, spos           # the gradient's arrays (16 bytes per vertex) are done with
-    bq, be = (np.concatenate(c) for c in zip(*d1))
-    del d1
-    entries = odd_column_rows(bq, be)               # what cancels here need not travel
-    del bq, be
-    ctx.send_rows(layout.owner(code_vertex(entries[:, 1])), entries, tag=tag.rows)
-    del entries
-    got = ctx.sync("cubical:d1-rows").concat(tag.rows, dtype=np.int64, shape=(2,))
-    got = odd_rows(got)                     # every entry of an edge is here: mod 2 is exact
+    got = _wall_entries(comm, layout, ctx, tag.rows, d1)
     eidx = agreed_call(comm, eplace.local_index, ecode, got[:, 1])
     eplace.forget()
     keep = positive[eidx]
@@ -213,6 +209,23 @@ class _VertexAt:
             o = np.argsort(pos)                         # positions are distinct
             return hit[o][np.searchsorted(pos[o], keys)] + self.start
         return fetch_rows(self.blocks, self.inverse.reshape(-1, 1), keys)[:, 0]
+
+
+def _wall_entries(comm, layout, ctx, tag, found) -> np.ndarray:
+    """The ``(wall code, critical edge code)`` entries of the walls' Morse
+    boundaries mod 2, each on the owner of its edge, sorted: ``found`` lists
+    the edge V-paths' ends (emptied once read). On one rank every entry is
+    found here. Collective on ``comm``."""
+    bq, be = (np.concatenate(c) for c in zip(*found))
+    found.clear()
+    entries = odd_column_rows(bq, be)               # what cancels here need not travel
+    del bq, be
+    if comm.Get_size() == 1:
+        return entries                              # odd and sorted already
+    ctx.send_rows(layout.owner(code_vertex(entries[:, 1])), entries, tag=tag)
+    del entries
+    got = ctx.sync("cubical:d1-rows").concat(tag, dtype=np.int64, shape=(2,))
+    return odd_rows(got)                # every entry of an edge is here: mod 2 is exact
 
 
 def _elder_at_owners(comm, layout, found, cells, own_labels, *, n, place, ctx):

@@ -10,7 +10,7 @@ import numpy as np
 from mpi4py import MPI
 
 from dmsolve import Progress, block_ranges
-from dmsolve.threads import parallel_map, resolve, using
+from dmsolve.threads import resolve, using
 from dmsolve.validate import agreed, check_real
 
 from ..morse import cubical_link_graph
@@ -58,9 +58,10 @@ def image_persistence(image, comm: MPI.Comm, *, min_persistence: float = 0.0,
         :class:`dmsolve.Progress`; task ``"persistence"``).
     threads : int, optional
         Threads per rank for this call (:func:`dmsolve.threads.using`;
-        default :func:`dmsolve.get_num_threads`): with two or more, a rank's
-        sublevel and superlevel sweeps run at once. The diagram is the same,
-        bit for bit, at any count.
+        default :func:`dmsolve.get_num_threads`). A rank's two sweeps run one
+        after the other on the calling thread at any count: each reads the
+        whole slab in random order, and at once they contend for the cache.
+        The diagram is the same, bit for bit, at any count.
 
     Returns
     -------
@@ -192,10 +193,9 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
     (nodes0, links0), (nodes1, links1) = _link_tables()
     cand0, term0, cand1, term1 = slab_scan(values, W, a, b, sides, links0, links1, ptr0, ptr1)
     first = g0 * W
-    sweeps = ((False, ptr0, cand0, term0, nodes0), (True, ptr1, cand1, term1, nodes1))
-
-    def sweep(i):
-        reverse, ptr, cand, term, nodes = sweeps[i]
+    cols, events = [], []
+    for reverse, ptr, cand, term, nodes in ((False, ptr0, cand0, term0, nodes0),
+                                            (True, ptr1, cand1, term1, nodes1)):
         # labels in the sweep's order: the older a component, the smaller
         term = term[_sweep_order(values, term, itype)]
         if reverse:
@@ -205,18 +205,17 @@ def image_block(comm, values: np.ndarray, ncols: int, nrows: int, rows, report) 
         tpix = np.concatenate(([-1], term)) if reverse else term
         pix, labels = candidate_labels(values, W, a, b, cand, _sweep_order(values, cand, itype),
                                        ptr, reverse, nodes, sides, 9 if reverse else 4)
-        return slab_sweep(values, W, a, b, pix, labels, ptr, tpix, reverse, nodes, sides)
-
-    # the sublevel and the superlevel sweeps share nothing they write: one
-    # thread each when the rank has two
-    (born, died, sealed, *ev0), (mx, saddle, _, *ev1) = parallel_map(sweep, 2)
-    # (dim, birth, death, birth vertex, death vertex) of what this rank decided;
-    # a maximum's class (born at the saddle) dies at the maximum
-    cols = [(0, values[born], values[died], born + first, died + first),
-            (0, values[sealed], np.full(sealed.size, np.inf), sealed + first,
-             np.full(sealed.size, -1, np.int64)),
-            (1, values[saddle], values[mx], saddle + first, mx + first)]
-    events = [ev0, ev1]
+        born, died, sealed, *ev = slab_sweep(values, W, a, b, pix, labels, ptr, tpix, reverse,
+                                             nodes, sides)
+        if not reverse:
+            # (dim, birth, death, birth vertex, death vertex) of what this rank decided
+            cols += [(0, values[born], values[died], born + first, died + first),
+                     (0, values[sealed], np.full(sealed.size, np.inf), sealed + first,
+                      np.full(sealed.size, -1, np.int64))]
+        else:
+            # a maximum's class (born at the saddle) dies at the maximum
+            cols.append((1, values[died], values[born], died + first, born + first))
+        events.append(ev)
     del ptr0, ptr1
     if comm.Get_size() > 1:
         cols += _decide_events(comm, values, first, *events, W, row_ranges(nrows, comm.Get_size()))
