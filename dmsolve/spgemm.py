@@ -3,7 +3,8 @@
 :func:`matmat` is scipy's ``A @ B``, :func:`transpose` scipy's
 ``A.T.tocsr()`` and :func:`subtract_scaled` scipy's ``T - sp.diags(w) @ F``,
 with the same values to the bit (the same sums in the same order) and each
-row's columns sorted, computed by blocks of rows on
+row's columns sorted (unless a caller that sorts anyway asks not to),
+computed by blocks of rows on
 :func:`dmsolve.threads.get_num_threads` threads (or a call's ``threads=``).
 The results do not depend on the thread count. The AMG set-up (smoothed
 prolongators, Galerkin products) and the Hodge Laplacians use them, since

@@ -1,8 +1,9 @@
-"""dmsolve.spgemm: the threaded sparse product and transpose against scipy's,
-to the bit (indices, row pointers and the bits of every value), at 1, 2 and
-4 threads, on rectangular matrices with empty rows and columns, unsorted
-and duplicate entries, float32, complex and sums that cancel; and the
-refusal of operands it does not take. Each rank checks its own matrices."""
+"""dmsolve.spgemm: the threaded sparse product (also of stacked blocks, and
+with unsorted rows), transpose and ``T - diag(w) F`` against scipy's, to the
+bit (indices, row pointers and the bits of every value), at 1, 2 and 4
+threads, on rectangular matrices with empty rows and columns, unsorted and
+duplicate entries, float32, complex and sums that cancel; and the refusal
+of operands they do not take. Each rank checks its own matrices."""
 
 import numpy as np
 import pytest
