@@ -47,14 +47,15 @@ def _gather_row(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, i, mar
 @njit(cache=True, nogil=True, boundscheck=False)
 def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, a2_indptr,
                 a2_indices, a2_data, b2_indptr, b2_indices, b2_data, ncols, start, stop,
-                capacity):  # pragma: no cover
+                capacity, sort):  # pragma: no cover
     """Rows ``start .. stop - 1`` of ``C = [A A2] @ [B; B2]`` (each row of
     ``A``'s entries, then ``A2``'s, as in the stacked matrices; ``A2`` may
     have no entries): ``(indptr, indices, data)`` of those rows alone
-    (``indptr`` from 0), each row's columns sorted and its zero sums
-    dropped. The output starts with room for ``capacity`` entries and
-    doubles when full (a first pass that counts each row would cost a third
-    of the product). Not collective."""
+    (``indptr`` from 0), its zero sums dropped, each row's columns sorted
+    when ``sort`` (else in the order the row met them). The output starts
+    with room for ``capacity`` entries; when full, it grows to what the
+    rows so far foretell for the whole block (a first pass that counts each
+    row would cost a third of the product). Not collective."""
     room = max(capacity, 16)
     indptr = np.empty(stop - start + 1, np.int64)
     indptr[0] = 0
@@ -70,14 +71,18 @@ def matmat_rows(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, a2_ind
         n = _gather_row(a2_indptr, a2_indices, a2_data, b2_indptr, b2_indices, b2_data, i, mark,
                         acc, cols, n)
         if top + n > indices.shape[0]:
-            room = max(2 * indices.shape[0], top + n)
+            done = i - start + 1
+            room = max((top + n) * (stop - start) // done * 5 // 4,
+                       indices.shape[0] * 5 // 4, top + n)
             grown = np.empty(room, indices.dtype)
             grown[:top] = indices[:top]
             indices = grown
             grown_data = np.empty(room, data.dtype)
             grown_data[:top] = data[:top]
             data = grown_data
-        if n > INSERTION_MAX:
+        if not sort:
+            pass
+        elif n > INSERTION_MAX:
             cols[:n] = np.sort(cols[:n])
         else:
             for t in range(1, n):

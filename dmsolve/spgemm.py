@@ -3,7 +3,8 @@
 :func:`matmat` is scipy's ``A @ B``, :func:`transpose` scipy's
 ``A.T.tocsr()`` and :func:`subtract_scaled` scipy's ``T - sp.diags(w) @ F``,
 with the same values to the bit (the same sums in the same order) and each
-row's columns sorted, computed by blocks of rows on
+row's columns sorted (unless a caller that sorts anyway asks not to),
+computed by blocks of rows on
 :func:`dmsolve.threads.get_num_threads` threads (or a call's ``threads=``).
 The results do not depend on the thread count. The AMG set-up (smoothed
 prolongators, Galerkin products) and the Hodge Laplacians use them, since
@@ -71,16 +72,17 @@ def _arrays(M: sp.csr_matrix, idx: np.dtype, dtype: np.dtype | None = None):
     return _unsigned(M.indptr, idx), _unsigned(M.indices, idx), data
 
 
-def _result(shape, indptr, indices, data) -> sp.csr_matrix:
-    """A CSR matrix on the arrays (sorted rows), its index arrays of one dtype."""
+def _result(shape, indptr, indices, data, sorted_rows: bool = True) -> sp.csr_matrix:
+    """A CSR matrix on the arrays, its index arrays of one dtype."""
     idx = _index_dtype(int(indptr[-1]), shape[1])
     C = sp.csr_matrix((data, indices.astype(idx, copy=False), indptr.astype(idx, copy=False)),
                       shape=shape, copy=False)
-    C.has_sorted_indices = True
+    if sorted_rows:
+        C.has_sorted_indices = True
     return C
 
 
-def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
+def matmat(A, B, threads: int | None = None, *, sort: bool = True) -> sp.csr_matrix:
     """``A @ B`` of two local sparse matrices, as scipy CSR with sorted columns.
 
     The same entries and values (to the bit) as scipy's ``A @ B``: each
@@ -95,6 +97,10 @@ def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
         Entries float32, float64, complex64 or complex128 (the result's type
         is numpy's promotion of the two).
     threads : int, optional
+    sort : bool
+        Sort each row's columns (default). Without, a row lists its columns
+        in the order it met them (the same at any thread count): for a
+        caller that sorts anyway, e.g. through COO.
 
     Returns
     -------
@@ -119,18 +125,19 @@ def matmat(A, B, threads: int | None = None) -> sp.csr_matrix:
     >>> bool(np.array_equal(C.toarray(), (A @ B).toarray()))
     True
     """
-    return block_matmat([A], [B], threads)
+    return block_matmat([A], [B], threads, sort=sort)
 
 
-def block_matmat(A_blocks, B_blocks, threads: int | None = None) -> sp.csr_matrix:
+def block_matmat(A_blocks, B_blocks, threads: int | None = None, *,
+                 sort: bool = True) -> sp.csr_matrix:
     """``hstack(A_blocks) @ vstack(B_blocks)`` without forming the stacks.
 
     One or two blocks each (``A_k @ B_k`` must be defined, the ``A_k``
     with as many rows, the ``B_k`` with as many columns): e.g. a rank's
     diagonal and off-process blocks times its own rows of ``B`` and the
     ghost rows fetched. The result is :func:`matmat`'s of the stacked
-    matrices, to the bit: each row adds ``A_1``'s entries, then ``A_2``'s.
-    Not collective.
+    matrices (``sort`` as there), to the bit: each row adds ``A_1``'s
+    entries, then ``A_2``'s. Not collective.
 
     Raises
     ------
@@ -167,11 +174,11 @@ def block_matmat(A_blocks, B_blocks, threads: int | None = None) -> sp.csr_matri
         # room for 1.5 entries per entry of A's rows: enough for the
         # products of the AMG set-up, which then never grow their arrays
         room = int(work[hi] - work[lo]) * 3 // 2
-        return matmat_rows(*args, p, lo, hi, room)
+        return matmat_rows(*args, p, lo, hi, room, bool(sort))
 
     blocks = _threads.parallel_map(rows, cuts.size - 1, threads)
     indptr, indices, data = _joined(blocks, threads)
-    return _result((m, p), indptr, indices.view(idx), data)
+    return _result((m, p), indptr, indices.view(idx), data, sorted_rows=bool(sort))
 
 
 def _joined(blocks: list, threads: int | None):

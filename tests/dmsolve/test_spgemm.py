@@ -1,8 +1,9 @@
-"""dmsolve.spgemm: the threaded sparse product and transpose against scipy's,
-to the bit (indices, row pointers and the bits of every value), at 1, 2 and
-4 threads, on rectangular matrices with empty rows and columns, unsorted
-and duplicate entries, float32, complex and sums that cancel; and the
-refusal of operands it does not take. Each rank checks its own matrices."""
+"""dmsolve.spgemm: the threaded sparse product (also of stacked blocks, and
+with unsorted rows), transpose and ``T - diag(w) F`` against scipy's, to the
+bit (indices, row pointers and the bits of every value), at 1, 2 and 4
+threads, on rectangular matrices with empty rows and columns, unsorted and
+duplicate entries, float32, complex and sums that cancel; and the refusal
+of operands they do not take. Each rank checks its own matrices."""
 
 import numpy as np
 import pytest
@@ -214,3 +215,18 @@ def test_block_matmat_refuses_blocks_that_do_not_fit():
                              match="one or two blocks")
     assert_raises_collective(COMM, ValueError, spgemm.block_matmat, [A, sp.eye(4, 3)], [B, B],
                              match="block 1")
+
+
+def test_matmat_unsorted_rows_are_scipys_entries_at_any_thread_count():
+    """sort=False: each row's entries are scipy's (the same bits) in the
+    order the row met them, and the arrays are the same at 1, 2 and 4
+    threads."""
+    A, B = big_enough(3000, 2000, 40), big_enough(2000, 2500, 41)
+    got = {k: spgemm.matmat(A, B, threads=k, sort=False) for k in THREADS}
+    C = got[1].copy()
+    C.sort_indices()
+    ok = bitwise_equal(C, A @ B) and not got[1].has_sorted_indices
+    ok = ok and all(np.array_equal(got[k].indices, got[1].indices)
+                    and np.array_equal(got[k].data, got[1].data)
+                    and np.array_equal(got[k].indptr, got[1].indptr) for k in THREADS)
+    assert_collective(COMM, ok, "unsorted product")

@@ -195,7 +195,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None, cache=None
         if sign is not None:
             sg = sg * sign[fpos]
         C = sp.csr_matrix((sg[m], (fpos[m], spos[m])), shape=(nloc, own.size))
-        G = matmat(C, transpose(C)).tocoo()
+        G = matmat(C, transpose(C), sort=False).tocoo()     # from_coo sorts
         rows.append(gids[G.row]), cols.append(gids[G.col]), vals.append(G.data)
     if part in ("full", "down") and k >= 1:
         fpos, spos, sg = _incidence(cx, k, cache)
@@ -204,7 +204,7 @@ def _laplacian(cx, k: int, part: str, sign: np.ndarray | None = None, cache=None
         if sign is not None:
             sg = sg * sign[spos]
         R = sp.csr_matrix((sg[m], (fpos[m], spos[m])), shape=(own.size, nloc))
-        G = matmat(transpose(R), R).tocoo()
+        G = matmat(transpose(R), R, sort=False).tocoo()
         rows.append(gids[G.row]), cols.append(gids[G.col]), vals.append(G.data)
     cat = (lambda a, dt: np.concatenate(a) if a else np.zeros(0, dt))
     return DistCSR.from_coo(cat(rows, np.int64), cat(cols, np.int64), cat(vals, np.float64),
