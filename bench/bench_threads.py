@@ -41,7 +41,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import ROOT, write_json  # noqa: E402
+from _common import ROOT, stream_triad_gbs, write_json  # noqa: E402
 
 CASES = ("matvec", "amg", "cubical", "image")
 LAYOUTS = (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1))
@@ -124,8 +124,12 @@ def work_matvec(comm, n: int, repeats: int) -> dict:
             A.matvec(x, y)
         best = min(best, _slowest(comm, (time.perf_counter() - t0) / 20))
     full = y.gather()
+    # the memory bandwidth the layout's processes draw together (a product
+    # streams memory: it cannot go faster than this allows)
+    comm.Barrier()
+    stream = comm.allreduce(stream_triad_gbs(10_000_000))
     return {"seconds": best, "digest": _digest(full) if comm.rank == 0 else None,
-            "rss": _resident_mb()}
+            "rss": _resident_mb(), "stream_gbs": stream}
 
 
 def work_amg(comm, n: int, repeats: int) -> dict:
@@ -313,6 +317,13 @@ def markdown(results: dict, repeats: int, rounds: int) -> str:
                             _ratio(t["1x1"], t["1x2"]), TARGET_SPEEDUP["matvec"],
                             _verdict(_ratio(t["1x1"], t["1x2"]), TARGET_SPEEDUP["matvec"],
                                      False)))
+        c = results["matvec"]
+        verdicts.append("- STREAM triad (one process per rank, all at once): %.1f GB/s from 1 "
+                        "rank, %.1f GB/s from 2: a second core adds %.0f%% bandwidth, the "
+                        "ceiling of a memory-bound product's speed-up" % (
+                            c["1x1"].get("stream_gbs", np.nan), c["2x1"].get("stream_gbs", np.nan),
+                            100 * (_ratio(c["2x1"].get("stream_gbs"), c["1x1"].get("stream_gbs"))
+                                   - 1)))
         verdicts.append("- resident memory, matvec: 1x2 / 2x1 = %.2f (target <= %.1f: %s)" % (
             _ratio(mem["1x2"], mem["2x1"]), TARGET_MEMORY,
             _verdict(_ratio(mem["1x2"], mem["2x1"]), TARGET_MEMORY)))
