@@ -214,8 +214,9 @@ class _Pool:
 
     def _run(self) -> None:
         while True:
-            item = self.queue.get()
-            item()
+            # no name holds the item once it has run: a finished job keeps
+            # its blocks' function and results (the arrays a call made)
+            self.queue.get()()
 
 
 _pool = _Pool()

@@ -2,7 +2,10 @@
 blocks, fixed lanes, and parallel_for / parallel_map under real
 concurrency."""
 
+import gc
 import threading
+import time
+import weakref
 
 import numpy as np
 import pytest
@@ -152,3 +155,26 @@ def test_nested_parallel_for_finishes():
 
     threads.parallel_for(outer, 4, threads=2)
     assert out.ravel().tolist() == list(range(16))
+
+
+def test_a_finished_call_keeps_nothing_alive():
+    # a pool thread must not hold the last job it ran: the job holds the
+    # blocks' function and results, the arrays of a whole call
+    class Box:
+        pass
+
+    refs = []
+
+    def block(i):
+        box = Box()
+        refs.append(weakref.ref(box))
+        return box
+
+    out = threads.parallel_map(block, 4, threads=2)
+    assert len(out) == 4
+    del out
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(r() is not None for r in refs):
+        gc.collect()            # a late pool thread may still drop the job
+        time.sleep(0.01)
+    assert all(r() is None for r in refs)
