@@ -133,25 +133,8 @@ def sell_matvec(nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, x, y,
                 acc):  # pragma: no cover
     """``y = B @ x`` over the chunks of a sliced-ELL block (every row of
     ``y`` written). ``acc`` is work of ``CHUNK`` float64. Not collective."""
-    nchunks = slot_ptr.shape[0] - 1
-    for k in range(nchunks):
-        for i in range(_C):
-            acc[i] = 0.0
-        for s in range(slot_ptr[k], slot_ptr[k + 1]):
-            o = np.uint64(s) * _C
-            c = run_col[s]
-            if c >= 0:
-                cu = np.uint64(c)
-                for i in range(_C):
-                    acc[i] += vals[o + i] * x[cu + i]
-            else:
-                q = np.uint64(gather_ptr[s])
-                for i in range(_C):
-                    acc[i] += vals[o + i] * x[np.uint64(gather_col[q + i])]
-        r = np.uint64(k) * _C
-        m = min(_C, np.uint64(nrows) - r)
-        for i in range(m):
-            y[r + i] = acc[i]
+    sell_matvec_chunks(0, slot_ptr.shape[0] - 1, nrows, slot_ptr, run_col, gather_ptr,
+                       gather_col, vals, x, y, acc)
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -175,12 +158,13 @@ def sell_rmatvec_add(nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, y,
                     x[np.uint64(gather_col[q + i])] += vals[o + i] * y[r + i]
 
 
-@njit(cache=True, nogil=True, boundscheck=False)
+@njit(cache=True, nogil=True, boundscheck=False, inline="always")
 def sell_matvec_chunks(k0, k1, nrows, slot_ptr, run_col, gather_ptr, gather_col, vals, x, y,
                        acc):  # pragma: no cover
-    """:func:`sell_matvec` over chunks ``k0 .. k1 - 1`` only (the rows of a
-    block of a threaded product): each row is summed as there, so the rows
-    of ``y`` are the same bits. ``acc`` is the block's own ``CHUNK`` float64.
+    """``y = B @ x`` over chunks ``k0 .. k1 - 1`` only (the rows of a block
+    of a threaded product; :func:`sell_matvec` runs all of them): each row is
+    summed in the same order whatever the block, so the rows of ``y`` are
+    the same bits. ``acc`` is the block's own ``CHUNK`` float64.
     Not collective."""
     for k in range(k0, k1):
         for i in range(_C):
