@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import time
 
 import numpy as np
@@ -95,3 +96,38 @@ def run(main, parser: argparse.ArgumentParser) -> None:
     res = main(MPI.COMM_WORLD, args)
     if MPI.COMM_WORLD.Get_rank() == 0:
         write_json(args.json, res)
+
+
+#: One thread for BLAS and OpenMP in each child process.
+ONE_BLAS_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def child_env(**settings: str) -> dict:
+    """This environment without an MPI launcher's variables (a child started
+    from inside an MPI job would take them for its own), this checkout first
+    on ``PYTHONPATH``, and ``settings`` on top. Not collective."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(settings)
+    return env
+
+
+def launch_json(script: str, prefix: list[str], args: list[str], env: dict,
+                timeout: float = 1800) -> dict:
+    """Run ``script`` with ``args`` after ``prefix`` (an interpreter, or an
+    mpiexec line); its last output line is JSON. A failed run gives
+    ``{"error": <last line of its stderr>}``. Not collective."""
+    cmd = prefix + [os.path.abspath(script)] + args
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
+        return {"error": tail[0][:300]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def best_run(runs: list[dict]) -> dict:
+    """The fastest of ``runs`` (dicts with ``seconds``), or the last one if
+    none has a time (its error). Not collective."""
+    ok = [r for r in runs if "seconds" in r]
+    return min(ok, key=lambda r: r["seconds"]) if ok else runs[-1]

@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, write_json  # noqa: E402
+from _common import ONE_BLAS_THREAD, best_run, child_env, launch_json, write_json  # noqa: E402
 
 IMAGES = ("camera", "coins", "hubble_deep_field", "retina")
 #: the targets: ours at 1 rank at most this times cripser's time, each image
@@ -110,28 +109,9 @@ def worker_ours(name: str, repeats: int) -> None:
                           "pairs": {str(d): int(got[d][0].shape[0]) for d in range(2)}}))
 
 
-def _env() -> dict:
-    """This environment without an MPI launcher's variables, this checkout first."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return env
-
-
 def launch(prefix: list[str], args: list[str]) -> dict:
-    """Run this script with ``args`` after ``prefix``; its last output line is JSON."""
-    cmd = prefix + [os.path.abspath(__file__)] + args
-    p = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
-        return {"error": tail[0][:200]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def _best(runs: list[dict]) -> dict:
-    ok = [r for r in runs if "seconds" in r]
-    return min(ok, key=lambda r: r["seconds"]) if ok else runs[-1]
+    """Run this script's worker with ``args`` after ``prefix``."""
+    return launch_json(__file__, prefix, args, child_env(**ONE_BLAS_THREAD))
 
 
 def measure(name: str, repeats: int, rounds: int) -> dict:
@@ -145,7 +125,7 @@ def measure(name: str, repeats: int, rounds: int) -> dict:
             runs["ours-%d" % ranks].append(launch([mpiexec, "-n", str(ranks), py, "-m", "mpi4py"],
                                                   base + ["--code", "ours"]))
     shape = load(name).shape
-    return {"shape": list(shape), **{k: _best(v) for k, v in runs.items()}}
+    return {"shape": list(shape), **{k: best_run(v) for k, v in runs.items()}}
 
 
 def markdown(cases: dict, repeats: int, rounds: int) -> str:

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import ROOT, write_json  # noqa: E402
+from _common import child_env, launch_json, write_json  # noqa: E402
 
 FILES = ("poisson-general", "perturbed-general", "perturbed-symmetric")
 
@@ -114,22 +113,9 @@ def worker_dmsolve(path: str, repeats: int) -> None:
         print(json.dumps({"seconds": best, "same_as_scipy": same, "nnz": nnz}))
 
 
-def _env() -> dict:
-    """This environment without an MPI launcher's variables, this checkout first."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 def launch(prefix: list[str], args: list[str]) -> dict:
-    """Run this script with ``args`` after ``prefix``; its last output line is JSON."""
-    cmd = prefix + [os.path.abspath(__file__)] + args
-    p = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=1800)
-    if p.returncode != 0:
-        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
-        return {"error": tail[0][:200]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    """Run this script's worker with ``args`` after ``prefix``."""
+    return launch_json(__file__, prefix, args, child_env())
 
 
 def measure(path: str, repeats: int) -> dict:

@@ -33,7 +33,6 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -41,7 +40,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import ROOT, stream_triad_gbs, write_json  # noqa: E402
+from _common import (ONE_BLAS_THREAD, best_run, child_env, launch_json,  # noqa: E402
+                     stream_triad_gbs, write_json)
 
 CASES = ("matvec", "amg", "cubical", "image")
 LAYOUTS = (("1x1", 1, 1), ("1x2", 1, 2), ("2x1", 2, 1))
@@ -238,28 +238,10 @@ def worker_cripser(case: str, n: int, repeats: int, threads: int) -> dict:
             "peak_mb": _status_mb("VmHWM"), "version": cripser.__version__}
 
 
-def _env(threads: int) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "MPIR_", "MPICH_", "OMPI_"))}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               DMSOLVE_NUM_THREADS=str(threads))
-    return env
-
-
 def launch(prefix: list[str], args: list[str], threads: int) -> dict:
-    """Run this script's worker; its last output line is JSON."""
-    cmd = prefix + [os.path.abspath(__file__)] + args
-    p = subprocess.run(cmd, env=_env(threads), capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
-        tail = (p.stderr or "").strip().splitlines()[-1:] or ["exit %d" % p.returncode]
-        return {"error": tail[0][:300]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def _best(runs: list[dict]) -> dict:
-    ok = [r for r in runs if "seconds" in r]
-    return min(ok, key=lambda r: r["seconds"]) if ok else runs[-1]
+    """Run this script's worker on ``threads`` threads per rank."""
+    return launch_json(__file__, prefix, args,
+                       child_env(DMSOLVE_NUM_THREADS=str(threads), **ONE_BLAS_THREAD), 3600)
 
 
 def measure(case: str, n: int, repeats: int, rounds: int) -> dict:
@@ -276,7 +258,7 @@ def measure(case: str, n: int, repeats: int, rounds: int) -> dict:
                                      threads))
         for t in refs:
             runs["cripser-%d" % t].append(launch([py], base + ["--cripser", str(t)], 1))
-    return {"n": n, **{name: _best(v) for name, v in runs.items()}}
+    return {"n": n, **{name: best_run(v) for name, v in runs.items()}}
 
 
 def _ratio(a, b) -> float:
