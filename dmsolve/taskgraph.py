@@ -211,7 +211,6 @@ class Executor:
         """
         if not graph.tasks:
             return
-        _check_sources(graph)
         state = _Run(resolve(self.threads))
         state.start(graph, None)
         state.drive()
