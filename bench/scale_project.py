@@ -53,7 +53,7 @@ import sys
 import numpy as np
 from scipy.optimize import nnls
 
-__all__ = ["fit", "project", "markdown", "CLUSTER", "PROJECT_RANKS"]
+__all__ = ["fit", "project", "check", "markdown", "CLUSTER", "PROJECT_RANKS"]
 
 #: Rank counts of the projection.
 PROJECT_RANKS = (256, 1024, 4096)
@@ -97,6 +97,84 @@ def project(terms: dict, p: int, machine: dict) -> dict:
              "messages": machine["a"] * M, "sync": machine["c"] * math.log2(p) * S}
     mem = terms["mem"][0] + terms["mem"][1] * p
     return {"T": sum(parts.values()), "H": H, "M": M, "S": S, "mem": mem, **parts}
+
+
+def _quantities(r: dict) -> dict:
+    return {"H": max(r["sent_max"], r["recv_max"]), "M": r["p2p_max"],
+            "S": max(r["supersteps"], r["collectives"]), "mem": r["mem_max"]}
+
+
+def check(runs: dict[int, dict], machine: dict | None) -> dict | None:
+    """The model against a point it was not fitted on. Not collective.
+
+    The growth terms are fitted on the measured p >= 4 except the largest,
+    and predicted there (``H``, ``M``, ``S``, ``mem``: predicted / measured).
+    The time model is checked at 2 ranks, the one rank count that is not
+    oversubscribed here: ``W + g H + a M + c S`` with the measured H, M and S
+    at 2 ranks against the measured seconds (``T2``: model / measured).
+    None when fewer than three runs at p >= 4."""
+    ps = sorted(p for p, r in runs.items() if p >= 4 and "error" not in r)
+    if len(ps) < 3 or 1 not in runs or "error" in runs[1]:
+        return None
+    top = ps[-1]
+    t = _terms({p: r for p, r in runs.items() if p != top})
+    pred = project(t, top, CLUSTER)
+    meas = _quantities(runs[top])
+    out = {"top": top, "fit": t["ps"]}
+    for k in ("H", "M", "S", "mem"):
+        out[k] = (pred[k], meas[k])
+    r2 = runs.get(2)
+    if machine is not None and r2 is not None and "error" not in r2:
+        q = _quantities(r2)
+        T = (t["W"] + machine["g"] * q["H"] + machine["a"] * q["M"] + machine["c"] * q["S"])
+        out["T2"] = (T, float(r2["seconds"]))
+    return out
+
+
+def _ratio(pair) -> str:
+    pred, meas = pair
+    if meas <= 0 and pred <= 0:
+        return "-"
+    if meas <= 0:
+        return "%.3g / 0" % pred
+    return "%.2f" % (pred / meas)
+
+
+def check_markdown(results: dict, probe: dict | None = None) -> list[str]:
+    """The model-check table of docs/scaling.md. Not collective."""
+    here = _machine_here(probe)
+    rows, errs, mem_off = [], {"H": [], "M": [], "S": [], "T2": []}, []
+    for case, runs in results.items():
+        c = check(runs, here)
+        if c is None:
+            continue
+        rows.append("| %s | %s | %d | %s | %s | %s | %s | %s |" % (
+            case, ",".join(map(str, c["fit"])), c["top"], _ratio(c["H"]), _ratio(c["M"]),
+            _ratio(c["S"]), "%.1f / %.1f" % (c["mem"][0] / 2 ** 20, c["mem"][1] / 2 ** 20), _ratio(c["T2"]) if "T2" in c else "-"))
+        for k in errs:
+            if k in c and c[k][1] > 0:
+                errs[k].append(abs(math.log(max(c[k][0], 1e-300) / c[k][1])))
+        mem_off.append(abs(c["mem"][0] - c["mem"][1]) / 2 ** 20)
+    if not rows:
+        return []
+    worst = {k: (math.exp(max(v)) if v else float("nan")) for k, v in errs.items()}
+    med = {k: (math.exp(float(np.median(v))) if v else float("nan")) for k, v in errs.items()}
+    return ["### The model against measured points", "",
+            "Each case's growth terms fitted again without its largest rank count, and "
+            "predicted there (predicted / measured; 1.00 is exact), and the time model at 2 "
+            "ranks (not oversubscribed): W + g H + a M + c S with the measured H, M, S at 2 "
+            "ranks and this machine's g, a, c, against the measured seconds. Memory is "
+            "given as predicted / measured MiB (its growth is a few MiB, where a ratio "
+            "says little).", "",
+            "| case | fit from p | predicted at | H | M | S | mem MiB | T at 2 (here) |",
+            "|---|---|---|---|---|---|---|---|"] + rows + [
+            "", "Off by a factor of (median over cases / worst case): bytes %.2f / %.2f, "
+            "messages %.2f / %.2f, synchronisations %.2f / %.2f, time at 2 ranks %.2f / %.2f; "
+            "memory off by %.1f / %.1f MiB. Time is the least certain term: W is one small "
+            "run at 1 rank, where some cases take another path (partition_multilevel runs "
+            "serial METIS there), and Python's per-call overhead is not in the model." % (
+                med["H"], worst["H"], med["M"], worst["M"], med["S"], worst["S"],
+                med["T2"], worst["T2"], float(np.median(mem_off)), max(mem_off)), ""]
 
 
 def _machine_here(probe: dict | None) -> dict | None:
@@ -146,6 +224,7 @@ def markdown(results: dict, probe: dict | None = None) -> str:
           "size: at 4096 ranks its bandwidth term is b x 4096 bytes per rank. A case "
           "dominated by sync pays latency: fewer supersteps (or fewer collectives per "
           "superstep) is what would help it.", ""]
+    L += check_markdown(results, probe)
     return "\n".join(L)
 
 
@@ -157,6 +236,7 @@ def main(argv=None) -> int:
     with open(argv[0]) as f:
         raw = json.load(f)
     probe = raw.pop("_probe", None)
+    raw.pop("_meta", None)
     results = {c: {int(p): r for p, r in v.items()} for c, v in raw.items()}
     print(markdown(results, probe))
     return 0

@@ -231,6 +231,31 @@ def test_projection_keeps_flat_terms_flat_and_writes_every_case():
     text = sp_.markdown({"flat": flat, "grows": _synthetic_runs(0, 1e5, 5, 5),
                          "short": {1: flat[1], 4: flat[4]}},
                         {"g": 1e-9, "l": 1e-5, "ranks": 2})
-    rows = [ln for ln in text.splitlines() if ln.startswith("| ")][1:]
+    projection = text.split("### The model against measured points")[0]
+    rows = [ln for ln in projection.splitlines() if ln.startswith("| ")][1:]
     assert [ln.split(" | ")[0] for ln in rows] == ["| flat", "| grows", "| short"]
     assert "bandwidth" in rows[1] and "too few runs" in rows[2]
+
+
+def test_model_check_predicts_the_held_out_rank_count():
+    """The model check refits without the largest p and predicts it: exact on
+    exact linear/log growth, off by the measured factor where the largest
+    point departs, and the 2-rank time is W + g H + a M + c S."""
+    import scale_project as sp_
+    runs = _synthetic_runs(1000, 64, 10, 4, mem1=2048)
+    runs[64] = {"seconds": 9.0, "sent_max": 2 * (1000 + 64 * 64), "recv_max": 1,
+                "p2p_max": 6, "supersteps": 10 + 4 * 6, "collectives": 3,
+                "mem_max": 1e6 + 2048 * 64}
+    runs[2] = {"seconds": 0.75, "sent_max": 1000, "recv_max": 0, "p2p_max": 10,
+               "supersteps": 5, "collectives": 2, "mem_max": 0.0}
+    here = {"g": 1e-5, "a": 1e-3, "c": 2e-3}
+    c = sp_.check(runs, here)
+    assert c["top"] == 64 and c["fit"] == [4, 8, 16, 32]
+    assert np.isclose(c["H"][0] / c["H"][1], 0.5)          # the point doubled its bytes
+    assert np.isclose(c["S"][0], c["S"][1]) and np.isclose(c["mem"][0], c["mem"][1])
+    assert np.isclose(c["T2"][0], 0.5 + 1e-5 * 1000 + 1e-3 * 10 + 2e-3 * 5)
+    assert c["T2"][1] == 0.75
+    assert sp_.check({p: runs[p] for p in (1, 4, 8)}, here) is None   # too few points
+    text = "\n".join(sp_.check_markdown({"c": runs}, {"g": 1e-5, "l": 2e-3}))
+    row = [ln for ln in text.splitlines() if ln.startswith("| c |")][0]
+    assert row.split(" | ")[3:5] == ["0.50", "1.00"]
