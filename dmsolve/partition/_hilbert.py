@@ -117,8 +117,11 @@ def hilbert(coords, comm: MPI.Comm, nparts: int | None = None,
     ties broken by global index; :func:`~dmsolve.bsp.rank_of` gives each
     point its position ``k`` on the curve and the point goes to part
     ``owner of k in block_ranges(N, nparts)``: part sizes differ by at most
-    one and do not depend on the rank count. Collective on ``comm``;
-    O(local_n + N / size + size) memory and traffic per rank.
+    one and do not depend on the rank count. Points given already in the
+    curve's order (keys nondecreasing over the ranks) keep their global
+    index as their position, without the sort: if the ranks also hold
+    ``block_ranges(N, nparts)`` of them, nothing moves. Collective on
+    ``comm``; O(local_n + N / size + size) memory and traffic per rank.
 
     Parameters
     ----------
@@ -179,10 +182,32 @@ def hilbert(coords, comm: MPI.Comm, nparts: int | None = None,
         lo = hi = np.zeros(dim)
     keys = hilbert_keys(X, lo, hi, bits)
     gids = np.arange(layout.start, layout.stop, dtype=np.int64)
-    pos = rank_of(keys, comm, gids=gids)
+    if _in_curve_order(keys, comm):
+        pos = gids          # the curve's order is the input's: nothing to sort
+    else:
+        pos = rank_of(keys, comm, gids=gids)
     ranges = block_ranges(layout.global_size, nparts)
     parts = np.searchsorted(ranges, pos, side="right") - 1
     return Partition(layout, parts.astype(np.int64), nparts=nparts)
+
+
+def _in_curve_order(keys: np.ndarray, comm: MPI.Comm) -> bool:
+    """Whether the points are already in the curve's order over the ranks:
+    keys nondecreasing within each rank and from one rank to the next (ties
+    are then in global index order, as :func:`~dmsolve.bsp.rank_of` breaks
+    them). Collective on ``comm``: an ``Exscan`` and an ``Allreduce`` of one
+    word each, so an ordered input is partitioned without the sort's
+    traffic."""
+    ordered = bool(np.all(keys[1:] >= keys[:-1]))
+    # the largest key on the ranks before this one (-1 if none: keys are >= 0)
+    top = np.array([keys[-1] if keys.size else -1], dtype=np.int64)
+    before = np.full(1, -1, dtype=np.int64)
+    comm.Exscan(top, before, op=MPI.MAX)
+    if comm.Get_rank() == 0:
+        before[0] = -1          # Exscan leaves rank 0's buffer undefined
+    if keys.size:
+        ordered = ordered and int(keys[0]) >= int(before[0])
+    return bool(comm.allreduce(ordered, op=MPI.LAND))
 
 
 def hilbert_partition(A, coords, nparts: int | None = None,

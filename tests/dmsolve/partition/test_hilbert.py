@@ -94,6 +94,43 @@ def test_hilbert_matches_the_serial_sort_of_the_same_keys(dim, total, nparts, em
     assert_equal_collective(p.part_sizes, np.diff(ranges))     # exactly equal shares
 
 
+@pytest.mark.parametrize("empty", [False, True], ids=["blocks", "empty-rank0"])
+def test_hilbert_of_points_in_curve_order_skips_the_sort(monkeypatch, empty):
+    """Points given in the curve's order (ties included) keep their global index as their
+    position without a sort, and a rank holding its block of them keeps them all; one point
+    out of order on any rank takes the sort again, with the same parts as the serial one."""
+    total, dim = 301, 3
+    allpts, _ = my_points(total, dim, seed=5)
+    keys = part.hilbert_keys(allpts, allpts.min(axis=0), allpts.max(axis=0))
+    allpts = allpts[np.lexsort((np.arange(total), keys))]      # the curve's order
+    ranges = block_ranges(total, COMM.size)
+    if empty and COMM.size > 1:
+        ranges = np.concatenate(([0], block_ranges(total, COMM.size - 1)))
+    mine = allpts[ranges[COMM.rank]:ranges[COMM.rank + 1]]
+
+    def no_sort(*args, **kwargs):
+        raise AssertionError("rank_of called on points already in the curve's order")
+
+    with monkeypatch.context() as m:
+        m.setattr("dmsolve.partition._hilbert.rank_of", no_sort)
+        p = part.hilbert(mine, COMM)
+    want = np.searchsorted(block_ranges(total, COMM.size), np.arange(total), side="right") - 1
+    assert_equal_collective(p.parts(), want)
+    if not empty:
+        assert_collective(COMM, bool(np.all(p.local_parts == COMM.rank)), "a point moved")
+    # the last rank's points reversed: every rank sorts, and the parts are the serial ones
+    last = COMM.size - 1
+    swapped = allpts.copy()
+    swapped[ranges[last]:ranges[last + 1]] = swapped[ranges[last]:ranges[last + 1]][::-1]
+    k2 = part.hilbert_keys(swapped, allpts.min(axis=0), allpts.max(axis=0))
+    order = np.lexsort((np.arange(total), k2))
+    want2 = np.empty(total, dtype=np.int64)
+    want2[order] = np.searchsorted(block_ranges(total, COMM.size), np.arange(total),
+                                   side="right") - 1
+    p2 = part.hilbert(swapped[ranges[COMM.rank]:ranges[COMM.rank + 1]], COMM)
+    assert_equal_collective(p2.parts(), want2)
+
+
 def test_hilbert_registered_and_checked_at_the_door():
     """The Hilbert partitioner is registered, and bad coordinates are refused on every rank."""
     A = gallery.poisson2d(9, COMM)
