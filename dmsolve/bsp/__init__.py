@@ -30,6 +30,7 @@ from ._combine import COMBINERS, estimate_distinct_fraction, reduce_by_key
 from ._comm import free_inner_comm
 from ._inbox import Inbox
 from ._ledger import BSPParams, Ledger
+from ._exchange import ROUTED_MIN_RANKS
 from ._pattern import NeighborExchange
 from ._pieces import PieceComponents, piece_components
 from ._plain import EXCHANGES, SPARSE_MIN_RANKS
@@ -40,7 +41,8 @@ from ._superstep import BSP
 from ._unique import isin_sorted, search_sorted, sorted_unique, stable_argsort
 from ._virtual import VirtualBSP, check_spill_dir, parse_bytes
 
-__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "NeighborExchange",
+__all__ = ["BSP", "Inbox", "COMBINERS", "EXCHANGES", "SPARSE_MIN_RANKS", "ROUTED_MIN_RANKS",
+           "NeighborExchange",
            "Ledger", "BSPParams", "probe", "reduce_by_key", "estimate_distinct_fraction",
            "psort", "rank_of", "SortedBlock", "sorted_unique", "stable_argsort",
            "search_sorted", "isin_sorted", "piece_components", "PieceComponents",

@@ -43,6 +43,9 @@ def inner_comm(comm: MPI.Comm) -> MPI.Comm:
 #   32000, 32001    NBX_TAGS       BSP's sparse-sync payloads, in even and in
 #                                  odd syncs on the communicator
 #   32002           GATHER_TAG     the partitioners' tree gather to rank 0
+#   32003, 32004    ROUTE_TAGS     the first hop of a routed sparse sync, in
+#                                  even and in odd syncs (the second hop
+#                                  carries NBX_TAGS)
 #
 # All are below 32767, the least MPI_TAG_UB the MPI standard allows.
 # (BSP's own message tags are not MPI tags: they travel inside its payload;
@@ -55,6 +58,8 @@ PATTERN_TAGS = range(100, 30100)
 NBX_TAGS = (32000, 32001)
 #: Tag of :func:`dmsolve.partition._multilevel.gather_to_root`'s messages.
 GATHER_TAG = 32002
+#: Tags of the first hop of a routed sparse sync: ``ROUTE_TAGS[s % 2]``.
+ROUTE_TAGS = (32003, 32004)
 
 _NEXT: dict[int, int] = {}
 

@@ -11,7 +11,12 @@ messages in the same order (:func:`unpack`, :func:`deliver_own`):
   votes, error flags and the message count) and a sparse dynamic exchange,
   NBX (synchronous sends, probes, a nonblocking barrier): per rank, words in
   proportion to the ranks it really talks to, plus O(log p) for the two
-  collectives.
+  collectives. From :data:`ROUTED_MIN_RANKS` ranks up, a rank that sends to
+  many ranks (a sort's exchange) routes its messages through two hops: the
+  ranks form a grid of about sqrt(p) x sqrt(p), a message goes first to the
+  rank of its destination's row in the sender's column, then to its
+  destination, so that a rank talks to O(sqrt p) peers instead of p - 1 (MPI
+  keeps buffers per peer it has talked to: docs/bsp.md) for twice the bytes.
 
 References
 ----------
@@ -28,10 +33,20 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-from ._comm import NBX_TAGS, inner_comm
+from ._comm import NBX_TAGS, ROUTE_TAGS, inner_comm
 
 __all__ = ["Outgoing", "Delivered", "pack", "unpack", "deliver_own", "dense_sync",
-           "sparse_sync"]
+           "sparse_sync", "route_width", "ROUTED_MIN_RANKS"]
+
+#: From this many ranks up, a rank that sends to more than 2 sqrt(p) ranks in
+#: one sparse sync routes its messages through two hops. Measured here
+#: (MPICH 5, shared memory): a rank's resident memory grows by about 100 KiB
+#: per peer it has exchanged a message with; at 64 ranks, 14 peers cost
+#: 2.4 MiB and 62 peers 7.4 MiB (docs/bsp.md, "Routed exchanges").
+ROUTED_MIN_RANKS = 32
+#: ... and routes when it sends to more than ``ROUTE_PEERS * route_width(p)``
+#: other ranks (what the two hops cost it in peers).
+ROUTE_PEERS = 2
 
 # header words: payload bytes, active, error code, step, label hash, messages,
 # aggregator signature, aggregator bytes; then the inline aggregator block
@@ -219,22 +234,25 @@ def dense_sync(comm: MPI.Comm, out: Outgoing) -> Delivered:
 def sparse_sync(comm: MPI.Comm, out: Outgoing) -> Delivered:
     """The sparse exchange: NBX on dmsolve's private duplicate of ``comm``,
     with one ``Iallreduce`` of a fixed-size record as its barrier (and one
-    more ``Allreduce`` for aggregators over 128 bytes). Collective on
-    ``comm``. If some rank failed, or the ranks' aggregators differ,
-    returns with ``failed`` or ``mismatch`` set (the same on every rank),
-    nothing delivered."""
+    more ``Allreduce`` for aggregators over 128 bytes). From
+    :data:`ROUTED_MIN_RANKS` ranks up, a rank that sends to more ranks than
+    two hops would cost routes its messages (:func:`_first_hop`), and a
+    second NBX delivers them if any rank did. Collective on ``comm``. If
+    some rank failed, or the ranks' aggregators differ, returns with
+    ``failed`` or ``mismatch`` set (the same on every rank), nothing
+    delivered."""
     inner = inner_comm(comm)        # collective once per communicator, on every rank
     count = _SYNCS.get(inner.handle, 0)
     _SYNCS[inner.handle] = count + 1
     tag = NBX_TAGS[count % 2]
     dests = np.flatnonzero(out.counts)
-    # One Allreduce of a fixed-size record: error flags, votes and the
-    # message count reduce like the dense header's columns, and the
-    # aggregators (in their reduction dtypes) reduce in place. A rank whose
-    # aggregator signature differs makes the reduction flag a mismatch
-    # (see _reduce_records), so ranks that registered different
-    # aggregators, or failed before registering theirs, cannot derail it.
-    # It is nonblocking and doubles as NBX's barrier (see _nbx).
+    size = inner.Get_size()
+    routing = size >= ROUTED_MIN_RANKS
+    routes = False
+    own = None
+    buf, counts, to = out.buf, out.counts, dests
+    if routing:
+        buf, counts, to, own, routes = _first_hop(out.rank, out.buf, out.counts, dests, size)
     layout, agg_len = _agg_layout(out.aggs)
     sig = agg_signature(out.aggs)
     if len(_LAYOUTS) > 256:
@@ -242,19 +260,23 @@ def sparse_sync(comm: MPI.Comm, out: Outgoing) -> Delivered:
     _LAYOUTS[sig] = layout
     record = np.zeros(8 * (_HEADER_WORDS + _AGG_INLINE_WORDS), dtype=np.uint8)
     head = record[:8 * _HEADER_WORDS].view(np.int64)
-    head[:] = (int(out.failed), int(out.active), out.nmsgs, 0, sig, agg_len, dests.size, 0)
+    head[:] = (int(out.failed), int(out.active), out.nmsgs, 0, sig, agg_len, dests.size,
+               int(routes))
     values = _agg_values(out.aggs, layout, agg_len)
     if agg_len <= 8 * _AGG_INLINE_WORDS:
         record[8 * _HEADER_WORDS:8 * _HEADER_WORDS + agg_len] = values
     result = np.empty_like(record)
     # A rank that failed still takes part in the exchange (its messages
     # are dropped with everybody's below), so no rank waits in NBX for it.
-    segments = _nbx(inner, tag, out.rank, out.buf, out.counts, dests,
+    segments = _nbx(inner, tag, out.rank, buf, counts, to,
                     lambda: comm.Iallreduce([record, 1, _record_type(record.size)],
                                             [result, 1, _record_type(record.size)],
                                             op=_record_op()))
     ctrl_bytes = record.nbytes
     err, active, messages, mismatch = result[:8 * _HEADER_WORDS].view(np.int64)[:4]
+    if routing and not (err or mismatch):
+        segments = _second_hop(inner, ROUTE_TAGS[count % 2], out.rank, segments, own,
+                               bool(result[:8 * _HEADER_WORDS].view(np.int64)[7]))
 
     if err:
         return _refused(ctrl_bytes, failed=True)
@@ -357,6 +379,109 @@ def _nbx(inner: MPI.Comm, tag: int, rank: int, sendbuf: np.ndarray, sendcounts: 
     return sorted(received.items())
 
 
+def route_width(size: int) -> int:
+    """Columns of the routed exchange's rank grid: ``ceil(sqrt(size))``.
+    Not collective."""
+    w = max(1, int(np.sqrt(size)))
+    return w if w * w >= size else w + 1
+
+
+def _hop(rank: int, dest: int, width: int, size: int) -> int:
+    """The first hop of a message from ``rank`` to ``dest``: the rank of
+    ``dest``'s row (``dest // width``) in ``rank``'s column, or ``dest``
+    itself where the last, short row has no such rank."""
+    mid = (dest // width) * width + rank % width
+    return mid if mid < size else dest
+
+
+def _bundle(heads: list, segments: list) -> np.ndarray:
+    """Records ``(head, nbytes, bytes padded to 8)``, one per segment."""
+    total = sum(16 + _pad8(s.size) for s in segments)
+    out = np.zeros(total, dtype=np.uint8)
+    pos = 0
+    for h, seg in zip(heads, segments):
+        out[pos:pos + 16].view(np.int64)[:] = (h, seg.size)
+        out[pos + 16:pos + 16 + seg.size] = seg
+        pos += 16 + _pad8(seg.size)
+    return out
+
+
+def _records(buf: np.ndarray):
+    """The ``(head, bytes)`` records of a :func:`_bundle`."""
+    pos = 0
+    while pos < buf.size:
+        head, n = buf[pos:pos + 16].view(np.int64)
+        yield int(head), buf[pos + 16:pos + 16 + int(n)]
+        pos += 16 + _pad8(int(n))
+
+
+def _packed(parts: dict, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One send buffer with a bundle per destination, for :func:`_nbx`."""
+    counts = np.zeros(size, dtype=np.int64)
+    bufs = []
+    for d in sorted(parts):
+        heads, segs = parts[d]
+        b = _bundle(heads, segs)
+        counts[d] = b.size
+        bufs.append(b)
+    buf = np.concatenate(bufs) if bufs else np.zeros(0, dtype=np.uint8)
+    return buf, counts, np.flatnonzero(counts)
+
+
+def _first_hop(rank: int, sendbuf: np.ndarray, sendcounts: np.ndarray, dests: np.ndarray,
+               size: int) -> tuple:
+    """The first hop of a sparse sync at :data:`ROUTED_MIN_RANKS` ranks or
+    more: every message a bundle of records headed by the destination. A
+    rank that sends to more than ``2 route_width(size)`` other ranks sends
+    each segment to :func:`_hop` (so it talks to O(sqrt p) peers), the others
+    send directly. Returns the send buffer, counts and destinations of the
+    hop, this rank's own segment (or None) and whether it routes."""
+    width = route_width(size)
+    offsets = _displs(sendcounts)
+    others = dests[dests != rank]
+    routes = others.size > ROUTE_PEERS * width
+    own = None
+    first: dict = {}
+    for d in dests.tolist():
+        segment = sendbuf[offsets[d]:offsets[d] + sendcounts[d]]
+        if d == rank:
+            own = segment
+            continue
+        mid = _hop(rank, d, width, size) if routes else d
+        heads, segs = first.setdefault(mid, ([], []))
+        heads.append(d)
+        segs.append(segment)
+    buf, counts, to = _packed(first, size)
+    return buf, counts, to, own, routes
+
+
+def _second_hop(inner: MPI.Comm, tag: int, rank: int, arrived: list, own, any_routes: bool) -> list:
+    """Unpack the first hop's bundles: records for this rank are delivered,
+    the others forwarded to their destination by a second NBX (run only if
+    some rank routed: ``any_routes``, the same on every rank; an
+    ``Ibarrier`` ends it). Returns the ``(source, bytes)`` segments in
+    ascending source order, this rank's own included, as :func:`_nbx` does.
+    Collective on ``inner`` when ``any_routes``."""
+    final: dict = {}
+    second: dict = {}
+    for src, bundle in arrived:
+        for d, segment in _records(bundle):
+            if d == rank:
+                final[src] = segment
+            else:
+                heads, segs = second.setdefault(d, ([], []))
+                heads.append(src)
+                segs.append(segment)
+    if any_routes:
+        buf, counts, to = _packed(second, inner.Get_size())
+        for _, bundle in _nbx(inner, tag, rank, buf, counts, to, inner.Ibarrier):
+            for src, segment in _records(bundle):
+                final[src] = segment
+    if own is not None:
+        final[rank] = own
+    return sorted(final.items())
+
+
 def _sum_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype ``np.sum`` accumulates ``dtype`` in (so both exchanges agree)."""
     return np.add.reduce(np.zeros(1, dtype=dtype)).dtype
@@ -407,7 +532,7 @@ def _reduce_records(inbuf, inoutbuf, datatype) -> None:
     Header words: error flag (max), active vote (max), message count (sum),
     mismatch flag (max), aggregator signature and length (must be equal:
     else the mismatch flag is set and the aggregators are left alone),
-    destinations (max), unused. Then the aggregators, each with its own op,
+    destinations (max), some rank routed its messages (max). Then the aggregators, each with its own op,
     if the record is long enough to hold them (the large-aggregator record
     of the second Allreduce; in the first one they ride inline only when
     they fit). Not collective.
@@ -420,6 +545,7 @@ def _reduce_records(inbuf, inoutbuf, datatype) -> None:
     hb[1] = max(ha[1], hb[1])
     hb[2] += ha[2]
     hb[6] = max(ha[6], hb[6])
+    hb[7] = max(ha[7], hb[7])
     if ha[3] or hb[3] or ha[4] != hb[4] or ha[5] != hb[5]:
         hb[3] = 1
         return

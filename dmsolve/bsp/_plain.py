@@ -289,6 +289,10 @@ class PlainBSP:
         the nonblocking barrier of NBX on dmsolve's private duplicate of
         ``comm``. Raises on every rank if any rank queued something invalid;
         then nothing is delivered and no rank is left in the exchange.
+        From :data:`~dmsolve.bsp.ROUTED_MIN_RANKS` ranks up, a rank that
+        sends to more than 2 sqrt(p) ranks routes its messages through two
+        hops (so it talks to O(sqrt p) peers, for twice the bytes); the same
+        messages arrive in the same order.
         """
         t_start = time.perf_counter()
         work = t_start - self._t_last

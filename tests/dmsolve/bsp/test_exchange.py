@@ -279,8 +279,12 @@ def test_vote_to_halt_runs_the_same():
 
 @pytest.mark.parametrize("where", ["queue", "compute",
                                    pytest.param("aggregator", marks=pytest.mark.mpi(min_size=2))])
-def test_error_on_one_rank_is_raised_everywhere_on_the_sparse_path(where):
-    """An error on one rank during a sparse sync is raised on every rank, none left waiting."""
+@pytest.mark.parametrize("routed", [False, True], ids=["direct", "routed"])
+def test_error_on_one_rank_is_raised_everywhere_on_the_sparse_path(monkeypatch, where, routed):
+    """An error on one rank during a sparse sync, direct or routed through two hops, is
+    raised on every rank, none left waiting."""
+    if routed:
+        route_everything(monkeypatch)
     # every rank has payload for the failing rank queued, and the failing rank
     # for everybody: it takes part in NBX like the others, the failure is
     # agreed in the Iallreduce that ends it, and nobody waits for anybody
@@ -364,3 +368,92 @@ def test_many_supersteps_do_not_mix_messages():
         want = [(s, src, rank) for src in range(size)]
         checks.add(got == want, "superstep %d" % s, got)
     checks.assert_all()
+
+
+# -- the routed exchange (two hops on a sqrt(p) grid) -------------------------------------
+def route_everything(monkeypatch):
+    """Route from 1 rank up, every rank with another destination."""
+    monkeypatch.setattr("dmsolve.bsp._exchange.ROUTED_MIN_RANKS", 1)
+    monkeypatch.setattr("dmsolve.bsp._exchange.ROUTE_PEERS", 0)
+
+
+@pytest.mark.parametrize("routed", ["all", "some", "none"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_routed_supersteps_deliver_what_the_dense_exchange_does(monkeypatch, case, routed):
+    """Sparse supersteps at the routing rank count, with every rank, some ranks or no rank
+    routing its messages through two hops, deliver the same messages in the same order,
+    with the same aggregates, votes and ledger counts, as the dense exchange."""
+    monkeypatch.setattr("dmsolve.bsp._exchange.ROUTED_MIN_RANKS", 1)
+    rank, size = COMM.rank, COMM.size
+    if routed == "all" or (routed == "some" and rank % 2 == 0):
+        monkeypatch.setattr("dmsolve.bsp._exchange.ROUTE_PEERS", 0)
+    else:
+        monkeypatch.setattr("dmsolve.bsp._exchange.ROUTE_PEERS", size)
+    plan = random_plan(rank, size, CASES[case], 7)
+    out = {}
+    for path in PATHS:
+        ctx = BSP(COMM, exchange=path)
+        for d, tag, a in plan:
+            ctx.send(d, a, tag=tag)
+        ctx.aggregate("n", "sum", len(plan))
+        ctx.vote(rank == size - 1)
+        out[path] = (ctx, ctx.sync("routed"))
+    assert_same_delivery(out)
+    plans = COMM.allgather(plan)
+    want = sorted(((tag, src, a.dtype.str, a.shape, a.tobytes())
+                   for src, p in enumerate(plans) for d, tag, a in p if d == rank),
+                  key=lambda m: (m[0], m[1]))
+    assert_collective(COMM, delivered(out["sparse"][1]) == want, "routed delivery vs plans")
+    rows = [dict(zip(out[p][0].ledger.STEP_FIELDS, out[p][0].ledger.steps[-1][1]))
+            for p in PATHS]
+    assert_collective(COMM, all(rows[0][k] == rows[1][k] for k in
+                                ("bytes_sent", "bytes_recv", "msgs_sent", "msgs_recv")),
+                      "ledger counts of the routed superstep: %s" % rows)
+
+
+def test_routed_and_direct_supersteps_interleave_without_mixing(monkeypatch):
+    """Routed and direct supersteps taking turns (contexts below and at the routing rank
+    count), ranks uneven, everyone to everyone: every superstep gets exactly its own
+    messages."""
+    monkeypatch.setattr("dmsolve.bsp._exchange.ROUTE_PEERS", 0)
+    rank, size = COMM.rank, COMM.size
+    ctxs = [BSP(COMM, exchange="sparse"), BSP(COMM, exchange="sparse")]
+    checks = Checks(COMM)
+    for s in range(30):
+        monkeypatch.setattr("dmsolve.bsp._exchange.ROUTED_MIN_RANKS", 1 if s % 3 else 10 ** 6)
+        ctx = ctxs[s % 2]
+        for d in range(size):
+            ctx.send(d, np.array([s, rank, d]))
+        if (rank + s) % 3 == 0:
+            time.sleep(0.002)
+        inbox = ctx.sync()
+        got = sorted(tuple(a) for _, a in inbox.messages())
+        checks.add(got == [(s, src, rank) for src in range(size)], "superstep %d" % s, got)
+    checks.assert_all()
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 10, 17, 64, 100, 1000])
+def test_routed_hops_reach_every_destination_through_few_peers(size):
+    """On the routed grid every message reaches its destination in at most two hops, and a
+    rank talks to at most 2 ceil(sqrt p) peers per hop (serial arithmetic)."""
+    from dmsolve.bsp._exchange import _hop, route_width
+    w = route_width(size)
+    assert w * w >= size and (w - 1) ** 2 < size
+    first = [set() for _ in range(size)]       # peers of each rank in the first hop
+    second = [set() for _ in range(size)]      # ... in the second
+    for r in range(size):
+        for d in range(size):
+            if d == r:
+                continue
+            mid = _hop(r, d, w, size)
+            assert 0 <= mid < size
+            # the second hop stays inside the destination's row
+            assert mid == d or mid // w == d // w
+            if mid != r:
+                first[r].add(mid)
+            if mid != d:
+                second[mid].add(d)
+    assert max(len(s) for s in first) <= 2 * w
+    assert max(len(s) for s in second) <= w
+    if size >= 64:
+        assert max(len(s) for s in first) + max(len(s) for s in second) < (size - 1) / 2
