@@ -598,7 +598,9 @@ def _remeasured(meta: dict) -> dict:
     measured (``"commit 1a2b3c4, 2026-01-31 12:00"``)."""
     by_code: dict = {}
     for case, stamp in meta.get("remeasured", {}).items():
-        when = "%s, %s" % (_provenance.code_text(stamp), stamp.get("date", "?"))
+        ranks = stamp.get("ranks")
+        where = ("at p = %s" % ", ".join(map(str, ranks))) if ranks else "at every rank count"
+        when = "%s: %s, %s" % (where, _provenance.code_text(stamp), stamp.get("date", "?"))
         by_code.setdefault(when, []).append(case)
     return by_code
 
@@ -611,8 +613,9 @@ def markdown(results: dict, cases: list[str], ranks: list[int], n: int, started:
          "- Machine: %s. Ranks are oversubscribed on the cores: times are not the figure." %
          _provenance.machine_text(results.get("_meta", {}).get("machine")),
          "- Code measured: %s." % _provenance.code_text(results.get("_meta", {}).get("code")),
-         *["- Re-measured (`--update`) at every rank count: %s, at %s." % (
-             ", ".join(cases_), when)
+         *["- Re-measured (`--update`) %s: %s." % (when.split(": ", 1)[0],
+                                                     ", ".join(cases_) + ", at "
+                                                     + when.split(": ", 1)[1])
            for when, cases_ in _remeasured(results.get("_meta", {})).items()],
          *_other_runs(out),
          "- Work per rank: n = %d, an n x n x n slab per rank of an n x n x (n p) problem "
@@ -746,7 +749,7 @@ def main(argv=None) -> int:
             old = json.load(f)
         meta = old.setdefault("_meta", {})
         stamp = dict(measured_code(), date=datetime.datetime.now(
-            datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"))
+            datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"), ranks=sorted(args.ranks))
         for p in args.ranks:
             for c in args.cases:
                 r = run_case(c, p, args.n, args.n if args.warm_n is None else args.warm_n,
