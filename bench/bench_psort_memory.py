@@ -1,4 +1,5 @@
-"""Per-rank peak memory of building a renumbered SimplicialComplex, weak scaling.
+"""Per-rank peak memory of building a renumbered SimplicialComplex, and of a
+grid's persistence diagram, weak scaling.
 
     python bench/bench_psort_memory.py --ranks 2 4 8 [--before OTHER_CHECKOUT]
 
@@ -15,6 +16,11 @@ The page, headed by the date, the commits and the machine, goes to ``--out``
 (docs/measurements/psort-memory.md) and stdout. Oversubscribed runs are fine:
 the figure is memory, not time. METIS gathers the vertex graph to rank 0
 (``dmsolve.partition.metis_partition``), which shows in its max column.
+``--partitions persistence``: the persistence diagram of bench/scale.py's
+noisy field on a Freudenthal grid of (40, 40, 40 p), 64,000 vertices per
+rank, measured around ``persistence_diagram`` alone. The last lines give
+each case's largest rank count against its smallest (target: at most 1.25x,
+rank 0 at most 1.2x the mean).
 """
 
 from __future__ import annotations
@@ -42,7 +48,38 @@ def _status(field: str) -> float:
     raise RuntimeError("no %s in /proc/self/status" % field)
 
 
+GRID_PER_RANK = 40     # persistence: vertices per rank GRID_PER_RANK**3
+
+
+def persistence_worker() -> None:
+    from mpi4py import MPI
+
+    import scale
+    from topology import persistence_diagram
+
+    comm = MPI.COMM_WORLD
+    s = scale.prep_persistence(comm, 12)
+    persistence_diagram(s["grid"], s["f"])          # warm-up: kernels, communicators
+    del s
+    s = scale.prep_persistence(comm, GRID_PER_RANK)
+    comm.Barrier()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    before = _status("VmRSS")
+    dg = persistence_diagram(s["grid"], s["f"])
+    growth = _status("VmHWM") - before
+    every = comm.gather(growth, root=0)
+    pairs = [dg.report[d]["pairs"] for d in range(3)]
+    if comm.rank == 0:
+        print(json.dumps({"max": max(every), "mean": sum(every) / comm.size,
+                          "rank0": every[0], "counts": [GRID_PER_RANK ** 3 * comm.size,
+                                                        pairs]}))
+
+
 def worker(partition: str) -> None:
+    if partition == "persistence":
+        persistence_worker()
+        return
     import numpy as np
     from mpi4py import MPI
 
@@ -91,7 +128,7 @@ def run_case(path: str, partition: str, ranks: int, timeout: float) -> dict | No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
-    ap.add_argument("--partitions", nargs="+", default=["metis", "rcb"])
+    ap.add_argument("--partitions", nargs="+", default=["metis", "rcb", "persistence"])
     ap.add_argument("--before", default=None,
                     help="another checkout to measure too (its PYTHONPATH)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "measurements" / "psort-memory.md"))
@@ -117,20 +154,33 @@ def main() -> None:
              + " | ".join("%s max / mean MiB" % name for name, _ in columns) + " |",
              "|---|---:|---:|---:|" + "---:|" * len(columns)]
     print("\n".join(lines), flush=True)
+    growth: dict = {}
     for part in args.partitions:
         for p in args.ranks:
             cells, counts = [], None
-            for _, path in columns:
+            for name, path in columns:
                 res = run_case(path, part, p, args.timeout)
                 if res is None:
                     cells.append("failed")
                     continue
                 counts = res["counts"]
+                growth.setdefault((part, name), []).append((p, res))
                 cells.append("%.1f / %.1f" % (res["max"], res["mean"]))
             nv = counts[0] if counts else PER_RANK**3 * p
             nt = counts[-1] if counts else "?"
             lines.append("| %s | %d | %s | %s | %s |" % (part, p, nv, nt, " | ".join(cells)))
             print(lines[-1], flush=True)
+    lines += ["", "Largest rank count against the smallest (max over ranks; rank 0 over the "
+              "mean at the largest): targets <= 1.25x and <= 1.2x.", ""]
+    for (part, name), runs in growth.items():
+        (p0, r0), (p1, r1) = min(runs, key=lambda t: t[0]), max(runs, key=lambda t: t[0])
+        if p1 == p0:
+            continue
+        lines.append("- %s (%s): %d ranks %.1f MiB against %d ranks %.1f MiB: %.2fx; rank 0 "
+                     "%.2fx the mean at %d." % (part, name, p1, r1["max"], p0, r0["max"],
+                                                r1["max"] / max(r0["max"], 1e-9),
+                                                r1["rank0"] / max(r1["mean"], 1e-9), p1))
+        print(lines[-1], flush=True)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
