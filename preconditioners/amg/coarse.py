@@ -10,8 +10,9 @@ from mpi4py import MPI
 from dmsolve import Layout, block_ranges
 from dmsolve.bsp import BSP, free_inner_comm
 
-__all__ = ["MAX_RANK_REDUCTION", "coarse_layout", "plan_coarse_level", "sub_communicator",
-           "sub_layout", "free_sub_communicators", "redistribute_rows", "CoarseSolver",
+__all__ = ["MAX_RANK_REDUCTION", "active_ranks", "coarse_layout", "made_layout",
+           "plan_coarse_level", "sub_communicator", "level_communicator", "sub_layout",
+           "free_sub_communicators", "redistribute_rows", "CoarseSolver",
            "RelaxationCoarseSolver", "IdleCoarseSolver"]
 
 #: The ranks holding a level shrink by at most this factor from one level to
@@ -20,48 +21,83 @@ __all__ = ["MAX_RANK_REDUCTION", "coarse_layout", "plan_coarse_level", "sub_comm
 MAX_RANK_REDUCTION = 4
 
 
+def active_ranks(size: int, active: int) -> np.ndarray:
+    """The ranks of a communicator of ``size`` that hold a level gathered onto
+    ``active`` of them: the last rank of each of ``active`` consecutive groups
+    of (nearly) equal size, ``(j + 1) * size // active - 1`` for ``j < active``.
+
+    The ranks are spread over the communicator, so the ranks that receive a
+    gathered level's rows are as far apart as the groups they serve, and the
+    last rank is always among them: nested levels end on the communicator's
+    last rank, not on rank 0, which keeps only its finest-level work
+    (PETSc GAMG's reduction also groups consecutive ranks). Not collective.
+    """
+    size, active = int(size), int(active)
+    if not 1 <= active <= size:
+        raise ValueError("active_ranks: %d active ranks of %d" % (active, size))
+    return (np.arange(1, active + 1, dtype=np.int64) * size) // active - 1
+
+
+def made_layout(local_count: int, comm) -> tuple[Layout, int]:
+    """The layout of the coarse unknowns as this rank made them (each rank
+    owns its own aggregates' unknowns, numbered rank by rank) and this rank's
+    first coarse id. Collective on ``comm`` (one ``allgather``)."""
+    counts = np.array(comm.allgather(int(local_count)), dtype=np.int64)
+    ranges = np.concatenate(([0], np.cumsum(counts)))
+    return Layout(ranges, comm)._trusted(), int(ranges[comm.Get_rank()])
+
+
 def plan_coarse_level(local_count: int, comm, min_rows_per_rank: int, *,
                       max_reduction: int | None = MAX_RANK_REDUCTION,
-                      gathered: bool = False) -> tuple[Layout, int, int]:
+                      gathered: bool = False,
+                      made: Layout | None = None) -> tuple[Layout, int, int]:
     """The layout of the next level, this rank's first coarse id, and the
-    number of ranks (the first ones of ``comm``) that the next level lives on.
+    number of ranks of ``comm`` (:func:`active_ranks`) that the next level
+    lives on.
 
     Coarse unknowns are numbered rank by rank in the order they were made.
     When fewer than ``min_rows_per_rank`` would land on each rank, the level
-    is gathered onto the first ``ceil(N / min_rows_per_rank)`` ranks, but
-    onto no fewer than ``ceil(comm.size / max_reduction)`` (None: no limit),
-    the others owning nothing: the layout stays contiguous, so no renumbering
-    is needed, and the active ranks are a prefix of ``comm``. The natural
-    layout (each rank keeps the unknowns it made) is kept when every rank
-    would stay active with at least a quarter of ``min_rows_per_rank`` rows,
-    and only on the hierarchy's own communicator (``gathered=False``): a level
-    that was already gathered onto a sub-communicator is balanced with
+    is gathered onto ``ceil(N / min_rows_per_rank)`` ranks, but onto no
+    fewer than ``ceil(comm.size / max_reduction)`` (None: no limit): the
+    ranks :func:`active_ranks` names, in order, each owning a block of
+    :func:`~dmsolve.block_ranges`, the others owning nothing. The layout stays
+    contiguous, so no renumbering is needed. The natural layout (each rank
+    keeps the unknowns it made) is kept when every rank would stay active
+    with at least a quarter of ``min_rows_per_rank`` rows, and only on the
+    hierarchy's own communicator (``gathered=False``): a level that was
+    already gathered onto a sub-communicator is balanced with
     :func:`~dmsolve.block_ranges`, as when the idle ranks were counted as
-    owning nothing.
+    owning nothing. ``made``: :func:`made_layout` of ``local_count``, if the
+    caller has it.
 
-    Collective on ``comm`` (one ``allgather``).
+    Collective on ``comm`` (one ``allgather``, none when ``made`` is given).
 
     Returns
     -------
     layout : Layout
-        On ``comm``; the ranks from ``active`` on own nothing.
+        On ``comm``; only the ranks :func:`active_ranks` names own rows.
     first : int
         Global id of this rank's first coarse unknown (in the numbering of
         the ranks that made them).
     active : int
         The number of ranks the next level is distributed over.
     """
-    counts = np.array(comm.allgather(int(local_count)), dtype=np.int64)
-    first = int(counts[:comm.rank].sum())
-    N = int(counts.sum())
+    if made is None:
+        made, first = made_layout(local_count, comm)
+    else:
+        first = made.start
+    natural = made
+    counts = natural.local_sizes
+    N = natural.global_size
     size = comm.Get_size()
-    natural = np.concatenate(([0], np.cumsum(counts)))
     active = int(min(size, max(1, -(-N // max(1, min_rows_per_rank)))))
     if max_reduction is not None:
         active = max(active, -(-size // int(max_reduction)))
     if not gathered and active == size and counts.min() >= min_rows_per_rank // 4:
-        return Layout(natural, comm)._trusted(), first, size
-    ranges = np.concatenate((block_ranges(N, active), np.full(size - active, N)))
+        return natural, first, size
+    sizes = np.zeros(size, dtype=np.int64)
+    sizes[active_ranks(size, active)] = np.diff(block_ranges(N, active))
+    ranges = np.concatenate(([0], np.cumsum(sizes)))
     return Layout(ranges, comm)._trusted(), first, active
 
 
@@ -77,8 +113,8 @@ def coarse_layout(local_count: int, comm, min_rows_per_rank: int) -> tuple[Layou
 
 
 # Sub-communicators are cached as an MPI attribute of their parent: a dict
-# {(start, count): sub-communicator, or None on the ranks outside}. The keyval
-# is created on first use (no MPI at import time).
+# {ranks (a tuple of the parent's ranks): sub-communicator, or None on the
+# ranks outside}. The keyval is created on first use (no MPI at import time).
 _SUB_KEYVAL = None
 
 
@@ -93,6 +129,21 @@ def _sub_cache(comm, create: bool) -> dict | None:
         cache = {}
         comm.Set_attr(_SUB_KEYVAL, cache)
     return cache
+
+
+def _cached_split(comm, ranks: tuple):
+    """The communicator of ``ranks`` (ascending ranks of ``comm``, numbered
+    in that order), or None on the other ranks; made by one ``comm.Split``
+    the first time and cached on ``comm``. Collective on ``comm`` the first
+    time for given ``ranks``."""
+    if len(ranks) == comm.Get_size():
+        return comm
+    cache = _sub_cache(comm, create=True)
+    if ranks not in cache:
+        inside = comm.Get_rank() in ranks
+        sub = comm.Split(0 if inside else MPI.UNDEFINED, comm.Get_rank())
+        cache[ranks] = sub if inside else None
+    return cache[ranks]
 
 
 def sub_communicator(comm, count: int, start: int = 0):
@@ -115,21 +166,27 @@ def sub_communicator(comm, count: int, start: int = 0):
     if not (0 <= start and 1 <= count and start + count <= size):
         raise ValueError("sub_communicator: ranks %d..%d are not ranks of a communicator of "
                          "%d" % (start, start + count - 1, size))
-    if start == 0 and count == size:
-        return comm
-    cache = _sub_cache(comm, create=True)
-    key = (start, count)
-    if key not in cache:
-        inside = start <= comm.Get_rank() < start + count
-        sub = comm.Split(0 if inside else MPI.UNDEFINED, comm.Get_rank())
-        cache[key] = sub if inside else None
-    return cache[key]
+    return _cached_split(comm, tuple(range(start, start + count)))
+
+
+def level_communicator(comm, active: int):
+    """The communicator of the ``active`` ranks of ``comm`` that
+    :func:`active_ranks` names (in their order in ``comm``), or None on the
+    other ranks; ``comm`` itself when ``active`` is its size. Cached on
+    ``comm`` as :func:`sub_communicator`'s are.
+
+    Collective on ``comm`` the first time for a given ``active`` (every rank
+    of ``comm`` must ask for the same one), not collective afterwards.
+    """
+    ranks = active_ranks(comm.Get_size(), active)
+    return _cached_split(comm, tuple(int(r) for r in ranks))
 
 
 def free_sub_communicators(comm) -> int:
-    """Free the communicators :func:`sub_communicator` cached on ``comm``
-    (and, first, those cached on them, and dmsolve's private duplicates of
-    them); return how many this rank freed.
+    """Free the communicators :func:`sub_communicator` and
+    :func:`level_communicator` cached on ``comm`` (and, first, those cached
+    on them, and dmsolve's private duplicates of them); return how many this
+    rank freed.
 
     Call it when nothing built on them (an AMG hierarchy of a matrix on
     ``comm``) is used any more: their halo exchanges and coarse solves would
@@ -153,10 +210,11 @@ def free_sub_communicators(comm) -> int:
 
 
 def sub_layout(layout: Layout, sub) -> Layout | None:
-    """``layout`` relabelled onto ``sub``, the communicator of its first
-    ``sub.size`` ranks (:func:`sub_communicator`), or None where ``sub`` is
-    None. Pure relabelling: the ranks outside ``sub`` must own nothing, so
-    every global index keeps its owner. Not collective.
+    """``layout`` relabelled onto ``sub``, a communicator of some of
+    ``layout.comm``'s ranks in their order there (:func:`sub_communicator`,
+    :func:`level_communicator`), or None where ``sub`` is None. Pure
+    relabelling: the ranks outside ``sub`` must own nothing, so every global
+    index keeps its owner. Not collective.
     """
     if sub is None:
         if layout.local_size:
@@ -165,11 +223,16 @@ def sub_layout(layout: Layout, sub) -> Layout | None:
         return None
     if sub is layout.comm:
         return layout
-    count = sub.Get_size()
-    ranges = layout.ranges[:count + 1]
-    if ranges[-1] != layout.global_size:
-        raise RuntimeError("sub_layout: the ranks from %d on own %d rows"
-                           % (count, layout.global_size - int(ranges[-1])))
+    mine, theirs = sub.Get_group(), layout.comm.Get_group()
+    ranks = np.array(MPI.Group.Translate_ranks(mine, list(range(sub.Get_size())), theirs),
+                     dtype=np.int64)
+    mine.Free()
+    theirs.Free()
+    ranges = np.concatenate((layout.ranges[ranks], [layout.global_size]))
+    inside = int(layout.local_sizes[ranks].sum())
+    if inside != layout.global_size:
+        raise RuntimeError("sub_layout: the ranks outside the sub-communicator own %d rows"
+                           % (layout.global_size - inside))
     out = Layout(ranges, sub)
     return out._trusted() if layout.agreed else out
 

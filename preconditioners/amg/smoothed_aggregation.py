@@ -30,8 +30,8 @@ from ..smoothers import (MAX_SWEEPS, SMOOTHERS, adjoint_smoother, check_smoother
 from .aggregate import AGGREGATIONS
 from . import coarse as _coarse
 from .coarse import (CoarseSolver, DoubleCoarseSolver, IdleCoarseSolver,
-                     RelaxationCoarseSolver, plan_coarse_level, redistribute_rows,
-                     sub_communicator, sub_layout)
+                     RelaxationCoarseSolver, level_communicator, made_layout,
+                     plan_coarse_level, redistribute_rows, sub_layout)
 from .cycle import CYCLES, run_cycle
 from .galerkin import galerkin_rows
 from . import reproducible as rp
@@ -278,8 +278,9 @@ class SmoothedAggregation(Preconditioner):
         Coarsening stops at or below this many unknowns.
     min_rows_per_rank : int >= 0
         Levels with fewer unknowns per rank are gathered onto fewer ranks
-        (the first ones), by at most :data:`.coarse.MAX_RANK_REDUCTION`
-        (4) times fewer ranks per level.
+        (spread over the communicator, the last rank among them:
+        :func:`.coarse.active_ranks`), by at most
+        :data:`.coarse.MAX_RANK_REDUCTION` (4) times fewer ranks per level.
     strength : str or (str, dict), optional
         Strength measure from :data:`.strength.STRENGTH`, as PyAMG's
         ``("symmetric", {"theta": 0.08})``; it also decides which couplings
@@ -498,14 +499,16 @@ class SmoothedAggregation(Preconditioner):
             t, tm["aggregate"] = time.perf_counter(), tm["aggregate"] + time.perf_counter() - t
             if total == 0 or total >= Ak.shape[0]:
                 break                         # no coarsening possible
+            made, _ = made_layout(count * k, lcomm)
             if self._agglomerate:
                 # the limit is read here, so that a test may lower it
                 clay, first, active = plan_coarse_level(
                     count * k, lcomm, plan.min_rows_per_rank,
-                    max_reduction=_coarse.MAX_RANK_REDUCTION, gathered=lcomm is not comm)
+                    max_reduction=_coarse.MAX_RANK_REDUCTION, gathered=lcomm is not comm,
+                    made=made)
             else:
                 clay, first, active = plan_coarse_level(count * k, lcomm, plan.min_rows_per_rank,
-                                                        max_reduction=None)
+                                                        max_reduction=None, made=made)
                 active = lcomm.Get_size()
             T, Bc = tentative_prolongator(Ak.row_layout, agg, count, Bl, clay, first)
             Bc = redistribute_rows(Bc, first, clay)
@@ -524,11 +527,13 @@ class SmoothedAggregation(Preconditioner):
             filtered = measure.filters and Ak.comm.allreduce(measure.has_weak(Ak), op=MPI.LOR)
             shared = rho if rho > 0 and not filtered else None
             t, tm["smooth"] = time.perf_counter(), tm["smooth"] + time.perf_counter() - t
-            rows = galerkin_rows(Ak, P)
-            # the ranks from `active` on own no coarse rows: the next level
-            # lives on the first `active` ranks' communicator, its layout the
-            # same ranges relabelled (no data moves)
-            sub = sub_communicator(lcomm, active)
+            # finished on the ranks that made the coarse unknowns, then moved
+            # whole to the gathered level's ranks
+            rows = galerkin_rows(Ak, P, made)
+            # only the `active` ranks of active_ranks own coarse rows: the
+            # next level lives on their communicator, its layout the same
+            # ranges relabelled (no data moves)
+            sub = level_communicator(lcomm, active)
             slay = sub_layout(clay, sub)
             Ac = (DistCSR.from_local_rows(rows, slay, slay, check_finite=False)
                   if sub is not None else None)
@@ -613,13 +618,15 @@ class SmoothedAggregation(Preconditioner):
                    self.coarse.kind, Ak.shape[0], Ak.global_nnz())
 
     def _finish(self, exc, report, deferred, max_dense_coarse, coarse_sweeps):
-        """Every rank of ``comm`` again: rank 0 (on every level) tells the
-        others the hierarchy's shape, an error raised on a sub-communicator,
-        and the reports held back; idle ranks fill their levels in. Collective
-        on ``comm``: one ``bcast``, and the summary's two reductions."""
+        """Every rank of ``comm`` again: its last rank (on every level:
+        :func:`.coarse.active_ranks`) tells the others the hierarchy's shape,
+        an error raised on a sub-communicator, and the reports held back; idle
+        ranks fill their levels in. Collective on ``comm``: one ``bcast``, and
+        the summary's two reductions."""
         comm = self.comm
+        root = comm.Get_size() - 1
         shape = None
-        if comm.Get_rank() == 0:
+        if comm.Get_rank() == root:
             ops = [L.A for L in self.levels] + ([self.coarse_A] if exc is None else [])
             shape = {"failed": exc is not None, "levels": len(self.levels),
                      "rows": [int(A.shape[0]) for A in ops],
@@ -627,8 +634,8 @@ class SmoothedAggregation(Preconditioner):
                      "coarse": None if exc is not None else self.coarse.kind,
                      "deferred": deferred}
         if comm.Get_size() > 1:
-            shape = comm.bcast(shape, root=0)
-        raise_from_root(comm, exc, shape["failed"])
+            shape = comm.bcast(shape, root=root)
+        raise_from_root(comm, exc, shape["failed"], root=root)
         while len(self.levels) < shape["levels"]:
             self.levels.append(IdleLevel())
             self._level_info.append({"rho": None})
@@ -686,7 +693,7 @@ class SmoothedAggregation(Preconditioner):
 
     # -- summary -----------------------------------------------------------------
     def _summarise(self, rows: list, comm_ranks: list) -> dict:
-        # collective on comm: rows and communicator sizes come from rank 0;
+        # collective on comm: rows and communicator sizes come from the last rank;
         # nonzeros and ranks owning rows are summed over all ranks (0 on an
         # idle level); bytes are maxima
         comm = self.comm
@@ -721,7 +728,7 @@ class SmoothedAggregation(Preconditioner):
         """The operator of ``level`` (``len(levels)``: the coarsest) as scipy
         CSR on every rank, for tests and small matrices. Collective on
         ``comm``: the level's ranks gather it (on the level's communicator),
-        then rank 0 broadcasts it."""
+        then the last rank (on every level) broadcasts it."""
         ops = [L.A for L in self.levels] + [self.coarse_A]
         return self._gather(ops[level])
 
@@ -735,8 +742,9 @@ class SmoothedAggregation(Preconditioner):
         comm = self.comm
         if M is not None and M.comm is comm:
             return M.to_scipy()
-        out = M.to_scipy(root=0) if M is not None else None
-        return comm.bcast(out, root=0)
+        # the last rank of comm is on every level, and last on each
+        out = M.to_scipy(root=M.comm.Get_size() - 1) if M is not None else None
+        return comm.bcast(out, root=comm.Get_size() - 1)
 
     def operator_complexity(self) -> float:
         """Sum of nonzeros over all levels / nonzeros of the finest. Not collective."""

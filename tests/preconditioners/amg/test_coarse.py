@@ -18,12 +18,13 @@ import dmsolve.gallery as gallery
 import preconditioners
 import preconditioners.amg.coarse as coarse
 from dmsolve import DistCSR, Layout, block_ranges
-from dmsolve.bsp import free_inner_comm
+from dmsolve.bsp import Ledger, free_inner_comm
 from dmsolve.krylov import cg
 from mpitest import (Checks, assert_allclose_collective, assert_collective, assert_equal_collective,
                      assert_raises_collective)
 from preconditioners.amg import IdleLevel, Level
-from preconditioners.amg.coarse import (IdleCoarseSolver, coarse_layout, free_sub_communicators,
+from preconditioners.amg.coarse import (IdleCoarseSolver, active_ranks, coarse_layout,
+                                        free_sub_communicators, level_communicator,
                                         plan_coarse_level, sub_communicator, sub_layout)
 
 COMM = MPI.COMM_WORLD
@@ -93,6 +94,16 @@ def _comm_ranks_shrink_by_at_most(sizes, factor):
     return all(b <= a and b * factor >= a for a, b in zip(sizes, sizes[1:]))
 
 
+def _level_ranks(sizes):
+    """The ranks of COMM on each level, given the levels' communicator sizes:
+    each level's ranks are active_ranks of the level above's."""
+    ranks = [np.arange(sizes[0])]
+    for b in sizes[1:]:
+        prev = ranks[-1]
+        ranks.append(prev if b == prev.size else prev[active_ranks(prev.size, b)])
+    return ranks
+
+
 # -- the same cycle, bit for bit --------------------------------------------------------
 
 @pytest.mark.parametrize("problem,opts", CASES)
@@ -137,26 +148,28 @@ def test_idle_ranks_hold_no_rows_of_the_levels_they_skip():
     A, M, x, info = _solve("poisson2d-64", {"max_coarse": 10})
     sizes = M.describe()["level_comm_ranks"]
     nlev = len(sizes)
+    ranks = _level_ranks(sizes)
     with Checks(COMM) as checks:
         checks.add(len(M.levels) == nlev - 1, "one Level per level but the coarsest")
         checks.add(info.converged, "converges", info.reason)
         for k, L in enumerate(M.levels):
-            inside = COMM.rank < sizes[k]
+            inside = COMM.rank in ranks[k]
             checks.add(isinstance(L, Level if inside else IdleLevel), "level %d kind" % k,
                        type(L).__name__)
             if inside:
-                # the first ranks, numbered alike, own the level's rows
-                checks.add(L.comm.Get_size() == sizes[k] and L.comm.Get_rank() == COMM.rank,
+                # the active ranks, in their order, own the level's rows
+                checks.add(L.comm.Get_size() == sizes[k] and
+                           L.comm.Get_rank() == int(np.flatnonzero(ranks[k] == COMM.rank)[0]),
                            "level %d communicator" % k)
                 checks.add(L.P.comm is L.comm and L.A.row_layout.size == sizes[k],
                            "level %d operators on it" % k)
-                if COMM.rank >= sizes[k + 1]:
+                if COMM.rank not in ranks[k + 1]:
                     checks.add(L.P.col_layout.local_size == 0 and L.bc.local.size == 0,
                                "level %d: no coarse rows here" % k)
             else:
                 checks.add(L.A is None and L.P is None and L.comm is None,
                            "level %d holds nothing" % k)
-        inside = COMM.rank < sizes[-1]
+        inside = COMM.rank in ranks[-1]
         checks.add(isinstance(M.coarse, IdleCoarseSolver) != inside, "coarse solver kind",
                    type(M.coarse).__name__)
         if inside:
@@ -227,9 +240,11 @@ def test_plan_coarse_level_limits_the_reduction():
             checks.add(active == want, "active ranks with limit %s" % limit, (active, want))
             checks.add(first == 3 * COMM.rank, "first coarse id", first)
             checks.add(lay.global_size == 3 * size and lay.agreed, "layout")
-            checks.add(np.all(lay.local_sizes[active:] == 0), "idle ranks own nothing",
+            idle = np.setdiff1d(np.arange(size), active_ranks(size, active))
+            checks.add(np.all(lay.local_sizes[idle] == 0), "idle ranks own nothing",
                        lay.local_sizes)
-            checks.add(np.array_equal(lay.ranges[:active + 1], block_ranges(3 * size, active)),
+            checks.add(np.array_equal(lay.local_sizes[active_ranks(size, active)],
+                                      np.diff(block_ranges(3 * size, active))),
                        "balanced over the active ranks", lay.ranges)
     # without a limit plan_coarse_level is coarse_layout
     for counts in ((3, 1000), (2000, 2000), (0, 1)):
@@ -244,6 +259,88 @@ def test_plan_coarse_level_limits_the_reduction():
         checks.add(active == active_g == size, "all ranks stay")
         checks.add(np.array_equal(lay.ranges, 2000 * np.arange(size + 1)), "natural")
         checks.add(np.array_equal(lay_g.ranges, block_ranges(2000 * size, size)), "balanced")
+
+
+# -- the gathered levels are spread: rank 0 is not special --------------------------------
+
+@pytest.mark.parametrize("size,active,want", [
+    (4, 1, [3]), (4, 2, [1, 3]), (4, 3, [0, 1, 3]), (4, 4, [0, 1, 2, 3]), (7, 2, [2, 6]),
+    (16, 4, [3, 7, 11, 15]), (13, 4, [2, 5, 8, 12]), (1, 1, [0])])
+def test_active_ranks_end_each_group(size, active, want):
+    """active_ranks names the last rank of each of ``active`` nearly equal groups."""
+    assert active_ranks(size, active).tolist() == want
+
+
+def test_active_ranks_refuses_bad_counts():
+    """active_ranks refuses more active ranks than ranks, or none."""
+    for size, active in ((4, 0), (4, 5)):
+        with pytest.raises(ValueError, match="active ranks"):
+            active_ranks(size, active)
+
+
+def _stored_bytes(M):
+    """This rank's bytes of the hierarchy's operators, prolongators and coarse solve."""
+    ops = [L.A for L in M.levels] + [M.coarse_A]
+    return (sum(A.local_nbytes for A in ops if A is not None)
+            + sum(L.P.local_nbytes for L in M.levels if L.active) + M.coarse.nbytes)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_rank0_holds_no_more_than_its_share(monkeypatch):
+    """Gathered coarse levels do not land on rank 0: its stored hierarchy and the
+    bytes it receives in the Galerkin products are at most 1.2x the mean over
+    the ranks, and the coarsest level lives on the last rank."""
+    received = []
+    record = Ledger.record_superstep
+
+    def spy(self, label, work_s, comm_s, bytes_sent, bytes_recv, *args, **kw):
+        if label.startswith("galerkin"):
+            received.append(bytes_recv)
+        return record(self, label, work_s, comm_s, bytes_sent, bytes_recv, *args, **kw)
+
+    A = gallery.poisson3d(20, COMM)
+    monkeypatch.setattr(Ledger, "record_superstep", spy)
+    M = preconditioners.make("amg", A)
+    monkeypatch.undo()
+    d = M.describe()
+    stored = np.array(COMM.allgather(_stored_bytes(M)), dtype=float)
+    recv = np.array(COMM.allgather(sum(received)), dtype=float)
+    with Checks(COMM) as checks:
+        checks.add(d["level_comm_ranks"][-1] < COMM.size, "gathered", d["level_comm_ranks"])
+        checks.add(stored[0] <= 1.2 * stored.mean(), "rank 0 stores %.0f bytes, mean %.0f"
+                   % (stored[0], stored.mean()), stored)
+        checks.add(recv[0] <= 1.2 * recv.mean(), "rank 0 receives %.0f bytes, mean %.0f"
+                   % (recv[0], recv.mean()), recv)
+        last = COMM.rank == COMM.size - 1
+        checks.add(isinstance(M.coarse, IdleCoarseSolver) != last,
+                   "the coarsest level on the last rank only", type(M.coarse).__name__)
+    _, info = cg(A, gallery.rhs(A, "random"), rtol=1e-8, M=M, maxiter=50)
+    assert_collective(COMM, info.converged, "cg converges: %s" % info.reason)
+
+
+def test_level_communicator_holds_the_active_ranks():
+    """level_communicator holds the ranks active_ranks names, in order, and is cached."""
+    size = COMM.size
+    dup = COMM.Dup()
+    active = max(1, size // 2)
+    ranks = active_ranks(size, active)
+    sub = level_communicator(dup, active)
+    lay = Layout(np.concatenate(([0], np.cumsum(np.isin(np.arange(size), ranks) * 5))), dup)
+    rel = sub_layout(lay, sub)
+    with Checks(COMM) as checks:
+        checks.add(level_communicator(dup, active) is sub, "cached")
+        checks.add((sub is None) == (COMM.rank not in ranks), "the active ranks")
+        if sub is not None:
+            checks.add(sub.Get_size() == active and
+                       sub.Get_rank() == int(np.flatnonzero(ranks == COMM.rank)[0]),
+                       "numbered in order")
+            checks.add(rel.comm is sub and rel.global_size == 5 * active and
+                       rel.local_size == 5 and rel.start == 5 * sub.Get_rank(), "relabelled")
+        else:
+            checks.add(rel is None, "None outside")
+    freed = free_sub_communicators(dup)
+    assert_collective(COMM, freed == (1 if sub is not None and active < size else 0), "freed")
+    dup.Free()
 
 
 # -- sub-communicators: made once, cached, freed on request -------------------------------
@@ -272,10 +369,11 @@ def test_sub_communicators_are_cached_and_can_be_freed():
     M3 = preconditioners.make("amg", A, **opts)
     sizes = M1.describe()["level_comm_ranks"]
     # a split of level k's ranks for each shrinking step, made by level k's
-    # ranks; this rank lies inside the new communicator when below its size
-    steps = {(a, b) for a, b in zip(sizes, sizes[1:]) if b < a}
-    want = sum(1 for a, b in steps if COMM.rank < a)
-    inside = sum(1 for a, b in steps if COMM.rank < b)
+    # ranks; this rank lies inside the new communicator when active there
+    ranks = _level_ranks(sizes)
+    steps = [k for k in range(len(sizes) - 1) if sizes[k + 1] < sizes[k]]
+    want = sum(1 for k in steps if COMM.rank in ranks[k])
+    inside = sum(1 for k in steps if COMM.rank in ranks[k + 1])
     with Checks(COMM) as checks:
         checks.add(made == want, "splits on the first set-up", (made, want, sizes))
         checks.add(_SplitCounter.splits[0] == made, "no split on later set-ups",
