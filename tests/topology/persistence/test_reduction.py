@@ -1,7 +1,9 @@
 """Distributed Z/2 column reduction (reduce_z2, gf2_rank) against the serial
 standard algorithm, with columns spread unevenly (an empty rank, everything on
-one rank, lows crossing many ranks), on random matrices and on the boundary
-matrices of complexes."""
+one rank, lows crossing many ranks), on random matrices, on the boundary
+matrices of complexes and on the saddle-saddle matrices of noisy and plateau
+grids; and where the columns travel: only to the owners of their lowest rows,
+each move the column's rows and a fixed header (counted by a Ledger)."""
 
 import itertools
 
@@ -13,6 +15,8 @@ from numba.typed import List
 
 import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+from dmsolve import block_ranges
+from dmsolve.bsp import Ledger
 from dmsolve.threads import using
 from topology.persistence._reduction import PART_ROWS, _symdiff, gf2_rank, reduce_z2
 from topology_cases import tet_cavity, torus, tri_holes
@@ -223,6 +227,51 @@ def test_parts_on_threads_equal_serial(kind, threads):
         red = check_reduction(cols, nrow, kind)
     crossed = COMM.allreduce(red.additions) > len(cols) // 4
     assert_collective(COMM, crossed, "too easy: %d additions" % red.additions)
+
+
+# -- where the columns travel ----------------------------------------------------------------
+def owner_of(ranges, rows):
+    return np.searchsorted(ranges, rows, side="right") - 1
+
+
+def columns_received(ledger) -> int:
+    """Bytes this rank received in the reduction's column moves."""
+    return int(sum(row[3] for label, row in ledger.steps if label == "reduce_z2:columns"))
+
+
+@pytest.mark.parametrize("lows", [False, True], ids=["pairs", "lows"])
+def test_reduced_columns_move_once_to_their_pivot_owner(lows):
+    """Columns with distinct lowest rows need no addition: each one that
+    starts away from the owner of its lowest row goes straight there, once (no
+    rank in between sees it), in one superstep, and a rank receives exactly
+    those columns' rows plus a header of three words each (id, label, length;
+    four with ``lows``, which also carries the input rank), besides the BSP
+    messages' framing."""
+    nrow = 40 * P + 3
+    rng = np.random.default_rng(8)
+    low = rng.permutation(nrow)
+    cols = [np.append(np.unique(rng.integers(0, t, rng.integers(0, 5))) if t else [], t)
+            .astype(np.int64) for t in low.tolist()]
+    mine, _ = spread("random", len(cols), nrow, seed=3)
+    ptr, rows = local_csr(cols, mine)
+    ledger = Ledger(COMM)
+    red = reduce_z2(ptr, rows, mine, nrow, COMM, lows=lows, ledger=ledger)
+    ranges = block_ranges(nrow, P)
+    owner = owner_of(ranges, low)
+    start = np.full(len(cols), -1)
+    for r, ids in enumerate(COMM.allgather(mine)):
+        start[ids] = r
+    come = np.flatnonzero((owner == ME) & (start != ME))
+    width = 4 if lows else 3
+    # plus the BSP layer's framing: two messages (heads, rows) from each sender
+    framing = (8 * (4 + 2) + 8 * (4 + 1)) * np.unique(start[come]).size
+    want = 8 * sum(width + cols[c].size for c in come.tolist()) + framing
+    assert_equal_collective(red.received_columns, come.size, err_msg="columns received")
+    assert_equal_collective(columns_received(ledger), want, err_msg="bytes received")
+    assert_equal_collective(red.additions, 0)
+    moved = bool(np.any(owner != start))
+    assert_equal_collective(red.supersteps, (2 if moved else 1) + lows)
+    assert_equal_collective(np.sort(red.pair_rows), np.sort(low[owner == ME]))
 
 
 def test_bad_input_raises_on_every_rank():
