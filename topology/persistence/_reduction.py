@@ -330,6 +330,20 @@ def _gather_columns(ptr, rows, sel) -> np.ndarray:
     return rows[np.repeat(ptr[sel] - start, cnt) + np.arange(int(cnt.sum()))]
 
 
+def _arrived(head, flat) -> tuple:
+    """The columns of a superstep's heads ``(id, label[, origin], length)``
+    and their rows ``flat`` (in head order) as one batch of
+    :func:`_reduce_batch`, sorted by id; origin -1 where the heads carry
+    none. Not collective."""
+    hptr = np.concatenate(([0], np.cumsum(head[:, -1]))).astype(np.int64)
+    o = stable_argsort(head[:, 0])
+    cnt = head[o, -1]
+    nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
+    src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
+    origin = head[o, 2].copy() if head.shape[1] == 4 else np.full(o.size, -1, np.int64)
+    return (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(), origin)
+
+
 def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
               row_ranges=None, lows: bool = False, ledger=None) -> Reduction:
     """Distributed Z/2 column reduction (standard algorithm, no twist).
@@ -454,16 +468,8 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         if not inbox.any_active:
             break
         head = inbox.concat(tag.head, dtype=np.int64, shape=(width,))
-        flat = inbox.concat(tag.rows, dtype=np.int64)
         received += head.shape[0]
-        hptr = np.concatenate(([0], np.cumsum(head[:, -1]))).astype(np.int64)
-        o = stable_argsort(head[:, 0])
-        cnt = head[o, -1]
-        nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
-        src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
-        origin = head[o, 2].copy() if lows else np.full(o.size, -1, np.int64)
-        batch = (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(),
-                 origin)
+        batch = _arrived(head, inbox.concat(tag.rows, dtype=np.int64))
     prow, pcol, plab, porg = pivots.pivots()   # one stored pivot per row that has one
     zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
     zo = stable_argsort(zm[:, 0])
