@@ -330,6 +330,20 @@ def _gather_columns(ptr, rows, sel) -> np.ndarray:
     return rows[np.repeat(ptr[sel] - start, cnt) + np.arange(int(cnt.sum()))]
 
 
+def _arrived(head, flat) -> tuple:
+    """The columns of a superstep's heads ``(id, label[, origin], length)``
+    and their rows ``flat`` (in head order) as one batch of
+    :func:`_reduce_batch`, sorted by id; origin -1 where the heads carry
+    none. Not collective."""
+    hptr = np.concatenate(([0], np.cumsum(head[:, -1]))).astype(np.int64)
+    o = stable_argsort(head[:, 0])
+    cnt = head[o, -1]
+    nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
+    src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
+    origin = head[o, 2].copy() if head.shape[1] == 4 else np.full(o.size, -1, np.int64)
+    return (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(), origin)
+
+
 def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
               row_ranges=None, lows: bool = False, ledger=None) -> Reduction:
     """Distributed Z/2 column reduction (standard algorithm, no twist).
@@ -382,6 +396,14 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
     the distribution. Each rank stores only the pivots of its rows plus
     the columns in transit.
 
+    A column moves only to the owner of its new lowest row, never through
+    the ranks in between; as its lowest row only falls, it is received at
+    most once by each rank from the owner of its first lowest row down to
+    that of its last. A move carries the column's rows and three words (id,
+    label, length; four with ``lows``, which adds the input rank), so the
+    bytes a rank receives are those of the columns whose lowest rows pass
+    through its range.
+
     References
     ----------
     .. [1] U. Bauer, M. Kerber, J. Reininghaus, "Distributed computation of
@@ -425,14 +447,18 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         else np.zeros(0, np.int64)
     batch = (cptr, crow, ids[order], labels[order], np.full(ids.size, me, np.int64))
     zeros, received, additions, steps = [], 0, 0, 0
+    # a column's input rank travels with it only when its low goes back there
+    meta = [0, 1, 2] if lows else [0, 1]
+    width = len(meta) + 1
     while True:
         optr, orows, ometa, zmeta, adds = pivots.reduce(batch)
         additions += adds
         zeros.append(zmeta)
         if ometa.shape[0]:
             dest = np.searchsorted(ranges, orows[optr[1:] - 1], side="right") - 1
-            # heads (id, label, origin, length) and the rows, both in dest order
-            ctx.send_rows(dest, np.column_stack((ometa, np.diff(optr))), tag=tag.head)
+            # heads (id, label[, origin], length) and the rows, both in dest order
+            ctx.send_rows(dest, np.column_stack((ometa[:, meta], np.diff(optr))),
+                          tag=tag.head)
             o = stable_argsort(dest)
             for d in sorted_unique(dest):
                 ctx.send(int(d), _gather_columns(optr, orows, o[dest[o] == d]), tag=tag.rows)
@@ -441,16 +467,9 @@ def reduce_z2(ptr, rows, ids, nrows: int, comm: MPI.Comm, *, labels=None,
         steps += 1
         if not inbox.any_active:
             break
-        head = inbox.concat(tag.head, dtype=np.int64, shape=(4,))
-        flat = inbox.concat(tag.rows, dtype=np.int64)
+        head = inbox.concat(tag.head, dtype=np.int64, shape=(width,))
         received += head.shape[0]
-        hptr = np.concatenate(([0], np.cumsum(head[:, 3]))).astype(np.int64)
-        o = stable_argsort(head[:, 0])
-        cnt = head[o, 3]
-        nptr = np.concatenate(([0], np.cumsum(cnt))).astype(np.int64)
-        src = np.repeat(hptr[:-1][o] - nptr[:-1], cnt) + np.arange(nptr[-1])
-        batch = (nptr, flat[src].astype(np.int64), head[o, 0].copy(), head[o, 1].copy(),
-                 head[o, 2].copy())
+        batch = _arrived(head, inbox.concat(tag.rows, dtype=np.int64))
     prow, pcol, plab, porg = pivots.pivots()   # one stored pivot per row that has one
     zm = np.concatenate(zeros) if zeros else np.zeros((0, 3), np.int64)
     zo = stable_argsort(zm[:, 0])

@@ -1,7 +1,9 @@
 """Distributed Z/2 column reduction (reduce_z2, gf2_rank) against the serial
 standard algorithm, with columns spread unevenly (an empty rank, everything on
-one rank, lows crossing many ranks), on random matrices and on the boundary
-matrices of complexes."""
+one rank, lows crossing many ranks), on random matrices, on the boundary
+matrices of complexes and on the saddle-saddle matrices of noisy and plateau
+grids; and where the columns travel: only to the owners of their lowest rows,
+each move the column's rows and a fixed header (counted by a Ledger)."""
 
 import itertools
 
@@ -13,9 +15,14 @@ from numba.typed import List
 
 import gudhi_ref
 from mpitest import assert_collective, assert_equal_collective, assert_raises_collective
+import topology.persistence._saddles as saddles
+from dmsolve import block_ranges
+from dmsolve.bsp import Ledger
 from dmsolve.threads import using
+from topology import Grid, global_order
+from topology.persistence import persistence_pairs_all
 from topology.persistence._reduction import PART_ROWS, _symdiff, gf2_rank, reduce_z2
-from topology_cases import tet_cavity, torus, tri_holes
+from topology_cases import gradient_field, tet_cavity, torus, tri_holes
 
 COMM = MPI.COMM_WORLD
 P, ME = COMM.size, COMM.rank
@@ -223,6 +230,159 @@ def test_parts_on_threads_equal_serial(kind, threads):
         red = check_reduction(cols, nrow, kind)
     crossed = COMM.allreduce(red.additions) > len(cols) // 4
     assert_collective(COMM, crossed, "too easy: %d additions" % red.additions)
+
+
+# -- where the columns travel ----------------------------------------------------------------
+def owner_of(ranges, rows):
+    return np.searchsorted(ranges, rows, side="right") - 1
+
+
+def columns_received(ledger) -> int:
+    """Bytes this rank received in the reduction's column moves."""
+    return int(sum(row[3] for label, row in ledger.steps if label == "reduce_z2:columns"))
+
+
+@pytest.mark.parametrize("lows", [False, True], ids=["pairs", "lows"])
+def test_reduced_columns_move_once_to_their_pivot_owner(lows):
+    """Columns with distinct lowest rows need no addition: each one that
+    starts away from the owner of its lowest row goes straight there, once (no
+    rank in between sees it), in one superstep, and a rank receives exactly
+    those columns' rows plus a header of three words each (id, label, length;
+    four with ``lows``, which also carries the input rank), besides the BSP
+    messages' framing."""
+    nrow = 40 * P + 3
+    rng = np.random.default_rng(8)
+    low = rng.permutation(nrow)
+    cols = [np.append(np.unique(rng.integers(0, t, rng.integers(0, 5))) if t else [], t)
+            .astype(np.int64) for t in low.tolist()]
+    mine, _ = spread("random", len(cols), nrow, seed=3)
+    ptr, rows = local_csr(cols, mine)
+    ledger = Ledger(COMM)
+    red = reduce_z2(ptr, rows, mine, nrow, COMM, lows=lows, ledger=ledger)
+    ranges = block_ranges(nrow, P)
+    owner = owner_of(ranges, low)
+    start = np.full(len(cols), -1)
+    for r, ids in enumerate(COMM.allgather(mine)):
+        start[ids] = r
+    come = np.flatnonzero((owner == ME) & (start != ME))
+    width = 4 if lows else 3
+    # plus the BSP layer's framing: two messages (heads, rows) from each sender
+    framing = (8 * (4 + 2) + 8 * (4 + 1)) * np.unique(start[come]).size
+    want = 8 * sum(width + cols[c].size for c in come.tolist()) + framing
+    assert_equal_collective(red.received_columns, come.size, err_msg="columns received")
+    assert_equal_collective(columns_received(ledger), want, err_msg="bytes received")
+    assert_equal_collective(red.additions, 0)
+    moved = bool(np.any(owner != start))
+    assert_equal_collective(red.supersteps, (2 if moved else 1) + lows)
+    assert_equal_collective(np.sort(red.pair_rows), np.sort(low[owner == ME]))
+
+
+def travel_bound(cols, nrows, mine, ranges):
+    """The most columns each rank can receive if a column moves only to the
+    owner of its current lowest row: its lowest row only falls, so it visits
+    the ranks from the owner of its first lowest row down to that of its last
+    (of the serial reduction; rank 0 for a zero column), each once, and is
+    never received where it starts."""
+    ref_r, ref_c, _ = serial_pairs(cols, nrows)
+    last = np.zeros(len(cols), np.int64)
+    last[ref_c] = owner_of(ranges, ref_r)
+    first = np.array([owner_of(ranges, c[-1]) if c.size else -1 for c in cols], np.int64)
+    start = np.full(len(cols), -1)
+    for r, ids in enumerate(COMM.allgather(mine)):
+        start[ids] = r
+    r = np.arange(P)[:, None]
+    seen = (last <= r) & (r <= first) & ~((r == first) & (first == start))
+    return seen.sum(axis=1)
+
+
+def check_travel(cols, nrows, kind, seed=0):
+    """check_reduction, and every rank received no more columns than
+    travel_bound allows, each move a header of three words and its rows."""
+    red = check_reduction(cols, nrows, kind, seed)
+    mine, ranges = spread(kind, len(cols), nrows, seed)
+    ranges = block_ranges(nrows, P) if ranges is None else np.asarray(ranges)
+    bound = travel_bound(cols, nrows, mine, ranges)
+    assert_collective(COMM, red.received_columns <= bound[ME],
+                      "%d columns received, at most %d can reach this rank"
+                      % (red.received_columns, bound[ME]))
+    ptr, rows = local_csr(cols, mine)
+    ledger = Ledger(COMM)
+    again = reduce_z2(ptr, rows, mine, nrows, COMM, row_ranges=ranges, ledger=ledger)
+    got = columns_received(ledger)
+    # every move carries at least its header and its lowest row
+    assert_collective(COMM, got >= 8 * 4 * again.received_columns and
+                      (got == 0) == (again.received_columns == 0),
+                      "%d bytes for %d columns" % (got, again.received_columns))
+    return red
+
+
+def banded_columns(nrow, ncol, seed, width):
+    """Columns whose entries lie in a band below a random top row: each one
+    meets many earlier columns' pivots on its way down, across ranks."""
+    rng = np.random.default_rng(seed)
+    top = rng.integers(1, nrow, ncol)
+    return [np.unique(np.append(rng.integers(max(t - width, 0), t, 4), t)).astype(np.int64)
+            for t in top.tolist()]
+
+
+@pytest.mark.parametrize("kind", ["random", "one-rank", "reversed", "empty-rank"])
+def test_unresolved_columns_travel_only_to_owners_of_their_lows(kind):
+    """A matrix where most columns leave their first rank unresolved and move
+    on: the pairs are the serial algorithm's, and no rank receives a column
+    whose lowest rows never lay in its range."""
+    nrow = 60 * P + 7
+    cols = banded_columns(nrow, 2 * nrow, 4, nrow // 3)
+    red = check_travel(cols, nrow, kind)
+    if P >= 3 and kind in ("one-rank", "reversed"):
+        moves = COMM.allreduce(red.received_columns)
+        assert_collective(COMM, moves > len(cols), "only %d moves of %d columns"
+                          % (moves, len(cols)))
+
+
+@pytest.mark.parametrize("kind", ["random", "blocks", "reversed"])
+@pytest.mark.parametrize("name", list(TOPS))
+def test_complex_columns_travel_only_to_owners_of_their_lows(name, kind):
+    """The boundary matrices of complexes: each rank receives only the
+    columns whose lowest rows pass through its range."""
+    cols, n = filtration_boundary(TOPS[name]())
+    check_travel(cols, n, kind)
+
+
+def saddle_matrix(shape, kind, seed):
+    """The saddle-saddle (D1) matrix of a 3D grid's Morse complex as the
+    serial persistence_pairs_all reduces it: columns (walls) in filtration
+    order, rows the positive critical edges' filtration positions."""
+    got = {}
+
+    def spy(ptr, rows, ids, nrows, comm, **kw):
+        got.update(ptr=ptr, rows=rows, ids=ids, nrows=nrows)
+        return reduce_z2(ptr, rows, ids, nrows, comm, **kw)
+    grid = Grid(shape, MPI.COMM_SELF)
+    order = global_order(grid.vertex_values(gradient_field(kind, shape, seed)))
+    old, saddles.reduce_z2 = saddles.reduce_z2, spy
+    try:
+        persistence_pairs_all(grid, order)
+    finally:
+        saddles.reduce_z2 = old
+    ptr, rows = got["ptr"], got["rows"]
+    cols = [rows[ptr[c]:ptr[c + 1]].astype(np.int64) for c in np.argsort(got["ids"]).tolist()]
+    return cols, int(got["nrows"])
+
+
+SADDLES = {"noise-9x8x10": ((9, 8, 10), "noise"), "ties-10x9x8": ((10, 9, 8), "ties"),
+           "ties3-8x8x8": ((8, 8, 8), "ties3")}
+
+
+@pytest.mark.parametrize("kind", ["random", "blocks", "reversed", "rows-on-one"])
+@pytest.mark.parametrize("case", list(SADDLES))
+def test_saddle_matrices_equal_serial(case, kind):
+    """The D1 matrices of noisy and plateau grids (integer values, many ties)
+    reduce as serially under every spread, each column only travelling to
+    the owners of its lowest rows."""
+    shape, field = SADDLES[case]
+    cols, n = saddle_matrix(shape, field, seed=2)
+    assert_collective(COMM, sum(c.size > 0 for c in cols) > 20, "too few columns")
+    check_travel(cols, n, kind)
 
 
 def test_bad_input_raises_on_every_rank():
