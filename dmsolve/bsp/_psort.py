@@ -202,7 +202,8 @@ def _signature(text: str) -> int:
 
 def _prepare(keys, comm, gids, payload) -> dict:
     """Check the arguments (agreed over the ranks) and count the items.
-    Collective on ``comm``: one agreement and one ``Allgather`` of a few words."""
+    Collective on ``comm``: one ``Allgather`` of a few words, and an
+    agreement on the exception when a rank's arguments are wrong."""
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
     exc = None
@@ -241,14 +242,18 @@ def _prepare(keys, comm, gids, payload) -> dict:
                 cols.append(a)
     except Exception as e:  # noqa: BLE001 - agreed, then raised on every rank
         exc = e
-    agree(comm, exc)
-    nan = bool(k.dtype.kind == "f" and np.isnan(k).any())
-    sig = "%s/%d/%s" % (k.dtype.kind, 0 if k.ndim == 1 else k.shape[1],
-                        ";".join("%s%s" % (a.dtype.str, a.shape[1:]) for a in cols))
-    row = np.array([n, int(nan), _signature(sig)], dtype=np.int64)
-    every = np.empty((comm.Get_size(), 3), dtype=np.int64)
+    # one Allgather carries the counts, the checks and whether a rank failed
+    # above; only then does a second collective agree on the exception
+    row = np.array([0, 0, 0, 1], dtype=np.int64)
+    if exc is None:
+        nan = bool(k.dtype.kind == "f" and np.isnan(k).any())
+        sig = "%s/%d/%s" % (k.dtype.kind, 0 if k.ndim == 1 else k.shape[1],
+                            ";".join("%s%s" % (a.dtype.str, a.shape[1:]) for a in cols))
+        row = np.array([n, int(nan), _signature(sig), 0], dtype=np.int64)
+    every = np.empty((comm.Get_size(), 4), dtype=np.int64)
     comm.Allgather(row, every)
-    exc = None
+    if every[:, 3].any():       # the same on every rank: all agree, and all raise
+        agree(comm, exc)
     if every[:, 1].any():
         bad = np.flatnonzero(every[:, 1]).tolist()
         exc = ValueError("psort: keys contain NaN (on rank%s %s); NaN has no place in "
