@@ -136,7 +136,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default=None, help="write results here")
     ap.add_argument("--n", type=int, default=16, help="vertex planes per rank (and n x n)")
-    ap.add_argument("--rounds", type=int, default=3, help="jobs per checkout and partition")
+    ap.add_argument("--rounds", type=int, default=6, help="jobs per checkout and partition")
     ap.add_argument("--repeats", type=int, default=5, help="builds per job after a warm-up")
     ap.add_argument("--before", default=None, help="a checkout of the code before psort "
                     "(default: a temporary worktree of --before-commit)")
