@@ -61,6 +61,9 @@ BENCHMARKS = {
                 "2 ranks x 1 thread"),
     # 1 rank: every figure comes from fresh processes the script starts
     "startup": ("bench_startup.py", 1, [], "Start-up: imports and the first solve"),
+    # 1 rank: the script launches both checkouts at 2 ranks in fresh processes
+    "psort_rounds": ("bench_psort_rounds.py", 1, [], "Complex construction with psort's "
+                     "splitter rounds against the code before psort"),
 }
 
 

@@ -25,8 +25,8 @@ from .._errors import agree
 from .._layout import block_ranges
 from ._ledger import Ledger
 # (the constants psort's docstring names stay importable from here)
-from ._splitters import (HISTOGRAM_MEMBERS, HISTOGRAM_SAMPLES, SAMPLES,  # noqa: F401
-                         Local, splitters)
+from ._splitters import (ALL_CANDIDATES, HISTOGRAM_MEMBERS,  # noqa: F401
+                         HISTOGRAM_SAMPLES, SAMPLE_SPACING, SAMPLES, Local, splitters)
 from ._superstep import BSP
 from ._unique import stable_argsort
 
@@ -117,21 +117,28 @@ def psort(keys, comm: MPI.Comm, *, gids=None, payload=None,
          uncertainty adds up over the members.
        - *Leader rounds*: rank ``j`` leads boundary ``j``; each rank still
          holding candidates sends it one message a round, its interval and
-         :data:`SAMPLES` (16) evenly spaced samples (all of them if fewer).
+         evenly spaced samples of it: all of it up to
+         :data:`ALL_CANDIDATES` (64) items, else one sample per
+         :data:`SAMPLE_SPACING` (16) items, at least :data:`SAMPLES` (16).
          The leader takes two pivots certain to bracket ``s_j`` (the count
          below a sample is known to within the members' sample spacing),
          every member counts its items below both and keeps those between:
-         a round keeps fewer than ``4/SAMPLES`` of the candidates plus two.
-         The leader sends each member its split as soon as the counts hit
-         the target, one member is left, or every candidate is in hand.
+         about ``2 SAMPLE_SPACING`` items a member when the members are few,
+         and fewer than ``4/SAMPLES`` of the candidates plus two in any
+         case. The leader sends each member its split as soon as the counts
+         hit the target, one member is left, or every candidate is in hand.
 
-       At most ``ceil(log_4 N) + 2`` rounds (the histogram counts as one),
-       two supersteps each (the histogram's two collectives are recorded
-       in the ledger as ``psort:samples`` and ``psort:histogram``);
-       measured: 3 for 1000 random keys per rank at 4 to 64 ranks, 4-5 for
-       2x10^4 (see bench/psort_rounds.md). Per rank, for spread keys, the
-       histogram costs at most ``8 (c + 2)`` words per rank of ``comm``, and
-       a leader receives one message from each member a round, but the
+       Rounds (the histogram counts as one), two supersteps each (the
+       histogram's two collectives are recorded in the ledger as
+       ``psort:samples`` and ``psort:histogram``): for a few members a
+       boundary, two leader rounds whatever ``N`` (the second brings every
+       candidate to the leader), and more members a boundary add rounds as
+       ``log_4 p`` (the psort tests assert at most ``3 + ceil(log_4 p)``);
+       never more than ``ceil(log_4 N) + 2``. Measured: 3 for random keys at 2 to
+       4 ranks, from 2x10^3 to 3x10^4 keys per rank. Per rank, for spread
+       keys, the histogram costs at most ``8 (c + 2)`` words per rank of
+       ``comm``; a leader receives one message from each member a round,
+       one sample per 16 candidates at most, but the
        members are few after the first leader round; for keys near their
        place a rank talks to the leaders of the blocks its keys fall in.
     3. **One exchange** (one ``Alltoallv`` of the BSP layer): rank ``r``
@@ -195,7 +202,8 @@ def _signature(text: str) -> int:
 
 def _prepare(keys, comm, gids, payload) -> dict:
     """Check the arguments (agreed over the ranks) and count the items.
-    Collective on ``comm``: one agreement and one ``Allgather`` of a few words."""
+    Collective on ``comm``: one ``Allgather`` of a few words, and an
+    agreement on the exception when a rank's arguments are wrong."""
     if not isinstance(comm, MPI.Comm):
         raise TypeError("comm must be an mpi4py MPI.Comm, got %s" % type(comm).__name__)
     exc = None
@@ -234,14 +242,18 @@ def _prepare(keys, comm, gids, payload) -> dict:
                 cols.append(a)
     except Exception as e:  # noqa: BLE001 - agreed, then raised on every rank
         exc = e
-    agree(comm, exc)
-    nan = bool(k.dtype.kind == "f" and np.isnan(k).any())
-    sig = "%s/%d/%s" % (k.dtype.kind, 0 if k.ndim == 1 else k.shape[1],
-                        ";".join("%s%s" % (a.dtype.str, a.shape[1:]) for a in cols))
-    row = np.array([n, int(nan), _signature(sig)], dtype=np.int64)
-    every = np.empty((comm.Get_size(), 3), dtype=np.int64)
+    # one Allgather carries the counts, the checks and whether a rank failed
+    # above; only then does a second collective agree on the exception
+    row = np.array([0, 0, 0, 1], dtype=np.int64)
+    if exc is None:
+        nan = bool(k.dtype.kind == "f" and np.isnan(k).any())
+        sig = "%s/%d/%s" % (k.dtype.kind, 0 if k.ndim == 1 else k.shape[1],
+                            ";".join("%s%s" % (a.dtype.str, a.shape[1:]) for a in cols))
+        row = np.array([n, int(nan), _signature(sig), 0], dtype=np.int64)
+    every = np.empty((comm.Get_size(), 4), dtype=np.int64)
     comm.Allgather(row, every)
-    exc = None
+    if every[:, 3].any():       # the same on every rank: all agree, and all raise
+        agree(comm, exc)
     if every[:, 1].any():
         bad = np.flatnonzero(every[:, 1]).tolist()
         exc = ValueError("psort: keys contain NaN (on rank%s %s); NaN has no place in "

@@ -6,6 +6,7 @@ crowded), without any rank holding more than its items and a few samples.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -16,7 +17,8 @@ from ._ledger import Ledger
 from ._superstep import BSP
 from ._unique import stable_argsort
 
-__all__ = ["Local", "splitters", "SAMPLES", "HISTOGRAM_SAMPLES", "HISTOGRAM_MEMBERS"]
+__all__ = ["Local", "splitters", "SAMPLES", "ALL_CANDIDATES", "SAMPLE_SPACING",
+           "HISTOGRAM_SAMPLES", "HISTOGRAM_MEMBERS"]
 
 
 class Local:
@@ -79,15 +81,19 @@ def splitters(local: Local, bounds: np.ndarray, counts: np.ndarray, comm: MPI.Co
 
     Boundary ``j`` (0 < j < p) is led by rank ``j``. Every rank that still
     holds candidates for it (a *member*: its items ``lo[j] .. hi[j]-1``) sends
-    the leader one message a round: ``[lo, hi]`` and :data:`SAMPLES` evenly
-    spaced samples of its candidates, each standing for the items up to the
-    next. From the samples the leader bounds the count below any key to
-    within ``E`` (the members' largest weights, less one each) and takes two
-    pivots that bracket the target for certain: the last sample estimated at
-    or below it, and the first one at or above it even after ``E``. Members
-    count below both and keep what lies between, so the target never leaves
-    the bracket and a round keeps fewer than ``4/SAMPLES`` of the candidates
-    plus two. A member left with nothing drops out with its final count.
+    the leader one message a round: ``[lo, hi]`` and evenly spaced samples
+    of its candidates, each standing for the items up to the next: all of
+    them up to :data:`ALL_CANDIDATES`, else one per :data:`SAMPLE_SPACING`
+    (at least :data:`SAMPLES`; :func:`_sample_count`). From the samples the
+    leader bounds the count below any key to within ``E`` (the members'
+    largest weights, less one each) and takes two pivots that bracket the
+    target for certain: the last sample estimated at or below it, and the
+    first one at or above it even after ``E``. Members count below both and
+    keep what lies between, so the target never leaves the bracket, and a
+    round leaves about ``2 SAMPLE_SPACING`` candidates a member when the
+    members are few (fewer than ``4/SAMPLES`` of them plus two in any case):
+    the next round sends them whole and the leader places the boundary. A
+    member left with nothing drops out with its final count.
     The leader places the boundary (one message per member with its split)
     when the counts hit the target, when one member remains, or when every
     member sent all its candidates (then it sorts them and counts off the
@@ -285,13 +291,48 @@ def _histogram_positions(m: int, rank: int, size: int) -> np.ndarray:
 def _count_below(local: Local, keys: np.ndarray, ints: np.ndarray) -> np.ndarray:
     """This rank's number of items below each strict key ``(keys[i],
     ints[i])`` (``ints``: gid, rank, index): a vectorised search of the first
-    key column, and a full one only for the keys it ties. Not collective."""
+    key column, then, for the keys it ties, one lexicographic sort of them
+    with the local items they tie (a loop of searches when there are a few).
+    Not collective."""
     col = local.K[:, 0]
     a = np.searchsorted(col, keys[:, 0], "left").astype(np.int64)
     b = np.searchsorted(col, keys[:, 0], "right")
-    for i in np.flatnonzero(b > a):
-        a[i] = local.count_less(int(a[i]), int(b[i]), keys[i], ints[i])
+    tied = np.flatnonzero(b > a)
+    if tied.size <= _FEW_TIES:
+        for i in tied:
+            a[i] = local.count_less(int(a[i]), int(b[i]), keys[i], ints[i])
+        return a
+    own = tied[ints[tied, 1] == local.rank]
+    a[own] = ints[own, 2]               # one of mine: the items below it are its position
+    tied = tied[ints[tied, 1] != local.rank]
+    if tied.size:
+        a[tied] = _count_tied(local, keys[tied], ints[tied], a[tied], b[tied])
     return a
+
+
+def _count_tied(local: Local, keys, ints, a, b) -> np.ndarray:
+    """The local items below each strict key of another rank, given that the
+    items before ``a`` are below it and those from ``b`` on are not: the
+    local items of the ranges ``a .. b-1`` and the keys in one lexicographic
+    sort by (key columns, gid, rank); a local item and a key never have the
+    same rank, so the order between them is strict. Not collective."""
+    n = local.K.shape[0]
+    mark = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(mark, a, 1)
+    np.add.at(mark, b, -1)
+    items = np.flatnonzero(np.cumsum(mark[:n]) > 0)       # sorted local positions
+    ncols = local.K.shape[1]
+    K = np.concatenate((local.K[items], keys))
+    G = np.concatenate((local.G[items], ints[:, 0]))
+    rank = np.concatenate((np.full(items.size, local.rank, dtype=np.int64), ints[:, 1]))
+    order = np.lexsort((rank, G) + tuple(K[:, c] for c in range(ncols - 1, -1, -1)))
+    is_item = order < items.size
+    items_up_to = np.cumsum(is_item)
+    at = np.empty(order.size, dtype=np.int64)
+    at[order] = np.arange(order.size)
+    below_in_items = items_up_to[at[items.size:]]          # the key itself is no item
+    # the items of the union below the key, less those before a (all below it)
+    return a + below_in_items - np.searchsorted(items, a, "left")
 
 
 def _position_bounds(local: Local, counts: np.ndarray, comm: MPI.Comm):
@@ -358,9 +399,15 @@ def _members(bounds, counts, last_pos, first_pos):
     return nmembers, settled_below
 
 
-#: samples each member sends its leader per round (a round keeps fewer than
-#: 4/SAMPLES of the candidates, plus two)
+#: samples each member sends its leader per round, at least (a round keeps
+#: fewer than 4/SAMPLES of the candidates, plus two)
 SAMPLES = 16
+#: a member holding at most this many candidates sends them all to the leader,
+#: which then places the boundary at once
+ALL_CANDIDATES = 64
+#: a member holding more sends one sample per this many candidates (at least
+#: SAMPLES samples)
+SAMPLE_SPACING = 16
 #: samples of every member's items in the histogram round, besides its first
 #: and last item
 HISTOGRAM_SAMPLES = 8
@@ -369,22 +416,40 @@ HISTOGRAM_SAMPLES = 8
 #: keys near their place (two or three members a boundary) skip it, as its
 #: two collectives cost O(p) words per rank
 HISTOGRAM_MEMBERS = 4
+#: tied first key columns searched one by one, up to this many
+_FEW_TIES = 8
 _SEARCH, _PLACE = 0, 1
+
+
+def _sample_count(m: int) -> int:
+    """How many samples a member with ``m`` candidates sends its leader: all
+    of them up to :data:`ALL_CANDIDATES`; else one per
+    :data:`SAMPLE_SPACING` candidates (at least :data:`SAMPLES`), so that a
+    round leaves a member about ``2 SAMPLE_SPACING`` candidates of the
+    boundary when the members are few, which the next round sends whole;
+    but no more than ``sqrt(SAMPLE_SPACING m)``, so that a member holding
+    many candidates (keys near their place, whose first round starts with a
+    rank's whole range) sends ``O(sqrt(m))`` rows, and a round leaves about
+    ``sqrt(m)``. Not collective."""
+    if m <= ALL_CANDIDATES:
+        return m
+    return max(SAMPLES, min(-(-m // SAMPLE_SPACING), math.isqrt(SAMPLE_SPACING * m)))
 
 
 def _sample_positions(m: int) -> np.ndarray:
     """Positions (from the interval's start) of the samples of an interval of
     ``m`` items, and ``m`` last: sample ``i`` stands for the items from its
     position up to the next one's."""
-    k = min(SAMPLES, m)
+    k = _sample_count(m)
     return (np.arange(k + 1, dtype=np.int64) * m) // k
 
 
 def _send_candidates(ctx: BSP, tag: int, local: Local, j: int, a: int, b: int) -> None:
     """Queue for the leader of boundary ``j`` one message with ``tag``:
     ``a, b`` (this rank's candidates are its items ``a .. b-1``), then the
-    key words and gid of each of their samples, evenly spaced (all of them
-    when there are at most :data:`SAMPLES`). The leader knows the source
+    key words and gid of each of their :func:`_sample_count` samples, evenly
+    spaced (all of them when there are at most :data:`ALL_CANDIDATES`). The
+    leader knows the source
     rank, and the samples' positions and weights follow from ``a`` and
     ``b``."""
     ncols = local.K.shape[1]

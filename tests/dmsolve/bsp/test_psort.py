@@ -21,10 +21,19 @@ R, P = COMM.rank, COMM.size
 
 
 def max_rounds(N: int) -> int:
-    """The splitter search's bound: a round keeps fewer than 4/SAMPLES of the
-    candidates plus two, one more round picks the exact item among at most
-    SAMPLES per rank, and a last one confirms it."""
-    return math.ceil(math.log(max(N, 2)) / math.log(SAMPLES / 4)) + 2
+    """The splitter search's bound: the histogram round and two leader rounds
+    for a few members a boundary (the first leaves about 2 SAMPLE_SPACING
+    candidates a member, the second sends them whole), whatever N; more
+    members a boundary add rounds as log_4 p. Never more than the bound of
+    a round that keeps fewer than 4/SAMPLES of the candidates plus two."""
+    by_ranks = 3 + math.ceil(math.log(P, 4))
+    by_size = math.ceil(math.log(max(N, 2)) / math.log(SAMPLES / 4)) + 2
+    return min(by_ranks, by_size)
+
+
+#: rounds for keys spread over every block (every rank a member of every
+#: boundary): the histogram round and two leader rounds, at any N
+SPREAD_ROUNDS = 3
 
 
 def _keys(case: str, rng) -> np.ndarray:
@@ -308,6 +317,106 @@ def test_keys_near_their_place_keep_the_search_among_neighbours(overlap):
         if overlap == 0:
             c.add(out.rounds == 0 and len(ledger.steps) == 1, "no search when nothing "
                   "overlaps", (out.rounds, len(ledger.steps)))
+
+
+def _large_keys(case: str, rng) -> np.ndarray:
+    """Keys enough for leader rounds of many samples (intervals of thousands
+    of candidates a member), uneven counts."""
+    n = 6001 + 1013 * R
+    if case == "spread-int":
+        return rng.integers(0, 2 ** 40, n)
+    if case == "spread-2-col":
+        return rng.integers(0, 1000, (n, 2))
+    if case == "skewed":                     # heavy tail: most keys near 0, a few huge
+        return rng.exponential(size=n) ** 8 * (-1) ** R
+    if case == "skewed-counts":              # rank 0 holds most of the items
+        return rng.normal(size=20000 if R == 0 else 700)
+    if case == "many-ties":                  # three distinct keys
+        return rng.integers(0, 3, n)
+    if case == "many-ties-3-col":            # 4 x 2 x 2 distinct rows
+        return np.column_stack((rng.integers(0, 4, n), rng.integers(0, 2, (n, 2))))
+    if case == "empty-ranks":                # odd ranks hold nothing
+        return rng.normal(size=0 if R % 2 else n)
+    if case == "near-place":                 # rank r's keys overlap its neighbours'
+        start = COMM.exscan(n) or 0
+        return start + rng.permutation(n) + rng.integers(-n // 20, n // 20 + 1, n)
+    raise ValueError(case)
+
+
+LARGE_CASES = ["spread-int", "spread-2-col", "skewed", "skewed-counts", "many-ties",
+               "many-ties-3-col", "empty-ranks", "near-place"]
+
+
+@pytest.mark.parametrize("histogram", [None, False, True],
+                         ids=["default", "leaders-only", "histogram"])
+@pytest.mark.parametrize("case", LARGE_CASES)
+def test_rounds_of_many_samples_give_lexsorts_order(case, histogram, monkeypatch):
+    """With thousands of candidates a member, the leader rounds that sample
+    one candidate in SAMPLE_SPACING give each rank its block of numpy's
+    lexsort of the gathered keys (keys, gids and payload rows; ties by gid),
+    for skewed keys and counts, many ties and empty ranks, in at most
+    max_rounds(N) rounds: log_4 p, not log N."""
+    if histogram is not None:
+        monkeypatch.setattr(_splitters, "_crowded", lambda nmembers, size: histogram)
+    rng = np.random.default_rng(500 + R)
+    keys = _large_keys(case, rng)
+    n = keys.shape[0]
+    pay = np.column_stack((np.full(n, R), np.arange(n)))
+    ledger = Ledger(COMM)
+    out = psort(keys, COMM, payload=pay, ledger=ledger)
+    every = np.concatenate(COMM.allgather(keys))
+    origin = np.concatenate(COMM.allgather(pay))
+    N = every.shape[0]
+    ref = _reference(every, np.arange(N))
+    lay = Layout.block(N, COMM)
+    mine = ref[lay.start:lay.stop]
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.keys, every[mine]), "keys")
+        c.add(np.array_equal(out.gids, mine), "gids")
+        c.add(np.array_equal(out.payload, origin[mine]), "payload")
+        c.add(out.rounds <= max_rounds(N), "rounds", (out.rounds, max_rounds(N)))
+        c.add(len(ledger.steps) == 2 * out.rounds + 1, "supersteps: 2 per round + 1",
+              len(ledger.steps))
+
+
+@pytest.mark.parametrize("n", [2000, 30000])
+@pytest.mark.parametrize("ncols", [1, 2])
+def test_spread_keys_take_a_constant_number_of_rounds(ncols, n):
+    """Keys spread over every block take the histogram round and two leader
+    rounds, at 2000 keys per rank as at 30000 (16 samples a member a round
+    took five rounds at 30000)."""
+    rng = np.random.default_rng(40 + R)
+    m = n + 97 * R
+    keys = rng.normal(size=m) if ncols == 1 else rng.integers(0, 2 ** 20, (m, ncols))
+    ledger = Ledger(COMM)
+    out = psort(keys, COMM, ledger=ledger)
+    every = np.concatenate(COMM.allgather(keys))
+    N = every.shape[0]
+    lay = Layout.block(N, COMM)
+    with Checks(COMM) as c:
+        c.add(np.array_equal(out.gids, _reference(every, np.arange(N))[lay.start:lay.stop]),
+              "order")
+        c.add(out.rounds <= (SPREAD_ROUNDS if P > 1 else 0), "rounds", out.rounds)
+        c.add(len(ledger.steps) == 2 * out.rounds + 1, "supersteps", len(ledger.steps))
+
+
+@pytest.mark.parametrize("ncols", [1, 2, 3])
+def test_counts_below_tied_keys_are_the_searchs(ncols):
+    """The histogram's count of local items below keys of other ranks that
+    tie a local first column (one lexicographic sort of them all) equals the
+    search of each key alone (Local.count_less)."""
+    rng = np.random.default_rng(13)
+    n, q, me = 3000, 500, 1
+    K = rng.integers(0, 6, (n, ncols))
+    G = rng.integers(0, 40, n)
+    order = np.lexsort((G,) + tuple(K[:, c] for c in range(ncols - 1, -1, -1)))
+    local = _splitters.Local(K[order], G[order], me)
+    keys = rng.integers(-1, 7, (q, ncols))
+    ints = np.column_stack((rng.integers(0, 40, q), rng.choice([0, 2, 3], q),
+                            np.zeros(q, dtype=np.int64)))
+    got = _splitters._count_below(local, keys, ints)
+    want = [local.count_less(0, n, keys[i], ints[i]) for i in range(q)]
+    assert np.array_equal(got, want)
 
 
 @pytest.mark.parametrize("case", ["int-ties", "int-wide", "float", "all-equal", "empty", "2-col",
