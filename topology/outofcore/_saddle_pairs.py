@@ -38,7 +38,7 @@ from mpi4py import MPI
 
 from dmsolve.bsp import BSP, isin_sorted, sorted_unique, stable_argsort
 
-from ..morse import (GridStars, ascend_tets, descend_edges, descend_vertices, locate_edges,
+from ..morse import (DiscreteGradient, GridStars, ascend_tets, descend_edges, descend_vertices, locate_edges,
                      locate_tets, simplicial_gradient, triangle_cofacets)
 from ..persistence import essential_part, pairs_from_paths, total
 from ._slabs import _context, _slab_bounds
@@ -92,23 +92,38 @@ class _SlabView:
 class SlabGradient:
     """The lower-star gradient of one virtual slab's own vertices, from its
     planes and their ghost planes (read from ``source``), with the star tables
-    the path kernels take. Not collective."""
+    the path kernels take. ``saved``: the arrays of :meth:`arrays` of an
+    earlier turn (the gradient is not computed again). Not collective."""
 
-    def __init__(self, grid, source, a: int, b: int):
+    #: the names of :meth:`arrays`: the vertex order of the read planes and the codes
+    SAVED = ("order", "vp", "ep", "tp", "tt", "qp")
+
+    def __init__(self, grid, source, a: int, b: int, saved: dict | None = None):
         view = _SlabView(grid, a, b)
         g0, g1 = view.ghosted_planes
         vals = source.read(g0, g1)
-        seq = stable_argsort(vals)         # the (value, id) order of the read planes
-        order = np.empty(seq.size, np.int64)
-        order[seq] = np.arange(seq.size)
-        del seq
+        if saved is None:
+            seq = stable_argsort(vals)         # the (value, id) order of the read planes
+            order = np.empty(seq.size, np.int64)
+            order[seq] = np.arange(seq.size)
+            del seq
+        else:
+            order = saved["order"]
         self.S = S = GridStars(view, order)
-        del order
-        self.G = simplicial_gradient(view, None, S)
+        self.order = order
+        if saved is None:
+            self.G = simplicial_gradient(view, None, S)
+        else:
+            self.G = DiscreteGradient(view, None, S, tuple(saved[k] for k in self.SAVED[1:]))
         self.st = S.table()
         self.base = g0 * grid.plane_size
         self.vkey = value_keys(vals)
         self.mult = (1, S.emax, S.tmax, S.qmax)
+
+    def arrays(self) -> dict:
+        """What a later turn needs to rebuild this gradient without computing it."""
+        G = self.G
+        return dict(zip(self.SAVED, (self.order, G.vp, G.ep, G.tp, G.tt, G.qp)))
 
     def cell_positions(self, d: int, i, s) -> np.ndarray:
         """Positions (k, d+1) of the vertices of cells (own index ``i``, slot
@@ -228,7 +243,8 @@ def ooc_morse_paths(grid, source, report):
             got = {k: r for k, r in got.items() if r.size}
         if a == b or (ctx.step > 0 and not got):
             return
-        slab = SlabGradient(grid, source, a, b)
+        saved = {k: state.pop(k) for k in SlabGradient.SAVED if k in state} or None
+        slab = SlabGradient(grid, source, a, b, saved)
         mult[0] = slab.mult
         out = {}
         if ctx.step == 0:
@@ -247,6 +263,10 @@ def ooc_morse_paths(grid, source, report):
                 d = dest(exits)
                 for t in np.unique(d):
                     ctx.send(int(t), np.ascontiguousarray(exits[d == t]), tags[k])
+        # kept for the slab's next turns (spilled with the state beyond the
+        # budget): paths that wander across slabs come back many times, and
+        # reading the codes back costs less than pairing the lower stars again
+        state.update(slab.arrays())
 
     with _context(grid) as ctx:
         t = ctx.tags(*_WIDTH)
@@ -255,7 +275,12 @@ def ooc_morse_paths(grid, source, report):
             ctx.set_state(vp)
         steps = ctx.run_supersteps(turn, label="morse paths")
         report("D1: V-paths followed across slabs in %d supersteps", steps)
-        states = [ctx.state(vp) for vp in ctx.processors]
+        states = []
+        for vp in ctx.processors:
+            st = ctx.state(vp)
+            for k in SlabGradient.SAVED:        # one slab's gradient in memory at a time
+                st.pop(k, None)
+            states.append(st)
     crit = {}
     for d in range(4):
         rows = [s["crit%d" % d] for s in states if "crit%d" % d in s]
