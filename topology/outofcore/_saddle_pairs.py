@@ -13,9 +13,10 @@ tetrahedra or the outside (D2), and down from the edges of each critical
 triangle to the critical edges (D1, mod 2). The kernels of the in-memory
 complex (:func:`topology.morse.descend_vertices`, ``ascend_tets``,
 ``descend_edges``) follow a path until it enters the lower star of a vertex
-of another slab; the path is then sent to that slab, which recomputes its
-gradient on its next turn and follows the paths it received, until no path
-is left anywhere. Only one slab's gradient is in memory at a time; the
+of another slab; the path is then sent to that slab, which reads its gradient
+back from a spill file (written on its first turn) on its next turn and
+follows the paths it received, until no path is left anywhere. Only one
+slab's gradient is in memory at a time; the
 paths' ends and the critical cells are the Morse complex, far smaller than
 the field for a field that is not noise.
 
@@ -32,6 +33,9 @@ computation of persistence diagrams for scalar data", IEEE TVCG 29(4), 2023.
 """
 
 from __future__ import annotations
+
+import os
+import tempfile
 
 import numpy as np
 from mpi4py import MPI
@@ -243,7 +247,11 @@ def ooc_morse_paths(grid, source, report):
             got = {k: r for k, r in got.items() if r.size}
         if a == b or (ctx.step > 0 and not got):
             return
-        saved = {k: state.pop(k) for k in SlabGradient.SAVED if k in state} or None
+        path = os.path.join(spill, "slab%d-%%s.npy" % vp)
+        saved = None
+        if ctx.step > 0:
+            # .npy files, not one .npz: a zip's checksums cost more than the reads
+            saved = {k: np.load(path % k) for k in SlabGradient.SAVED}
         slab = SlabGradient(grid, source, a, b, saved)
         mult[0] = slab.mult
         out = {}
@@ -263,24 +271,23 @@ def ooc_morse_paths(grid, source, report):
                 d = dest(exits)
                 for t in np.unique(d):
                     ctx.send(int(t), np.ascontiguousarray(exits[d == t]), tags[k])
-        # kept for the slab's next turns (spilled with the state beyond the
-        # budget): paths that wander across slabs come back many times, and
-        # reading the codes back costs less than pairing the lower stars again
-        state.update(slab.arrays())
+        # kept on disk for the slab's next turns with paths: paths that wander
+        # across slabs come back many times, and reading the codes back costs
+        # less than pairing the lower stars again (the state's spill file would
+        # be read on every turn, with paths or without)
+        if saved is None:
+            for k, arr in slab.arrays().items():
+                np.save(path % k, arr)
 
-    with _context(grid) as ctx:
+    with _context(grid) as ctx, tempfile.TemporaryDirectory(prefix="dmsolve-morse-",
+                                                            dir=grid.spill_dir) as spill:
         t = ctx.tags(*_WIDTH)
         tags = {k: getattr(t, k) for k in _WIDTH}
         for vp in ctx.processors:
             ctx.set_state(vp)
         steps = ctx.run_supersteps(turn, label="morse paths")
         report("D1: V-paths followed across slabs in %d supersteps", steps)
-        states = []
-        for vp in ctx.processors:
-            st = ctx.state(vp)
-            for k in SlabGradient.SAVED:        # one slab's gradient in memory at a time
-                st.pop(k, None)
-            states.append(st)
+        states = [ctx.state(vp) for vp in ctx.processors]
     crit = {}
     for d in range(4):
         rows = [s["crit%d" % d] for s in states if "crit%d" % d in s]
