@@ -95,10 +95,9 @@ class Grid:
     :func:`merge_tree` and :func:`connected_components` run slab by slab
     (see :attr:`virtual_slabs`), reading a :class:`RawField` a slab at a
     time and never whole: their results equal the in-memory ones (critical
-    points, D0 and D(d-1) pairs, join and split trees, component labels,
-    written to a raw file with ``out=``; D1 of 3D data when the rank's whole
-    slab fits the budget, else it is listed in the diagram's ``missing``).
-    Other analyses run in memory as usual.
+    points, D0 and D(d-1) pairs, D1 of 3D data from the Morse complex built
+    slab by slab, join and split trees, component labels, written to a raw
+    file with ``out=``). Other analyses run in memory as usual.
 
     **Fields as arrays.** A vertex field given as a global numpy array is
     flat in id order (``values[x + y*nx (+ z*nx*ny)]``), or 2-D/3-D with its
@@ -622,7 +621,7 @@ class OutOfCoreGrid(FreudenthalGrid):
     disk beyond ``memory_budget``. ``Grid(shape, comm, virtual=v)`` or
     ``Grid(shape, comm, memory_budget="512MiB")`` makes one; see
     :class:`Grid`. Its kernels wrap the Freudenthal grid's: critical points,
-    persistence diagrams (D0, D(d-1)), merge trees and connected components
+    persistence diagrams (every dimension), merge trees and connected components
     run out of core; everything else runs in memory. Collective on
     ``comm``."""
 

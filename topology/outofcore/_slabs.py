@@ -39,17 +39,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from dmsolve import DistVector
 from dmsolve.bsp import BSP, stable_argsort
 from dmsolve.jit import njit
 from dmsolve.validate import agreed
 
 from ..core import RawField, link_structure
 from ..kernels import add_distinct, find_root
-from ..morse import REGULAR, CriticalPoints, classify, global_order, slab_link_components
-from ..persistence import saddle_parts, total
+from ..morse import REGULAR, CriticalPoints, classify, slab_link_components
 
-__all__ = ["ooc_critical_points", "ooc_pairs", "ooc_diagram", "PlaneSource", "D1_BYTES_PER_VERTEX"]
+__all__ = ["ooc_critical_points", "ooc_pairs", "ooc_diagram_parts", "PlaneSource"]
 
 #: global id of the cone's apex in the downward sweep
 APEX_ID = -1
@@ -477,40 +475,3 @@ def ooc_diagram_parts(grid, values, axes, report, ledger=None):
              (d - 1, v1[:, 1], v1[:, 0], i1[:, 1], i1[:, 0])]
     return parts, source
 
-
-#: Bytes per vertex the in-memory D1 of 3D data takes at its peak (the order,
-#: the discrete gradient, the Morse complex: bench/bench_persistence.py's
-#: noisy fields peak at about 470 B per vertex at one rank)
-D1_BYTES_PER_VERTEX = 512
-
-
-def ooc_diagram(grid, values, axes, report):
-    """The parts of :func:`topology.persistence_diagram` on a grid in
-    out-of-core mode, and what is missing: D0 and D(d-1) by the slab sweeps,
-    D1 of 3D data in memory when the rank's slab fits the budget. Collective
-    on ``grid.comm``."""
-    comm, d = grid.comm, grid.dimension
-    parts, source = ooc_diagram_parts(grid, values, axes, report)
-    report("D0 and D%d: %d pairs", d - 1, total(comm, sum(p[1].size for p in parts)))
-    missing = []
-    if d == 3:
-        most = int(np.max(np.diff(grid.plane_ranges))) * grid.plane_size
-        need = most * D1_BYTES_PER_VERTEX
-        if grid.memory_budget is None or need <= grid.memory_budget:
-            vec = local_values(grid, source)
-            order = global_order(vec)
-            gids = np.arange(vec.layout.start, vec.layout.stop, dtype=np.int64)
-            parts.extend(saddle_parts(grid, vec, gids, order, report))
-        else:
-            missing.append("D1: the saddle-saddle pairs need a rank's whole slab in memory, "
-                           "about %d bytes, over the memory budget of %d bytes"
-                           % (need, grid.memory_budget))
-            report("D1: not computed (over the memory budget)")
-    return parts, missing
-
-
-def local_values(grid, source) -> DistVector:
-    """This rank's owned values as a DistVector, for the parts that run in
-    memory (D1). Not collective."""
-    p0, p1 = grid.owned_planes
-    return DistVector(grid.vertex_layout, source.read(p0, p1).copy())

@@ -17,8 +17,8 @@ from ._mergetree import LEAF, ROOT, SADDLE, MergeTree, merge_tree, sweep_merge_t
 from ._parts import (essential_part, in_memory_parts, morse_parts, saddle_parts, sorted_block,
                      sweep_parts, total)
 from ._reduction import Reduction, gf2_rank, reduce_z2
-from ._saddles import (MorsePersistence, morse_persistence, persistence_pairs_all,
-                       saddle_saddle_pairs)
+from ._saddles import (MorsePersistence, morse_persistence, pairs_from_paths,
+                       persistence_pairs_all, saddle_saddle_pairs)
 from ._sweep import ComplexSweepGraph, GridSweepGraph, sweep
 
 __all__ = ["connected_components", "label_components", "cubical_morse_pairs",
@@ -27,6 +27,7 @@ __all__ = ["connected_components", "label_components", "cubical_morse_pairs",
            "merge_tree", "sweep_merge_tree", "LEAF", "SADDLE", "ROOT", "in_memory_parts",
            "sweep_parts", "saddle_parts", "morse_parts", "sorted_block", "essential_part",
            "total", "Reduction", "reduce_z2", "gf2_rank", "MorsePersistence",
-           "morse_persistence", "persistence_pairs_all", "saddle_saddle_pairs", "sweep",
+           "morse_persistence", "pairs_from_paths", "persistence_pairs_all",
+           "saddle_saddle_pairs", "sweep",
            "GridSweepGraph", "ComplexSweepGraph", "image_persistence", "image_block",
            "row_ranges"]

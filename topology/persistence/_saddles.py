@@ -26,7 +26,8 @@ from ._elder import APEX, elder
 from ._morse_complex import agreed_call, alive, odd_rows, place_cells, tops_at, z2_columns
 from ._reduction import reduce_z2
 
-__all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "MorsePersistence"]
+__all__ = ["saddle_saddle_pairs", "persistence_pairs_all", "pairs_from_paths",
+           "MorsePersistence"]
 
 
 class MorsePersistence:
@@ -210,11 +211,55 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     gradient plus one stage, not the gradient plus every stage's results.
     ``G`` is unusable afterwards.
     """
-    mc = _MorseComplex(G, {} if stats is None else stats)
+    mc = _MorseComplex.from_gradient(G, {} if stats is None else stats)
     t0 = time.perf_counter()
     d0 = _minima_paths(mc, release)
     d2 = _maxima_paths(mc, release)
     mc.stats["paths_s"] = time.perf_counter() - t0
+    return _pairs_from_paths(mc, d0, d2, _wall_paths, keep_zero, gather)
+
+
+def pairs_from_paths(comm, layout, crit: dict, mult: tuple, d0, d2, wall_paths, *,
+                     keep_zero: bool = False, gather: bool = True) -> MorsePersistence:
+    """:func:`persistence_pairs_all` from the V-paths of a Morse complex
+    followed elsewhere (slab by slab, out of core).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    layout : Layout
+        The vertex layout: a cell lives on the owner of its top vertex.
+    crit : dict d -> dict
+        This rank's critical d-cells (d = 0..3), each ``dict(code, top,
+        key)``: ``code = top * mult[d] + star slot``, ``top`` the layout index
+        of the cell's maximum vertex, ``key`` (k, w) int64 rows that compare
+        lexicographically as the cells do in the filtration.
+    mult : tuple
+        ``(1, emax, tmax, qmax)``: the star slots of each dimension.
+    d0, d2 : tuple of arrays
+        ``(edge code * 2 + end, minimum layout index)`` and ``(triangle code,
+        tet code or -1)`` of every V-path end, on any rank.
+    wall_paths : callable
+        ``wall_paths(mc, wall) -> [(triangle code, edge code)]``: the ends,
+        with repetitions, of the edge V-paths of the critical triangles whose
+        ``wall`` flag (this rank's ``crit[2]`` order) is set.
+
+    Returns
+    -------
+    MorsePersistence
+
+    Notes
+    -----
+    Collective on ``comm``: the steps 3-5 of :func:`persistence_pairs_all`.
+    """
+    mc = _MorseComplex(comm, layout, crit, mult, {})
+    return _pairs_from_paths(mc, d0, d2, wall_paths, keep_zero, gather)
+
+
+def _pairs_from_paths(mc, d0, d2, wall_paths, keep_zero: bool, gather: bool
+                      ) -> MorsePersistence:
+    """Steps 3-5 of :func:`persistence_pairs_all` from the D0 and D2 paths.
+    Collective."""
     t1 = time.perf_counter()
     places = _place_critical(mc)
     p0, ess0, positive = _d0_pairs(mc, d0, places)
@@ -223,7 +268,7 @@ def morse_persistence(G: DiscreteGradient, *, keep_zero: bool = False, stats=Non
     del d2
     mc.stats["union_find_s"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    d1 = _wall_paths(mc, wall)
+    d1 = wall_paths(mc, wall)
     mc.stats["walls_s"] = time.perf_counter() - t2
     t3 = time.perf_counter()
     p1, ess1, ess2 = _d1_pairs(mc, d1, wall, positive, places)
@@ -241,24 +286,33 @@ class _MorseComplex:
     code, top vertex, filtration key), one BSP context and the counts.
     Not collective to build."""
 
-    def __init__(self, G: DiscreteGradient, stats: dict):
+    def __init__(self, comm, layout, crit: dict, mult: tuple, stats: dict, G=None):
         self.G, self.stats = G, stats
-        self.comm = G.comm
-        self.S = S = G.stars
-        self.st = S.table()
-        self.layout = G.domain.vertex_layout
+        self.comm, self.layout = comm, layout
         #: a critical cell's code is its top vertex's layout index * mult[d] + its slot
-        self.mult = (1, S.emax, S.tmax, S.qmax)
-        self.crit = {}
-        for d in range(4):
-            i, s = G.local_critical(d)
-            top = S.layout_index[S.P[i]]
-            self.crit[d] = dict(i=i, s=s, code=top * self.mult[d] + s, top=top,
-                                key=G.local_keys(d, i, s))
+        self.mult = mult
+        self.crit = crit
+        if G is not None:
+            self.S = G.stars
+            self.st = self.S.table()
         self.ctx = BSP(self.comm)
         self.tag = self.ctx.tags("rows", "columns", "positive")
         self.supersteps = 0
         self.sizes = {}
+
+    @classmethod
+    def from_gradient(cls, G: DiscreteGradient, stats: dict) -> "_MorseComplex":
+        """The critical cells of the gradient ``G`` (star slot ``i``, ``s`` kept
+        for the paths). Not collective."""
+        S = G.stars
+        mult = (1, S.emax, S.tmax, S.qmax)
+        crit = {}
+        for d in range(4):
+            i, s = G.local_critical(d)
+            top = S.layout_index[S.P[i]]
+            crit[d] = dict(i=i, s=s, code=top * mult[d] + s, top=top,
+                           key=G.local_keys(d, i, s))
+        return cls(G.comm, G.domain.vertex_layout, crit, mult, stats, G)
 
     def elder_supersteps(self) -> int:
         """Supersteps of one distributed elder rule."""
@@ -481,7 +535,7 @@ def _collect(mc: _MorseComplex, found, keep_zero: bool, gather: bool) -> MorsePe
             pr = pr[pr[:, 0] != pr[:, 1]]
         pairs[d] = pr[np.lexsort((pr[:, 1], pr[:, 0]))]
         essential[d] = np.sort(es)
-    if G.domain.renumbered and gather:
+    if G is not None and G.domain.renumbered and gather:
         # vertices were named by layout index so far: report global ids,
         # sorted as under a block partition (the pairs are the same on every
         # rank, so the translation is collective: each owner fills in its own)
