@@ -103,6 +103,11 @@ def test_demo_runs_and_checks_itself(comm, capsys):
         checks.add(m1 and int(m1.group(2)) <= 1.3 * int(m1.group(1))
                    and max(float(m1.group(4)), float(m1.group(5))) <= 1.05,
                    "multilevel cut within 1.3x METIS's, both balanced", m1 and m1.group(0))
+        m13 = re.search(r"critical points, D0, D1 and D2 pairs, join tree and components of "
+                        r"f <= \S+ equal to the in-memory run: (.*)", out)
+        checks.add(m13 and m13.group(1).split() == ["True"] * 4,
+                   "out of core: everything, D1 included, equal to the in-memory run",
+                   m13 and m13.group(0))
         m4 = re.search(r"AMG levels: rows \[([\d, ]+)\] on ranks \[([\d, ]+)\]", out)
         lr = [int(r) for r in m4.group(2).split(",")] if m4 else []
         checks.add(m4 and lr[0] == comm.size and all(b <= a and 4 * b >= a
