@@ -5,8 +5,8 @@ grid's persistence diagram, weak scaling.
 
 Each case is a fresh ``mpiexec -n P`` job: a Freudenthal tetrahedral grid of
 shape (20, 20, 20*P), so 8,000 vertices per rank, each rank passing the
-tetrahedra of its own slab of planes (and, for ``"rcb"``, the global points,
-which the API wants on every rank, made before the measurement starts).
+tetrahedra of its own slab of planes (and, for ``"rcb"``, its own rows of the
+points as ``local_points``, made before the measurement starts).
 Every rank writes "5" to /proc/self/clear_refs (resetting VmHWM to the
 current RSS) right before ``SimplicialComplex(...)``, and reads VmHWM after:
 the growth is VmHWM after minus VmRSS before. The table gives the maximum and
@@ -92,15 +92,18 @@ def worker(partition: str) -> None:
     cells = _grid_cells(shape, planes=(PER_RANK * r, min(PER_RANK * (r + 1), shape[2] - 1)))
     pts = None
     if partition == "rcb":
-        g = np.meshgrid(*[np.arange(n, dtype=float) for n in shape], indexing="ij")
-        pts = np.column_stack([a.transpose(2, 1, 0).ravel() for a in g])   # x fastest
+        # this rank's rows of the points (ids x fastest: its slab's planes)
+        z = np.arange(PER_RANK * r, PER_RANK * (r + 1), dtype=float)
+        Z, Y, X = np.meshgrid(z, np.arange(shape[1], dtype=float),
+                              np.arange(shape[0], dtype=float), indexing="ij")
+        pts = np.column_stack((X.ravel(), Y.ravel(), Z.ravel()))
     # a warm-up complex, so imports and first-call caches are not counted
     SimplicialComplex([np.array([[0, 1, 2, 3]])], comm)
     comm.Barrier()
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     before = _status("VmRSS")
-    cx = SimplicialComplex([cells], comm, pts, partition=partition)
+    cx = SimplicialComplex([cells], comm, local_points=pts, partition=partition)
     growth = _status("VmHWM") - before
     every = comm.gather(growth, root=0)
     counts = cx.counts()
