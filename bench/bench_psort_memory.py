@@ -145,7 +145,7 @@ def main() -> None:
                                                                          str(ROOT))]
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     codes = {name: _provenance.code(path) for name, path in columns}
-    lines = ["# Peak memory of a renumbered SimplicialComplex", "",
+    lines = ["# Peak memory per rank at fixed work: renumbered complexes, grid persistence", "",
              "Written by bench/bench_psort_memory.py; do not edit by hand.", "",
              *_provenance.header(codes, _provenance.machine(), started + " (UTC)"), "",
              "Freudenthal tetrahedral grid (%d, %d, %d p): %d vertices per rank, each rank "
