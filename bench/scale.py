@@ -531,7 +531,7 @@ CASE_NOTES = {
                      "one superstep routes its messages through two hops (docs/bsp.md, "
                      "\"Routed exchanges\"), so that psort's supersteps talk to O(sqrt p) "
                      "peers, not p - 1 (MPICH keeps about 100 KiB per peer): 3.3 MiB at 64 "
-                     "ranks, against 9.1 when every rank talked to every rank; complex_rcb "
+                     "ranks and n = 10, against 9.1 when every rank talked to every rank; complex_rcb "
                      "4.8 (8.5), complex_hilbert 4.9 (9.9), mergetree 3.7 (4.3). A routed "
                      "message is sent twice (to its hop, then on), and the harness counts "
                      "both: that is what the bytes targets of complex_rcb, complex_hilbert "
