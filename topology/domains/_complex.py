@@ -25,10 +25,9 @@ from ._kernels import ComplexKernels
 __all__ = ["SimplicialComplex", "PARTITIONS"]
 
 
-#: Vertex ids of at most this many bits pack a simplex into two int64 words
-#: for the sort of :meth:`SimplicialComplex._owned_global_ids` (2 + 2 x 30
-#: bits in the first word).
-PACKED_ID_BITS = 30
+#: Vertex ids of at most this many bits pack two of a simplex's vertices into
+#: one int64 word for the sorts of :meth:`SimplicialComplex._owned_global_ids`.
+PACKED_ID_BITS = 31
 
 
 class SimplicialComplex:
@@ -83,7 +82,7 @@ class SimplicialComplex:
     vertices; global ids of ghost simplices from their owners) and the
     planning of the vertex ghost exchange; under ``"metis"`` or ``"rcb"``
     also two supersteps of renumbering, one halo exchange and one
-    :func:`dmsolve.bsp.rank_of` of the simplices of every dimension. Each rank then holds the closed
+    :func:`dmsolve.bsp.rank_of` per simplex dimension. Each rank then holds the closed
     star of every vertex it owns: all simplices touching an owned vertex and
     their faces.
 
@@ -261,8 +260,8 @@ class SimplicialComplex:
     def _simplex_ids(self) -> None:
         """Steps 4 and 5: the global ids of the owned simplices, and the layout
         indices and global ids of the ghost simplices from their owners.
-        Collective on ``comm`` (two supersteps, and a distributed sort when
-        renumbered)."""
+        Collective on ``comm`` (two supersteps, and a distributed sort per
+        dimension when renumbered)."""
         comm, vl = self.comm, self.vertex_layout
         # 4. rank-independent global ids of the owned simplices, when the
         #    numbering is not the input's: their ranks in the global
@@ -314,31 +313,26 @@ class SimplicialComplex:
     def _owned_global_ids(self) -> dict:
         """Global ids of the owned k-simplices, k >= 1: their positions in the
         lexicographic order of all k-simplices written with global vertex
-        ids. Collective on ``comm``: one :func:`dmsolve.bsp.rank_of` of every
-        dimension at once, each simplex packed into two int64 words
-        ``(k, v0, v1), (v2, v3)`` of fields ``B`` bits wide (so that the
-        order of the words is the dimension's, then the rows'), when
-        ``4 B + 2 <= 124``; one sort per dimension for larger complexes."""
-        rows = {k: self._user_rows(self._local[k][slice(*self._owned[k])])
-                for k in range(1, self.dimension + 1)}
+        ids. Collective on ``comm``: one :func:`dmsolve.bsp.rank_of` per
+        dimension. Where vertex ids fit ``PACKED_ID_BITS`` bits, a simplex
+        sorts as one or two int64 words, ``v0 v1`` and ``v2 v3`` side by side
+        in fields of the ids' width (the same order as its rows, fewer
+        columns to sort). Each dimension is sorted on its own, so that
+        simplices given near their place in the order (a slab stack) stay
+        on their rank."""
         bits = max(1, int(self.num_vertices - 1).bit_length())
-        if bits > PACKED_ID_BITS:
-            return {k: rank_of(r, self.comm) for k, r in rows.items()}
-        keys = []
-        for k, r in rows.items():
-            key = np.zeros((r.shape[0], 2), dtype=np.int64)
-            key[:, 0] = (k << (2 * bits)) | (r[:, 0] << bits) | r[:, 1]
-            if k >= 2:
-                key[:, 1] = r[:, 2] << bits
-            if k >= 3:
-                key[:, 1] |= r[:, 3]
-            keys.append(key)
-        pos = rank_of(np.concatenate(keys), self.comm)
-        out, at, before = {}, 0, 0
-        for k, r in rows.items():
-            out[k] = pos[at:at + r.shape[0]] - before
-            at += r.shape[0]
-            before += self._layouts[k].global_size
+        out = {}
+        for k in range(1, self.dimension + 1):
+            r = self._user_rows(self._local[k][slice(*self._owned[k])])
+            if bits <= PACKED_ID_BITS:
+                key = np.zeros((r.shape[0], 1 if k == 1 else 2), dtype=np.int64)
+                key[:, 0] = (r[:, 0] << bits) | r[:, 1]
+                if k >= 2:
+                    key[:, 1] = r[:, 2] << bits
+                if k >= 3:
+                    key[:, 1] |= r[:, 3]
+                r = key if k > 1 else key[:, 0]
+            out[k] = rank_of(r, self.comm)
         return out
 
     def _renumber_tops(self, tops: dict, part, block_pts) -> tuple[dict, np.ndarray | None]:

@@ -43,15 +43,15 @@ def test_faces_and_global_ids_match_serial(dim):
     assert_collective(COMM, all(tuple(sorted(c)) in have for c in cells[owned]), "star")
 
 
-@pytest.mark.parametrize("sort", ["packed", "per-dimension"])
+@pytest.mark.parametrize("sort", ["packed", "rows"])
 @pytest.mark.parametrize("partition", ["metis", "multilevel", "rcb", "hilbert"])
 @pytest.mark.parametrize("dim", [2, 3], ids=["triangles", "tetrahedra"])
 def test_partitions_keep_global_ids_and_ghost_layers(monkeypatch, dim, partition, sort):
     """Under a renumbering partition the simplices keep their global ids (found by one
-    sort of every dimension's simplices packed into two words, or by one sort per
-    dimension), each is owned once, owned vertices are the partitioner's parts, stars
+    sort per dimension, of the simplices packed into int64 words or of their rows),
+    each is owned once, owned vertices are the partitioner's parts, stars
     are whole, and fields are read by global id."""
-    if sort == "per-dimension":
+    if sort == "rows":
         monkeypatch.setattr("topology.domains._complex.PACKED_ID_BITS", 0)
     n = 60 if dim == 2 else 35
     pts, cells = delaunay(n, dim, seed=20 + dim)
