@@ -22,8 +22,9 @@ comm = MPI.COMM_WORLD
 def budget(shape) -> int:
     """A memory budget that cuts a grid of 24 planes into 8 slabs at 1 rank,
     4 per rank at 2 and 3 at 3 (a turn is sized for 160 bytes a vertex and
-    takes half the budget: 3 planes and 2 ghost planes)."""
-    return 1700 * shape[0] * shape[1]
+    takes half the budget: 3 planes and 2 ghost planes), and from 4 ranks
+    on, where a rank has 6 planes or fewer, into slabs of 2 planes."""
+    return (1300 if comm.size >= 4 else 1700) * shape[0] * shape[1]
 
 
 CASES = [((24, 22, 24), "noisy"), ((24, 24, 24), "smooth"), ((23, 21, 24), "ties"),
