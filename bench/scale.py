@@ -536,11 +536,6 @@ CASE_NOTES = {
                      "message is sent twice (to its hop, then on), and the harness counts "
                      "both: that is what the bytes targets of complex_rcb, complex_hilbert "
                      "and mergetree miss by.",
-    "complex_metis": "Supersteps: at 4 ranks `metis_partition` gathers the graph and runs "
-                     "serial METIS (no superstep), and the simplices' global ids are one sort "
-                     "of every dimension at once (16 supersteps in all); at 64 the partition "
-                     "runs the parallel multilevel path (37 of the 57), as partition_metis. "
-                     "Bytes: the routed supersteps count twice, as complex_block.",
     "complex_hilbert": "Bytes: at 4 ranks the Hilbert parts of the slab stack are the slabs "
                        "and no simplex moves; from 16 ranks on the curve cuts across the "
                        "slabs and every rank's simplices move once (8.9 MiB per rank at n = "
