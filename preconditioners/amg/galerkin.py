@@ -62,20 +62,7 @@ def galerkin_rows(A: DistCSR, P: DistCSR, made: Layout | None = None) -> sp.csr_
     # then its ghost columns; each block's product on its own
     own = matmat(transpose(P.diag), AP)
     ghost = matmat(transpose(P.offd), AP).tocoo()
-    ctx = BSP(A.comm)
-    tag = ctx.tags("rows", "cols", "vals")
-    if ghost.nnz:
-        dests = lay.owner(P.ghosts[ghost.row])
-        ctx.send_rows(dests, P.ghosts[ghost.row].astype(np.int64), tag.rows)
-        ctx.send_rows(dests, ghost.col.astype(np.int64), tag.cols)
-        ctx.send_rows(dests, ghost.data, tag.vals)
-    inbox = ctx.sync("galerkin")
-    rows = inbox.concat(tag.rows, dtype=np.int64)
-    if rows.size:
-        cols = inbox.concat(tag.cols, dtype=np.int64)
-        vals = inbox.concat(tag.vals, dtype=own.dtype)
-        own = own + sp.csr_matrix((vals, (rows - lay.start, cols)), shape=own.shape)
-    return own
+    return _add_partial_rows(A.comm, lay, own, P.ghosts[ghost.row].astype(np.int64), ghost)
 
 
 def _finished_rows(A: DistCSR, P: DistCSR, made: Layout) -> sp.csr_matrix:
@@ -97,11 +84,18 @@ def _finished_rows(A: DistCSR, P: DistCSR, made: Layout) -> sp.csr_matrix:
     indptr = np.concatenate(([0], np.cumsum(lens)))
     own = sp.csr_matrix((sel.data, sel.indices, indptr), shape=(made.local_size, P.shape[1]))
     ghost = PtAP[np.flatnonzero(~mine)].tocoo()
-    gids = used[~mine][ghost.row]
-    ctx = BSP(A.comm)
+    return _add_partial_rows(A.comm, made, own, used[~mine][ghost.row], ghost)
+
+
+def _add_partial_rows(comm, layout: Layout, own: sp.csr_matrix, gids: np.ndarray,
+                      ghost: sp.coo_matrix) -> sp.csr_matrix:
+    """``own`` (this rank's rows of ``layout``) plus the partial rows of the
+    other ranks: ``ghost``'s entries, their rows the global ids ``gids``, go
+    to the owners of those rows. Collective on ``comm``: one superstep."""
+    ctx = BSP(comm)
     tag = ctx.tags("rows", "cols", "vals")
     if ghost.nnz:
-        dests = made.owner(gids)
+        dests = layout.owner(gids)
         ctx.send_rows(dests, gids, tag.rows)
         ctx.send_rows(dests, ghost.col.astype(np.int64), tag.cols)
         ctx.send_rows(dests, ghost.data, tag.vals)
@@ -110,7 +104,7 @@ def _finished_rows(A: DistCSR, P: DistCSR, made: Layout) -> sp.csr_matrix:
     if rows.size:
         cols = inbox.concat(tag.cols, dtype=np.int64)
         vals = inbox.concat(tag.vals, dtype=own.dtype)
-        own = own + sp.csr_matrix((vals, (rows - made.start, cols)), shape=own.shape)
+        own = own + sp.csr_matrix((vals, (rows - layout.start, cols)), shape=own.shape)
     return own
 
 
