@@ -28,10 +28,10 @@ from /proc/self/status after it. Cases:
 
 Answers: critical points (ids and types) and the raw pairs of every
 dimension (ties included) are hashed on rank 0 after the timed phases, and
-compared with the in-memory case's. D1 of 3D data runs out of core only
-when a rank's whole slab fits the budget; otherwise the diagram lists it in
-``missing``, and the time ratio is against the in-memory run without its D1
-(its ``_saddle_pairs`` is timed and taken off; the ratio against the whole
+compared with the in-memory case's. The out-of-core diagram includes D1
+(its ``missing`` is empty). Where a diagram lists D1 in ``missing``, the
+time ratio is against the in-memory run without its D1 (its
+``_saddle_pairs`` is timed and taken off; the ratio against the whole
 in-memory diagram is given too).
 
 Where the time goes, per rank (the slowest rank's figure): reads of the raw
