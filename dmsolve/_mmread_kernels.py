@@ -25,7 +25,7 @@ _MAX_DIGITS = 18
 
 # One function with the token rules written out: numba compiles calls to
 # small helpers here into code two to three times slower.
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plain_lines(buf, nindex, nvalue, integer_values):
     """The number of lines of ``buf`` (uint8) if every line is a plain entry
     line, else -1.

@@ -11,6 +11,7 @@ Who reads what
   parser of ``scipy.io.mmread``) when every line of the range is a plain
   entry line, else with ``numpy.loadtxt`` and a line-by-line scan that
   names the offending line. No rank holds more than its share of the file.
+  A rank with threads (:mod:`dmsolve.threads`) scans and parses on them.
 - Coordinate entries go to the owners of their rows in one exchange
   (:func:`dmsolve.partition.exchange`; skipped when every rank read only
   its own rows, as at 1 rank); each owner sums duplicates like

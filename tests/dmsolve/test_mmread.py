@@ -210,6 +210,34 @@ def test_reads_the_same_without_fast_matrix_market(shared_tmp_path, monkeypatch)
         _assert_reads_like_scipy(_put(shared_tmp_path / "n.mtx", raw))
 
 
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_threads_scan_and_parse_in_line_aligned_blocks(shared_tmp_path, monkeypatch, threads):
+    """On several threads, the strict scan cuts its range into blocks at line
+    starts (here blocks of a few lines, cut inside lines of every length)
+    and the parse runs on the threads too: plain files read as scipy reads
+    them, without the checking parse, and a bad line in any block is refused
+    with its line number."""
+    from dmsolve import threads as dthreads
+
+    monkeypatch.setattr(_mmread, "_MIN_SCAN_BLOCK", 7)
+    calls = []
+    original = _mmread._parse
+    monkeypatch.setattr(_mmread, "_parse", lambda *a: calls.append(1) or original(*a))
+    M = _square(23, "real", "general", seed=8)
+    raw = _mm_bytes(M)
+    with dthreads.using(threads):
+        _assert_reads_like_scipy(_put(shared_tmp_path / "t.mtx", raw))
+        total = COMM.allreduce(len(calls))
+        assert_collective(COMM, total == 0, "the checking parse ran %d times" % total)
+        lines = raw.rstrip(b"\n").split(b"\n")
+        for k in (SIZE_LINE + 1, len(lines) // 2, len(lines) - 1):
+            bad = list(lines)
+            i, j, _ = bad[k].split()
+            bad[k] = b"%s %s 2.5abc" % (i, j)
+            _same_message_everywhere(_put(shared_tmp_path / "b.mtx", b"\n".join(bad) + b"\n"),
+                                     ValueError, r"b\.mtx line %d: malformed entry" % (k + 1))
+
+
 def _same_message_everywhere(path, exc_type, match):
     e = assert_raises_collective(COMM, exc_type, read_matrix, path, COMM, match=match)
     messages = COMM.allgather(str(e))
