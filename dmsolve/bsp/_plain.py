@@ -35,11 +35,11 @@ _AGG_OPS = ("sum", "min", "max", "any", "all")
 #: ``DMSOLVE_BSP_EXCHANGE`` environment variable).
 EXCHANGES = ("auto", "dense", "sparse")
 #: Under ``exchange="auto"`` the sparse exchange (NBX) is used from this many
-#: ranks up, the dense one (Alltoall + Alltoallv) below. Measured on this
-#: machine (bench/bench_bsp_exchange.py): at 2 and 4 ranks the dense exchange
-#: was 1.7x (2 ranks) to 12x (4 ranks, two loaded cores) faster for ring and
-#: all-to-all patterns alike, and its O(p) header is a few hundred bytes;
-#: from 8 ranks the header is what grows (192 bytes per rank and peer).
+#: ranks up, the dense one (Alltoall + Alltoallv) below. In
+#: bench/bench_bsp_exchange.py on 2 cores, the dense exchange is 1.7x (2
+#: ranks) to 12x (4 ranks, two loaded cores) faster for ring and all-to-all
+#: patterns alike, and its O(p) header is a few hundred bytes; from 8 ranks
+#: the header is what grows (192 bytes per rank and peer).
 SPARSE_MIN_RANKS = 8
 
 
