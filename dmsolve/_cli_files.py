@@ -54,22 +54,10 @@ def load_coordinates(path: str) -> np.ndarray:
 
 
 def write_solution(comm, x, path: str) -> None:
-    """Write ``x`` as the extension of ``path`` says: Matrix Market by every
-    rank, or ``.npy`` gathered on rank 0 (written to a temporary file that
-    replaces ``path`` once complete). Collective on ``comm``."""
+    """Write ``x`` as the extension of ``path`` says, each rank writing its
+    own entries: Matrix Market (:func:`dmsolve.io.write_vector`) or numpy's
+    ``.npy`` (:func:`dmsolve.io.write_npy`). Collective on ``comm``."""
     if path.lower().endswith(".mtx"):
         io.write_vector(path, x)
-        return
-    g = x.gather(root=0)
-    exc = None
-    if comm.Get_rank() == 0:
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "wb") as f:
-                np.save(f, g)
-            os.replace(tmp, path)
-        except OSError as e:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            exc = OSError("cannot write --output %r: %s" % (path, e.strerror or e))
-    agree(comm, exc)
+    else:
+        io.write_npy(path, x)

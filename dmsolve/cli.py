@@ -238,8 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "preconditioner are symmetric (Hermitian), as %s need, and refuse if not"
                    % ", ".join(_symmetric_methods()))
     s.add_argument("--output", metavar="FILE",
-                   help="write the solution x to FILE: .mtx (Matrix Market, written by every "
-                   "rank) or .npy (gathered on rank 0)")
+                   help="write the solution x to FILE: .mtx (Matrix Market) or .npy (numpy's "
+                   "format), each rank writing its own entries")
     s.add_argument("--threads", type=int, metavar="K",
                    help="threads per rank (default: DMSOLVE_NUM_THREADS, else 1)")
     s.add_argument("--rtol", type=float, default=1e-8,

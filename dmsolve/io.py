@@ -65,7 +65,7 @@ from ._vector import DistVector
 from .partition import exchange
 from .validate import agreed
 
-__all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "mminfo",
+__all__ = ["read_matrix", "write_matrix", "read_vector", "write_vector", "write_npy", "mminfo",
            "check_writable", "COO_RECORD", "write_coo", "atomic_path", "temporary_path",
            "commit_temporary", "discard"]
 
@@ -475,6 +475,37 @@ def write_vector(path, x: DistVector, comment: str = "") -> None:
     body = _format_lines(_format_values(x.local, field), fmts)
     header = _header_text("array", field, comment) + b"%d 1\n" % x.global_size
     _write_parallel(path, x.comm, header, body)
+
+
+def write_npy(path, x: DistVector) -> None:
+    """Write a DistVector as a ``.npy`` file, the bytes ``numpy.save`` writes
+    for the gathered vector, each rank writing its own entries: no rank
+    holds more than its share.
+
+    Collective on ``x.comm``. Rank 0 writes numpy's header (format 1.0, the
+    vector's dtype in little-endian order, shape ``(n,)``) and every rank its
+    entries at their offset, into a temporary moved onto ``path`` when every
+    rank is done (:func:`write_vector`'s parallel write).
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not a DistVector; on every rank, if ``path`` has the
+        wrong type.
+    OSError
+        On every rank, if the file cannot be created or written (checked
+        before anything is written).
+    """
+    if not isinstance(x, DistVector):
+        raise TypeError("x must be a DistVector, got %s" % type(x).__name__)
+    path = check_writable(path, x.comm)
+    dtype = x.dtype.newbyteorder("<")
+    header = _pyio.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {
+        "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+        "shape": (x.global_size,)})
+    body = np.ascontiguousarray(x.local, dtype=dtype).tobytes()
+    _write_parallel(path, x.comm, header.getvalue(), body)
 
 
 def _header_text(fmt: str, field: str, comment: str) -> bytes:

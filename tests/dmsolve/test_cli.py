@@ -603,8 +603,8 @@ def test_cg_that_fails_on_a_nonsymmetric_matrix_says_why(comm, capsys, nonsymmet
 
 @pytest.mark.parametrize("ext", ["npy", "mtx"])
 def test_output_writes_the_solution(comm, capsys, shared_tmp_path, ext):
-    """--output writes the solution, .npy gathered or .mtx by every rank: scipy's
-    spsolve's answer, with no temporary file left."""
+    """--output writes the solution, .npy or .mtx, each rank its own entries:
+    scipy's spsolve's answer, with no temporary file left."""
     path = shared_tmp_path / ("x." + ext)
     code, out, quiet = _run_status(comm, capsys, ["solve", "--problem", "poisson2d", "--n", "13",
                                                   "--pc", "amg", "--rtol", "1e-10",

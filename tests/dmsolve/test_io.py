@@ -5,6 +5,7 @@ line."""
 
 import bz2
 import gzip
+import io as pyio
 import lzma
 import os
 
@@ -514,7 +515,42 @@ def test_matrix_round_trip_when_ranks_own_nothing(comm, shared_tmp_path):
     assert_allclose_collective(B.to_scipy().toarray(), A.to_scipy().toarray(), comm)
 
 
-@pytest.mark.parametrize("what", ["matrix", "vector"])
+@pytest.mark.parametrize("n, dtype", [(13, np.float64), (2, np.float64), (7, np.complex128),
+                                      (7, np.int64), (9, np.float32)])
+def test_write_npy_writes_numpys_bytes_without_gathering(comm, shared_tmp_path, monkeypatch,
+                                                         n, dtype):
+    """write_npy's file is byte for byte what numpy.save writes for the
+    gathered vector (dtypes, and ranks that own nothing at 2 entries), and no
+    rank gathers the vector to write it."""
+    layout = Layout.block(n, comm)
+    idx = np.arange(layout.start, layout.stop)
+    local = (idx * (0.5 - 1.25j) if dtype == np.complex128 else idx * 3 - 5).astype(dtype)
+    x = DistVector(layout, local / 7 if dtype == np.float64 else local)
+    want = x.gather()
+    path = shared_tmp_path / "x.npy"
+    monkeypatch.setattr(DistVector, "gather", lambda *a, **k: pytest.fail("gathered"))
+    io.write_npy(str(path), x)
+    monkeypatch.undo()
+
+    def bytes_of_numpy_save():
+        buf = pyio.BytesIO()
+        np.save(buf, want)
+        return buf.getvalue()
+    same = on_rank0(comm, lambda: path.read_bytes() == bytes_of_numpy_save())
+    assert_collective(comm, same, "the file differs from numpy.save's")
+    assert_equal_collective(sorted(snapshot(comm, shared_tmp_path)), ["x.npy"], comm)
+
+
+def test_write_npy_refuses_what_it_cannot_write(comm, shared_tmp_path):
+    """A path in a missing folder is refused on every rank; a non-vector is a TypeError."""
+    x = gallery.rhs(gallery.poisson1d(5, comm), "random", seed=1)
+    assert_raises_collective(comm, OSError, io.write_npy, str(shared_tmp_path / "no" / "x.npy"),
+                             x, match="x.npy")
+    assert_raises_collective(comm, TypeError, io.write_npy, str(shared_tmp_path / "x.npy"),
+                             x.local, match="DistVector")
+
+
+@pytest.mark.parametrize("what", ["matrix", "vector", "npy"])
 def test_full_disk_leaves_the_previous_file_and_no_temporary(comm, shared_tmp_path,
                                                              monkeypatch, what):
     """A Matrix Market write that fills the disk part-way on the last rank raises OSError
@@ -522,19 +558,22 @@ def test_full_disk_leaves_the_previous_file_and_no_temporary(comm, shared_tmp_pa
     the next write that succeeds replaces it."""
     old, new = gallery.poisson1d(7, comm), gallery.poisson2d(4, comm)
     write = io.write_matrix
-    if what == "vector":
+    if what != "matrix":
         old, new = gallery.rhs(old, "random", seed=1), gallery.rhs(new, "random", seed=2)
-        write = io.write_vector
-    path = str(shared_tmp_path / "a.mtx")
+        write = io.write_vector if what == "vector" else io.write_npy
+    name = "a.npy" if what == "npy" else "a.mtx"
+    path = str(shared_tmp_path / name)
     write(path, old)
     before = snapshot(comm, shared_tmp_path)
     monkeypatch.setattr(io, "MPI", FullDiskMPI(failing=lambda rank: rank == comm.size - 1))
-    assert_raises_collective(comm, OSError, write, path, new, match="a.mtx")
+    assert_raises_collective(comm, OSError, write, path, new, match=name)
     monkeypatch.undo()
     assert_left_as_before(comm, shared_tmp_path, before)
     write(path, new)
     if what == "vector":
         assert_equal_collective(read_vector(path, comm).gather(), new.gather(), comm)
+    elif what == "npy":
+        assert_equal_collective(on_rank0(comm, lambda: np.load(path)), new.gather(), comm)
     else:
         assert_exact(read_matrix(path, comm).to_scipy(), new.to_scipy())
-    assert_equal_collective(sorted(snapshot(comm, shared_tmp_path)), ["a.mtx"], comm)
+    assert_equal_collective(sorted(snapshot(comm, shared_tmp_path)), [name], comm)
