@@ -45,9 +45,9 @@ $(STAMP): pyproject.toml
 
 # Compile and cache every numba kernel once, so that the first demo or test
 # run does not compile them; the warm-up prints one line per stage. Measured
-# on a fresh checkout: 110 s on a 2-core AMD EPYC (32 MiB L3) at load average 6
+# on a fresh checkout: 75 s on a quiet 2-core AMD EPYC (32 MiB L3), 110 s at load 6
 $(WARM_STAMP): $(STAMP) $(KERNEL_SOURCES) tools/warm_kernels.py
-	@echo "setup [2/2]: compiling the numba kernels once (tools/warm_kernels.py; 110 s on a busy 2-core AMD EPYC)"
+	@echo "setup [2/2]: compiling the numba kernels once (tools/warm_kernels.py; 75-110 s on a 2-core AMD EPYC)"
 	$(MPIEXEC) -n 2 $(PY) -m mpi4py tools/warm_kernels.py
 	touch $(WARM_STAMP)
 
