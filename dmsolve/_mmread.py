@@ -360,11 +360,12 @@ def _plain_count(piece: mmap.mmap, info: dict, threads: int) -> int:
         nl = piece.find(b"\n", _ROOM + max(buf.size * k // nblocks, cuts[-1]))
         cuts.append(buf.size if nl < 0 else nl + 1 - _ROOM)
     cuts.append(buf.size)
-    counts = _threads.parallel_map(
-        lambda k: plain_lines(buf[cuts[k]:cuts[k + 1]], idx, val, integer), nblocks, threads)
+    blocks = [buf[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    counts = _threads.parallel_map(lambda k: plain_lines(blocks[k], idx, val, integer),
+                                   nblocks, threads)
     # the job may wait in the pool's queue a little longer; it must not keep
     # the piece's memory exported (the piece is closed next)
-    del buf
+    blocks.clear()
     return -1 if min(counts) < 0 else sum(counts)
 
 
