@@ -83,6 +83,19 @@ class Stars:
         ``i``. Not collective."""
         raise NotImplementedError
 
+    def triangle_edges(self, i, t):
+        """The far edges of triangles ``t`` of owned vertices ``i`` (the edge
+        of each triangle opposite its vertex): ``(nb, top, oth, mine)``, the
+        (k, 2) neighbour slots of the edge's ends, the positions of its
+        higher and lower end in the vertex order, and whether this rank owns
+        the higher end. Not collective."""
+        nb = self.tri(i, t).reshape(-1, 2)
+        pa, pb = self.nbr(i, nb[:, 0]), self.nbr(i, nb[:, 1])
+        swap = self.O[pa] < self.O[pb]
+        top = np.where(swap, pb, pa)
+        oth = np.where(swap, pa, pb)
+        return nb, top, oth, self.own[top] >= 0
+
     def table(self) -> StarTable:
         """The tables as the one record the kernels take (no copies). Not collective."""
         return StarTable(self.mode, self.O, self.P, self.own, self.layout_index, self.doff,

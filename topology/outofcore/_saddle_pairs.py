@@ -175,12 +175,7 @@ class SlabGradient:
 
     def start_d1(self, code, i, s):
         S, st = self.S, self.st
-        nb = S.tri(i, s).reshape(-1, 2)
-        pa, pb = S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])
-        swap = S.O[pa] < S.O[pb]
-        top = np.where(swap, pb, pa)
-        oth = np.where(swap, pa, pb)
-        mine = S.own[top] >= 0
+        nb, top, oth, mine = S.triangle_edges(i, s)
         q = np.concatenate((code, code, code[mine]))
         pos = np.concatenate((S.P[i], S.P[i], top[mine]))
         slot = np.concatenate((nb[:, 0], nb[:, 1], locate_edges(st, top[mine], oth[mine])))

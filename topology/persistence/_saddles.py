@@ -443,12 +443,7 @@ def _wall_paths(mc: _MorseComplex, wall):
     G, S, st = mc.G, mc.S, mc.st
     c2 = mc.crit[2]
     i, s, qq = c2["i"][wall], c2["s"][wall], c2["code"][wall]
-    nb = S.tri(i, s).reshape(-1, 2)
-    pa, pb = S.nbr(i, nb[:, 0]), S.nbr(i, nb[:, 1])
-    swap = S.O[pa] < S.O[pb]
-    top = np.where(swap, pb, pa)
-    oth = np.where(swap, pa, pb)
-    mine = S.own[top] >= 0
+    nb, top, oth, mine = S.triangle_edges(i, s)
 
     def down_edges(q, pos, slot):
         o = stable_argsort(q)
